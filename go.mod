@@ -1,0 +1,15 @@
+module github.com/airlock-dev/airlock
+
+go 1.26.8
+
+require (
+	github.com/creack/pty v1.1.24
+	github.com/fxamacker/cbor/v2 v2.9.6
+	github.com/landlock-lsm/go-landlock v0.11.0
+	golang.org/x/sys v0.49.0
+)
+
+require (
+	github.com/x448/float16 v0.8.4 // indirect
+	kernel.org/pub/linux/libs/security/libcap/psx v1.2.77 // indirect
+)

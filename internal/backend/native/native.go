@@ -1,0 +1,428 @@
+package native
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-dev/airlock/internal/cgroup"
+	"github.com/airlock-dev/airlock/internal/guest"
+	"github.com/airlock-dev/airlock/internal/proto"
+)
+
+// ErrClosed is returned for requests to a sandbox that has ended.
+var ErrClosed = errors.New("sandbox is not running")
+
+// setupTimeout bounds the guest's setup; it takes milliseconds.
+const setupTimeout = 30 * time.Second
+
+// Options are the host-side knobs that are not part of the sandbox's shape.
+type Options struct {
+	Exe    string    // binary to run as the guest; default /proc/self/exe
+	Stderr io.Writer // the guest's own diagnostics; default os.Stderr
+	Env    func(string) string
+}
+
+// Sandbox is one running native sandbox.
+type Sandbox struct {
+	ID       string
+	Warnings []string // what is not enforced here, for the user
+
+	conn   *proto.Conn
+	guest  *os.Process
+	cg     *cgroup.Group
+	exited chan struct{} // closed when the guest is reaped
+	nextID atomic.Uint32
+
+	mu      sync.Mutex
+	pending map[uint32]chan inbound
+	closed  bool
+	readErr error
+
+	closeOnce sync.Once
+}
+
+// Start creates the sandbox and returns once its guest is ready for requests.
+func Start(ctx context.Context, c Config, o Options) (_ *Sandbox, err error) {
+	if o.Exe == "" {
+		o.Exe = "/proc/self/exe"
+	}
+	if o.Stderr == nil {
+		o.Stderr = os.Stderr
+	}
+	if o.Env == nil {
+		o.Env = os.Getenv
+	}
+	init, err := Plan(c, o.Env)
+	if err != nil {
+		return nil, fmt.Errorf("native: plan: %w", err)
+	}
+	s := &Sandbox{ID: c.ID, exited: make(chan struct{}), pending: map[uint32]chan inbound{}}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+
+	s.cg, err = cgroup.New("airlock-"+c.ID, cgroup.Limits{MemoryBytes: c.Limits.MemoryBytes, CPUs: c.Limits.CPUs, Pids: c.Limits.Pids})
+	switch {
+	case err == nil:
+		for _, l := range s.cg.Unenforced() {
+			s.Warnings = append(s.Warnings, fmt.Sprintf("the %s limit is not enforced: no writable cgroup controller for it", l))
+		}
+		init.Rlimits = rlimits(c.Limits, s.cg.Unenforced())
+	case errors.Is(err, cgroup.ErrUnavailable):
+		// Unprivileged users without cgroup delegation: rlimits bound each
+		// process's memory and the sandbox's process count instead.
+		s.cg = nil
+		init.Rlimits = rlimits(c.Limits, []string{"memory", "pids", "cpu"})
+		if c.Limits.CPUs > 0 {
+			s.Warnings = append(s.Warnings, "--cpus is not enforced: no writable cgroup (run as root or delegate a cgroup v2 subtree to this user)")
+		}
+	default:
+		return nil, fmt.Errorf("native: cgroup: %w", err)
+	}
+
+	conn, child, err := proto.Pair()
+	if err != nil {
+		return nil, fmt.Errorf("native: %w", err)
+	}
+	s.conn = conn
+	if err := s.startGuest(o, child); err != nil {
+		return nil, err
+	}
+	if s.cg != nil {
+		if err := s.cg.Add(s.guest.Pid); err != nil {
+			return nil, fmt.Errorf("native: join cgroup: %w", err)
+		}
+	}
+	if err := conn.Send(&proto.Msg{Op: proto.OpInit, Init: init}); err != nil {
+		return nil, fmt.Errorf("native: send plan: %w", err)
+	}
+	ready := make(chan *proto.Msg, 1)
+	go func() {
+		m, _, err := conn.Recv()
+		if err != nil {
+			m = &proto.Msg{Op: proto.OpError, Err: &proto.Error{Step: "start", Message: "the guest exited during setup (see its messages above)"}}
+		}
+		ready <- m
+	}()
+	timer := time.NewTimer(setupTimeout)
+	defer timer.Stop()
+	select {
+	case m := <-ready:
+		if m.Op != proto.OpReady {
+			if m.Err == nil {
+				m.Err = &proto.Error{Message: "unexpected " + m.Op.String()}
+			}
+			return nil, fmt.Errorf("native: sandbox setup: %w", m.Err)
+		}
+		s.Warnings = append(s.Warnings, m.Warnings...)
+	case <-ctx.Done():
+		return nil, fmt.Errorf("native: sandbox setup: %w", ctx.Err())
+	case <-timer.C:
+		return nil, fmt.Errorf("native: sandbox setup took longer than %s", setupTimeout)
+	}
+	go s.dispatch()
+	return s, nil
+}
+
+func (s *Sandbox) startGuest(o Options, sock *os.File) error {
+	defer sock.Close()
+	uid, gid := os.Getuid(), os.Getgid()
+	caps := make([]uintptr, 0, 64)
+	for c := 0; c <= lastCap(); c++ {
+		caps = append(caps, uintptr(c))
+	}
+	cmd := exec.Command(o.Exe, "guest")
+	cmd.Args[0] = "airlock"
+	cmd.Env = []string{}
+	cmd.Stderr = o.Stderr
+	cmd.ExtraFiles = make([]*os.File, guest.ControlFD-2)
+	cmd.ExtraFiles[guest.ControlFD-3] = sock
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC |
+			unix.CLONE_NEWUTS | unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP,
+		// One uid and gid, the caller's own, on both sides: files the sandbox
+		// writes are the user's, and nobody else's identity exists inside.
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}},
+		GidMappingsEnableSetgroups: false,
+		// The guest needs its namespace's capabilities across exec to set up
+		// mounts when it is not uid 0 inside; it drops them all before serving.
+		AmbientCaps: caps,
+		// If the supervisor dies, so does the guest, and with PID 1 gone the
+		// kernel kills every process in the sandbox.
+		Pdeathsig: syscall.SIGKILL,
+	}
+	started := make(chan error, 1)
+	go func() {
+		// Pdeathsig fires when the thread that forked exits, not the process:
+		// keep this goroutine on its thread for the sandbox's whole life.
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			close(s.exited)
+			return
+		}
+		s.guest = cmd.Process
+		started <- nil
+		cmd.Wait()
+		close(s.exited)
+	}()
+	if err := <-started; err != nil {
+		if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOSPC) {
+			return fmt.Errorf("native: create namespaces: %w (user namespaces may be disabled: check sysctl kernel.unprivileged_userns_clone, user.max_user_namespaces and kernel.apparmor_restrict_unprivileged_userns; `airlock doctor` tells)", err)
+		}
+		return fmt.Errorf("native: start guest: %w", err)
+	}
+	return nil
+}
+
+func lastCap() int {
+	last := 40
+	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
+		fmt.Sscanf(string(b), "%d", &last)
+	}
+	return last
+}
+
+// rlimits stands in for the cgroup limits listed in missing.
+func rlimits(l Limits, missing []string) []proto.Rlimit {
+	out := []proto.Rlimit{{Resource: unix.RLIMIT_CORE, Cur: 0, Max: 0}}
+	for _, m := range missing {
+		switch {
+		case m == "pids" && l.Pids > 0:
+			out = append(out, proto.Rlimit{Resource: unix.RLIMIT_NPROC, Cur: uint64(l.Pids), Max: uint64(l.Pids)})
+		case m == "memory" && l.MemoryBytes > 0:
+			// Per process, and only private writable memory: a stand-in, not a cgroup.
+			out = append(out, proto.Rlimit{Resource: unix.RLIMIT_DATA, Cur: uint64(l.MemoryBytes), Max: uint64(l.MemoryBytes)})
+		}
+	}
+	return out
+}
+
+// dispatch routes the guest's messages to whoever waits on their ID.
+func (s *Sandbox) dispatch() {
+	for {
+		m, files, err := s.conn.Recv()
+		if err != nil {
+			s.mu.Lock()
+			s.closed = true
+			s.readErr = err
+			for id, ch := range s.pending {
+				close(ch)
+				delete(s.pending, id)
+			}
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Lock()
+		ch := s.pending[m.ID]
+		s.mu.Unlock()
+		if ch == nil {
+			for _, f := range files {
+				f.Close()
+			}
+			continue
+		}
+		in := inbound{Msg: m}
+		if len(files) > 0 && m.Op == proto.OpStarted {
+			in.file, files = files[0], files[1:]
+		}
+		for _, f := range files {
+			f.Close()
+		}
+		ch <- in // bounded channel: a slow reader slows the guest, nothing is dropped
+	}
+}
+
+// inbound is a message from the guest with the pty master a Started may carry.
+type inbound struct {
+	*proto.Msg
+	file *os.File
+}
+
+func (s *Sandbox) register() (uint32, chan inbound, error) {
+	id := s.nextID.Add(1)
+	ch := make(chan inbound, 256)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, nil, ErrClosed
+	}
+	s.pending[id] = ch
+	return id, ch, nil
+}
+
+func (s *Sandbox) unregister(id uint32) {
+	s.mu.Lock()
+	delete(s.pending, id)
+	s.mu.Unlock()
+}
+
+// Call sends one file request and waits for its result.
+func (s *Sandbox) Call(ctx context.Context, m *proto.Msg) (*proto.Msg, error) {
+	id, ch, err := s.register()
+	if err != nil {
+		return nil, err
+	}
+	defer s.unregister(id)
+	m.ID = id
+	if err := s.conn.Send(m); err != nil {
+		return nil, err
+	}
+	select {
+	case r, ok := <-ch:
+		if !ok {
+			return nil, ErrClosed
+		}
+		if r.Op == proto.OpError {
+			return nil, r.Err
+		}
+		return r.Msg, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Process is a command running in the sandbox.
+type Process struct {
+	PID int
+	PTY *os.File // the pty master when the Exec asked for a TTY; the caller closes it
+
+	s      *Sandbox
+	id     uint32
+	ch     chan inbound
+	output func(stream uint8, data []byte)
+	exit   *proto.Exit
+}
+
+// Exec starts req. In proto.StdioFDs mode, files are the process's stdin,
+// stdout and stderr; in stream mode output goes to output as it arrives.
+func (s *Sandbox) Exec(req *proto.Exec, output func(stream uint8, data []byte), files ...*os.File) (*Process, error) {
+	id, ch, err := s.register()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.conn.Send(&proto.Msg{ID: id, Op: proto.OpExec, Exec: req}, files...); err != nil {
+		s.unregister(id)
+		return nil, err
+	}
+	p := &Process{s: s, id: id, ch: ch, output: output}
+	for {
+		m, ok := <-ch
+		if !ok {
+			return nil, ErrClosed
+		}
+		switch m.Op {
+		case proto.OpStarted:
+			p.PID, p.PTY = m.PID, m.file
+			return p, nil
+		case proto.OpExit: // never started: not found, not executable
+			p.exit = m.Exit
+			s.unregister(id)
+			return p, nil
+		case proto.OpError:
+			s.unregister(id)
+			return nil, fmt.Errorf("exec %s: %w", req.Argv[0], m.Err)
+		case proto.OpOutput:
+			p.deliver(m.Msg)
+		}
+	}
+}
+
+func (p *Process) deliver(m *proto.Msg) {
+	if p.output != nil {
+		p.output(m.Stream, m.Data)
+	}
+}
+
+// Wait returns the process's exit. If the sandbox ends first, it returns ErrClosed.
+func (p *Process) Wait() (*proto.Exit, error) {
+	if p.exit != nil {
+		return p.exit, nil
+	}
+	defer p.s.unregister(p.id)
+	for m := range p.ch {
+		switch m.Op {
+		case proto.OpOutput:
+			p.deliver(m.Msg)
+		case proto.OpExit:
+			p.exit = m.Exit
+			return p.exit, nil
+		}
+	}
+	return nil, ErrClosed
+}
+
+// Signal delivers sig to the process.
+func (p *Process) Signal(sig syscall.Signal) error {
+	return p.s.conn.Send(&proto.Msg{ID: p.id, Op: proto.OpSignal, Signal: int(sig)})
+}
+
+// Write sends stdin to a stream-mode process; CloseStdin ends it.
+func (p *Process) Write(b []byte) (int, error) {
+	for off := 0; off < len(b); off += 32 << 10 {
+		end := min(off+32<<10, len(b))
+		if err := p.s.conn.Send(&proto.Msg{ID: p.id, Op: proto.OpStdin, Data: b[off:end]}); err != nil {
+			return off, err
+		}
+	}
+	return len(b), nil
+}
+
+func (p *Process) CloseStdin() error {
+	return p.s.conn.Send(&proto.Msg{ID: p.id, Op: proto.OpStdinClose})
+}
+
+// Done is closed when the sandbox has ended.
+func (s *Sandbox) Done() <-chan struct{} { return s.exited }
+
+// GuestPID is the guest's pid on the host.
+func (s *Sandbox) GuestPID() int {
+	if s.guest == nil {
+		return 0
+	}
+	return s.guest.Pid
+}
+
+// CgroupPaths lists the sandbox's cgroup dirs (for cleanup after a crash).
+func (s *Sandbox) CgroupPaths() []string {
+	if s.cg == nil {
+		return nil
+	}
+	return s.cg.Paths()
+}
+
+// OOMKilled reports whether the memory limit killed a process.
+func (s *Sandbox) OOMKilled() bool { return s.cg != nil && s.cg.OOMKilled() }
+
+// Close ends the sandbox: the guest (PID 1) is killed, so the kernel kills
+// every process in it; then its cgroup is removed. It is safe to call twice.
+func (s *Sandbox) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		if s.guest != nil {
+			s.guest.Signal(syscall.SIGKILL)
+			<-s.exited
+		}
+		if s.conn != nil {
+			s.conn.Close()
+		}
+		if s.cg != nil {
+			err = s.cg.Destroy()
+		}
+	})
+	return err
+}

@@ -1,0 +1,176 @@
+// Package native runs a sandbox on this kernel: user, mount, PID, IPC, UTS,
+// network and cgroup namespaces around airlock's guest agent, with the
+// filesystem view, Landlock rules, seccomp filter and limits it plans here.
+package native
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/airlock-dev/airlock/internal/proto"
+)
+
+// Config is one sandbox's shape, as the supervisor decided it.
+type Config struct {
+	ID        string   `json:"id"`
+	Workspace string   `json:"workspace"`      // absolute, symlinks resolved
+	Home      string   `json:"home,omitempty"` // host dir kept as the private home; "" = tmpfs
+	HostHome  string   `json:"host_home"`      // the user's real $HOME, always hidden
+	RO        []string `json:"ro,omitempty"`   // extra read-only paths (they are visible anyway; useful inside hidden places)
+	RW        []string `json:"rw,omitempty"`   // extra writable paths
+	NoDelete  bool     `json:"no_delete,omitempty"`
+	Hide      []string `json:"hide,omitempty"`      // extra paths always hidden (airlock's own state and config)
+	TmpBytes  int64    `json:"tmp_bytes,omitempty"` // size of /tmp
+	Limits    Limits   `json:"limits"`
+}
+
+// Limits bound the sandbox's resources; zero means no limit.
+type Limits struct {
+	MemoryBytes int64   `json:"memory_bytes,omitempty"`
+	CPUs        float64 `json:"cpus,omitempty"`
+	Pids        int64   `json:"pids,omitempty"`
+}
+
+// Hostname is the sandbox's UTS name.
+func Hostname(id string) string {
+	if len(id) > 8 {
+		id = id[:8]
+	}
+	return "airlock-" + id
+}
+
+// SandboxHome is where the private home appears inside: at the user's own
+// $HOME path when it is a real directory (so tools find their config paths),
+// else under the private /tmp.
+func SandboxHome(hostHome string) string {
+	if hostHome != "" && hostHome != "/" {
+		if st, err := os.Stat(hostHome); err == nil && st.IsDir() {
+			return hostHome
+		}
+	}
+	return "/tmp/home"
+}
+
+// credentialPaths, relative to a home, hold secrets no sandbox may read even
+// when the home (or a parent) is exposed with --ro, --rw or as the workspace.
+var credentialPaths = []string{
+	".ssh", ".gnupg", ".aws", ".azure", ".config/gcloud", ".kube", ".docker",
+	".netrc", ".git-credentials", ".config/gh", ".config/hub", ".npmrc", ".pypirc",
+	".password-store", ".local/share/keyrings", ".config/rclone", ".terraform.d",
+	".config/op", ".vault-token", ".cargo/credentials", ".cargo/credentials.toml",
+	".gem/credentials", ".config/airlock", ".local/state/airlock",
+}
+
+// systemHidden are host paths no sandbox may read, whatever the flags.
+var systemHidden = []string{
+	"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/security/opasswd",
+	"/etc/sudoers", "/etc/sudoers.d", "/etc/ssl/private",
+	"/var/run/docker.sock", "/run/docker.sock", "/run/containerd", "/run/podman",
+	"/var/lib/docker", "/var/lib/containerd",
+	"/sys/firmware", "/sys/kernel/security", "/sys/kernel/debug", "/sys/devices/virtual/powercap",
+}
+
+// Plan turns a Config into the guest's instructions. It reads the host's
+// filesystem (to find host keys and sockets) but changes nothing.
+func Plan(c Config, env func(string) string) (*proto.Init, error) {
+	if !filepath.IsAbs(c.Workspace) || filepath.Clean(c.Workspace) == "/" {
+		return nil, fmt.Errorf("workspace must be an absolute directory other than /, got %q", c.Workspace)
+	}
+	home := SandboxHome(c.HostHome)
+	mounts := []proto.Mount{
+		{Kind: proto.MountTmpfs, Target: "/tmp", Mode: 0o1777, SizeBytes: c.TmpBytes},
+		{Kind: proto.MountTmpfs, Target: "/run", Mode: 0o755, SizeBytes: 16 << 20},
+		{Kind: proto.MountDev, Target: "/dev"},
+		{Kind: proto.MountProc, Target: "/proc"},
+	}
+	// /root is hidden unless it is (or holds) the workspace or the home, in
+	// which case the read-only tmpfs over it still hides everything else.
+	if home != "/root" {
+		mounts = append(mounts, proto.Mount{Kind: proto.MountTmpfs, Target: "/root", Mode: 0o700, ReadOnly: true, SizeBytes: 64 << 10})
+	}
+	if c.Home != "" {
+		mounts = append(mounts, proto.Mount{Kind: proto.MountBind, Source: c.Home, Target: home})
+	} else {
+		mounts = append(mounts, proto.Mount{Kind: proto.MountTmpfs, Target: home, Mode: 0o700, SizeBytes: c.TmpBytes})
+	}
+	for _, p := range c.RO {
+		mounts = append(mounts, proto.Mount{Kind: proto.MountBind, Source: p, Target: p, ReadOnly: true})
+	}
+	for _, p := range c.RW {
+		mounts = append(mounts, proto.Mount{Kind: proto.MountBind, Source: p, Target: p})
+	}
+	mounts = append(mounts, proto.Mount{Kind: proto.MountBind, Source: c.Workspace, Target: c.Workspace})
+	// Parents before children, so a child's mountpoint can be made inside a
+	// fresh tmpfs (a workspace under /tmp or under the hidden home).
+	sort.SliceStable(mounts, func(i, j int) bool { return depth(mounts[i].Target) < depth(mounts[j].Target) })
+
+	in := &proto.Init{
+		Hostname: Hostname(c.ID),
+		Mounts:   mounts,
+		Hide:     hidden(c, home, env),
+		Workdir:  c.Workspace,
+		Seccomp:  true,
+		Landlock: proto.Landlock{
+			Enabled: true,
+			RWDirs:  append([]string{"/tmp", home, "/dev/shm", "/dev/pts"}, c.RW...),
+			RWFiles: []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/dev/urandom"},
+		},
+	}
+	if c.NoDelete {
+		in.Landlock.NoDelete = []string{c.Workspace}
+		in.Landlock.Required = true
+	} else {
+		in.Landlock.RWDirs = append(in.Landlock.RWDirs, c.Workspace)
+	}
+	return in, nil
+}
+
+func hidden(c Config, home string, env func(string) string) []string {
+	out := append([]string(nil), systemHidden...)
+	keys, _ := filepath.Glob("/etc/ssh/ssh_host_*key")
+	out = append(out, keys...)
+	for _, h := range uniq(c.HostHome, home) {
+		if h == "" || h == "/" {
+			continue
+		}
+		for _, p := range credentialPaths {
+			out = append(out, filepath.Join(h, p))
+		}
+	}
+	if s := env("SSH_AUTH_SOCK"); filepath.IsAbs(s) {
+		out = append(out, s)
+	}
+	if s, ok := strings.CutPrefix(env("DOCKER_HOST"), "unix://"); ok && filepath.IsAbs(s) {
+		out = append(out, s)
+	}
+	if d := env("XDG_RUNTIME_DIR"); filepath.IsAbs(d) {
+		out = append(out, d)
+	}
+	out = append(out, c.Hide...)
+	// Masking a parent of the workspace would cover the workspace itself.
+	kept := out[:0]
+	for _, p := range out {
+		if p = filepath.Clean(p); !strings.HasPrefix(c.Workspace+"/", p+"/") || p == c.Workspace {
+			kept = append(kept, p)
+		}
+	}
+	return kept
+}
+
+func depth(p string) int {
+	p = filepath.Clean(p)
+	if p == "/" {
+		return 0
+	}
+	return strings.Count(p, "/")
+}
+
+func uniq(a, b string) []string {
+	if a == b {
+		return []string{a}
+	}
+	return []string{a, b}
+}

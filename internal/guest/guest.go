@@ -1,0 +1,184 @@
+// Package guest is airlock's in-sandbox agent: the sandbox's PID 1. It builds
+// the sandbox from the host's plan, locks itself down, then serves exec and
+// file requests on the control channel until the host goes away.
+package guest
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-dev/airlock/internal/proto"
+)
+
+// ControlFD is the descriptor on which the host hands the guest its control socket.
+const ControlFD = 3
+
+// Main runs the guest; it never returns.
+func Main() {
+	f := os.NewFile(ControlFD, "control")
+	conn, err := proto.FileConn(f)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "airlock guest:", err)
+		os.Exit(1)
+	}
+	f.Close()
+	os.Exit(run(conn))
+}
+
+func run(conn *proto.Conn) int {
+	m, _, err := conn.Recv()
+	if err != nil || m.Op != proto.OpInit || m.Init == nil {
+		fmt.Fprintln(os.Stderr, "airlock guest: expected init message:", err)
+		return 1
+	}
+	g := newGuest(conn, m.Init.Workdir)
+	warnings, err := setup(m.Init)
+	if err != nil {
+		perr := &proto.Error{Message: err.Error()}
+		var se *stepError
+		if errors.As(err, &se) {
+			perr.Step, perr.Message = se.step, se.err.Error()
+		}
+		var errno syscall.Errno
+		if errors.As(err, &errno) {
+			perr.Errno = int(errno)
+		}
+		conn.Send(&proto.Msg{Op: proto.OpError, Err: perr})
+		return 1
+	}
+	if err := conn.Send(&proto.Msg{Op: proto.OpReady, Warnings: warnings}); err != nil {
+		return 1
+	}
+	g.serve()
+	return 0
+}
+
+func setup(in *proto.Init) ([]string, error) {
+	if err := buildRoot(in); err != nil {
+		return nil, err
+	}
+	if err := unix.Sethostname([]byte(in.Hostname)); err != nil {
+		return nil, step("sethostname", err)
+	}
+	if err := loopbackUp(); err != nil {
+		return nil, step("loopback up", err)
+	}
+	if err := os.Chdir(in.Workdir); err != nil {
+		return nil, step("chdir to workspace", err)
+	}
+	return lockDown(in)
+}
+
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return err
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
+// guest serves one control connection.
+type guest struct {
+	conn    *proto.Conn
+	workdir string
+	reaper  *reaper
+
+	mu    sync.Mutex
+	procs map[uint32]*process // by request ID
+}
+
+func newGuest(conn *proto.Conn, workdir string) *guest {
+	return &guest{conn: conn, workdir: workdir, reaper: startReaper(), procs: map[uint32]*process{}}
+}
+
+func (g *guest) serve() {
+	// As PID 1 we only get signals we handle. Catch the usual ones (and drop
+	// them) rather than ignore them: ignored dispositions would be inherited by
+	// every process we start.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE)
+	go func() {
+		for range sigs {
+		}
+	}()
+	for {
+		m, files, err := g.conn.Recv()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				fmt.Fprintln(os.Stderr, "airlock guest: control channel:", err)
+			}
+			return // the host is gone: PID 1 exits and the kernel ends the sandbox
+		}
+		g.handle(m, files)
+	}
+}
+
+func (g *guest) reply(m *proto.Msg, files ...*os.File) {
+	if err := g.conn.Send(m, files...); err != nil {
+		fmt.Fprintln(os.Stderr, "airlock guest: reply:", err)
+	}
+}
+
+func (g *guest) fail(id uint32, stepName string, err error) {
+	e := &proto.Error{Step: stepName, Message: err.Error()}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		e.Errno = int(errno)
+	}
+	g.reply(&proto.Msg{ID: id, Op: proto.OpError, Err: e})
+}
+
+func (g *guest) handle(m *proto.Msg, files []*os.File) {
+	switch m.Op {
+	case proto.OpExec:
+		if m.Exec == nil || len(m.Exec.Argv) == 0 {
+			closeAll(files)
+			g.fail(m.ID, "exec", errors.New("empty command"))
+			return
+		}
+		go g.exec(m.ID, m.Exec, files)
+		return
+	case proto.OpStdin, proto.OpStdinClose, proto.OpSignal, proto.OpResize:
+		closeAll(files)
+		g.mu.Lock()
+		p := g.procs[m.ID]
+		g.mu.Unlock()
+		if p == nil {
+			return // the process is gone; late input is dropped
+		}
+		p.control(m)
+		return
+	}
+	closeAll(files)
+	go func() {
+		res, err := g.file(m)
+		if err != nil {
+			g.fail(m.ID, m.Op.String(), err)
+			return
+		}
+		res.ID, res.Op = m.ID, proto.OpResult
+		g.reply(res)
+	}()
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
+}

@@ -1,0 +1,103 @@
+package guest
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+	"unsafe"
+
+	"github.com/landlock-lsm/go-landlock/landlock"
+	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-dev/airlock/internal/proto"
+	"github.com/airlock-dev/airlock/internal/seccomp"
+)
+
+// lockDown runs after pivot_root, in this order: Landlock (needs the final
+// paths), capabilities dropped, seccomp last — as close to serving as possible,
+// so the filter never has to allow what setup needed.
+func lockDown(in *proto.Init) (warnings []string, err error) {
+	for _, r := range in.Rlimits {
+		if err := unix.Setrlimit(r.Resource, &unix.Rlimit{Cur: r.Cur, Max: r.Max}); err != nil {
+			return nil, step(fmt.Sprintf("setrlimit %d", r.Resource), err)
+		}
+	}
+	if in.Landlock.Enabled {
+		w, err := applyLandlock(in.Landlock)
+		if err != nil {
+			return nil, step("landlock", err)
+		}
+		warnings = append(warnings, w...)
+	}
+	if err := dropCapabilities(); err != nil {
+		return nil, step("drop capabilities", err)
+	}
+	// Not dumpable: the sandboxed processes run as our uid, and must not be
+	// able to open /proc/1/mem or attach to the agent that serves the host.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return nil, step("set non-dumpable", err)
+	}
+	if in.Seccomp {
+		if err := seccomp.Install(); err != nil {
+			return nil, step("seccomp", err)
+		}
+	}
+	return warnings, nil
+}
+
+func applyLandlock(l proto.Landlock) ([]string, error) {
+	abi, err := llsys.LandlockGetABIVersion()
+	if err != nil || abi < 1 {
+		if l.Required {
+			return nil, fmt.Errorf("the kernel has no Landlock (needs Linux 5.13+ with CONFIG_SECURITY_LANDLOCK and lsm=landlock)")
+		}
+		return []string{"Landlock is not available on this kernel: writes are confined by read-only mounts only, and --no-delete cannot be enforced"}, nil
+	}
+	// Filesystem rights and IPC scopes only: network rights would refuse every
+	// TCP bind/connect, and the sandbox's network is confined by its namespace.
+	full := landlock.V11
+	cfg, err := landlock.NewConfig(full.HandledAccessFS, full.Scoped)
+	if err != nil {
+		return nil, err
+	}
+	remove := landlock.AccessFSSet(llsys.AccessFSRemoveFile | llsys.AccessFSRemoveDir)
+	rules := []landlock.Rule{
+		landlock.RODirs("/"),
+		landlock.RWDirs(l.RWDirs...).IgnoreIfMissing().WithIoctlDev(),
+		landlock.RWFiles(l.RWFiles...).IgnoreIfMissing().WithIoctlDev(),
+	}
+	if len(l.NoDelete) > 0 {
+		// No remove right, and no refer (which would allow renaming a file away).
+		all := full.HandledAccessFS &^ remove &^ landlock.AccessFSSet(llsys.AccessFSRefer)
+		rules = append(rules, landlock.PathAccess(all, l.NoDelete...))
+	}
+	var warnings []string
+	if abi < 5 {
+		warnings = append(warnings, fmt.Sprintf("Landlock ABI %d: some restrictions (truncate, device ioctl, IPC scopes) are not enforced", abi))
+	}
+	return warnings, cfg.BestEffort().Restrict(rules...)
+}
+
+// dropCapabilities empties every capability set on every thread, so nothing
+// started afterwards — even as uid 0 inside — holds a capability.
+func dropCapabilities() error {
+	last := 63
+	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
+		fmt.Sscanf(string(b), "%d", &last)
+	}
+	for c := 0; c <= last; c++ {
+		if _, _, e := syscall.AllThreadsSyscall(syscall.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c), 0); e != 0 && e != syscall.EINVAL {
+			return fmt.Errorf("bounding set drop %d: %w", c, e)
+		}
+	}
+	if _, _, e := syscall.AllThreadsSyscall(syscall.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); e != 0 {
+		return fmt.Errorf("clear ambient: %w", e)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if _, _, e := syscall.AllThreadsSyscall(syscall.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
+		return fmt.Errorf("capset: %w", e)
+	}
+	return nil
+}

@@ -1,0 +1,428 @@
+package guest
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-dev/airlock/internal/proto"
+)
+
+// newRootAt is where the cloned host tree is attached before pivot_root. Every
+// source was opened as a descriptor before anything is mounted here, so covering
+// the host's /tmp in our (private) view loses nothing.
+const newRootAt = "/tmp"
+
+// stepError names the setup step that failed, so the host can say which.
+type stepError struct {
+	step string
+	err  error
+}
+
+func (e *stepError) Error() string { return e.step + ": " + e.err.Error() }
+func (e *stepError) Unwrap() error { return e.err }
+
+func step(name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &stepError{name, err}
+}
+
+// builder assembles the sandbox's root from descriptors, never from paths the
+// sandbox could have raced: targets are resolved with RESOLVE_IN_ROOT inside
+// the new root, so a symlink there cannot point a mount at the host.
+type builder struct {
+	root    int   // O_PATH of the new root
+	scratch int   // detached tmpfs holding the empty file used to mask files
+	sealed  []int // read-only tmpfs mounts, made read-only once their children are in place
+}
+
+func buildRoot(in *proto.Init) error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return step("make mounts private", err)
+	}
+	// Clone every source first, while the host view is intact.
+	sources := make([]int, len(in.Mounts))
+	for i, m := range in.Mounts {
+		sources[i] = -1
+		if m.Kind != proto.MountBind {
+			continue
+		}
+		fd, err := cloneTree(m.Source)
+		if err != nil {
+			if m.Optional && errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			return step("clone "+m.Source, err)
+		}
+		defer unix.Close(fd)
+		sources[i] = fd
+	}
+	devNodes := map[string]int{}
+	for _, n := range devNodeNames {
+		fd, err := cloneTree("/dev/" + n)
+		if err != nil {
+			return step("clone /dev/"+n, err)
+		}
+		defer unix.Close(fd)
+		devNodes[n] = fd
+	}
+
+	rootTree, err := cloneTree("/")
+	if err != nil {
+		return step("clone host root", err)
+	}
+	defer unix.Close(rootTree)
+	if err := setAttr(rootTree, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, 0, true); err != nil {
+		return step("make root read-only", err)
+	}
+	if err := unix.MoveMount(rootTree, "", unix.AT_FDCWD, newRootAt, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return step("attach new root", err)
+	}
+	b := &builder{}
+	if b.root, err = unix.Open(newRootAt, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+		return step("open new root", err)
+	}
+	defer unix.Close(b.root)
+	if b.scratch, err = newTmpfs("size=4k,mode=0755", false); err != nil {
+		return step("scratch tmpfs", err)
+	}
+	defer unix.Close(b.scratch)
+	if fd, err := unix.Openat(b.scratch, "empty", unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o444); err != nil {
+		return step("scratch file", err)
+	} else {
+		unix.Close(fd)
+	}
+
+	for i, m := range in.Mounts {
+		var err error
+		switch m.Kind {
+		case proto.MountBind:
+			if sources[i] < 0 {
+				continue
+			}
+			err = b.bind(sources[i], m)
+		case proto.MountTmpfs:
+			err = b.tmpfs(m)
+		case proto.MountProc:
+			err = b.proc(m.Target)
+		case proto.MountDev:
+			err = b.dev(m.Target, devNodes)
+		default:
+			err = fmt.Errorf("unknown mount kind %q", m.Kind)
+		}
+		if err != nil {
+			return step(fmt.Sprintf("mount %s on %s", m.Kind, m.Target), err)
+		}
+	}
+	for _, fd := range b.sealed {
+		err := setAttr(fd, unix.MOUNT_ATTR_RDONLY, 0, false)
+		unix.Close(fd)
+		if err != nil {
+			return step("seal read-only tmpfs", err)
+		}
+	}
+	for _, p := range in.Hide {
+		if err := b.hide(p); err != nil {
+			return step("hide "+p, err)
+		}
+	}
+	return step("pivot_root", b.pivot())
+}
+
+func cloneTree(p string) (int, error) {
+	return unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+}
+
+func setAttr(fd int, set, clr uint64, recursive bool) error {
+	flags := unix.AT_EMPTY_PATH
+	if recursive {
+		flags |= unix.AT_RECURSIVE
+	}
+	return unix.MountSetattr(fd, "", uint(flags), &unix.MountAttr{Attr_set: set, Attr_clr: clr})
+}
+
+// newTmpfs returns a detached tmpfs mount.
+func newTmpfs(opts string, readOnly bool) (int, error) {
+	return newMount("tmpfs", opts, readOnly)
+}
+
+func newMount(fstype, opts string, readOnly bool) (int, error) {
+	fsfd, err := unix.Fsopen(fstype, unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("fsopen %s: %w", fstype, err)
+	}
+	defer unix.Close(fsfd)
+	for _, kv := range strings.Split(opts, ",") {
+		if kv == "" {
+			continue
+		}
+		k, v, hasValue := strings.Cut(kv, "=")
+		if hasValue {
+			err = unix.FsconfigSetString(fsfd, k, v)
+		} else {
+			err = unix.FsconfigSetFlag(fsfd, k)
+		}
+		if err != nil {
+			return -1, fmt.Errorf("%s option %s: %w", fstype, kv, err)
+		}
+	}
+	if err := unix.FsconfigCreate(fsfd); err != nil {
+		return -1, fmt.Errorf("create %s: %w", fstype, err)
+	}
+	attr := uint64(unix.MOUNT_ATTR_NOSUID)
+	if fstype != "devpts" { // the pty nodes live there
+		attr |= unix.MOUNT_ATTR_NODEV
+	}
+	if readOnly {
+		attr |= unix.MOUNT_ATTR_RDONLY
+	}
+	if fstype == "proc" {
+		attr |= unix.MOUNT_ATTR_NOEXEC
+	}
+	return unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, int(attr))
+}
+
+// target opens p inside the new root, creating it (a directory, or an empty
+// file when dir is false) when it is missing and its parent is writable, as in
+// a tmpfs mounted earlier in the plan.
+func (b *builder) target(p string, dir bool) (int, error) {
+	rel := strings.TrimPrefix(path.Clean("/"+p), "/")
+	if rel == "" {
+		return unix.Dup(b.root)
+	}
+	how := &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS}
+	fd, err := unix.Openat2(b.root, rel, how)
+	if err == nil || !errors.Is(err, unix.ENOENT) {
+		return fd, err
+	}
+	parent, err := b.target(path.Dir("/"+rel), true)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(parent)
+	name := path.Base(rel)
+	if dir {
+		err = unix.Mkdirat(parent, name, 0o755)
+	} else {
+		var f int
+		f, err = unix.Openat(parent, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+		if err == nil {
+			unix.Close(f)
+		}
+	}
+	if err != nil && !errors.Is(err, unix.EEXIST) {
+		return -1, fmt.Errorf("create mountpoint %s: %w", p, err)
+	}
+	return unix.Openat2(b.root, rel, how)
+}
+
+func (b *builder) attach(mnt int, p string, dir bool) error {
+	t, err := b.target(p, dir)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(t)
+	return unix.MoveMount(mnt, "", t, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
+}
+
+func (b *builder) bind(src int, m proto.Mount) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(src, &st); err != nil {
+		return err
+	}
+	set, clr := uint64(unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV), uint64(0)
+	if m.ReadOnly {
+		set |= unix.MOUNT_ATTR_RDONLY
+	} else {
+		clr = unix.MOUNT_ATTR_RDONLY
+	}
+	if err := setAttr(src, set, clr, true); err != nil {
+		if !m.ReadOnly && errors.Is(err, unix.EPERM) {
+			return fmt.Errorf("%s is on a read-only mount and cannot be made writable", m.Source)
+		}
+		return err
+	}
+	return b.attach(src, m.Target, st.Mode&unix.S_IFMT == unix.S_IFDIR)
+}
+
+func (b *builder) tmpfs(m proto.Mount) error {
+	opts := fmt.Sprintf("mode=%o", m.Mode)
+	if m.Mode == 0 {
+		opts = "mode=0755"
+	}
+	if m.SizeBytes > 0 {
+		opts += fmt.Sprintf(",size=%d", m.SizeBytes)
+	}
+	fd, err := newTmpfs(opts, false)
+	if err != nil {
+		return err
+	}
+	if err := b.attach(fd, m.Target, true); err != nil {
+		unix.Close(fd)
+		return err
+	}
+	if m.ReadOnly {
+		b.sealed = append(b.sealed, fd)
+		return nil
+	}
+	return unix.Close(fd)
+}
+
+// Under /proc, what a container runtime masks (reads as empty) and what it
+// makes read-only, so nothing inside can change a host-wide setting.
+var (
+	procMasked   = []string{"kcore", "keys", "key-users", "timer_list", "sched_debug", "latency_stats", "timer_stats", "kallsyms", "kmsg", "kpagecount", "kpageflags", "kpagecgroup", "vmallocinfo", "acpi", "scsi", "asound", "sysvipc"}
+	procReadOnly = []string{"sys", "sysrq-trigger", "irq", "bus", "fs", "driver", "tty", "bootconfig", "config.gz"}
+)
+
+func (b *builder) proc(target string) error {
+	fd, err := newMount("proc", "", false)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := b.attach(fd, target, true); err != nil {
+		return err
+	}
+	for _, name := range procMasked {
+		if err := b.hide(filepath.Join(target, name)); err != nil {
+			return err
+		}
+	}
+	for _, name := range procReadOnly {
+		if err := b.readOnly(filepath.Join(target, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readOnly re-mounts one existing path read-only in place (skipped if absent).
+func (b *builder) readOnly(p string) error {
+	t, err := unix.Openat2(b.root, strings.TrimPrefix(p, "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS})
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(t)
+	c, err := unix.OpenTree(t, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(c)
+	if err := setAttr(c, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, 0, true); err != nil {
+		return err
+	}
+	return unix.MoveMount(c, "", t, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
+}
+
+// hide masks an existing path: a directory with an empty read-only tmpfs, any
+// other file with an empty read-only file. Missing paths are skipped.
+func (b *builder) hide(p string) error {
+	t, err := unix.Openat2(b.root, strings.TrimPrefix(path.Clean("/"+p), "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS})
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(t)
+	var st unix.Stat_t
+	if err := unix.Fstat(t, &st); err != nil {
+		return err
+	}
+	var mnt int
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		mnt, err = newTmpfs("size=4k,mode=0555", true)
+	} else {
+		mnt, err = unix.OpenTree(b.scratch, "empty", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+		if err == nil {
+			err = setAttr(mnt, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, 0, false)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(mnt)
+	return unix.MoveMount(mnt, "", t, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
+}
+
+var devNodeNames = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+// dev builds a minimal /dev: the host's harmless character devices bound in,
+// a private devpts instance, and a private /dev/shm.
+func (b *builder) dev(target string, nodes map[string]int) error {
+	fd, err := newTmpfs("mode=0755,size=64k", false)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := b.attach(fd, target, true); err != nil {
+		return err
+	}
+	for _, n := range devNodeNames {
+		if err := b.attach(nodes[n], filepath.Join(target, n), false); err != nil {
+			return fmt.Errorf("bind /dev/%s: %w", n, err)
+		}
+	}
+	pts, err := newMount("devpts", "newinstance,ptmxmode=0666,mode=0620", false)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(pts)
+	if err := b.attach(pts, filepath.Join(target, "pts"), true); err != nil {
+		return err
+	}
+	shm, err := newTmpfs("mode=1777,size=64m", false)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(shm)
+	if err := b.attach(shm, filepath.Join(target, "shm"), true); err != nil {
+		return err
+	}
+	dir, err := b.target(target, true)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dir)
+	for name, to := range map[string]string{"ptmx": "pts/ptmx", "fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2", "core": "/proc/kcore"} {
+		// O_PATH descriptors cannot be *at targets for symlinkat; go through /proc.
+		if err := unix.Symlinkat(to, dir, name); err != nil && !errors.Is(err, unix.EEXIST) {
+			if err2 := os.Symlink(to, fmt.Sprintf("/proc/self/fd/%d/%s", dir, name)); err2 != nil {
+				return fmt.Errorf("symlink /dev/%s: %w", name, err)
+			}
+		}
+	}
+	// The directory itself stays read-only; the nodes, pts and shm are their own mounts.
+	c, err := unix.OpenTree(dir, "", unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(c)
+	return setAttr(c, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOEXEC, 0, false)
+}
+
+func (b *builder) pivot() error {
+	if err := unix.Fchdir(b.root); err != nil {
+		return err
+	}
+	// pivot_root(".", ".") stacks the old root under the new one; detaching it
+	// leaves no path back to the host's tree.
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return err
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach old root: %w", err)
+	}
+	return unix.Chdir("/")
+}

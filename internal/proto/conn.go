@@ -1,0 +1,200 @@
+package proto
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Conn sends and receives messages with attached descriptors on a Unix stream
+// socket. Send and Recv are each safe for concurrent use.
+type Conn struct {
+	uc *net.UnixConn
+
+	wmu sync.Mutex
+
+	rmu  sync.Mutex
+	rbuf bytes.Buffer
+	fds  []int // received descriptors not yet claimed by a message, in order
+	oob  []byte
+	tmp  []byte
+}
+
+// NewConn wraps a connected Unix stream socket.
+func NewConn(uc *net.UnixConn) *Conn {
+	return &Conn{uc: uc, oob: make([]byte, unix.CmsgSpace(4*MaxFDs)), tmp: make([]byte, 64<<10)}
+}
+
+// FileConn turns an inherited socket descriptor (e.g. fd 3 in the guest) into a Conn.
+func FileConn(f *os.File) (*Conn, error) {
+	c, err := net.FileConn(f)
+	if err != nil {
+		return nil, fmt.Errorf("proto: socket from fd: %w", err)
+	}
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		c.Close()
+		return nil, errors.New("proto: descriptor is not a Unix socket")
+	}
+	return NewConn(uc), nil
+}
+
+// Pair returns two connected Conns' raw sockets: one Conn for this process and
+// an *os.File to hand to a child.
+func Pair() (*Conn, *os.File, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("proto: socketpair: %w", err)
+	}
+	mine := os.NewFile(uintptr(fds[0]), "control")
+	theirs := os.NewFile(uintptr(fds[1]), "control-guest")
+	c, err := FileConn(mine)
+	mine.Close()
+	if err != nil {
+		theirs.Close()
+		return nil, nil, err
+	}
+	return c, theirs, nil
+}
+
+// Send writes m as one frame, attaching files (at most MaxFDs). The descriptors
+// ride on the frame's first byte, so the receiver has them once it has the frame.
+func (c *Conn) Send(m *Msg, files ...*os.File) error {
+	if len(files) > MaxFDs {
+		return fmt.Errorf("proto: send %s: %d descriptors (limit %d)", m.Op, len(files), MaxFDs)
+	}
+	m.NFDs = uint8(len(files))
+	frame, err := Encode(m)
+	if err != nil {
+		return err
+	}
+	var oob []byte
+	if len(files) > 0 {
+		fds := make([]int, len(files))
+		for i, f := range files {
+			fds[i] = int(f.Fd())
+		}
+		oob = unix.UnixRights(fds...)
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	n, _, err := c.uc.WriteMsgUnix(frame, oob, nil)
+	if err != nil {
+		return fmt.Errorf("proto: send %s: %w", m.Op, err)
+	}
+	if n < len(frame) { // the rest goes without descriptors
+		if _, err := c.uc.Write(frame[n:]); err != nil {
+			return fmt.Errorf("proto: send %s: %w", m.Op, err)
+		}
+	}
+	return nil
+}
+
+// Recv reads the next message and the descriptors it carries. It returns io.EOF
+// when the peer closed cleanly between frames.
+func (c *Conn) Recv() (*Msg, []*os.File, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	for {
+		if m, files, ok, err := c.next(); ok || err != nil {
+			return m, files, err
+		}
+		n, oobn, _, _, err := c.uc.ReadMsgUnix(c.tmp, c.oob)
+		if oobn > 0 {
+			if perr := c.takeRights(c.oob[:oobn]); perr != nil {
+				return nil, nil, perr
+			}
+		}
+		c.rbuf.Write(c.tmp[:n])
+		if err != nil {
+			if n > 0 {
+				continue
+			}
+			if errors.Is(err, io.EOF) {
+				if c.rbuf.Len() > 0 {
+					return nil, nil, io.ErrUnexpectedEOF
+				}
+				return nil, nil, io.EOF
+			}
+			return nil, nil, err
+		}
+		if n == 0 && oobn == 0 {
+			if c.rbuf.Len() > 0 {
+				return nil, nil, io.ErrUnexpectedEOF
+			}
+			return nil, nil, io.EOF
+		}
+	}
+}
+
+// next decodes one buffered frame if a whole one is there.
+func (c *Conn) next() (*Msg, []*os.File, bool, error) {
+	b := c.rbuf.Bytes()
+	if len(b) < 4 {
+		return nil, nil, false, nil
+	}
+	n := int(uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]))
+	if n > MaxFrame {
+		return nil, nil, false, fmt.Errorf("%w: %d bytes", ErrFrameTooLarge, n)
+	}
+	if len(b) < 4+n {
+		return nil, nil, false, nil
+	}
+	m, err := Decode(b[4 : 4+n])
+	c.rbuf.Next(4 + n)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if int(m.NFDs) > len(c.fds) {
+		return nil, nil, false, fmt.Errorf("proto: %s frame announces %d descriptors, %d arrived", m.Op, m.NFDs, len(c.fds))
+	}
+	files := make([]*os.File, m.NFDs)
+	for i := range files {
+		files[i] = os.NewFile(uintptr(c.fds[i]), fmt.Sprintf("fd-%d", c.fds[i]))
+	}
+	c.fds = c.fds[m.NFDs:]
+	return m, files, true, nil
+}
+
+func (c *Conn) takeRights(oob []byte) error {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return fmt.Errorf("proto: control message: %w", err)
+	}
+	for _, cm := range msgs {
+		fds, err := unix.ParseUnixRights(&cm)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			unix.CloseOnExec(fd)
+		}
+		c.fds = append(c.fds, fds...)
+		if len(c.fds) > 4*MaxFDs { // a peer flooding descriptors it never claims
+			return errors.New("proto: too many unclaimed descriptors")
+		}
+	}
+	return nil
+}
+
+// Close closes the socket and any descriptors received but never claimed.
+func (c *Conn) Close() error {
+	err := c.uc.Close() // first, so a Recv blocked in read returns and frees rmu
+	c.rmu.Lock()
+	for _, fd := range c.fds {
+		syscall.Close(fd)
+	}
+	c.fds = nil
+	c.rmu.Unlock()
+	return err
+}
+
+// CloseWrite half-closes the connection so the peer's Recv sees EOF.
+func (c *Conn) CloseWrite() error { return c.uc.CloseWrite() }

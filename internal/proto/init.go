@@ -1,0 +1,58 @@
+package proto
+
+// Init is everything the guest needs to build the sandbox. The host computes
+// it (internal/backend/native), so the guest only carries out a plan.
+type Init struct {
+	Hostname string  `cbor:"1,keyasint"`
+	Mounts   []Mount `cbor:"2,keyasint"` // applied in order onto the new root
+	// Hide lists paths masked after every mount, whatever the flags: files read
+	// as empty, directories as empty and read-only.
+	Hide     []string `cbor:"3,keyasint,omitempty"`
+	Workdir  string   `cbor:"4,keyasint"`
+	Landlock Landlock `cbor:"5,keyasint"`
+	Seccomp  bool     `cbor:"6,keyasint"`
+	// Rlimits apply to the guest and so to everything it starts; used where
+	// cgroups are unavailable.
+	Rlimits []Rlimit `cbor:"7,keyasint,omitempty"`
+	// NewCgroupNS asks the guest to unshare its cgroup namespace once the host
+	// has placed it in the sandbox's cgroup.
+	NewCgroupNS bool `cbor:"8,keyasint,omitempty"`
+}
+
+// Mount kinds.
+const (
+	MountBind  = "bind"  // Source (a host path) at Target
+	MountTmpfs = "tmpfs" // fresh tmpfs at Target
+	MountProc  = "proc"  // fresh /proc with runtime masks
+	MountDev   = "dev"   // minimal /dev
+)
+
+// Mount is one step of the plan. Target is an absolute path inside the sandbox.
+type Mount struct {
+	Kind     string `cbor:"1,keyasint"`
+	Source   string `cbor:"2,keyasint,omitempty"`
+	Target   string `cbor:"3,keyasint"`
+	ReadOnly bool   `cbor:"4,keyasint,omitempty"`
+	// SizeBytes caps a tmpfs; Mode is its root's permission bits.
+	SizeBytes int64  `cbor:"5,keyasint,omitempty"`
+	Mode      uint32 `cbor:"6,keyasint,omitempty"`
+	// Optional mounts are skipped when Source does not exist.
+	Optional bool `cbor:"7,keyasint,omitempty"`
+}
+
+// Landlock says where writes are allowed. Reads stay allowed everywhere the
+// mounts show.
+type Landlock struct {
+	Enabled  bool     `cbor:"1,keyasint"`
+	RWDirs   []string `cbor:"2,keyasint,omitempty"`
+	RWFiles  []string `cbor:"3,keyasint,omitempty"`
+	NoDelete []string `cbor:"4,keyasint,omitempty"` // writable, but nothing in them may be removed or renamed away
+	Required bool     `cbor:"5,keyasint,omitempty"` // fail rather than warn when the kernel lacks it
+}
+
+// Rlimit is one setrlimit call.
+type Rlimit struct {
+	Resource int    `cbor:"1,keyasint"`
+	Cur      uint64 `cbor:"2,keyasint"`
+	Max      uint64 `cbor:"3,keyasint"`
+}

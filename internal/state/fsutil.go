@@ -1,0 +1,127 @@
+package state
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// writeJSONAtomic replaces dir/name so readers see either the old or the new
+// content, never a torn write: temp file in the same dir, fsync, rename.
+func writeJSONAtomic(dir, name string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	data = append(data, '\n')
+	f, err := os.CreateTemp(dir, "."+name+".tmp-*") // created 0600
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			_ = f.Close()
+			_ = os.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		return err
+	}
+	ok = true
+	return nil
+}
+
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+func flock(fd int, how int) error {
+	for {
+		err := syscall.Flock(fd, how)
+		if err != syscall.EINTR {
+			return err
+		}
+	}
+}
+
+// probeLock reports whether someone holds path's lock, by trying to take it
+// on a fresh open file description (flock locks belong to those, so even our
+// own Handle in this process counts as "someone"). A missing lock file means
+// nobody holds it. If it was free, the returned fd holds it now; the caller
+// must close it (-1 when not held by us).
+func probeLock(path string) (held bool, fd int, err error) {
+	fd, err = syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, -1, nil
+		}
+		return false, -1, err
+	}
+	if err := flock(fd, syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = syscall.Close(fd)
+		if err == syscall.EWOULDBLOCK {
+			return true, -1, nil
+		}
+		return false, -1, err
+	}
+	return false, fd, nil
+}
+
+// lockHeld is probeLock that lets go at once.
+func lockHeld(path string) (bool, error) {
+	held, fd, err := probeLock(path)
+	if fd >= 0 {
+		_ = syscall.Close(fd)
+	}
+	return held, err
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		// crypto/rand does not fail on Linux >= 3.17; a panic beats a weak id.
+		panic(fmt.Sprintf("state: crypto/rand: %v", err))
+	}
+	return hex.EncodeToString(b)
+}
+
+func newID() string { return randHex(6) }
+
+// removeDir moves dir aside before deleting it so List never sees a
+// half-deleted sandbox, then removes it for good.
+func removeDir(dir string) error {
+	trash := filepath.Join(filepath.Dir(dir), trashPrefix+filepath.Base(dir)+"-"+randHex(4))
+	if err := os.Rename(dir, trash); err != nil {
+		return err
+	}
+	return os.RemoveAll(trash)
+}
+
+// removeFallbackSocket deletes a socket living outside the sandbox dir,
+// which removing the dir would not catch.
+func removeFallbackSocket(dir, sock string) {
+	if filepath.Dir(sock) != dir {
+		_ = os.Remove(sock)
+	}
+}
