@@ -107,6 +107,7 @@ func (c *Conn) Recv() (*Msg, []*os.File, error) {
 			return m, files, err
 		}
 		n, oobn, _, _, err := c.uc.ReadMsgUnix(c.tmp, c.oob)
+		n, oobn = max(n, 0), max(oobn, 0) // negative on some errors
 		if oobn > 0 {
 			if perr := c.takeRights(c.oob[:oobn]); perr != nil {
 				return nil, nil, perr

@@ -381,3 +381,12 @@ func (h *Handle) Remove() error {
 	}
 	return errors.Join(rerr, h.releaseLocked())
 }
+
+// ReadRecord reads sandbox.json back (the background supervisor's spec lives there).
+func (h *Handle) ReadRecord() (Record, error) {
+	var r Record
+	if err := readJSON(filepath.Join(h.dir, recordFile), &r); err != nil {
+		return r, fmt.Errorf("state: read record: %w", err)
+	}
+	return r, nil
+}

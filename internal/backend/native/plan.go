@@ -120,12 +120,29 @@ func Plan(c Config, env func(string) string) (*proto.Init, error) {
 		},
 	}
 	if c.NoDelete {
+		// Landlock rights add up down the tree: a writable place that holds
+		// the workspace would grant deletion inside it. Such a place loses
+		// deletion too (the private /tmp or home, typically).
 		in.Landlock.NoDelete = []string{c.Workspace}
 		in.Landlock.Required = true
+		kept := in.Landlock.RWDirs[:0]
+		for _, d := range in.Landlock.RWDirs {
+			if within(c.Workspace, d) {
+				in.Landlock.NoDelete = append(in.Landlock.NoDelete, d)
+			} else {
+				kept = append(kept, d)
+			}
+		}
+		in.Landlock.RWDirs = kept
 	} else {
 		in.Landlock.RWDirs = append(in.Landlock.RWDirs, c.Workspace)
 	}
 	return in, nil
+}
+
+// within reports whether p is dir or lies below it.
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
 func hidden(c Config, home string, env func(string) string) []string {
@@ -153,7 +170,7 @@ func hidden(c Config, home string, env func(string) string) []string {
 	// Masking a parent of the workspace would cover the workspace itself.
 	kept := out[:0]
 	for _, p := range out {
-		if p = filepath.Clean(p); !strings.HasPrefix(c.Workspace+"/", p+"/") || p == c.Workspace {
+		if p = filepath.Clean(p); !within(c.Workspace, p) || p == c.Workspace {
 			kept = append(kept, p)
 		}
 	}

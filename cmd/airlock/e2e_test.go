@@ -1,0 +1,600 @@
+package main
+
+// End-to-end tests: the real airlock binary on the real kernel, one test per
+// isolation claim. TestMain builds the binary once (CGO_ENABLED=0, as
+// shipped). When the suite runs as root, TestUnprivileged runs it all again
+// as uid 65534, since most users are not root.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+)
+
+var airlockBin string
+
+func TestMain(m *testing.M) {
+	if b := os.Getenv("AIRLOCK_TEST_BIN"); b != "" {
+		airlockBin = b
+		os.Exit(m.Run())
+	}
+	dir, err := os.MkdirTemp("", "airlock-e2e-")
+	if err != nil {
+		panic(err)
+	}
+	os.Chmod(dir, 0o755) // the unprivileged re-run must reach the binaries
+	airlockBin = filepath.Join(dir, "airlock")
+	build := exec.Command("go", "build", "-o", airlockBin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build airlock: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// env is a private HOME and state dir per test, so tests never see each
+// other's sandboxes nor the developer's.
+type env struct {
+	t     *testing.T
+	home  string
+	state string
+	ws    string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	root := t.TempDir()
+	e := &env{t: t, home: filepath.Join(root, "home"), state: filepath.Join(root, "state"), ws: filepath.Join(root, "ws")}
+	for _, d := range []string{e.home, e.ws} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e
+}
+
+func (e *env) environ(extra ...string) []string {
+	return append([]string{
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME=" + e.home, "AIRLOCK_STATE_DIR=" + e.state, "LANG=C.UTF-8",
+	}, extra...)
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func (e *env) cmd(args ...string) *exec.Cmd {
+	c := exec.Command(airlockBin, args...)
+	c.Env = e.environ()
+	c.Dir = e.ws
+	return c
+}
+
+func (e *env) run(args ...string) result {
+	e.t.Helper()
+	return e.runCmd(e.cmd(args...))
+}
+
+func (e *env) runCmd(c *exec.Cmd) result {
+	e.t.Helper()
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	err := c.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		e.t.Fatalf("airlock %v: %v", c.Args[1:], err)
+	}
+	return result{code, out.String(), errb.String()}
+}
+
+// sh runs a shell script in a fresh sandbox.
+func (e *env) sh(script string, flags ...string) result {
+	e.t.Helper()
+	return e.run(append(append([]string{"run", "-q"}, flags...), "--", "sh", "-c", script)...)
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+}
+
+func TestRunsCommandAndPropagatesExitStatus(t *testing.T) {
+	e := newEnv(t)
+	if r := e.sh("echo hello; exit 7"); r.code != 7 || r.stdout != "hello\n" {
+		t.Fatalf("got %v, want exit 7 and hello", r)
+	}
+	if r := e.run("run", "--", "true"); r.code != 0 || r.stderr != "" {
+		t.Fatalf("airlock run -- true: %v", r)
+	}
+}
+
+func TestWritesOutsideTheWorkspaceFail(t *testing.T) {
+	e := newEnv(t)
+	outside := filepath.Join(filepath.Dir(e.ws), "outside")
+	os.MkdirAll(outside, 0o777)
+	r := e.sh(fmt.Sprintf(`
+		touch ./inside && echo ws-ok
+		for p in /etc/airlock-canary /usr/airlock-canary %s/x /var/tmp/airlock-canary; do
+			if touch "$p" 2>/dev/null; then echo "WROTE $p"; fi
+		done
+		touch /tmp/scratch && echo tmp-ok
+		touch "$HOME/scratch" && echo home-ok`, outside))
+	if r.code != 0 || !strings.Contains(r.stdout, "ws-ok") || !strings.Contains(r.stdout, "tmp-ok") || !strings.Contains(r.stdout, "home-ok") {
+		t.Fatalf("writes in workspace, /tmp, home should work: %v", r)
+	}
+	if strings.Contains(r.stdout, "WROTE") {
+		t.Fatalf("a write outside the workspace succeeded: %v", r)
+	}
+	if _, err := os.Stat(filepath.Join(e.ws, "inside")); err != nil {
+		t.Fatalf("workspace write not visible on the host: %v", err)
+	}
+	for _, p := range []string{filepath.Join(outside, "x"), "/etc/airlock-canary", "/var/tmp/airlock-canary"} {
+		if _, err := os.Stat(p); err == nil {
+			os.Remove(p)
+			t.Errorf("%s exists on the host", p)
+		}
+	}
+	// The private /tmp and home vanish with the sandbox.
+	if _, err := os.Stat(filepath.Join(e.home, "scratch")); err == nil {
+		t.Errorf("the sandbox wrote into the real home")
+	}
+}
+
+func TestHiddenPathsAreUnreadable(t *testing.T) {
+	e := newEnv(t)
+	plant := func(rel, content string) {
+		p := filepath.Join(e.home, rel)
+		os.MkdirAll(filepath.Dir(p), 0o700)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plant(".ssh/id_ed25519", "CANARY-SSH")
+	plant(".aws/credentials", "CANARY-AWS")
+	plant(".config/gcloud/credentials.db", "CANARY-GCLOUD")
+	plant("notes.txt", "CANARY-HOME")
+	script := `cat ~/.ssh/id_ed25519 ~/.aws/credentials ~/.config/gcloud/credentials.db ~/notes.txt /etc/shadow /etc/gshadow /proc/kcore /proc/keys /proc/timer_list 2>/dev/null; ls -A "$HOME"; ls -A /root 2>/dev/null; true`
+	// The real home is replaced by an empty private one.
+	if r := e.sh(script); strings.Contains(r.stdout, "CANARY") || strings.TrimSpace(r.stdout) != "" {
+		t.Fatalf("hidden content visible: %v", r)
+	}
+	// Even with the home as the workspace, credentials stay hidden; the rest is there.
+	r := e.run("run", "-q", "-w", e.home, "--", "sh", "-c", script+"; cat notes.txt")
+	if strings.Contains(r.stdout, "CANARY-SSH") || strings.Contains(r.stdout, "CANARY-AWS") || strings.Contains(r.stdout, "CANARY-GCLOUD") {
+		t.Fatalf("credentials visible with home as workspace: %v", r)
+	}
+	if !strings.Contains(r.stdout, "CANARY-HOME") {
+		t.Fatalf("workspace content should be visible: %v", r)
+	}
+	// Nor through --ro.
+	r = e.run("run", "-q", "--ro", filepath.Join(e.home, ".ssh"), "--", "cat", filepath.Join(e.home, ".ssh/id_ed25519"))
+	if strings.Contains(r.stdout, "CANARY") {
+		t.Fatalf("--ro exposed a credential dir: %v", r)
+	}
+	// The state dir (control sockets of other sandboxes) is not reachable either.
+	if r := e.sh("ls -A " + e.state + " 2>/dev/null"); strings.TrimSpace(r.stdout) != "" {
+		t.Fatalf("state dir visible inside: %v", r)
+	}
+}
+
+func TestProcAndSysCannotChangeHostSettings(t *testing.T) {
+	e := newEnv(t)
+	r := e.sh(`
+		v=$(cat /proc/sys/kernel/printk_ratelimit)
+		if echo "$v" > /proc/sys/kernel/printk_ratelimit 2>/dev/null; then echo WROTE-SYSCTL; fi
+		if echo h > /proc/sysrq-trigger 2>/dev/null; then echo WROTE-SYSRQ; fi
+		if echo 0 > /sys/kernel/mm/ksm/run 2>/dev/null; then echo WROTE-SYS; fi
+		if mount -o remount,rw / 2>/dev/null; then echo REMOUNTED; fi
+		if mount -t tmpfs none /mnt 2>/dev/null; then echo MOUNTED; fi
+		echo done`)
+	if !strings.Contains(r.stdout, "done") || strings.Contains(r.stdout, "WROTE") || strings.Contains(r.stdout, "MOUNT") {
+		t.Fatalf("host setting changed from inside: %v", r)
+	}
+}
+
+func TestNoPrivilegeInside(t *testing.T) {
+	e := newEnv(t)
+	r := e.sh(`grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status`)
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		k, v, _ := strings.Cut(line, ":")
+		v = strings.TrimSpace(v)
+		want := "0000000000000000"
+		switch k {
+		case "NoNewPrivs":
+			want = "1"
+		case "Seccomp":
+			want = "2"
+		}
+		if v != want {
+			t.Errorf("%s = %s, want %s", k, v, want)
+		}
+	}
+	// ptrace, new user namespaces, keyrings, bpf: refused with EPERM.
+	r = e.sh(`python3 - <<'EOF'
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+def call(name, *args):
+    r = getattr(libc, name)(*args)
+    return "ok" if r >= 0 else os.strerror(ctypes.get_errno())
+print("ptrace", call("ptrace", 0, 0, 0, 0))            # PTRACE_TRACEME
+print("unshare", call("unshare", 0x10000000))           # CLONE_NEWUSER
+print("keyctl", call("syscall", 250, 0, 0, 0, 0))       # keyctl on x86_64
+print("bpf", call("syscall", 321, 0, 0, 0))             # bpf on x86_64
+EOF`)
+	for _, name := range []string{"ptrace", "unshare", "keyctl", "bpf"} {
+		if !strings.Contains(r.stdout, name+" Operation not permitted") {
+			t.Errorf("%s was not refused with EPERM: %v", name, r)
+		}
+	}
+}
+
+func TestHostProcessesAreInvisibleAndUnsignalable(t *testing.T) {
+	e := newEnv(t)
+	host := exec.Command("sleep", "60")
+	if err := host.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer host.Process.Kill()
+	pid := host.Process.Pid
+	r := e.sh(fmt.Sprintf(`kill -9 %d 2>/dev/null && echo KILLED; kill -9 -1 2>/dev/null; ls /proc | grep -c '^[0-9]'`, pid))
+	if strings.Contains(r.stdout, "KILLED") {
+		t.Fatalf("signalled a host process: %v", r)
+	}
+	if err := host.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("host process died: %v", err)
+	}
+	if n, _ := strconv.Atoi(strings.TrimSpace(lastLine(r.stdout))); n > 5 {
+		t.Fatalf("sandbox sees %d processes, want only its own: %v", n, r)
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+func TestForkBombIsContained(t *testing.T) {
+	e := newEnv(t)
+	start := time.Now()
+	done := make(chan result, 1)
+	go func() {
+		done <- e.run("run", "-q", "--pids", "200", "--timeout", "4s", "--", "bash", "-c", `f(){ f | f & }; f; sleep 10`)
+	}()
+	// The host keeps working while the bomb runs.
+	time.Sleep(1500 * time.Millisecond)
+	t0 := time.Now()
+	if out, err := exec.Command("sh", "-c", "echo alive").Output(); err != nil || string(out) != "alive\n" {
+		t.Fatalf("host could not start a process during the fork bomb: %v", err)
+	}
+	if d := time.Since(t0); d > 2*time.Second {
+		t.Fatalf("host process took %s to run during the fork bomb", d)
+	}
+	r := <-done
+	if r.code != 124 {
+		t.Fatalf("fork bomb sandbox: want timeout exit 124, got %v", r)
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Fatalf("fork bomb sandbox took %s to end", d)
+	}
+}
+
+func TestMemoryHogIsContained(t *testing.T) {
+	e := newEnv(t)
+	r := e.run("run", "-q", "--memory", "64m", "--", "python3", "-c", "b = bytearray(1 << 30); print('ALLOCATED', len(b))")
+	if r.code == 0 || strings.Contains(r.stdout, "ALLOCATED") {
+		t.Fatalf("1 GiB allocation under a 64 MiB limit succeeded: %v", r)
+	}
+	if r := e.run("run", "-q", "--memory", "256m", "--", "python3", "-c", "b = bytearray(32 << 20); print('ok')"); r.code != 0 {
+		t.Fatalf("32 MiB under 256 MiB should work: %v", r)
+	}
+}
+
+func TestNoOrphansWhenSupervisorIsKilled(t *testing.T) {
+	e := newEnv(t)
+	marker := fmt.Sprintf("%d.%d", 4000+os.Getpid()%1000, time.Now().UnixNano()%1000)
+	c := e.cmd("run", "-q", "--", "sh", "-c", "sleep "+marker+" & sleep "+marker+"; wait")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, func() bool { return len(procsWith(marker)) >= 2 })
+	c.Process.Kill() // SIGKILL: no chance to clean up
+	c.Wait()
+	waitFor(t, 5*time.Second, func() bool { return len(procsWith(marker)) == 0 })
+}
+
+// procsWith lists host pids whose command line contains s.
+func procsWith(s string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, d := range ents {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		b, _ := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if bytes.Contains(b, []byte(s)) && pid != os.Getpid() {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func waitFor(t *testing.T, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %s", d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestConcurrentSandboxesCannotSeeEachOther(t *testing.T) {
+	e := newEnv(t)
+	a := e.run("run", "-d", "--name", "a")
+	b := e.run("run", "-d", "--name", "b")
+	if a.code != 0 || b.code != 0 {
+		t.Fatalf("start: %v / %v", a, b)
+	}
+	defer e.run("kill", "--all")
+	if r := e.run("exec", "a", "--", "sh", "-c", "echo secret > /tmp/a-only; (sleep 300 >/dev/null 2>&1 &) ; echo started"); r.code != 0 {
+		t.Fatalf("exec a: %v", r)
+	}
+	r := e.run("exec", "b", "--", "sh", "-c", "ls -A /tmp; ps -eo args")
+	if strings.Contains(r.stdout, "a-only") || strings.Contains(r.stdout, "sleep 300") {
+		t.Fatalf("sandbox b sees a's files or processes: %v", r)
+	}
+	if r := e.run("exec", "a", "--", "cat", "/tmp/a-only"); r.stdout != "secret\n" {
+		t.Fatalf("a lost its own file: %v", r)
+	}
+}
+
+func TestDetachedLifecycle(t *testing.T) {
+	e := newEnv(t)
+	r := e.run("run", "-d", "--name", "dev")
+	id := strings.TrimSpace(r.stdout)
+	if r.code != 0 || len(id) != 12 {
+		t.Fatalf("run -d: %v", r)
+	}
+	if r := e.run("exec", "dev", "--", "sh", "-c", "echo out; echo err >&2; exit 3"); r.code != 3 || r.stdout != "out\n" || r.stderr != "err\n" {
+		t.Fatalf("exec: %v", r)
+	}
+	if r := e.run("exec", id[:5], "--", "hostname"); strings.TrimSpace(r.stdout) != "airlock-"+id[:8] {
+		t.Fatalf("exec by id prefix, hostname: %v", r)
+	}
+	r = e.run("ls", "--json")
+	var list []struct {
+		ID     string `json:"id"`
+		Name   string `json:"name"`
+		Status struct {
+			State string `json:"state"`
+		} `json:"status"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list) != 1 || list[0].Status.State != "running" || list[0].Name != "dev" {
+		t.Fatalf("ls --json: %v (%v)", r, err)
+	}
+	if r := e.run("rm", "dev"); r.code != 125 || !strings.Contains(r.stderr, "running") {
+		t.Fatalf("rm of a running sandbox should refuse: %v", r)
+	}
+	if r := e.run("kill", "dev"); r.code != 0 {
+		t.Fatalf("kill: %v", r)
+	}
+	if r := e.run("exec", "dev", "--", "true"); r.code != 125 || !strings.Contains(r.stderr, "not running") {
+		t.Fatalf("exec after kill: %v", r)
+	}
+	if r := e.run("rm", "dev"); r.code != 0 {
+		t.Fatalf("rm: %v", r)
+	}
+	if r := e.run("ls", "-q"); r.code != 125 {
+		t.Fatalf("unknown flag should exit 125: %v", r)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(e.state, "sandboxes")); len(ents) != 0 {
+		t.Fatalf("state dir not empty after rm: %v", ents)
+	}
+}
+
+func TestDetachedLogsKeepOutput(t *testing.T) {
+	e := newEnv(t)
+	r := e.run("run", "-d", "--name", "job", "--", "sh", "-c", "echo from-job; exit 4")
+	if r.code != 0 {
+		t.Fatalf("run -d: %v", r)
+	}
+	waitFor(t, 5*time.Second, func() bool { return strings.Contains(e.run("ls").stdout, "exited (4)") })
+	if r := e.run("logs", "job"); !strings.Contains(r.stdout, "from-job") {
+		t.Fatalf("logs: %v", r)
+	}
+}
+
+func TestCrashedSupervisorIsDetectedAndPruned(t *testing.T) {
+	e := newEnv(t)
+	r := e.run("run", "-d", "--name", "victim", "--", "sleep", "300")
+	if r.code != 0 {
+		t.Fatalf("run -d: %v", r)
+	}
+	var got struct {
+		PID int `json:"pid"`
+	}
+	json.Unmarshal([]byte(e.run("get", "victim").stdout), &got)
+	if got.PID == 0 {
+		t.Fatal("no supervisor pid")
+	}
+	syscall.Kill(got.PID, syscall.SIGKILL)
+	waitFor(t, 5*time.Second, func() bool { return strings.Contains(e.run("ls").stdout, "crashed") })
+	if r := e.run("prune"); r.code != 0 || !strings.Contains(r.stdout, "removed 1") {
+		t.Fatalf("prune: %v", r)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(e.state, "sandboxes")); len(ents) != 0 {
+		t.Fatalf("state dir not empty after prune: %v", ents)
+	}
+}
+
+func TestTimeoutStopsTheSandbox(t *testing.T) {
+	e := newEnv(t)
+	start := time.Now()
+	r := e.run("run", "--timeout", "500ms", "--", "sleep", "30")
+	if r.code != 124 || !strings.Contains(r.stderr, "--timeout") {
+		t.Fatalf("want exit 124 with a message: %v", r)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("timeout took %s", d)
+	}
+}
+
+func TestNoDeleteKeepsWorkspaceFiles(t *testing.T) {
+	e := newEnv(t)
+	os.WriteFile(filepath.Join(e.ws, "keep.txt"), []byte("x"), 0o644)
+	r := e.sh(`echo more >> keep.txt && echo appended; echo new > new.txt && echo created; rm -f keep.txt 2>/dev/null && echo DELETED; mv new.txt renamed.txt 2>/dev/null && echo RENAMED; true`, "--no-delete")
+	if !strings.Contains(r.stdout, "appended") || !strings.Contains(r.stdout, "created") || strings.Contains(r.stdout, "DELETED") || strings.Contains(r.stdout, "RENAMED") {
+		t.Fatalf("--no-delete: %v", r)
+	}
+	if _, err := os.Stat(filepath.Join(e.ws, "keep.txt")); err != nil {
+		t.Fatal("keep.txt was deleted")
+	}
+}
+
+func TestEnvironmentKeepsSecretsOut(t *testing.T) {
+	e := newEnv(t)
+	c := e.cmd("run", "-q", "-e", "PASSED", "-e", "SET=value", "--", "env")
+	c.Env = e.environ("AWS_SECRET_ACCESS_KEY=CANARY-KEY", "GITHUB_TOKEN=CANARY-TOKEN", "PASSED=yes")
+	r := e.runCmd(c)
+	if strings.Contains(r.stdout, "CANARY") {
+		t.Fatalf("secret variable passed: %v", r)
+	}
+	for _, want := range []string{"PASSED=yes", "SET=value", "HOME=" + e.home, "LANG=C.UTF-8"} {
+		if !strings.Contains(r.stdout, want+"\n") {
+			t.Errorf("missing %s in %v", want, r)
+		}
+	}
+}
+
+func TestBadInputGivesOneClearLine(t *testing.T) {
+	e := newEnv(t)
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"run", "--bogus", "--", "true"}, 125, "unknown flag: --bogus"},
+		{[]string{"run"}, 125, "no command given"},
+		{[]string{"run", "-w", "/nonexistent/dir", "--", "true"}, 125, "does not exist"},
+		{[]string{"run", "--", "no-such-command-xyz"}, 127, "command not found"},
+		{[]string{"run", "--", "/etc/hostname"}, 126, "/etc/hostname"},
+		{[]string{"run", "--memory", "lots", "--", "true"}, 125, "--memory"},
+		{[]string{"exec", "nosuch", "--", "true"}, 125, "nosuch"},
+	}
+	for _, c := range cases {
+		r := e.run(c.args...)
+		if r.code != c.code || !strings.Contains(r.stderr, c.want) || strings.Contains(r.stderr, "goroutine") {
+			t.Errorf("airlock %v = %v, want exit %d and %q", c.args, r, c.code, c.want)
+		}
+		if first := strings.SplitN(strings.TrimSpace(r.stderr), "\n", 2)[0]; !strings.HasPrefix(first, "airlock: ") {
+			t.Errorf("airlock %v: first stderr line %q should start with 'airlock: '", c.args, first)
+		}
+	}
+	if ents, _ := os.ReadDir(filepath.Join(e.state, "sandboxes")); len(ents) != 0 {
+		t.Fatalf("bad input left state behind: %v", ents)
+	}
+}
+
+func TestPTYRunsInteractiveShell(t *testing.T) {
+	e := newEnv(t)
+	c := e.cmd("run", "-q", "-t", "--", "sh", "-c", `tty; stty size; trap 'echo GOT-INT; exit 3' INT; echo READY; while :; do sleep 0.05; done`)
+	ptm, err := pty.StartWithSize(c, &pty.Winsize{Rows: 33, Cols: 111})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptm.Close()
+	lines := make(chan string, 32)
+	go func() {
+		sc := bufio.NewScanner(ptm)
+		for sc.Scan() {
+			lines <- strings.TrimSpace(sc.Text())
+		}
+		close(lines)
+	}()
+	var seen []string
+	expect := func(want string) {
+		t.Helper()
+		timeout := time.After(10 * time.Second)
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("output ended before %q; saw %q", want, seen)
+				}
+				seen = append(seen, l)
+				if strings.Contains(l, want) {
+					return
+				}
+			case <-timeout:
+				t.Fatalf("no %q within 10s; saw %q", want, seen)
+			}
+		}
+	}
+	expect("/dev/pts/")
+	expect("33 111")
+	expect("READY")
+	ptm.Write([]byte{3}) // Ctrl-C reaches the sandbox's foreground process
+	expect("GOT-INT")
+	err = c.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
+		t.Fatalf("exit = %v, want 3", err)
+	}
+	io.Copy(io.Discard, ptm)
+}
+
+// TestUnprivileged re-runs the suite as uid 65534 when it runs as root.
+func TestUnprivileged(t *testing.T) {
+	if os.Getuid() != 0 || os.Getenv("AIRLOCK_TEST_BIN") != "" {
+		t.Skip("runs only as root, to re-run the suite as an unprivileged user")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("setpriv not installed")
+	}
+	dir := filepath.Dir(airlockBin)
+	testBin := filepath.Join(dir, "e2e.test")
+	if err := copyFile(os.Args[0], testBin); err != nil {
+		t.Fatal(err)
+	}
+	tmp, err := os.MkdirTemp("", "airlock-e2e-nobody-") // t.TempDir's parent is private to root
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	os.Chmod(tmp, 0o1777)
+	c := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", testBin, "-test.v", "-test.timeout=5m")
+	c.Env = []string{"AIRLOCK_TEST_BIN=" + airlockBin, "TMPDIR=" + tmp, "HOME=/nonexistent", "PATH=" + os.Getenv("PATH")}
+	out, err := c.CombinedOutput()
+	t.Logf("as uid 65534:\n%s", out)
+	if err != nil {
+		t.Fatalf("suite failed as an unprivileged user: %v", err)
+	}
+}
+
+func copyFile(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o755)
+}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/airlock-dev/airlock/internal/proto"
+	"github.com/airlock-dev/airlock/internal/state"
+	"github.com/airlock-dev/airlock/internal/supervisor"
+)
+
+func newExecCmd() *cobra.Command {
+	var (
+		tty bool
+		env []string
+		dir string
+	)
+	c := &cobra.Command{
+		Use:   "exec [flags] ID|NAME [--] CMD [ARGS...]",
+		Short: "Run a command in a running sandbox",
+		Long: `Run CMD in a running sandbox (one started with airlock run -d, or any
+sandbox still running) with this terminal's stdin, stdout and stderr, and exit
+with its status. It gets the sandbox's environment plus --env.`,
+		Example: `  airlock exec dev -- npm test
+  airlock exec -t dev -- bash`,
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) < 2 {
+				return usageError{"expected a sandbox and a command: airlock exec ID|NAME -- CMD [ARGS...]"}
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			if args[1] == "--" { // flags stop at the sandbox's name, so "--" arrives here
+				args = append(args[:1], args[2:]...)
+				if len(args) < 2 {
+					return usageError{"no command given: airlock exec ID|NAME -- CMD [ARGS...]"}
+				}
+			}
+			e, err := resolveRunning(args[0])
+			if err != nil {
+				return err
+			}
+			var extra []string
+			for _, kv := range env {
+				if k, _, ok := cutEnv(kv); ok {
+					extra = append(extra, kv)
+				} else if v, set := os.LookupEnv(k); set {
+					extra = append(extra, k+"="+v)
+				}
+			}
+			cl, err := supervisor.Dial(e.SocketPath())
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			code, err := cl.Exec(&proto.Exec{Argv: args[1:], Env: extra, Dir: dir, TTY: tty},
+				supervisor.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
+			if err != nil {
+				return err
+			}
+			return exitError{code}
+		},
+	}
+	c.Flags().SetInterspersed(false)
+	c.Flags().BoolVarP(&tty, "tty", "t", false, "run CMD on a terminal")
+	c.Flags().StringArrayVarP(&env, "env", "e", nil, "pass host variable `NAME`, or set NAME=VALUE (repeatable)")
+	c.Flags().StringVarP(&dir, "workdir", "C", "", "working directory inside (default: the workspace)")
+	return c
+}
+
+func cutEnv(kv string) (string, string, bool) {
+	for i := 0; i < len(kv); i++ {
+		if kv[i] == '=' {
+			return kv[:i], kv[i+1:], true
+		}
+	}
+	return kv, "", false
+}
+
+// resolveRunning finds a sandbox by ID, ID prefix or name and checks it runs.
+func resolveRunning(ref string) (state.Entry, error) {
+	store, err := openStore()
+	if err != nil {
+		return state.Entry{}, err
+	}
+	e, err := store.Resolve(ref)
+	if err != nil {
+		return e, fmt.Errorf("%v (airlock ls lists sandboxes)", err)
+	}
+	if e.Status.State != state.Running {
+		return e, fmt.Errorf("sandbox %s is %s, not running", ref, e.Status.State)
+	}
+	return e, nil
+}

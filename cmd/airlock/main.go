@@ -1,0 +1,59 @@
+// Command airlock runs AI coding agents and the code they write in a sandbox.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/airlock-dev/airlock/internal/guest"
+	"github.com/airlock-dev/airlock/internal/supervisor"
+)
+
+func main() {
+	// The same binary is the sandbox's PID 1 and a detached sandbox's
+	// background supervisor; both skip the CLI entirely.
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "guest":
+			guest.Main()
+		case superviseCmd:
+			os.Exit(supervise(os.Args[2:]))
+		}
+	}
+	os.Exit(execute(os.Args[1:]))
+}
+
+// exitError carries a command's exit status through cobra.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// usageError is a mistake in how airlock was called.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func execute(args []string) int {
+	root := newRootCmd()
+	root.SetArgs(args)
+	err := root.Execute()
+	var ee exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.code
+	default:
+		fmt.Fprintf(os.Stderr, "airlock: %v\n", err)
+		var ue usageError
+		if errors.As(err, &ue) {
+			if cmd, _, ferr := root.Find(args); ferr == nil && cmd != root {
+				fmt.Fprintf(os.Stderr, "See 'airlock %s --help'.\n", cmd.Name())
+			} else {
+				fmt.Fprintln(os.Stderr, "See 'airlock --help'.")
+			}
+		}
+		return supervisor.ExitAirlock
+	}
+}

@@ -1,0 +1,349 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/airlock-dev/airlock/internal/cgroup"
+	"github.com/airlock-dev/airlock/internal/state"
+	"github.com/airlock-dev/airlock/internal/supervisor"
+)
+
+func newLsCmd() *cobra.Command {
+	var running, asJSON bool
+	c := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list", "ps"},
+		Short:   "List sandboxes",
+		Args:    noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			store, err := openStore()
+			if err != nil {
+				return err
+			}
+			entries, err := store.List()
+			if err != nil {
+				return err
+			}
+			var shown []state.Entry
+			for _, e := range entries {
+				if !running || e.Status.State == state.Running {
+					shown = append(shown, e)
+				}
+			}
+			if asJSON {
+				return writeJSON(c.OutOrStdout(), listing(shown))
+			}
+			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "ID\tNAME\tSTATUS\tCREATED\tCOMMAND\tWORKSPACE")
+			for _, e := range shown {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Record.ID, dash(e.Record.Name), statusText(e.Status),
+					ago(e.Record.CreatedAt), dash(shorten(strings.Join(e.Record.Command, " "), 40)), e.Record.Workspace)
+			}
+			return w.Flush()
+		},
+	}
+	c.Flags().BoolVar(&running, "running", false, "only running sandboxes")
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+// entryJSON is the stable JSON shape of a sandbox for ls and get.
+type entryJSON struct {
+	state.Record
+	Status state.Status `json:"status"`
+	Dir    string       `json:"state_dir"`
+}
+
+func listing(es []state.Entry) []entryJSON {
+	out := make([]entryJSON, 0, len(es))
+	for _, e := range es {
+		out = append(out, entryJSON{Record: e.Record, Status: e.Status, Dir: e.Dir})
+	}
+	return out
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func statusText(s state.Status) string {
+	switch {
+	case s.State == state.Exited && s.ExitCode != nil:
+		return fmt.Sprintf("exited (%d)", *s.ExitCode)
+	case s.State == "":
+		return "unknown"
+	}
+	return string(s.State)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}
+
+func ago(t time.Time) string {
+	d := time.Since(t).Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return t.Local().Format("2006-01-02")
+}
+
+func newGetCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "get ID|NAME",
+		Short: "Show one sandbox as JSON",
+		Args:  oneArg("sandbox ID or name"),
+		RunE: func(c *cobra.Command, args []string) error {
+			store, err := openStore()
+			if err != nil {
+				return err
+			}
+			e, err := store.Resolve(args[0])
+			if err != nil {
+				return err
+			}
+			return writeJSON(c.OutOrStdout(), listing([]state.Entry{e})[0])
+		},
+	}
+}
+
+func newLogsCmd() *cobra.Command {
+	var follow bool
+	c := &cobra.Command{
+		Use:   "logs [-f] ID|NAME",
+		Short: "Print a detached sandbox's output",
+		Args:  oneArg("sandbox ID or name"),
+		RunE: func(c *cobra.Command, args []string) error {
+			store, err := openStore()
+			if err != nil {
+				return err
+			}
+			e, err := store.Resolve(args[0])
+			if err != nil {
+				return err
+			}
+			f, err := os.Open(e.LogPath())
+			if errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("sandbox %s has no logs: only detached sandboxes (run -d) keep them", args[0])
+			}
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			for {
+				if _, err := io.Copy(c.OutOrStdout(), f); err != nil {
+					return err
+				}
+				if !follow {
+					return nil
+				}
+				if cur, err := store.Resolve(e.Record.ID); err != nil || cur.Status.State != state.Running {
+					_, err := io.Copy(c.OutOrStdout(), f)
+					return err
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+		},
+	}
+	c.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing until the sandbox stops")
+	return c
+}
+
+func newKillCmd() *cobra.Command {
+	var all bool
+	c := &cobra.Command{
+		Use:   "kill ID|NAME... | --all",
+		Short: "Stop running sandboxes (every process in them dies)",
+		Args: func(c *cobra.Command, args []string) error {
+			if all != (len(args) == 0) {
+				return usageError{"name sandboxes to kill, or pass --all"}
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			targets, err := pick(args, all, func(e state.Entry) bool { return e.Status.State == state.Running })
+			if err != nil {
+				return err
+			}
+			var failed []string
+			for _, e := range targets {
+				if err := kill(e); err != nil {
+					failed = append(failed, fmt.Sprintf("%s: %v", e.Record.ID, err))
+					continue
+				}
+				fmt.Fprintln(c.OutOrStdout(), e.Record.ID)
+			}
+			if len(failed) > 0 {
+				return errors.New(strings.Join(failed, "; "))
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVarP(&all, "all", "a", false, "kill every running sandbox")
+	return c
+}
+
+func kill(e state.Entry) error {
+	if e.Status.State != state.Running {
+		return fmt.Errorf("not running (%s)", statusText(e.Status))
+	}
+	cl, err := supervisor.Dial(e.SocketPath())
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if err := cl.Kill(); err != nil {
+		return err
+	}
+	// The supervisor releases the sandbox's lock once everything is torn down.
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		store, err := openStore()
+		if err != nil {
+			return err
+		}
+		if cur, err := store.Resolve(e.Record.ID); err != nil || cur.Status.State != state.Running {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return errors.New("still running 10s after the kill request")
+}
+
+// pick resolves refs, or with all, every entry that match accepts.
+func pick(refs []string, all bool, match func(state.Entry) bool) ([]state.Entry, error) {
+	store, err := openStore()
+	if err != nil {
+		return nil, err
+	}
+	if all {
+		entries, err := store.List()
+		if err != nil {
+			return nil, err
+		}
+		var out []state.Entry
+		for _, e := range entries {
+			if match(e) {
+				out = append(out, e)
+			}
+		}
+		return out, nil
+	}
+	var out []state.Entry
+	for _, r := range refs {
+		e, err := store.Resolve(r)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", r, err)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func newRmCmd() *cobra.Command {
+	var stopped, force bool
+	c := &cobra.Command{
+		Use:     "rm ID|NAME... | --stopped",
+		Aliases: []string{"remove"},
+		Short:   "Remove stopped sandboxes from the state dir",
+		Args: func(c *cobra.Command, args []string) error {
+			if stopped != (len(args) == 0) {
+				return usageError{"name sandboxes to remove, or pass --stopped"}
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			targets, err := pick(args, stopped, func(e state.Entry) bool { return e.Status.State != state.Running })
+			if err != nil {
+				return err
+			}
+			var failed []string
+			for _, e := range targets {
+				if e.Status.State == state.Running {
+					if !force {
+						failed = append(failed, fmt.Sprintf("%s is running: stop it with airlock kill %s, or use rm -f", e.Record.ID, e.Record.ID))
+						continue
+					}
+					if err := kill(e); err != nil {
+						failed = append(failed, fmt.Sprintf("%s: %v", e.Record.ID, err))
+						continue
+					}
+				}
+				if err := remove(e); err != nil {
+					failed = append(failed, fmt.Sprintf("%s: %v", e.Record.ID, err))
+					continue
+				}
+				fmt.Fprintln(c.OutOrStdout(), e.Record.ID)
+			}
+			if len(failed) > 0 {
+				return errors.New(strings.Join(failed, "; "))
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&stopped, "stopped", false, "remove every sandbox that is not running")
+	c.Flags().BoolVarP(&force, "force", "f", false, "kill running sandboxes first")
+	return c
+}
+
+// remove deletes a stopped sandbox and whatever a crashed supervisor left.
+func remove(e state.Entry) error {
+	if err := cgroup.Remove(e.Record.Cgroups); err != nil {
+		return err
+	}
+	store, err := openStore()
+	if err != nil {
+		return err
+	}
+	return store.Delete(e.Record.ID)
+}
+
+func newPruneCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "prune",
+		Short: "Remove every stopped or crashed sandbox and what it left behind",
+		Args:  noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			targets, err := pick(nil, true, func(e state.Entry) bool { return e.Status.State != state.Running })
+			if err != nil {
+				return err
+			}
+			n := 0
+			for _, e := range targets {
+				if err := remove(e); err != nil {
+					fmt.Fprintf(c.ErrOrStderr(), "airlock: %s: %v\n", e.Record.ID, err)
+					continue
+				}
+				n++
+			}
+			fmt.Fprintf(c.OutOrStdout(), "removed %d sandbox(es)\n", n)
+			return nil
+		},
+	}
+}

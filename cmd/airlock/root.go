@@ -1,0 +1,63 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+)
+
+var version = "0.1.0-dev"
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "airlock",
+		Short: "Run AI coding agents and the code they write in a sandbox",
+		Long: `airlock runs a command — an AI coding agent, a build, a test — in a sandbox
+where the only files it can change are its workspace, it has no network, it
+cannot see your home directory, credentials or other processes, and it holds
+no privilege on the host. No daemon, no image: the host is its read-only root.
+
+  airlock run -- make test                 run in the current directory
+  airlock run -t -- bash                   an interactive shell
+  airlock run -d --name dev                a background sandbox
+  airlock exec dev -- npm test             run in it
+  airlock ls                               list sandboxes
+  airlock doctor                           what this machine supports
+
+Exit status is the command's own; 125 when airlock itself fails.`,
+		Version:       version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err.Error()} })
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.AddCommand(newRunCmd(), newExecCmd(), newLsCmd(), newGetCmd(), newLogsCmd(),
+		newKillCmd(), newRmCmd(), newPruneCmd(), newDoctorCmd(), newVersionCmd())
+	return root
+}
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print airlock's version",
+		Args:  noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			c.Println("airlock " + version)
+			return nil
+		},
+	}
+}
+
+func noArgs(c *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageError{"unexpected argument " + args[0]}
+	}
+	return nil
+}
+
+func oneArg(what string) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return usageError{"expected one " + what}
+		}
+		return nil
+	}
+}

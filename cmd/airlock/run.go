@@ -1,0 +1,348 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/airlock-dev/airlock/internal/backend/native"
+	"github.com/airlock-dev/airlock/internal/state"
+	"github.com/airlock-dev/airlock/internal/supervisor"
+)
+
+type runOptions struct {
+	workspace string
+	home      string
+	ro, rw    []string
+	noDelete  bool
+	memory    string
+	cpus      float64
+	pids      int64
+	tmpSize   string
+	timeout   time.Duration
+	env       []string
+	tty       bool
+	detach    bool
+	name      string
+	quiet     bool
+}
+
+const (
+	defaultPids  = 1024
+	superviseCmd = "__supervise"
+)
+
+func newRunCmd() *cobra.Command {
+	o := &runOptions{}
+	c := &cobra.Command{
+		Use:   "run [flags] [--] CMD [ARGS...]",
+		Short: "Run a command in a new sandbox",
+		Long: `Run CMD in a new sandbox and exit with its status.
+
+Inside, the host's filesystem is visible read-only; the workspace (default:
+the current directory) is writable at the same path; /tmp and the home
+directory are private and empty (your real home is hidden); secrets such as
+~/.ssh, cloud credentials, /etc/shadow and container sockets are always
+hidden. There is no network (loopback only), no capability, and no way to see
+or signal host processes. Writes elsewhere fail with "Read-only file system".
+
+Limits default to ` + strconv.Itoa(defaultPids) + ` processes and half of the machine's memory.`,
+		Example: `  airlock run -- make test
+  airlock run -t -- bash
+  airlock run --memory 2g --cpus 1.5 --timeout 30m -- npm ci
+  airlock run -e GOFLAGS -e CI=1 -- go test ./...
+  airlock run --rw ~/.cache/go-build -- go build ./...
+  airlock run -d --name dev          # idle background sandbox; then: airlock exec dev -- CMD`,
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) == 0 && !o.detach {
+				return usageError{"no command given: use airlock run [flags] -- CMD [ARGS...]"}
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error { return run(o, args) },
+	}
+	c.Flags().SetInterspersed(false) // everything after CMD belongs to CMD
+	f := c.Flags()
+	f.StringVarP(&o.workspace, "workspace", "w", "", "directory the sandbox may change (default: the current directory)")
+	f.StringVar(&o.home, "home", "", "keep the sandbox's home directory in `DIR` across runs (default: an empty private home)")
+	f.StringArrayVar(&o.ro, "ro", nil, "also expose `PATH` read-only (repeatable)")
+	f.StringArrayVar(&o.rw, "rw", nil, "also make `PATH` writable (repeatable)")
+	f.BoolVar(&o.noDelete, "no-delete", false, "forbid deleting or renaming files in the workspace (needs Landlock)")
+	f.StringVarP(&o.memory, "memory", "m", "", "memory limit, e.g. 512m, 4g (default: half of RAM)")
+	f.Float64Var(&o.cpus, "cpus", 0, "CPU limit in CPUs, e.g. 1.5 (default: none)")
+	f.Int64Var(&o.pids, "pids", defaultPids, "maximum number of processes and threads")
+	f.StringVar(&o.tmpSize, "tmp-size", "", "size of the private /tmp and home (default: the memory limit)")
+	f.DurationVar(&o.timeout, "timeout", 0, "stop the sandbox after this long, e.g. 90s, 30m (exit status 124)")
+	f.StringArrayVarP(&o.env, "env", "e", nil, "pass host variable `NAME`, or set NAME=VALUE (repeatable; nothing else passes but PATH, locale and terminal settings)")
+	f.BoolVarP(&o.tty, "tty", "t", false, "run CMD on a terminal (for shells and interactive tools)")
+	f.BoolVarP(&o.detach, "detach", "d", false, "run in the background and print the sandbox's ID")
+	f.StringVar(&o.name, "name", "", "name the sandbox, for exec, logs, kill")
+	f.BoolVarP(&o.quiet, "quiet", "q", false, "do not print airlock's warnings")
+	return c
+}
+
+func run(o *runOptions, args []string) error {
+	spec, err := o.spec(args)
+	if err != nil {
+		return err
+	}
+	store, err := openStore()
+	if err != nil {
+		return err
+	}
+	h, err := store.Create(o.name)
+	if err != nil {
+		if errors.Is(err, state.ErrNameTaken) {
+			return fmt.Errorf("a sandbox named %q exists already: pick another --name, or remove it with airlock rm %s", o.name, o.name)
+		}
+		return err
+	}
+	spec.Native.ID = h.ID()
+	if spec.Env, err = sandboxEnv(spec, h.ID(), o.env); err != nil {
+		h.Remove()
+		return err
+	}
+	if o.detach {
+		return detach(h, spec)
+	}
+	code, err := supervisor.Run(h, spec, supervisor.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, nil)
+	if err != nil {
+		return err
+	}
+	return exitError{code}
+}
+
+func sandboxEnv(spec supervisor.Spec, id string, extra []string) ([]string, error) {
+	env, warnings, err := supervisor.SandboxEnv(os.Environ(), native.SandboxHome(spec.Native.HostHome), id, extra)
+	if !spec.Quiet {
+		for _, w := range warnings {
+			fmt.Fprintf(os.Stderr, "airlock: warning: %s\n", w)
+		}
+	}
+	return env, err
+}
+
+func (o *runOptions) spec(args []string) (supervisor.Spec, error) {
+	var s supervisor.Spec
+	ws := o.workspace
+	if ws == "" {
+		var err error
+		if ws, err = os.Getwd(); err != nil {
+			return s, fmt.Errorf("cannot tell the current directory (%v): pass --workspace DIR", err)
+		}
+	}
+	ws, err := existingDir(ws, "workspace", "create it or pass --workspace DIR")
+	if err != nil {
+		return s, err
+	}
+	if ws == "/" {
+		return s, usageError{"the workspace cannot be / (the whole machine): cd into a project or pass --workspace DIR"}
+	}
+	mem, err := parseSize(o.memory, "--memory")
+	if err != nil {
+		return s, err
+	}
+	if mem == 0 {
+		mem = totalMemory() / 2
+	}
+	tmp, err := parseSize(o.tmpSize, "--tmp-size")
+	if err != nil {
+		return s, err
+	}
+	if tmp == 0 {
+		tmp = mem
+	}
+	if o.cpus < 0 || o.pids < 0 {
+		return s, usageError{"--cpus and --pids must not be negative"}
+	}
+	if o.timeout < 0 {
+		return s, usageError{"--timeout must not be negative"}
+	}
+	if o.name != "" && !state.ValidName(o.name) {
+		return s, usageError{fmt.Sprintf("--name %q: use letters, digits, '_', '.' and '-' (up to 63, starting with a letter or digit)", o.name)}
+	}
+	if o.detach && o.tty {
+		return s, usageError{"-t and -d do not mix: start with -d, then airlock exec -t ID -- CMD"}
+	}
+	hostHome, _ := os.UserHomeDir()
+	s.Native = native.Config{
+		Workspace: ws, HostHome: hostHome, NoDelete: o.noDelete, TmpBytes: tmp,
+		Limits: native.Limits{MemoryBytes: mem, CPUs: o.cpus, Pids: o.pids},
+	}
+	if o.home != "" {
+		if err := os.MkdirAll(o.home, 0o700); err != nil {
+			return s, fmt.Errorf("--home %s: %v", o.home, err)
+		}
+		if s.Native.Home, err = existingDir(o.home, "--home", ""); err != nil {
+			return s, err
+		}
+	}
+	for _, p := range o.ro {
+		abs, err := existingPath(p, "--ro")
+		if err != nil {
+			return s, err
+		}
+		s.Native.RO = append(s.Native.RO, abs)
+	}
+	for _, p := range o.rw {
+		abs, err := existingPath(p, "--rw")
+		if err != nil {
+			return s, err
+		}
+		s.Native.RW = append(s.Native.RW, abs)
+	}
+	if root, err := state.Root(); err == nil {
+		s.Native.Hide = append(s.Native.Hide, root)
+	}
+	if cfg, err := os.UserConfigDir(); err == nil {
+		s.Native.Hide = append(s.Native.Hide, filepath.Join(cfg, "airlock"))
+	}
+	s.Command, s.TTY, s.Timeout, s.Detached, s.Quiet = args, o.tty, o.timeout, o.detach, o.quiet
+	return s, nil
+}
+
+func existingDir(p, what, hint string) (string, error) {
+	abs, err := existingPath(p, what)
+	if err != nil {
+		if hint != "" {
+			return "", fmt.Errorf("%v: %s", err, hint)
+		}
+		return "", err
+	}
+	if st, _ := os.Stat(abs); !st.IsDir() {
+		return "", fmt.Errorf("%s %s is not a directory", what, p)
+	}
+	return abs, nil
+}
+
+// existingPath makes p absolute with symlinks resolved: the sandbox mounts the
+// real location, at the same path the user named.
+func existingPath(p, what string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %v", what, p, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("%s %s does not exist", what, p)
+		}
+		return "", fmt.Errorf("%s %s: %v", what, p, err)
+	}
+	return real, nil
+}
+
+// parseSize reads 512m, 4g, 1.5G, 2GiB, 1048576.
+func parseSize(s, flag string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	t := strings.ToLower(strings.TrimSpace(s))
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "b"), "i")
+	mult := int64(1)
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'k':
+			mult = 1 << 10
+		case 'm':
+			mult = 1 << 20
+		case 'g':
+			mult = 1 << 30
+		case 't':
+			mult = 1 << 40
+		}
+		if mult > 1 {
+			t = t[:n-1]
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v <= 0 {
+		return 0, usageError{fmt.Sprintf("%s %q: use a size such as 512m or 4g", flag, s)}
+	}
+	if mult == 1 && v < 1<<20 {
+		return 0, usageError{fmt.Sprintf("%s %q is %d bytes; did you mean %sm?", flag, s, int64(v), s)}
+	}
+	return int64(v * float64(mult)), nil
+}
+
+func totalMemory() int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 4 << 30
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if kb > 0 {
+				return kb << 10
+			}
+		}
+	}
+	return 4 << 30
+}
+
+func openStore() (*state.Store, error) {
+	root, err := state.Root()
+	if err != nil {
+		return nil, err
+	}
+	return state.Open(root)
+}
+
+// detach starts a background supervisor that inherits the sandbox's lock and
+// reports on a pipe whether the sandbox started; then prints the ID.
+func detach(h *state.Handle, spec supervisor.Spec) error {
+	if err := h.WriteRecord(state.Record{Backend: "native", Workspace: spec.Native.Workspace, Command: spec.Command, Detached: true, Config: mustJSON(spec)}); err != nil {
+		h.Remove()
+		return err
+	}
+	logs, err := os.OpenFile(h.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		h.Remove()
+		return err
+	}
+	defer logs.Close()
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		h.Remove()
+		return err
+	}
+	defer readyR.Close()
+	self, err := os.Executable()
+	if err != nil {
+		self = "/proc/self/exe"
+	}
+	cmd := exec.Command(self, superviseCmd, h.Dir())
+	cmd.Stdout, cmd.Stderr = logs, logs
+	cmd.ExtraFiles = []*os.File{h.LockFile(), readyW} // fds 3 and 4
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		readyW.Close()
+		h.Remove()
+		return fmt.Errorf("start background supervisor: %w", err)
+	}
+	readyW.Close()
+	h.Close() // the child holds the lock now
+	cmd.Process.Release()
+	line, _ := bufio.NewReader(readyR).ReadString('\n')
+	line = strings.TrimSpace(line)
+	if line != "ok" {
+		if msg, ok := strings.CutPrefix(line, "error: "); ok {
+			return errors.New(msg)
+		}
+		return fmt.Errorf("the background supervisor exited before the sandbox started; its log: %s", h.LogPath())
+	}
+	fmt.Println(h.ID())
+	return nil
+}

@@ -1,0 +1,204 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/airlock-dev/airlock/internal/backend/native"
+	"github.com/airlock-dev/airlock/internal/proto"
+	"github.com/airlock-dev/airlock/internal/state"
+)
+
+// IO is the supervisor's own stdio: the main command gets it.
+type IO struct {
+	Stdin, Stdout, Stderr *os.File
+}
+
+type supervisor struct {
+	h    *state.Handle
+	spec Spec
+	io   IO
+	sb   *native.Sandbox
+
+	stopOnce sync.Once
+	stop     chan string // why the sandbox is being stopped from outside
+}
+
+// forwarded are the signals passed on to the main command.
+var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH}
+
+// Run runs the sandbox described by spec until its main command ends (or,
+// with no command, until it is killed) and returns the exit code. ready, if
+// set, is called once: with nil when the sandbox runs, or with the error that
+// stopped it from starting — in which case nothing is left in the state dir.
+func Run(h *state.Handle, spec Spec, stdio IO, ready func(error)) (int, error) {
+	sv := &supervisor{h: h, spec: spec, io: stdio, stop: make(chan string, 1)}
+	notify := func(err error) {
+		if ready != nil {
+			ready(err)
+			ready = nil
+		}
+	}
+	fail := func(err error) (int, error) {
+		h.Remove()
+		notify(err)
+		return ExitAirlock, err
+	}
+	config, err := json.Marshal(spec)
+	if err != nil {
+		return fail(err)
+	}
+	rec := state.Record{
+		ID: h.ID(), Name: h.Name(), CreatedAt: time.Now().UTC(), PID: os.Getpid(), Backend: "native",
+		Workspace: spec.Native.Workspace, Command: spec.Command, Detached: spec.Detached, Config: config,
+	}
+	sv.sb, err = native.Start(context.Background(), spec.Native, native.Options{Stderr: stdio.Stderr})
+	if err != nil {
+		return fail(err)
+	}
+	defer sv.sb.Close()
+	rec.Cgroups = sv.sb.CgroupPaths()
+	if err := h.WriteRecord(rec); err != nil {
+		return fail(err)
+	}
+	if !spec.Quiet {
+		for _, w := range sv.sb.Warnings {
+			fmt.Fprintf(stdio.Stderr, "airlock: warning: %s\n", w)
+		}
+	}
+	sock := h.SocketPath()
+	os.Remove(sock)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		return fail(fmt.Errorf("control socket: %w", err))
+	}
+	defer func() { ln.Close(); os.Remove(sock) }()
+	go sv.serveControl(ln)
+	if err := h.SetStatus(state.Status{State: state.Running}); err != nil {
+		return fail(err)
+	}
+	notify(nil)
+
+	code, reason := sv.main()
+	oom := sv.sb.OOMKilled()
+	sv.sb.Close()
+	if oom && reason == "" {
+		reason = fmt.Sprintf("the sandbox reached its memory limit (%d MiB) and the kernel killed a process", spec.Native.Limits.MemoryBytes>>20)
+	}
+	if reason != "" && !spec.Quiet {
+		fmt.Fprintf(stdio.Stderr, "airlock: %s\n", reason)
+	}
+	now := time.Now().UTC()
+	st := state.Status{State: state.Exited, ExitCode: &code, FinishedAt: &now, Error: reason}
+	if !spec.Detached {
+		// A foreground sandbox leaves nothing behind; its result is its exit code.
+		h.Remove()
+		return code, nil
+	}
+	h.SetStatus(st)
+	h.Release()
+	return code, nil
+}
+
+// requestStop ends the sandbox from outside (airlock kill, a signal to an idle one).
+func (sv *supervisor) requestStop(why string) {
+	sv.stopOnce.Do(func() { sv.stop <- why })
+}
+
+// main runs the main command and returns its exit code and, when airlock
+// ended it, why.
+func (sv *supervisor) main() (int, string) {
+	var timeout <-chan time.Time
+	if sv.spec.Timeout > 0 {
+		t := time.NewTimer(sv.spec.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+	timedOut := fmt.Sprintf("stopped the sandbox: --timeout %s reached", sv.spec.Timeout)
+
+	if len(sv.spec.Command) == 0 { // idle until stopped
+		for {
+			select {
+			case why := <-sv.stop:
+				return 0, why
+			case <-timeout:
+				return ExitTimeout, timedOut
+			case s := <-sigs:
+				if s == syscall.SIGWINCH {
+					continue
+				}
+				return 128 + int(s.(syscall.Signal)), ""
+			case <-sv.sb.Done():
+				return ExitAirlock, "the sandbox's agent exited unexpectedly"
+			}
+		}
+	}
+
+	req := &proto.Exec{Argv: sv.spec.Command, Env: sv.spec.Env, Dir: sv.spec.Native.Workspace, TTY: sv.spec.TTY}
+	var (
+		p   *native.Process
+		err error
+		t   *terminal
+	)
+	if sv.spec.TTY {
+		req.Rows, req.Cols = termSize(sv.io.Stdin)
+		p, err = sv.sb.Exec(req, nil)
+	} else {
+		req.Stdio = proto.StdioFDs
+		p, err = sv.sb.Exec(req, nil, sv.io.Stdin, sv.io.Stdout, sv.io.Stderr)
+	}
+	if err != nil {
+		return ExitAirlock, err.Error()
+	}
+	drain := func() {}
+	if p.PTY != nil {
+		t = openTerminal(sv.io.Stdin, sv.io.Stdout)
+		defer t.restore()
+		defer p.PTY.Close()
+		drain = t.relay(p.PTY)
+	}
+	type result struct {
+		e   *proto.Exit
+		err error
+	}
+	exited := make(chan result, 1)
+	go func() {
+		e, err := p.Wait()
+		exited <- result{e, err}
+	}()
+	for {
+		select {
+		case r := <-exited:
+			drain()
+			if r.err != nil {
+				return ExitAirlock, "the sandbox's agent exited unexpectedly"
+			}
+			return r.e.Code, ""
+		case s := <-sigs:
+			if s == syscall.SIGWINCH {
+				if p.PTY != nil {
+					t.resize(p.PTY)
+				}
+				continue
+			}
+			p.Signal(s.(syscall.Signal))
+		case <-timeout:
+			return ExitTimeout, timedOut
+		case why := <-sv.stop:
+			return 128 + int(syscall.SIGKILL), why
+		}
+	}
+}
+
+var errNotRunning = errors.New("sandbox is not running")
