@@ -39,7 +39,7 @@ func run(conn *proto.Conn) int {
 		return 1
 	}
 	g := newGuest(conn, m.Init.Workdir)
-	warnings, err := setup(m.Init)
+	warnings, err := setup(m.Init, g.reaper)
 	if err != nil {
 		perr := &proto.Error{Message: err.Error()}
 		var se *stepError
@@ -60,7 +60,7 @@ func run(conn *proto.Conn) int {
 	return 0
 }
 
-func setup(in *proto.Init) ([]string, error) {
+func setup(in *proto.Init, r *reaper) ([]string, error) {
 	if err := buildRoot(in); err != nil {
 		return nil, err
 	}
@@ -73,7 +73,7 @@ func setup(in *proto.Init) ([]string, error) {
 	if err := os.Chdir(in.Workdir); err != nil {
 		return nil, step("chdir to workspace", err)
 	}
-	return lockDown(in)
+	return lockDown(in, r)
 }
 
 func loopbackUp() error {

@@ -17,7 +17,7 @@ import (
 // lockDown runs after pivot_root, in this order: Landlock (needs the final
 // paths), capabilities dropped, seccomp last — as close to serving as possible,
 // so the filter never has to allow what setup needed.
-func lockDown(in *proto.Init) (warnings []string, err error) {
+func lockDown(in *proto.Init, r *reaper) (warnings []string, err error) {
 	for _, r := range in.Rlimits {
 		if err := unix.Setrlimit(r.Resource, &unix.Rlimit{Cur: r.Cur, Max: r.Max}); err != nil {
 			return nil, step(fmt.Sprintf("setrlimit %d", r.Resource), err)
@@ -29,6 +29,10 @@ func lockDown(in *proto.Init) (warnings []string, err error) {
 			return nil, step("landlock", err)
 		}
 		warnings = append(warnings, w...)
+	}
+	last := lastCap()
+	if err := r.startSpawner(last); err != nil {
+		return nil, step("drop capabilities", err)
 	}
 	if err := dropCapabilities(); err != nil {
 		return nil, step("drop capabilities", err)
@@ -79,17 +83,21 @@ func applyLandlock(l proto.Landlock) ([]string, error) {
 	return warnings, cfg.BestEffort().Restrict(rules...)
 }
 
-// dropCapabilities empties every capability set on every thread, so nothing
-// started afterwards — even as uid 0 inside — holds a capability.
+// dropCapabilities empties the permitted, effective, inheritable and ambient
+// sets on every thread and locks the securebits, so nothing started afterwards
+// — even as uid 0 inside — can hold or regain a capability. (The bounding set
+// is emptied on the spawner thread: see startSpawner.)
 func dropCapabilities() error {
-	last := 63
-	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
-		fmt.Sscanf(string(b), "%d", &last)
-	}
-	for c := 0; c <= last; c++ {
-		if _, _, e := syscall.AllThreadsSyscall(syscall.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c), 0); e != 0 && e != syscall.EINVAL {
-			return fmt.Errorf("bounding set drop %d: %w", c, e)
-		}
+	// linux/securebits.h: NOROOT, NO_SETUID_FIXUP, KEEP_CAPS (off), NO_CAP_AMBIENT_RAISE, each locked.
+	const (
+		noRoot, noRootLocked             = 1 << 0, 1 << 1
+		noSetuidFixup, noSetuidFixupLock = 1 << 2, 1 << 3
+		keepCapsLocked                   = 1 << 5
+		noAmbientRaise, noAmbientLocked  = 1 << 6, 1 << 7
+		secure                           = noRoot | noRootLocked | noSetuidFixup | noSetuidFixupLock | keepCapsLocked | noAmbientRaise | noAmbientLocked
+	)
+	if _, _, e := syscall.AllThreadsSyscall(syscall.SYS_PRCTL, unix.PR_SET_SECUREBITS, secure, 0); e != 0 {
+		return fmt.Errorf("securebits: %w", e)
 	}
 	if _, _, e := syscall.AllThreadsSyscall(syscall.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); e != 0 {
 		return fmt.Errorf("clear ambient: %w", e)
@@ -100,4 +108,12 @@ func dropCapabilities() error {
 		return fmt.Errorf("capset: %w", e)
 	}
 	return nil
+}
+
+func lastCap() int {
+	last := 63
+	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
+		fmt.Sscanf(string(b), "%d", &last)
+	}
+	return last
 }

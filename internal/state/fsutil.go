@@ -13,7 +13,9 @@ import (
 )
 
 // writeJSONAtomic replaces dir/name so readers see either the old or the new
-// content, never a torn write: temp file in the same dir, fsync, rename.
+// content, never a torn write: temp file in the same dir, then rename. No
+// fsync: this is runtime state of live processes, meaningless after a power
+// loss, and fsync would cost milliseconds on every sandbox start.
 func writeJSONAtomic(dir, name string, v any) error {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
@@ -33,9 +35,6 @@ func writeJSONAtomic(dir, name string, v any) error {
 		}
 	}()
 	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
 		return err
 	}
 	if err := f.Close(); err != nil {

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"syscall"
 	"time"
 )
@@ -75,16 +74,35 @@ const maxSocketPath = 107
 // treated as the remains of a crash rather than a create in progress.
 const leftoverAge = time.Minute
 
-var (
-	namePattern = `^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`
-	nameRE      = regexp.MustCompile(namePattern)
-	idRE        = regexp.MustCompile(`^[0-9a-f]{12}$`)
-)
+const namePattern = `^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`
 
-func validID(id string) bool { return idRE.MatchString(id) }
+// Plain loops, not regexps: compiling them at init cost every airlock
+// process, the sandbox's PID 1 included, 0.3 ms.
+func validID(id string) bool {
+	if len(id) != 12 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // ValidName reports whether name is acceptable as a sandbox name.
-func ValidName(name string) bool { return nameRE.MatchString(name) }
+func ValidName(name string) bool {
+	if len(name) == 0 || len(name) > 63 {
+		return false
+	}
+	for i, c := range name {
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || c != '_' && c != '.' && c != '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // Root returns the state root: $AIRLOCK_STATE_DIR, else $XDG_STATE_HOME/airlock,
 // else $HOME/.local/state/airlock. When neither XDG_STATE_HOME nor HOME gives a

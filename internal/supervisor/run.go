@@ -60,27 +60,34 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error)) (int, error) {
 		ID: h.ID(), Name: h.Name(), CreatedAt: time.Now().UTC(), PID: os.Getpid(), Backend: "native",
 		Workspace: spec.Native.Workspace, Command: spec.Command, Detached: spec.Detached, Config: config,
 	}
-	sv.sb, err = native.Start(context.Background(), spec.Native, native.Options{Stderr: stdio.Stderr})
+	var ln *net.UnixListener
+	sock := h.SocketPath()
+	register := func(cgroups []string) error {
+		rec.Cgroups = cgroups
+		if err := h.WriteRecord(rec); err != nil {
+			return err
+		}
+		os.Remove(sock)
+		var err error
+		if ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"}); err != nil {
+			return fmt.Errorf("control socket: %w", err)
+		}
+		return nil
+	}
+	sv.sb, err = native.Start(context.Background(), spec.Native, native.Options{Stderr: stdio.Stderr, WhileSetup: register})
 	if err != nil {
+		if ln != nil {
+			ln.Close()
+		}
 		return fail(err)
 	}
 	defer sv.sb.Close()
-	rec.Cgroups = sv.sb.CgroupPaths()
-	if err := h.WriteRecord(rec); err != nil {
-		return fail(err)
-	}
+	defer func() { ln.Close(); os.Remove(sock) }()
 	if !spec.Quiet {
 		for _, w := range sv.sb.Warnings {
 			fmt.Fprintf(stdio.Stderr, "airlock: warning: %s\n", w)
 		}
 	}
-	sock := h.SocketPath()
-	os.Remove(sock)
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
-	if err != nil {
-		return fail(fmt.Errorf("control socket: %w", err))
-	}
-	defer func() { ln.Close(); os.Remove(sock) }()
 	go sv.serveControl(ln)
 	if err := h.SetStatus(state.Status{State: state.Running}); err != nil {
 		return fail(err)
@@ -89,7 +96,9 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error)) (int, error) {
 
 	code, reason := sv.main()
 	oom := sv.sb.OOMKilled()
-	sv.sb.Close()
+	closed := make(chan struct{})
+	go func() { sv.sb.Close(); close(closed) }()
+	defer func() { <-closed }() // teardown overlaps with the state updates below
 	if oom && reason == "" {
 		reason = fmt.Sprintf("the sandbox reached its memory limit (%d MiB) and the kernel killed a process", spec.Native.Limits.MemoryBytes>>20)
 	}
@@ -104,6 +113,7 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error)) (int, error) {
 		return code, nil
 	}
 	h.SetStatus(st)
+	<-closed // `airlock kill` waits for the lock: release it only when all is torn down
 	h.Release()
 	return code, nil
 }

@@ -31,6 +31,10 @@ type Options struct {
 	Exe    string    // binary to run as the guest; default /proc/self/exe
 	Stderr io.Writer // the guest's own diagnostics; default os.Stderr
 	Env    func(string) string
+	// WhileSetup, if set, runs while the guest builds the sandbox (it takes
+	// milliseconds), with the cgroup dirs to record for crash cleanup; an
+	// error aborts the start.
+	WhileSetup func(cgroupPaths []string) error
 }
 
 // Sandbox is one running native sandbox.
@@ -101,15 +105,24 @@ func Start(ctx context.Context, c Config, o Options) (_ *Sandbox, err error) {
 	if err := s.startGuest(o, child); err != nil {
 		return nil, err
 	}
+	// Joining a v1 cgroup waits for an RCU grace period (milliseconds), so it
+	// runs while the guest sets up; Start returns only after both, and the
+	// guest starts nothing before the first Exec.
+	joined := make(chan error, 1)
 	if s.cg != nil {
-		if err := s.cg.Add(s.guest.Pid); err != nil {
-			return nil, fmt.Errorf("native: join cgroup: %w", err)
-		}
+		go func() { joined <- s.cg.Add(s.guest.Pid) }()
+	} else {
+		joined <- nil
 	}
 	if err := conn.Send(&proto.Msg{Op: proto.OpInit, Init: init}); err != nil {
 		return nil, fmt.Errorf("native: send plan: %w", err)
 	}
 	ready := make(chan *proto.Msg, 1)
+	if o.WhileSetup != nil {
+		if err := o.WhileSetup(s.CgroupPaths()); err != nil {
+			return nil, err
+		}
+	}
 	go func() {
 		m, _, err := conn.Recv()
 		if err != nil {
@@ -128,6 +141,9 @@ func Start(ctx context.Context, c Config, o Options) (_ *Sandbox, err error) {
 			return nil, fmt.Errorf("native: sandbox setup: %w", m.Err)
 		}
 		s.Warnings = append(s.Warnings, m.Warnings...)
+		if err := <-joined; err != nil {
+			return nil, fmt.Errorf("native: join cgroup: %w", err)
+		}
 	case <-ctx.Done():
 		return nil, fmt.Errorf("native: sandbox setup: %w", ctx.Err())
 	case <-timer.C:
@@ -141,7 +157,7 @@ func (s *Sandbox) startGuest(o Options, sock *os.File) error {
 	defer sock.Close()
 	uid, gid := os.Getuid(), os.Getgid()
 	caps := make([]uintptr, 0, 64)
-	for c := 0; c <= lastCap(); c++ {
+	for c, last := 0, lastCap(); c <= last; c++ {
 		caps = append(caps, uintptr(c))
 	}
 	cmd := exec.Command(o.Exe, "guest")
