@@ -65,6 +65,8 @@ func newEnv(t *testing.T) *env {
 			t.Fatal(err)
 		}
 	}
+	// Whatever a test leaves running, even when it fails half-way, is stopped.
+	t.Cleanup(func() { e.cmd("kill", "--all").Run() })
 	return e
 }
 

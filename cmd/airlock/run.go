@@ -91,6 +91,28 @@ Limits default to ` + strconv.Itoa(defaultPids) + ` processes and half of the ma
 }
 
 func run(o *runOptions, args []string) error {
+	// A foreground run is latency-bound: the guest's namespaces and runtime
+	// come up (milliseconds) while the flags are checked and the sandbox is
+	// registered.
+	type spawnResult struct {
+		sb  *native.Sandbox
+		err error
+	}
+	var spawning chan spawnResult
+	if !o.detach {
+		spawning = make(chan spawnResult, 1)
+		go func() {
+			sb, err := native.Spawn(native.Options{Stderr: os.Stderr})
+			spawning <- spawnResult{sb, err}
+		}()
+		defer func() {
+			if spawning != nil { // never handed on: an error came first
+				if r := <-spawning; r.sb != nil {
+					r.sb.Close()
+				}
+			}
+		}()
+	}
 	spec, err := o.spec(args)
 	if err != nil {
 		return err
@@ -114,7 +136,14 @@ func run(o *runOptions, args []string) error {
 	if o.detach {
 		return detach(h, spec)
 	}
-	code, err := supervisor.Run(h, spec, supervisor.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, nil)
+	r := <-spawning
+	spawning = nil
+	if r.err != nil {
+		h.Remove()
+		return r.err
+	}
+	sb := r.sb
+	code, err := supervisor.Run(h, spec, supervisor.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, nil, sb)
 	if err != nil {
 		return err
 	}

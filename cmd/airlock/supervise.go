@@ -49,7 +49,7 @@ func supervise(args []string) int {
 		return supervisor.ExitAirlock
 	}
 	devnull, _ := os.Open(os.DevNull)
-	code, err := supervisor.Run(h, spec, supervisor.IO{Stdin: devnull, Stdout: os.Stdout, Stderr: os.Stderr}, report)
+	code, err := supervisor.Run(h, spec, supervisor.IO{Stdin: devnull, Stdout: os.Stdout, Stderr: os.Stderr}, report, nil)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "airlock: %v\n", err)
 	}

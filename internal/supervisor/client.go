@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -13,9 +14,21 @@ import (
 )
 
 // Client talks to a running sandbox's supervisor over its control socket.
+// One goroutine reads replies and routes them by request ID, so requests
+// may follow one another (or overlap) on one connection.
 type Client struct {
 	c      *proto.Conn
 	nextID atomic.Uint32
+
+	mu      sync.Mutex
+	pending map[uint32]chan reply
+	err     error // why the connection ended
+}
+
+// reply is one message from the supervisor with the descriptors it carried.
+type reply struct {
+	m     *proto.Msg
+	files []*os.File
 }
 
 // Dial connects to the control socket at path.
@@ -24,7 +37,57 @@ func Dial(path string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w (its supervisor is gone: `airlock ls` shows it as crashed; `airlock prune` cleans up)", errNotRunning)
 	}
-	return &Client{c: proto.NewConn(uc)}, nil
+	cl := &Client{c: proto.NewConn(uc), pending: map[uint32]chan reply{}}
+	go cl.read()
+	return cl, nil
+}
+
+func (cl *Client) read() {
+	for {
+		m, files, err := cl.c.Recv()
+		cl.mu.Lock()
+		if err != nil {
+			cl.err = err
+			for id, ch := range cl.pending {
+				close(ch)
+				delete(cl.pending, id)
+			}
+			cl.mu.Unlock()
+			return
+		}
+		ch := cl.pending[m.ID]
+		cl.mu.Unlock()
+		if ch == nil {
+			closeFiles(files)
+			continue
+		}
+		ch <- reply{m, files}
+	}
+}
+
+// request sends m under a fresh ID and returns the channel its replies arrive on.
+func (cl *Client) request(m *proto.Msg, files ...*os.File) (uint32, chan reply, error) {
+	id := cl.nextID.Add(1)
+	ch := make(chan reply, 64)
+	cl.mu.Lock()
+	if cl.err != nil {
+		cl.mu.Unlock()
+		return 0, nil, errNotRunning
+	}
+	cl.pending[id] = ch
+	cl.mu.Unlock()
+	m.ID = id
+	if err := cl.c.Send(m, files...); err != nil {
+		cl.done(id)
+		return 0, nil, err
+	}
+	return id, ch, nil
+}
+
+func (cl *Client) done(id uint32) {
+	cl.mu.Lock()
+	delete(cl.pending, id)
+	cl.mu.Unlock()
 }
 
 // Close ends the connection; processes started through it are killed.
@@ -32,47 +95,36 @@ func (cl *Client) Close() error { return cl.c.Close() }
 
 // Kill stops the sandbox.
 func (cl *Client) Kill() error {
-	if err := cl.c.Send(&proto.Msg{ID: cl.nextID.Add(1), Op: proto.OpKill}); err != nil {
+	id, ch, err := cl.request(&proto.Msg{Op: proto.OpKill})
+	if err != nil {
 		return err
 	}
-	_, _, err := cl.c.Recv()
-	return err
+	defer cl.done(id)
+	if _, ok := <-ch; !ok {
+		return errNotRunning
+	}
+	return nil
 }
 
 // Exec runs argv in the sandbox with this process's stdio (or, with tty, a
 // pty relayed to this terminal), forwarding signals, and returns the exit code.
 func (cl *Client) Exec(req *proto.Exec, stdio IO) (int, error) {
-	id := cl.nextID.Add(1)
-	var err error
+	var files []*os.File
 	if req.TTY {
 		req.Rows, req.Cols = termSize(stdio.Stdin)
-		err = cl.c.Send(&proto.Msg{ID: id, Op: proto.OpExec, Exec: req})
 	} else {
 		req.Stdio = proto.StdioFDs
-		err = cl.c.Send(&proto.Msg{ID: id, Op: proto.OpExec, Exec: req}, stdio.Stdin, stdio.Stdout, stdio.Stderr)
+		files = []*os.File{stdio.Stdin, stdio.Stdout, stdio.Stderr}
 	}
+	id, replies, err := cl.request(&proto.Msg{Op: proto.OpExec, Exec: req}, files...)
 	if err != nil {
 		return ExitAirlock, err
 	}
+	defer cl.done(id)
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 
-	type recvd struct {
-		m     *proto.Msg
-		files []*os.File
-		err   error
-	}
-	msgs := make(chan recvd, 1)
-	go func() {
-		for {
-			m, files, err := cl.c.Recv()
-			msgs <- recvd{m, files, err}
-			if err != nil {
-				return
-			}
-		}
-	}()
 	var (
 		t     *terminal
 		pty   *os.File
@@ -88,8 +140,8 @@ func (cl *Client) Exec(req *proto.Exec, stdio IO) (int, error) {
 	}()
 	for {
 		select {
-		case r := <-msgs:
-			if r.err != nil {
+		case r, ok := <-replies:
+			if !ok {
 				return ExitAirlock, errors.New("the sandbox stopped while the command ran")
 			}
 			switch r.m.Op {

@@ -39,7 +39,9 @@ var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sys
 // with no command, until it is killed) and returns the exit code. ready, if
 // set, is called once: with nil when the sandbox runs, or with the error that
 // stopped it from starting — in which case nothing is left in the state dir.
-func Run(h *state.Handle, spec Spec, stdio IO, ready func(error)) (int, error) {
+// spawned, if not nil, is a guest from native.Spawn that the caller started
+// early to overlap its start with the caller's own work; Run owns it.
+func Run(h *state.Handle, spec Spec, stdio IO, ready func(error), spawned *native.Sandbox) (int, error) {
 	sv := &supervisor{h: h, spec: spec, io: stdio, stop: make(chan string, 1)}
 	notify := func(err error) {
 		if ready != nil {
@@ -54,6 +56,9 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error)) (int, error) {
 	}
 	config, err := json.Marshal(spec)
 	if err != nil {
+		if spawned != nil {
+			spawned.Close()
+		}
 		return fail(err)
 	}
 	rec := state.Record{
@@ -74,8 +79,13 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error)) (int, error) {
 		}
 		return nil
 	}
-	sv.sb, err = native.Start(context.Background(), spec.Native, native.Options{Stderr: stdio.Stderr, WhileSetup: register})
-	if err != nil {
+	if spawned == nil {
+		if spawned, err = native.Spawn(native.Options{Stderr: stdio.Stderr}); err != nil {
+			return fail(err)
+		}
+	}
+	sv.sb = spawned
+	if err := sv.sb.Start(context.Background(), spec.Native, register); err != nil {
 		if ln != nil {
 			ln.Close()
 		}

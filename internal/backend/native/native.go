@@ -31,10 +31,6 @@ type Options struct {
 	Exe    string    // binary to run as the guest; default /proc/self/exe
 	Stderr io.Writer // the guest's own diagnostics; default os.Stderr
 	Env    func(string) string
-	// WhileSetup, if set, runs while the guest builds the sandbox (it takes
-	// milliseconds), with the cgroup dirs to record for crash cleanup; an
-	// error aborts the start.
-	WhileSetup func(cgroupPaths []string) error
 }
 
 // Sandbox is one running native sandbox.
@@ -42,6 +38,7 @@ type Sandbox struct {
 	ID       string
 	Warnings []string // what is not enforced here, for the user
 
+	opts   Options
 	conn   *proto.Conn
 	guest  *os.Process
 	cg     *cgroup.Group
@@ -57,7 +54,21 @@ type Sandbox struct {
 }
 
 // Start creates the sandbox and returns once its guest is ready for requests.
-func Start(ctx context.Context, c Config, o Options) (_ *Sandbox, err error) {
+func Start(ctx context.Context, c Config, o Options) (*Sandbox, error) {
+	s, err := Spawn(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Start(ctx, c, nil); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Spawn starts the guest and returns at once: its namespaces exist and its
+// runtime is starting (a few milliseconds) while the caller prepares the
+// rest, then calls Start. Close ends a guest that is never started.
+func Spawn(o Options) (*Sandbox, error) {
 	if o.Exe == "" {
 		o.Exe = "/proc/self/exe"
 	}
@@ -67,17 +78,34 @@ func Start(ctx context.Context, c Config, o Options) (_ *Sandbox, err error) {
 	if o.Env == nil {
 		o.Env = os.Getenv
 	}
-	init, err := Plan(c, o.Env)
+	s := &Sandbox{opts: o, exited: make(chan struct{}), pending: map[uint32]chan inbound{}}
+	conn, child, err := proto.Pair()
 	if err != nil {
-		return nil, fmt.Errorf("native: plan: %w", err)
+		return nil, fmt.Errorf("native: %w", err)
 	}
-	s := &Sandbox{ID: c.ID, exited: make(chan struct{}), pending: map[uint32]chan inbound{}}
+	s.conn = conn
+	if err := s.startGuest(o, child); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Start sends a spawned guest its plan and returns once the sandbox is ready.
+// whileSetup, if set, runs while the guest builds the sandbox (milliseconds),
+// with the cgroup dirs to record for crash cleanup; its error aborts the
+// start. On error the sandbox is closed.
+func (s *Sandbox) Start(ctx context.Context, c Config, whileSetup func(cgroupPaths []string) error) (err error) {
 	defer func() {
 		if err != nil {
 			s.Close()
 		}
 	}()
-
+	s.ID = c.ID
+	init, err := Plan(c, s.opts.Env)
+	if err != nil {
+		return fmt.Errorf("native: plan: %w", err)
+	}
 	s.cg, err = cgroup.New("airlock-"+c.ID, cgroup.Limits{MemoryBytes: c.Limits.MemoryBytes, CPUs: c.Limits.CPUs, Pids: c.Limits.Pids})
 	switch {
 	case err == nil:
@@ -94,17 +122,9 @@ func Start(ctx context.Context, c Config, o Options) (_ *Sandbox, err error) {
 			s.Warnings = append(s.Warnings, "--cpus is not enforced: no writable cgroup (run as root or delegate a cgroup v2 subtree to this user)")
 		}
 	default:
-		return nil, fmt.Errorf("native: cgroup: %w", err)
+		return fmt.Errorf("native: cgroup: %w", err)
 	}
 
-	conn, child, err := proto.Pair()
-	if err != nil {
-		return nil, fmt.Errorf("native: %w", err)
-	}
-	s.conn = conn
-	if err := s.startGuest(o, child); err != nil {
-		return nil, err
-	}
 	// Joining a v1 cgroup waits for an RCU grace period (milliseconds), so it
 	// runs while the guest sets up; Start returns only after both, and the
 	// guest starts nothing before the first Exec.
@@ -114,17 +134,17 @@ func Start(ctx context.Context, c Config, o Options) (_ *Sandbox, err error) {
 	} else {
 		joined <- nil
 	}
-	if err := conn.Send(&proto.Msg{Op: proto.OpInit, Init: init}); err != nil {
-		return nil, fmt.Errorf("native: send plan: %w", err)
+	if err := s.conn.Send(&proto.Msg{Op: proto.OpInit, Init: init}); err != nil {
+		return fmt.Errorf("native: send plan: %w", err)
 	}
 	ready := make(chan *proto.Msg, 1)
-	if o.WhileSetup != nil {
-		if err := o.WhileSetup(s.CgroupPaths()); err != nil {
-			return nil, err
+	if whileSetup != nil {
+		if err := whileSetup(s.CgroupPaths()); err != nil {
+			return err
 		}
 	}
 	go func() {
-		m, _, err := conn.Recv()
+		m, _, err := s.conn.Recv()
 		if err != nil {
 			m = &proto.Msg{Op: proto.OpError, Err: &proto.Error{Step: "start", Message: "the guest exited during setup (see its messages above)"}}
 		}
@@ -138,19 +158,19 @@ func Start(ctx context.Context, c Config, o Options) (_ *Sandbox, err error) {
 			if m.Err == nil {
 				m.Err = &proto.Error{Message: "unexpected " + m.Op.String()}
 			}
-			return nil, fmt.Errorf("native: sandbox setup: %w", m.Err)
+			return fmt.Errorf("native: sandbox setup: %w", m.Err)
 		}
 		s.Warnings = append(s.Warnings, m.Warnings...)
 		if err := <-joined; err != nil {
-			return nil, fmt.Errorf("native: join cgroup: %w", err)
+			return fmt.Errorf("native: join cgroup: %w", err)
 		}
 	case <-ctx.Done():
-		return nil, fmt.Errorf("native: sandbox setup: %w", ctx.Err())
+		return fmt.Errorf("native: sandbox setup: %w", ctx.Err())
 	case <-timer.C:
-		return nil, fmt.Errorf("native: sandbox setup took longer than %s", setupTimeout)
+		return fmt.Errorf("native: sandbox setup took longer than %s", setupTimeout)
 	}
 	go s.dispatch()
-	return s, nil
+	return nil
 }
 
 func (s *Sandbox) startGuest(o Options, sock *os.File) error {
@@ -431,7 +451,12 @@ func (s *Sandbox) Close() error {
 	s.closeOnce.Do(func() {
 		if s.guest != nil {
 			s.guest.Signal(syscall.SIGKILL)
-			<-s.exited
+			// The cgroup can only be removed once empty; without one there
+			// is nothing to wait for: PID 1 is dead, so is every process,
+			// and the goroutine that started the guest reaps it.
+			if s.cg != nil {
+				<-s.exited
+			}
 		}
 		if s.conn != nil {
 			s.conn.Close()
