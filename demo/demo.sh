@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# airlock demo: build airlock, then run a script inside a sandbox that tries
+# to step outside its walls, against a fake home with planted secrets and a
+# local server on the host. Every attempt is reported; the sandbox may only
+# change its workspace.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v go >/dev/null || { echo "demo: Go is needed to build airlock (https://go.dev/dl)" >&2; exit 1; }
+
+work=$(mktemp -d /tmp/airlock-demo.XXXXXX)
+chmod 755 "$work"
+server_pid=""
+cleanup() { [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+
+echo "== building airlock"
+CGO_ENABLED=0 go build -o "$work/airlock" ./cmd/airlock
+
+# A fake home with secrets a real one would have, and a secret in the environment.
+home="$work/home"
+mkdir -p "$home/.ssh" "$home/.aws" "$home/project"
+echo "-----BEGIN OPENSSH PRIVATE KEY----- demo-canary" >"$home/.ssh/id_ed25519"
+printf '[default]\naws_secret_access_key = demo-canary\n' >"$home/.aws/credentials"
+echo 'print("hello from the workspace")' >"$home/project/app.py"
+
+# A server on the host's loopback that the sandbox must not reach.
+python3 -m http.server 18765 --bind 127.0.0.1 --directory "$work" >/dev/null 2>&1 &
+server_pid=$!
+sleep 0.3
+
+cat >"$home/project/escape.sh" <<'INNER'
+ok()  { printf '  \033[32m✓ %s\033[0m\n' "$*"; }
+bad() { printf '  \033[31m✗ %s\033[0m\n' "$*"; }
+try() { # try WHAT COMMAND...: the sandbox should refuse COMMAND
+	local what=$1; shift
+	if "$@" >/dev/null 2>&1; then bad "$what: allowed!"; else ok "$what: refused"; fi
+}
+echo "inside: $(id -un)@$(hostname), cwd $(pwd)"
+python3 app.py && echo "# written inside the sandbox" >> app.py && ok "edit the workspace: allowed"
+try "write /etc/passwd"            sh -c 'echo x >> /etc/passwd'
+try "write outside the workspace"  touch "$HOME/../outside.txt" /usr/local/bin/evil
+try "read ~/.ssh/id_ed25519"       grep -q canary "$HOME/.ssh/id_ed25519"
+try "read ~/.aws/credentials"      grep -q canary "$HOME/.aws/credentials"
+try "read /etc/shadow"             grep -q root /etc/shadow
+try "see \$AWS_SECRET_ACCESS_KEY"   test -n "${AWS_SECRET_ACCESS_KEY:-}"
+try "reach the host's loopback"    python3 -c 'import urllib.request; urllib.request.urlopen("http://127.0.0.1:18765/", timeout=2)'
+try "see the host's server process" sh -c 'grep -qs "http[.]server" /proc/[0-9]*/cmdline'
+try "ptrace"                       python3 -c 'import ctypes,sys; sys.exit(ctypes.CDLL(None).ptrace(0,0,0,0) != 0)'
+try "create a user namespace"      unshare -U true
+try "change a kernel setting"      sh -c 'echo 1 > /proc/sys/vm/drop_caches'
+INNER
+
+echo "== the same checks run directly on the host, for contrast (on a copy of the project)"
+cp -r "$home/project" "$work/host-copy"
+(cd "$work/host-copy" && HOME=$home AWS_SECRET_ACCESS_KEY=demo-canary bash escape.sh 2>/dev/null |
+	sed -n '/ssh\|aws\|AWS\|loopback\|process/p') || true
+cp "$home/project/app.py" "$work/app.before"
+
+echo "== inside airlock:  airlock run -- bash escape.sh"
+cd "$home/project"
+HOME=$home AWS_SECRET_ACCESS_KEY=demo-canary AIRLOCK_STATE_DIR="$work/state" \
+	"$work/airlock" run -- bash escape.sh
+echo "== afterwards, on the host: the workspace edit is there; nothing else changed"
+diff "$work/app.before" "$home/project/app.py" | sed 's/^/  /' || true
+[ ! -e "$home/outside.txt" ] && echo "  $home/outside.txt: does not exist"
