@@ -79,8 +79,8 @@ func cutEnv(kv string) (string, string, bool) {
 	return kv, "", false
 }
 
-// resolveRunning finds a sandbox by ID, ID prefix or name and checks it runs.
-func resolveRunning(ref string) (state.Entry, error) {
+// resolve finds a sandbox by ID, unique ID prefix or name.
+func resolve(ref string) (state.Entry, error) {
 	store, err := openStore()
 	if err != nil {
 		return state.Entry{}, err
@@ -88,6 +88,15 @@ func resolveRunning(ref string) (state.Entry, error) {
 	e, err := store.Resolve(ref)
 	if err != nil {
 		return e, fmt.Errorf("%v (airlock ls lists sandboxes)", err)
+	}
+	return e, nil
+}
+
+// resolveRunning is resolve for a sandbox that must be running.
+func resolveRunning(ref string) (state.Entry, error) {
+	e, err := resolve(ref)
+	if err != nil {
+		return e, err
 	}
 	if e.Status.State != state.Running {
 		return e, fmt.Errorf("sandbox %s is %s, not running", ref, e.Status.State)

@@ -120,11 +120,7 @@ func newGetCmd() *cobra.Command {
 		Short: "Show one sandbox as JSON",
 		Args:  oneArg("sandbox ID or name"),
 		RunE: func(c *cobra.Command, args []string) error {
-			store, err := openStore()
-			if err != nil {
-				return err
-			}
-			e, err := store.Resolve(args[0])
+			e, err := resolve(args[0])
 			if err != nil {
 				return err
 			}
@@ -140,11 +136,7 @@ func newLogsCmd() *cobra.Command {
 		Short: "Print a detached sandbox's output",
 		Args:  oneArg("sandbox ID or name"),
 		RunE: func(c *cobra.Command, args []string) error {
-			store, err := openStore()
-			if err != nil {
-				return err
-			}
-			e, err := store.Resolve(args[0])
+			e, err := resolve(args[0])
 			if err != nil {
 				return err
 			}
@@ -163,7 +155,7 @@ func newLogsCmd() *cobra.Command {
 				if !follow {
 					return nil
 				}
-				if cur, err := store.Resolve(e.Record.ID); err != nil || cur.Status.State != state.Running {
+				if cur, err := resolve(e.Record.ID); err != nil || cur.Status.State != state.Running {
 					_, err := io.Copy(c.OutOrStdout(), f)
 					return err
 				}
@@ -224,11 +216,7 @@ func kill(e state.Entry) error {
 	// The supervisor releases the sandbox's lock once everything is torn down.
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		store, err := openStore()
-		if err != nil {
-			return err
-		}
-		if cur, err := store.Resolve(e.Record.ID); err != nil || cur.Status.State != state.Running {
+		if cur, err := resolve(e.Record.ID); err != nil || cur.Status.State != state.Running {
 			return nil
 		}
 		time.Sleep(20 * time.Millisecond)

@@ -98,11 +98,15 @@ func run(o *runOptions, args []string) error {
 		sb  *native.Sandbox
 		err error
 	}
+	limits, err := o.limits()
+	if err != nil {
+		return err
+	}
 	var spawning chan spawnResult
 	if !o.detach {
 		spawning = make(chan spawnResult, 1)
 		go func() {
-			sb, err := native.Spawn(native.Options{Stderr: os.Stderr})
+			sb, err := native.Spawn(native.Options{Stderr: os.Stderr}, limits)
 			spawning <- spawnResult{sb, err}
 		}()
 		defer func() {
@@ -113,7 +117,7 @@ func run(o *runOptions, args []string) error {
 			}
 		}()
 	}
-	spec, err := o.spec(args)
+	spec, err := o.spec(args, limits)
 	if err != nil {
 		return err
 	}
@@ -160,7 +164,22 @@ func sandboxEnv(spec supervisor.Spec, id string, extra []string) ([]string, erro
 	return env, err
 }
 
-func (o *runOptions) spec(args []string) (supervisor.Spec, error) {
+// limits reads --memory, --cpus and --pids, with their defaults.
+func (o *runOptions) limits() (native.Limits, error) {
+	mem, err := parseSize(o.memory, "--memory")
+	if err != nil {
+		return native.Limits{}, err
+	}
+	if mem == 0 {
+		mem = totalMemory() / 2
+	}
+	if o.cpus < 0 || o.pids < 0 {
+		return native.Limits{}, usageError{"--cpus and --pids must not be negative"}
+	}
+	return native.Limits{MemoryBytes: mem, CPUs: o.cpus, Pids: o.pids}, nil
+}
+
+func (o *runOptions) spec(args []string, limits native.Limits) (supervisor.Spec, error) {
 	var s supervisor.Spec
 	ws := o.workspace
 	if ws == "" {
@@ -176,22 +195,12 @@ func (o *runOptions) spec(args []string) (supervisor.Spec, error) {
 	if ws == "/" {
 		return s, usageError{"the workspace cannot be / (the whole machine): cd into a project or pass --workspace DIR"}
 	}
-	mem, err := parseSize(o.memory, "--memory")
-	if err != nil {
-		return s, err
-	}
-	if mem == 0 {
-		mem = totalMemory() / 2
-	}
 	tmp, err := parseSize(o.tmpSize, "--tmp-size")
 	if err != nil {
 		return s, err
 	}
 	if tmp == 0 {
-		tmp = mem
-	}
-	if o.cpus < 0 || o.pids < 0 {
-		return s, usageError{"--cpus and --pids must not be negative"}
+		tmp = limits.MemoryBytes
 	}
 	if o.timeout < 0 {
 		return s, usageError{"--timeout must not be negative"}
@@ -205,7 +214,7 @@ func (o *runOptions) spec(args []string) (supervisor.Spec, error) {
 	hostHome, _ := os.UserHomeDir()
 	s.Native = native.Config{
 		Workspace: ws, HostHome: hostHome, NoDelete: o.noDelete, TmpBytes: tmp,
-		Limits: native.Limits{MemoryBytes: mem, CPUs: o.cpus, Pids: o.pids},
+		Limits: limits,
 	}
 	if o.home != "" {
 		if err := os.MkdirAll(o.home, 0o700); err != nil {

@@ -30,8 +30,7 @@ func lockDown(in *proto.Init, r *reaper) (warnings []string, err error) {
 		}
 		warnings = append(warnings, w...)
 	}
-	last := lastCap()
-	if err := r.startSpawner(last); err != nil {
+	if err := r.startSpawner(LastCap()); err != nil {
 		return nil, step("drop capabilities", err)
 	}
 	if err := dropCapabilities(); err != nil {
@@ -110,7 +109,8 @@ func dropCapabilities() error {
 	return nil
 }
 
-func lastCap() int {
+// LastCap is the highest capability number this kernel knows.
+func LastCap() int {
 	last := 63
 	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
 		fmt.Sscanf(string(b), "%d", &last)

@@ -6,29 +6,14 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"sync"
-	"sync/atomic"
 	"syscall"
 
 	"github.com/airlock-dev/airlock/internal/proto"
 )
 
 // Client talks to a running sandbox's supervisor over its control socket.
-// One goroutine reads replies and routes them by request ID, so requests
-// may follow one another (or overlap) on one connection.
 type Client struct {
-	c      *proto.Conn
-	nextID atomic.Uint32
-
-	mu      sync.Mutex
-	pending map[uint32]chan reply
-	err     error // why the connection ended
-}
-
-// reply is one message from the supervisor with the descriptors it carried.
-type reply struct {
-	m     *proto.Msg
-	files []*os.File
+	r *proto.Router
 }
 
 // Dial connects to the control socket at path.
@@ -37,69 +22,19 @@ func Dial(path string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w (its supervisor is gone: `airlock ls` shows it as crashed; `airlock prune` cleans up)", errNotRunning)
 	}
-	cl := &Client{c: proto.NewConn(uc), pending: map[uint32]chan reply{}}
-	go cl.read()
-	return cl, nil
-}
-
-func (cl *Client) read() {
-	for {
-		m, files, err := cl.c.Recv()
-		cl.mu.Lock()
-		if err != nil {
-			cl.err = err
-			for id, ch := range cl.pending {
-				close(ch)
-				delete(cl.pending, id)
-			}
-			cl.mu.Unlock()
-			return
-		}
-		ch := cl.pending[m.ID]
-		cl.mu.Unlock()
-		if ch == nil {
-			closeFiles(files)
-			continue
-		}
-		ch <- reply{m, files}
-	}
-}
-
-// request sends m under a fresh ID and returns the channel its replies arrive on.
-func (cl *Client) request(m *proto.Msg, files ...*os.File) (uint32, chan reply, error) {
-	id := cl.nextID.Add(1)
-	ch := make(chan reply, 64)
-	cl.mu.Lock()
-	if cl.err != nil {
-		cl.mu.Unlock()
-		return 0, nil, errNotRunning
-	}
-	cl.pending[id] = ch
-	cl.mu.Unlock()
-	m.ID = id
-	if err := cl.c.Send(m, files...); err != nil {
-		cl.done(id)
-		return 0, nil, err
-	}
-	return id, ch, nil
-}
-
-func (cl *Client) done(id uint32) {
-	cl.mu.Lock()
-	delete(cl.pending, id)
-	cl.mu.Unlock()
+	return &Client{r: proto.NewRouter(proto.NewConn(uc))}, nil
 }
 
 // Close ends the connection; processes started through it are killed.
-func (cl *Client) Close() error { return cl.c.Close() }
+func (cl *Client) Close() error { return cl.r.Close() }
 
 // Kill stops the sandbox.
 func (cl *Client) Kill() error {
-	id, ch, err := cl.request(&proto.Msg{Op: proto.OpKill})
+	id, ch, err := cl.r.Request(&proto.Msg{Op: proto.OpKill})
 	if err != nil {
 		return err
 	}
-	defer cl.done(id)
+	defer cl.r.Done(id)
 	if _, ok := <-ch; !ok {
 		return errNotRunning
 	}
@@ -116,11 +51,11 @@ func (cl *Client) Exec(req *proto.Exec, stdio IO) (int, error) {
 		req.Stdio = proto.StdioFDs
 		files = []*os.File{stdio.Stdin, stdio.Stdout, stdio.Stderr}
 	}
-	id, replies, err := cl.request(&proto.Msg{Op: proto.OpExec, Exec: req}, files...)
+	id, replies, err := cl.r.Request(&proto.Msg{Op: proto.OpExec, Exec: req}, files...)
 	if err != nil {
 		return ExitAirlock, err
 	}
-	defer cl.done(id)
+	defer cl.r.Done(id)
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
@@ -144,18 +79,18 @@ func (cl *Client) Exec(req *proto.Exec, stdio IO) (int, error) {
 			if !ok {
 				return ExitAirlock, errors.New("the sandbox stopped while the command ran")
 			}
-			switch r.m.Op {
+			switch r.Op {
 			case proto.OpStarted:
-				if len(r.files) > 0 {
-					pty = r.files[0]
+				if len(r.Files) > 0 {
+					pty = r.Files[0]
 					t = openTerminal(stdio.Stdin, stdio.Stdout)
 					drain = t.relay(pty)
 				}
 			case proto.OpExit:
 				drain()
-				return r.m.Exit.Code, nil
+				return r.Exit.Code, nil
 			case proto.OpError:
-				return ExitAirlock, r.m.Err
+				return ExitAirlock, r.Err
 			}
 		case s := <-sigs:
 			if s == syscall.SIGWINCH {
@@ -164,7 +99,7 @@ func (cl *Client) Exec(req *proto.Exec, stdio IO) (int, error) {
 				}
 				continue
 			}
-			cl.c.Send(&proto.Msg{ID: id, Op: proto.OpSignal, Signal: int(s.(syscall.Signal))})
+			cl.r.Send(id, &proto.Msg{Op: proto.OpSignal, Signal: int(s.(syscall.Signal))})
 		}
 	}
 }

@@ -80,7 +80,7 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error), spawned *nativ
 		return nil
 	}
 	if spawned == nil {
-		if spawned, err = native.Spawn(native.Options{Stderr: stdio.Stderr}); err != nil {
+		if spawned, err = native.Spawn(native.Options{Stderr: stdio.Stderr}, spec.Native.Limits); err != nil {
 			return fail(err)
 		}
 	}

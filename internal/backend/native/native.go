@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -38,24 +37,22 @@ type Sandbox struct {
 	ID       string
 	Warnings []string // what is not enforced here, for the user
 
-	opts   Options
-	conn   *proto.Conn
-	guest  *os.Process
-	cg     *cgroup.Group
-	exited chan struct{} // closed when the guest is reaped
-	nextID atomic.Uint32
-
-	mu      sync.Mutex
-	pending map[uint32]chan inbound
-	closed  bool
-	readErr error
+	opts      Options
+	limits    Limits
+	unlimited []string   // limits no cgroup enforces here (rlimits stand in)
+	joined    chan error // the guest's move into its cgroup, done
+	conn      *proto.Conn
+	router    *proto.Router // requests to the guest, once it is ready
+	guest     *os.Process
+	cg        *cgroup.Group
+	exited    chan struct{} // closed when the guest is reaped
 
 	closeOnce sync.Once
 }
 
 // Start creates the sandbox and returns once its guest is ready for requests.
 func Start(ctx context.Context, c Config, o Options) (*Sandbox, error) {
-	s, err := Spawn(o)
+	s, err := Spawn(o, c.Limits)
 	if err != nil {
 		return nil, err
 	}
@@ -65,10 +62,11 @@ func Start(ctx context.Context, c Config, o Options) (*Sandbox, error) {
 	return s, nil
 }
 
-// Spawn starts the guest and returns at once: its namespaces exist and its
-// runtime is starting (a few milliseconds) while the caller prepares the
-// rest, then calls Start. Close ends a guest that is never started.
-func Spawn(o Options) (*Sandbox, error) {
+// Spawn starts the guest and puts it in a cgroup with limits l, and returns
+// at once: its namespaces exist and its runtime is starting (milliseconds)
+// while the caller prepares the rest, then calls Start. Close ends a guest
+// that is never started.
+func Spawn(o Options, l Limits) (*Sandbox, error) {
 	if o.Exe == "" {
 		o.Exe = "/proc/self/exe"
 	}
@@ -78,7 +76,7 @@ func Spawn(o Options) (*Sandbox, error) {
 	if o.Env == nil {
 		o.Env = os.Getenv
 	}
-	s := &Sandbox{opts: o, exited: make(chan struct{}), pending: map[uint32]chan inbound{}}
+	s := &Sandbox{opts: o, limits: l, exited: make(chan struct{}), joined: make(chan error, 1)}
 	conn, child, err := proto.Pair()
 	if err != nil {
 		return nil, fmt.Errorf("native: %w", err)
@@ -88,7 +86,39 @@ func Spawn(o Options) (*Sandbox, error) {
 		s.Close()
 		return nil, err
 	}
+	if err := s.joinCgroup(); err != nil {
+		s.Close()
+		return nil, err
+	}
 	return s, nil
+}
+
+// joinCgroup creates the sandbox's cgroup and moves the guest into it in the
+// background: joining a v1 cgroup waits for an RCU grace period (several
+// milliseconds), which so overlaps everything else the start does. Start
+// waits for it, and the guest starts nothing before the first Exec.
+func (s *Sandbox) joinCgroup() error {
+	l := s.limits
+	cg, err := cgroup.New(fmt.Sprintf("airlock-%d", s.guest.Pid), cgroup.Limits{MemoryBytes: l.MemoryBytes, CPUs: l.CPUs, Pids: l.Pids})
+	switch {
+	case err == nil:
+		s.cg, s.unlimited = cg, cg.Unenforced()
+		for _, u := range s.unlimited {
+			s.Warnings = append(s.Warnings, fmt.Sprintf("the %s limit is not enforced: no writable cgroup controller for it", u))
+		}
+		go func() { s.joined <- cg.Add(s.guest.Pid) }()
+	case errors.Is(err, cgroup.ErrUnavailable):
+		// Unprivileged users without cgroup delegation: rlimits bound each
+		// process's memory and the sandbox's process count instead.
+		s.unlimited = []string{"memory", "pids", "cpu"}
+		if l.CPUs > 0 {
+			s.Warnings = append(s.Warnings, "--cpus is not enforced: no writable cgroup (run as root or delegate a cgroup v2 subtree to this user)")
+		}
+		s.joined <- nil
+	default:
+		return fmt.Errorf("native: cgroup: %w", err)
+	}
+	return nil
 }
 
 // Start sends a spawned guest its plan and returns once the sandbox is ready.
@@ -101,39 +131,15 @@ func (s *Sandbox) Start(ctx context.Context, c Config, whileSetup func(cgroupPat
 			s.Close()
 		}
 	}()
+	if c.Limits != s.limits {
+		return fmt.Errorf("native: start with limits %+v, but spawned with %+v", c.Limits, s.limits)
+	}
 	s.ID = c.ID
 	init, err := Plan(c, s.opts.Env)
 	if err != nil {
 		return fmt.Errorf("native: plan: %w", err)
 	}
-	s.cg, err = cgroup.New("airlock-"+c.ID, cgroup.Limits{MemoryBytes: c.Limits.MemoryBytes, CPUs: c.Limits.CPUs, Pids: c.Limits.Pids})
-	switch {
-	case err == nil:
-		for _, l := range s.cg.Unenforced() {
-			s.Warnings = append(s.Warnings, fmt.Sprintf("the %s limit is not enforced: no writable cgroup controller for it", l))
-		}
-		init.Rlimits = rlimits(c.Limits, s.cg.Unenforced())
-	case errors.Is(err, cgroup.ErrUnavailable):
-		// Unprivileged users without cgroup delegation: rlimits bound each
-		// process's memory and the sandbox's process count instead.
-		s.cg = nil
-		init.Rlimits = rlimits(c.Limits, []string{"memory", "pids", "cpu"})
-		if c.Limits.CPUs > 0 {
-			s.Warnings = append(s.Warnings, "--cpus is not enforced: no writable cgroup (run as root or delegate a cgroup v2 subtree to this user)")
-		}
-	default:
-		return fmt.Errorf("native: cgroup: %w", err)
-	}
-
-	// Joining a v1 cgroup waits for an RCU grace period (milliseconds), so it
-	// runs while the guest sets up; Start returns only after both, and the
-	// guest starts nothing before the first Exec.
-	joined := make(chan error, 1)
-	if s.cg != nil {
-		go func() { joined <- s.cg.Add(s.guest.Pid) }()
-	} else {
-		joined <- nil
-	}
+	init.Rlimits = rlimits(c.Limits, s.unlimited)
 	if err := s.conn.Send(&proto.Msg{Op: proto.OpInit, Init: init}); err != nil {
 		return fmt.Errorf("native: send plan: %w", err)
 	}
@@ -161,7 +167,7 @@ func (s *Sandbox) Start(ctx context.Context, c Config, whileSetup func(cgroupPat
 			return fmt.Errorf("native: sandbox setup: %w", m.Err)
 		}
 		s.Warnings = append(s.Warnings, m.Warnings...)
-		if err := <-joined; err != nil {
+		if err := <-s.joined; err != nil {
 			return fmt.Errorf("native: join cgroup: %w", err)
 		}
 	case <-ctx.Done():
@@ -169,7 +175,7 @@ func (s *Sandbox) Start(ctx context.Context, c Config, whileSetup func(cgroupPat
 	case <-timer.C:
 		return fmt.Errorf("native: sandbox setup took longer than %s", setupTimeout)
 	}
-	go s.dispatch()
+	s.router = proto.NewRouter(s.conn)
 	return nil
 }
 
@@ -177,7 +183,7 @@ func (s *Sandbox) startGuest(o Options, sock *os.File) error {
 	defer sock.Close()
 	uid, gid := os.Getuid(), os.Getgid()
 	caps := make([]uintptr, 0, 64)
-	for c, last := 0, lastCap(); c <= last; c++ {
+	for c, last := 0, guest.LastCap(); c <= last; c++ {
 		caps = append(caps, uintptr(c))
 	}
 	cmd := exec.Command(o.Exe, "guest")
@@ -225,14 +231,6 @@ func (s *Sandbox) startGuest(o Options, sock *os.File) error {
 	return nil
 }
 
-func lastCap() int {
-	last := 40
-	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
-		fmt.Sscanf(string(b), "%d", &last)
-	}
-	return last
-}
-
 // rlimits stands in for the cgroup limits listed in missing.
 func rlimits(l Limits, missing []string) []proto.Rlimit {
 	out := []proto.Rlimit{{Resource: unix.RLIMIT_CORE, Cur: 0, Max: 0}}
@@ -248,81 +246,22 @@ func rlimits(l Limits, missing []string) []proto.Rlimit {
 	return out
 }
 
-// dispatch routes the guest's messages to whoever waits on their ID.
-func (s *Sandbox) dispatch() {
-	for {
-		m, files, err := s.conn.Recv()
-		if err != nil {
-			s.mu.Lock()
-			s.closed = true
-			s.readErr = err
-			for id, ch := range s.pending {
-				close(ch)
-				delete(s.pending, id)
-			}
-			s.mu.Unlock()
-			return
-		}
-		s.mu.Lock()
-		ch := s.pending[m.ID]
-		s.mu.Unlock()
-		if ch == nil {
-			for _, f := range files {
-				f.Close()
-			}
-			continue
-		}
-		in := inbound{Msg: m}
-		if len(files) > 0 && m.Op == proto.OpStarted {
-			in.file, files = files[0], files[1:]
-		}
-		for _, f := range files {
-			f.Close()
-		}
-		ch <- in // bounded channel: a slow reader slows the guest, nothing is dropped
-	}
-}
-
-// inbound is a message from the guest with the pty master a Started may carry.
-type inbound struct {
-	*proto.Msg
-	file *os.File
-}
-
-func (s *Sandbox) register() (uint32, chan inbound, error) {
-	id := s.nextID.Add(1)
-	ch := make(chan inbound, 256)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return 0, nil, ErrClosed
-	}
-	s.pending[id] = ch
-	return id, ch, nil
-}
-
-func (s *Sandbox) unregister(id uint32) {
-	s.mu.Lock()
-	delete(s.pending, id)
-	s.mu.Unlock()
-}
-
 // Call sends one file request and waits for its result.
 func (s *Sandbox) Call(ctx context.Context, m *proto.Msg) (*proto.Msg, error) {
-	id, ch, err := s.register()
+	if s.router == nil {
+		return nil, ErrClosed
+	}
+	id, replies, err := s.router.Request(m)
 	if err != nil {
-		return nil, err
+		return nil, ErrClosed
 	}
-	defer s.unregister(id)
-	m.ID = id
-	if err := s.conn.Send(m); err != nil {
-		return nil, err
-	}
+	defer s.router.Done(id)
 	select {
-	case r, ok := <-ch:
+	case r, ok := <-replies:
 		if !ok {
 			return nil, ErrClosed
 		}
+		closeFiles(r.Files)
 		if r.Op == proto.OpError {
 			return nil, r.Err
 		}
@@ -337,44 +276,48 @@ type Process struct {
 	PID int
 	PTY *os.File // the pty master when the Exec asked for a TTY; the caller closes it
 
-	s      *Sandbox
-	id     uint32
-	ch     chan inbound
-	output func(stream uint8, data []byte)
-	exit   *proto.Exit
+	s       *Sandbox
+	id      uint32
+	replies <-chan proto.Inbound
+	output  func(stream uint8, data []byte)
+	exit    *proto.Exit
 }
 
 // Exec starts req. In proto.StdioFDs mode, files are the process's stdin,
 // stdout and stderr; in stream mode output goes to output as it arrives.
 func (s *Sandbox) Exec(req *proto.Exec, output func(stream uint8, data []byte), files ...*os.File) (*Process, error) {
-	id, ch, err := s.register()
+	if s.router == nil {
+		return nil, ErrClosed
+	}
+	id, replies, err := s.router.Request(&proto.Msg{Op: proto.OpExec, Exec: req}, files...)
 	if err != nil {
-		return nil, err
+		return nil, ErrClosed
 	}
-	if err := s.conn.Send(&proto.Msg{ID: id, Op: proto.OpExec, Exec: req}, files...); err != nil {
-		s.unregister(id)
-		return nil, err
-	}
-	p := &Process{s: s, id: id, ch: ch, output: output}
+	p := &Process{s: s, id: id, replies: replies, output: output}
 	for {
-		m, ok := <-ch
+		r, ok := <-replies
 		if !ok {
 			return nil, ErrClosed
 		}
-		switch m.Op {
+		switch r.Op {
 		case proto.OpStarted:
-			p.PID, p.PTY = m.PID, m.file
+			p.PID = r.PID
+			if len(r.Files) > 0 {
+				p.PTY, r.Files = r.Files[0], r.Files[1:]
+			}
+			closeFiles(r.Files)
 			return p, nil
 		case proto.OpExit: // never started: not found, not executable
-			p.exit = m.Exit
-			s.unregister(id)
+			p.exit = r.Exit
+			s.router.Done(id)
 			return p, nil
 		case proto.OpError:
-			s.unregister(id)
-			return nil, fmt.Errorf("exec %s: %w", req.Argv[0], m.Err)
+			s.router.Done(id)
+			return nil, fmt.Errorf("exec %s: %w", req.Argv[0], r.Err)
 		case proto.OpOutput:
-			p.deliver(m.Msg)
+			p.deliver(r.Msg)
 		}
+		closeFiles(r.Files)
 	}
 }
 
@@ -389,13 +332,14 @@ func (p *Process) Wait() (*proto.Exit, error) {
 	if p.exit != nil {
 		return p.exit, nil
 	}
-	defer p.s.unregister(p.id)
-	for m := range p.ch {
-		switch m.Op {
+	defer p.s.router.Done(p.id)
+	for r := range p.replies {
+		closeFiles(r.Files)
+		switch r.Op {
 		case proto.OpOutput:
-			p.deliver(m.Msg)
+			p.deliver(r.Msg)
 		case proto.OpExit:
-			p.exit = m.Exit
+			p.exit = r.Exit
 			return p.exit, nil
 		}
 	}
@@ -404,14 +348,14 @@ func (p *Process) Wait() (*proto.Exit, error) {
 
 // Signal delivers sig to the process.
 func (p *Process) Signal(sig syscall.Signal) error {
-	return p.s.conn.Send(&proto.Msg{ID: p.id, Op: proto.OpSignal, Signal: int(sig)})
+	return p.s.router.Send(p.id, &proto.Msg{Op: proto.OpSignal, Signal: int(sig)})
 }
 
 // Write sends stdin to a stream-mode process; CloseStdin ends it.
 func (p *Process) Write(b []byte) (int, error) {
 	for off := 0; off < len(b); off += 32 << 10 {
 		end := min(off+32<<10, len(b))
-		if err := p.s.conn.Send(&proto.Msg{ID: p.id, Op: proto.OpStdin, Data: b[off:end]}); err != nil {
+		if err := p.s.router.Send(p.id, &proto.Msg{Op: proto.OpStdin, Data: b[off:end]}); err != nil {
 			return off, err
 		}
 	}
@@ -419,7 +363,13 @@ func (p *Process) Write(b []byte) (int, error) {
 }
 
 func (p *Process) CloseStdin() error {
-	return p.s.conn.Send(&proto.Msg{ID: p.id, Op: proto.OpStdinClose})
+	return p.s.router.Send(p.id, &proto.Msg{Op: proto.OpStdinClose})
+}
+
+func closeFiles(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
 }
 
 // Done is closed when the sandbox has ended.
