@@ -76,7 +76,7 @@ Limits default to ` + strconv.Itoa(defaultPids) + ` processes and half of the ma
 	f.StringVar(&o.home, "home", "", "keep the sandbox's home directory in `DIR` across runs (default: an empty private home)")
 	f.StringArrayVar(&o.ro, "ro", nil, "also expose `PATH` read-only (repeatable)")
 	f.StringArrayVar(&o.rw, "rw", nil, "also make `PATH` writable (repeatable)")
-	f.BoolVar(&o.noDelete, "no-delete", false, "forbid deleting or renaming files in the workspace (needs Landlock)")
+	f.BoolVar(&o.noDelete, "no-delete", false, "forbid deleting or renaming files in the workspace (needs Landlock; a workspace inside /tmp or the home makes those no-delete too)")
 	f.StringVarP(&o.memory, "memory", "m", "", "memory limit, e.g. 512m, 4g (default: half of RAM)")
 	f.Float64Var(&o.cpus, "cpus", 0, "CPU limit in CPUs, e.g. 1.5 (default: none)")
 	f.Int64Var(&o.pids, "pids", defaultPids, "maximum number of processes and threads")
