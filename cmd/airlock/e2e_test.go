@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -449,6 +450,40 @@ func TestCrashedSupervisorIsDetectedAndPruned(t *testing.T) {
 	}
 }
 
+func TestSignalsReachTheCommand(t *testing.T) {
+	e := newEnv(t)
+	c := e.cmd("run", "-q", "--", "sh", "-c", `trap 'echo got-term; exit 7' TERM; echo ready; while :; do sleep 0.05; done`)
+	var out lockedBuffer
+	c.Stdout = &out
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, func() bool { return strings.Contains(out.String(), "ready") })
+	c.Process.Signal(syscall.SIGTERM) // to the supervisor, which forwards it
+	err := c.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 7 || !strings.Contains(out.String(), "got-term") {
+		t.Fatalf("want the trap to run and exit 7; got %v, output %q", err, out.String())
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe to read while exec.Cmd copies into it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 func TestTimeoutStopsTheSandbox(t *testing.T) {
 	e := newEnv(t)
 	start := time.Now()
@@ -499,6 +534,7 @@ func TestBadInputGivesOneClearLine(t *testing.T) {
 		{[]string{"run"}, 125, "no command given"},
 		{[]string{"run", "-w", "/nonexistent/dir", "--", "true"}, 125, "does not exist"},
 		{[]string{"run", "--", "no-such-command-xyz"}, 127, "command not found"},
+		{[]string{"run", "-t", "--", "no-such-command-xyz"}, 127, "command not found"},
 		{[]string{"run", "--", "/etc/hostname"}, 126, "/etc/hostname"},
 		{[]string{"run", "--memory", "lots", "--", "true"}, 125, "--memory"},
 		{[]string{"exec", "nosuch", "--", "true"}, 125, "nosuch"},

@@ -23,18 +23,25 @@ const outputDrain = 2 * time.Second
 type process struct {
 	pid   int
 	pty   *os.File
-	stdin chan []byte // stream mode; nil chunk closes stdin
+	stdin chan []byte   // stream mode; nil chunk closes stdin
+	done  chan struct{} // closed when the exec request is over
 }
 
 func (p *process) control(m *proto.Msg) {
 	switch m.Op {
 	case proto.OpStdin:
 		if p.stdin != nil && len(m.Data) > 0 {
-			p.stdin <- m.Data
+			select {
+			case p.stdin <- m.Data:
+			case <-p.done:
+			}
 		}
 	case proto.OpStdinClose:
 		if p.stdin != nil {
-			p.stdin <- nil
+			select {
+			case p.stdin <- nil:
+			case <-p.done:
+			}
 		}
 	case proto.OpSignal:
 		if m.Signal > 0 && m.Signal < 65 {
@@ -52,9 +59,10 @@ func (g *guest) exec(id uint32, req *proto.Exec, passed []*os.File) {
 	var (
 		stdio   [3]*os.File
 		inChild []*os.File // our copies of the child's ends, closed once it started
-		p       = &process{}
+		p       = &process{done: make(chan struct{})}
 		drained sync.WaitGroup
 	)
+	defer close(p.done) // ends the stdin writer, whatever happened
 	defer closeAll(passed)
 	switch {
 	case req.TTY:
@@ -85,11 +93,14 @@ func (g *guest) exec(id uint32, req *proto.Exec, passed []*os.File) {
 		}
 	}
 
+	// exit ends a request whose process never started. The reason goes to
+	// its stderr (and with Exit, for a TTY whose pty the host never got).
 	exit := func(code int, reason string) {
-		closeAll(inChild)
 		if reason != "" {
 			fmt.Fprintf(stdio[2], "airlock: %s\n", reason)
 		}
+		closeAll(inChild) // in stream mode the output pipes now reach EOF
+		waitTimeout(&drained, outputDrain)
 		g.reply(&proto.Msg{ID: id, Op: proto.OpExit, Exit: &proto.Exit{Code: code, Reason: reason, DurationMS: time.Since(start).Milliseconds()}})
 	}
 	dir := req.Dir
@@ -182,11 +193,16 @@ func (g *guest) streams(id uint32, p *process, drained *sync.WaitGroup) (stdio [
 	p.stdin = make(chan []byte, 64)
 	go func() {
 		defer inW.Close()
-		for b := range p.stdin {
-			if b == nil {
-				return
-			}
-			if _, err := inW.Write(b); err != nil {
+		for {
+			select {
+			case b := <-p.stdin:
+				if b == nil {
+					return
+				}
+				if _, err := inW.Write(b); err != nil {
+					return
+				}
+			case <-p.done:
 				return
 			}
 		}

@@ -60,7 +60,14 @@ func applyLandlock(l proto.Landlock) ([]string, error) {
 	// Filesystem rights and IPC scopes only: network rights would refuse every
 	// TCP bind/connect, and the sandbox's network is confined by its namespace.
 	full := landlock.V11
-	cfg, err := landlock.NewConfig(full.HandledAccessFS, full.Scoped)
+	scoped := full.Scoped
+	if abi < 8 {
+		// Before ABI 8 there is no TSYNC: each thread restricts itself and
+		// lands in a sibling domain, so a signal scope would stop the guest
+		// from signalling the processes its spawner thread forked.
+		scoped &^= landlock.ScopedSet(llsys.ScopeSignal)
+	}
+	cfg, err := landlock.NewConfig(full.HandledAccessFS, scoped)
 	if err != nil {
 		return nil, err
 	}

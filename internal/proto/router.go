@@ -2,9 +2,11 @@ package proto
 
 import (
 	"errors"
+	"net"
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 )
 
 // ErrConnClosed is returned for requests on a Router whose connection ended.
@@ -81,6 +83,9 @@ func (r *Router) Request(m *Msg, files ...*os.File) (uint32, <-chan Inbound, err
 	m.ID = id
 	if err := r.c.Send(m, files...); err != nil {
 		r.Done(id)
+		if errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) {
+			err = ErrConnClosed
+		}
 		return 0, nil, err
 	}
 	return id, ch, nil

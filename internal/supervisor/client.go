@@ -88,6 +88,9 @@ func (cl *Client) Exec(req *proto.Exec, stdio IO) (int, error) {
 				}
 			case proto.OpExit:
 				drain()
+				if pty == nil && req.TTY && r.Exit.Reason != "" { // never started: no terminal got the reason
+					fmt.Fprintf(stdio.Stderr, "airlock: %s\n", r.Exit.Reason)
+				}
 				return r.Exit.Code, nil
 			case proto.OpError:
 				return ExitAirlock, r.Err

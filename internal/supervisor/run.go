@@ -181,6 +181,11 @@ func (sv *supervisor) main() (int, string) {
 	if err != nil {
 		return ExitAirlock, err.Error()
 	}
+	if p.PID == 0 && sv.spec.TTY { // never started; the reason had no terminal to go to
+		e, _ := p.Wait()
+		fmt.Fprintf(sv.io.Stderr, "airlock: %s\n", e.Reason)
+		return e.Code, ""
+	}
 	drain := func() {}
 	if p.PTY != nil {
 		t = openTerminal(sv.io.Stdin, sv.io.Stdout)

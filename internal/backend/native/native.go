@@ -253,7 +253,7 @@ func (s *Sandbox) Call(ctx context.Context, m *proto.Msg) (*proto.Msg, error) {
 	}
 	id, replies, err := s.router.Request(m)
 	if err != nil {
-		return nil, ErrClosed
+		return nil, closedOr(err)
 	}
 	defer s.router.Done(id)
 	select {
@@ -291,7 +291,7 @@ func (s *Sandbox) Exec(req *proto.Exec, output func(stream uint8, data []byte), 
 	}
 	id, replies, err := s.router.Request(&proto.Msg{Op: proto.OpExec, Exec: req}, files...)
 	if err != nil {
-		return nil, ErrClosed
+		return nil, closedOr(err)
 	}
 	p := &Process{s: s, id: id, replies: replies, output: output}
 	for {
@@ -364,6 +364,15 @@ func (p *Process) Write(b []byte) (int, error) {
 
 func (p *Process) CloseStdin() error {
 	return p.s.router.Send(p.id, &proto.Msg{Op: proto.OpStdinClose})
+}
+
+// closedOr maps a dead connection to ErrClosed and keeps other errors (an
+// oversized request, say) as they are.
+func closedOr(err error) error {
+	if errors.Is(err, proto.ErrConnClosed) {
+		return ErrClosed
+	}
+	return err
 }
 
 func closeFiles(files []*os.File) {

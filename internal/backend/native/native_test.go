@@ -1,0 +1,855 @@
+package native
+
+// Sandbox tests: the real airlock binary as the guest, on this kernel, no
+// mocks. TestMain builds it once (CGO_ENABLED=0, as shipped); set
+// AIRLOCK_TEST_BIN to a prebuilt binary instead, e.g. for an unprivileged run:
+//
+//	go test -c -o /tmp/native.test ./internal/backend/native
+//	CGO_ENABLED=0 go build -o /tmp/bin/airlock ./cmd/airlock && chmod 755 /tmp/bin
+//	setpriv --reuid=65534 --regid=65534 --clear-groups env HOME=/tmp \
+//		AIRLOCK_TEST_BIN=/tmp/bin/airlock /tmp/native.test -test.v
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/airlock-dev/airlock/internal/proto"
+)
+
+var (
+	airlockBin string
+	buildErr   error
+)
+
+func TestMain(m *testing.M) {
+	if b := os.Getenv("AIRLOCK_TEST_BIN"); b != "" {
+		airlockBin = b
+		os.Exit(m.Run())
+	}
+	dir, err := os.MkdirTemp("", "airlock-native-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Chmod(dir, 0o755) // a binary for an unprivileged re-run too
+	airlockBin = filepath.Join(dir, "airlock")
+	buildErr = build(airlockBin)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// build compiles cmd/airlock from this package's module, found from the
+// source path (the test binary may run from anywhere).
+func build(out string) error {
+	_, self, _, ok := runtime.Caller(0)
+	if !ok {
+		return errors.New("cannot locate the package source")
+	}
+	root := filepath.Join(filepath.Dir(self), "..", "..", "..")
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		return fmt.Errorf("module root not found (set AIRLOCK_TEST_BIN): %w", err)
+	}
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/airlock")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ./cmd/airlock (set AIRLOCK_TEST_BIN to a prebuilt binary): %v\n%s", err, b)
+	}
+	return nil
+}
+
+// sandbox starts one sandbox on a fresh workspace and home; change edits
+// the config first. It is closed when the test ends.
+func sandbox(t *testing.T, change func(*Config)) (*Sandbox, string) {
+	t.Helper()
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	ws, home := t.TempDir(), t.TempDir()
+	c := Config{ID: fmt.Sprintf("t%d", time.Now().UnixNano()), Workspace: ws, HostHome: home}
+	if change != nil {
+		change(&c)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sb, err := Start(ctx, c, Options{Exe: airlockBin, Env: func(string) string { return "" }})
+	if err != nil {
+		t.Fatalf("start sandbox: %v", err)
+	}
+	t.Cleanup(func() { sb.Close() })
+	return sb, ws
+}
+
+// result is what a stream-mode process printed and how it ended.
+type result struct {
+	stdout, stderr bytes.Buffer
+	order          []uint8 // the stream of each chunk, in arrival order
+	exit           *proto.Exit
+}
+
+// collector returns an output callback that fills r.
+func (r *result) collector() func(uint8, []byte) {
+	var mu sync.Mutex
+	return func(stream uint8, data []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		r.order = append(r.order, stream)
+		switch stream {
+		case 1:
+			r.stdout.Write(data)
+		case 2:
+			r.stderr.Write(data)
+		default:
+			panic(fmt.Sprintf("output on stream %d", stream))
+		}
+	}
+}
+
+// run runs req in stream mode, feeds it stdin (closed after) and waits.
+func run(t *testing.T, sb *Sandbox, req *proto.Exec, stdin []byte) *result {
+	t.Helper()
+	r := &result{}
+	p, err := sb.Exec(req, r.collector())
+	if err != nil {
+		t.Fatalf("exec %q: %v", req.Argv, err)
+	}
+	if len(stdin) > 0 {
+		if _, err := p.Write(stdin); err != nil {
+			t.Fatalf("write stdin: %v", err)
+		}
+	}
+	p.CloseStdin()
+	r.exit = wait(t, p, req.Argv, waitLimit)
+	return r
+}
+
+// waitLimit bounds every Wait: a process the guest fails to end must fail
+// the test, not hang the suite.
+const waitLimit = 10 * time.Second
+
+// wait waits for p, failing the test if it has not ended within limit.
+func wait(t *testing.T, p *Process, what any, limit time.Duration) *proto.Exit {
+	t.Helper()
+	type res struct {
+		exit *proto.Exit
+		err  error
+	}
+	c := make(chan res, 1)
+	go func() {
+		exit, err := p.Wait()
+		c <- res{exit, err}
+	}()
+	select {
+	case r := <-c:
+		if r.err != nil {
+			t.Fatalf("wait %v: %v", what, r.err)
+		}
+		return r.exit
+	case <-time.After(limit):
+		t.Fatalf("%v has not ended after %s", what, limit)
+		return nil
+	}
+}
+
+func sh(script string) *proto.Exec {
+	return &proto.Exec{Argv: []string{"/bin/sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin"}}
+}
+
+func call(t *testing.T, sb *Sandbox, m *proto.Msg) (*proto.Msg, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return sb.Call(ctx, m)
+}
+
+func mustCall(t *testing.T, sb *Sandbox, m *proto.Msg) *proto.Msg {
+	t.Helper()
+	r, err := call(t, sb, m)
+	if err != nil {
+		t.Fatalf("%s %s: %v", m.Op, m.Path, err)
+	}
+	return r
+}
+
+// hostPIDsWith lists host processes whose command line contains marker.
+func hostPIDsWith(marker string) []int {
+	var pids []int
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if err == nil && bytes.Contains(b, []byte(marker)) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// noHostPIDsWithin fails unless no process with marker is left within d.
+func noHostPIDsWithin(t *testing.T, marker string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		pids := hostPIDsWith(marker)
+		if len(pids) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes %v with %q survive after %s", pids, marker, d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// marker is a sleep duration no other process uses, so it finds our sleeps.
+func marker() string {
+	return fmt.Sprintf("1000.%d", time.Now().UnixNano()%1e9)
+}
+
+func TestStreamExecPassesStdinToCatAndReturnsItsOutput(t *testing.T) {
+	sb, _ := sandbox(t, nil)
+	r := &result{}
+	p, err := sb.Exec(&proto.Exec{Argv: []string{"cat"}}, r.collector())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.PID <= 1 {
+		t.Errorf("PID = %d, want a pid inside the sandbox other than the guest's", p.PID)
+	}
+	for _, s := range []string{"hello ", "from ", "stdin\n"} {
+		if _, err := p.Write([]byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.CloseStdin(); err != nil {
+		t.Fatal(err)
+	}
+	r.exit = wait(t, p, "cat", waitLimit)
+	if got := r.stdout.String(); got != "hello from stdin\n" || r.stderr.Len() != 0 || r.exit.Code != 0 {
+		t.Errorf("stdout %q stderr %q exit %+v", got, r.stderr.String(), r.exit)
+	}
+}
+
+func TestStreamExecKeepsStdoutAndStderrApartAndInOrder(t *testing.T) {
+	sb, _ := sandbox(t, nil)
+	r := run(t, sb, sh(`for i in 1 2 3 4 5; do echo out$i; echo err$i >&2; sleep 0.01; done; exit 3`), nil)
+	if got, want := r.stdout.String(), "out1\nout2\nout3\nout4\nout5\n"; got != want {
+		t.Errorf("stdout = %q, want %q", got, want)
+	}
+	if got, want := r.stderr.String(), "err1\nerr2\nerr3\nerr4\nerr5\n"; got != want {
+		t.Errorf("stderr = %q, want %q", got, want)
+	}
+	if !bytes.Contains(r.order, []byte{1}) || !bytes.Contains(r.order, []byte{2}) {
+		t.Errorf("streams seen: %v", r.order)
+	}
+	if r.exit.Code != 3 || r.exit.Signal != 0 || r.exit.Reason != "" {
+		t.Errorf("exit = %+v, want code 3", r.exit)
+	}
+}
+
+func TestStreamExecReportsTheDuration(t *testing.T) {
+	sb, _ := sandbox(t, nil)
+	start := time.Now()
+	r := run(t, sb, &proto.Exec{Argv: []string{"sleep", "0.3"}}, nil)
+	took := time.Since(start)
+	if r.exit.Code != 0 {
+		t.Fatalf("exit = %+v", r.exit)
+	}
+	if r.exit.DurationMS < 300 || r.exit.DurationMS > took.Milliseconds()+1 {
+		t.Errorf("DurationMS = %d, want between 300 and %d", r.exit.DurationMS, took.Milliseconds())
+	}
+}
+
+func TestStreamExecCarriesLargeStdinInChunks(t *testing.T) {
+	sb, _ := sandbox(t, nil)
+	in := make([]byte, 1<<20+12345) // many 32 KiB stdin messages
+	rand.Read(in)
+	r := run(t, sb, &proto.Exec{Argv: []string{"wc", "-c"}}, in)
+	if got := strings.TrimSpace(r.stdout.String()); got != strconv.Itoa(len(in)) || r.exit.Code != 0 {
+		t.Errorf("wc -c = %q (exit %+v), want %d", got, r.exit, len(in))
+	}
+}
+
+func TestStreamExecDeliversLargeOutputComplete(t *testing.T) {
+	sb, ws := sandbox(t, nil)
+	want := make([]byte, 8<<20)
+	rand.Read(want)
+	if err := os.WriteFile(filepath.Join(ws, "big"), want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, sb, &proto.Exec{Argv: []string{"cat", "big"}}, nil)
+	if r.exit.Code != 0 || !bytes.Equal(r.stdout.Bytes(), want) {
+		t.Fatalf("got %d bytes (equal %v), want %d; exit %+v stderr %q", r.stdout.Len(), bytes.Equal(r.stdout.Bytes(), want), len(want), r.exit, r.stderr.String())
+	}
+	r = run(t, sb, &proto.Exec{Argv: []string{"head", "-c", "8388608", "/dev/zero"}}, nil)
+	if r.exit.Code != 0 || r.stdout.Len() != 8<<20 {
+		t.Fatalf("head -c: %d bytes, exit %+v", r.stdout.Len(), r.exit)
+	}
+}
+
+func TestFDExecUsesTheHostPipesAsStdio(t *testing.T) {
+	sb, _ := sandbox(t, nil)
+	inR, inW, _ := os.Pipe()
+	outR, outW, _ := os.Pipe()
+	errR, errW, _ := os.Pipe()
+	defer func() {
+		for _, f := range []*os.File{inR, inW, outR, outW, errR, errW} {
+			f.Close()
+		}
+	}()
+	p, err := sb.Exec(&proto.Exec{Argv: []string{"/bin/sh", "-c", "tr a-z A-Z; echo done >&2; exit 7"}, Stdio: proto.StdioFDs}, nil, inR, outW, errW)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Our copies of the child's ends: closed, so EOF comes when it exits.
+	inR.Close()
+	outW.Close()
+	errW.Close()
+	var stdout, stderr []byte
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); stdout, _ = io.ReadAll(outR) }()
+	go func() { defer wg.Done(); stderr, _ = io.ReadAll(errR) }()
+	io.WriteString(inW, "shout this\n")
+	inW.Close()
+	exit := wait(t, p, "sh", waitLimit)
+	wg.Wait()
+	if string(stdout) != "SHOUT THIS\n" || string(stderr) != "done\n" || exit.Code != 7 {
+		t.Errorf("stdout %q stderr %q exit %+v", stdout, stderr, exit)
+	}
+}
+
+func TestFDExecWithTheWrongNumberOfDescriptorsFails(t *testing.T) {
+	sb, _ := sandbox(t, nil)
+	r, w, _ := os.Pipe()
+	defer r.Close()
+	defer w.Close()
+	if p, err := sb.Exec(&proto.Exec{Argv: []string{"true"}, Stdio: proto.StdioFDs}, nil, r); err == nil {
+		t.Fatalf("exec with one descriptor started: %+v", p)
+	}
+	if r := run(t, sb, &proto.Exec{Argv: []string{"true"}}, nil); r.exit.Code != 0 {
+		t.Errorf("sandbox unusable afterwards: %+v", r.exit)
+	}
+}
+
+// ptyReader collects what a pty master yields.
+type ptyReader struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (r *ptyReader) waitFor(t *testing.T, s string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		r.mu.Lock()
+		ok := strings.Contains(r.buf.String(), s)
+		r.mu.Unlock()
+		if ok {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t.Fatalf("no %q on the terminal; it shows %q", s, r.buf.String())
+}
+
+func TestTTYExecGetsATerminalThatTheHostCanResize(t *testing.T) {
+	sb, _ := sandbox(t, nil)
+	p, err := sb.Exec(&proto.Exec{Argv: []string{"/bin/sh", "-c", `tty; stty size; read x; stty size; exit 5`}, Env: []string{"PATH=/usr/bin:/bin"}, TTY: true, Rows: 24, Cols: 80}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.PTY == nil {
+		t.Fatal("no pty master returned")
+	}
+	defer p.PTY.Close()
+	r := &ptyReader{}
+	go func() {
+		b := make([]byte, 4096)
+		for {
+			n, err := p.PTY.Read(b)
+			r.mu.Lock()
+			r.buf.Write(b[:n])
+			r.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	r.waitFor(t, "24 80")
+	r.mu.Lock()
+	first := r.buf.String()
+	r.mu.Unlock()
+	if !strings.HasPrefix(first, "/dev/pts/") {
+		t.Errorf("tty printed %q, want /dev/pts/N", first)
+	}
+	if err := pty.Setsize(p.PTY, &pty.Winsize{Rows: 33, Cols: 111}); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(p.PTY, "go\n")
+	r.waitFor(t, "33 111")
+	if exit := wait(t, p, "sh on a tty", waitLimit); exit.Code != 5 {
+		t.Errorf("exit %+v, want code 5", exit)
+	}
+}
+
+func TestExecTimeoutKillsTheProcessAndItsChildren(t *testing.T) {
+	sb, _ := sandbox(t, nil)
+	mark := marker()
+	req := sh("sleep " + mark + " & sleep " + mark)
+	req.TimeoutMS = 400
+	start := time.Now()
+	r := &result{}
+	p, err := sb.Exec(req, r.collector())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.CloseStdin()
+	r.exit = wait(t, p, "a process past its 400ms timeout", 5*time.Second)
+	if r.exit.Code != 128+9 || r.exit.Signal != 9 {
+		t.Errorf("exit = %+v, want code 137 signal 9", r.exit)
+	}
+	if !strings.Contains(r.exit.Reason, "timed out") {
+		t.Errorf("Reason = %q, want it to say it timed out", r.exit.Reason)
+	}
+	if took := time.Since(start); took < 400*time.Millisecond || took > 4*time.Second {
+		t.Errorf("took %s for a 400ms timeout", took)
+	}
+	noHostPIDsWithin(t, mark, 2*time.Second)
+	if r := run(t, sb, &proto.Exec{Argv: []string{"echo", "alive"}}, nil); r.stdout.String() != "alive\n" {
+		t.Errorf("sandbox unusable after a timeout: %q %+v", r.stdout.String(), r.exit)
+	}
+}
+
+func TestSignalTermEndsASleepWith143(t *testing.T) {
+	sb, _ := sandbox(t, nil)
+	p, err := sb.Exec(&proto.Exec{Argv: []string{"sleep", marker()}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	exit := wait(t, p, "sleep after SIGTERM", 5*time.Second)
+	if exit.Code != 128+15 || exit.Signal != 15 || exit.Reason != "" {
+		t.Errorf("exit = %+v, want code 143 signal 15", exit)
+	}
+}
+
+func TestACommandThatIsNotFoundExitsWith127AndAReason(t *testing.T) {
+	sb, _ := sandbox(t, nil)
+	for _, argv0 := range []string{"no-such-command-xyz", "/usr/bin/no-such-command-xyz", "./no-such-file"} {
+		r := run(t, sb, &proto.Exec{Argv: []string{argv0}, Env: []string{"PATH=/usr/bin:/bin"}}, nil)
+		if r.exit.Code != 127 || !strings.Contains(r.exit.Reason, argv0) {
+			t.Errorf("%s: exit %+v, want 127 with a reason naming it", argv0, r.exit)
+		}
+	}
+}
+
+func TestADirectoryAsCommandExitsWith126(t *testing.T) {
+	sb, ws := sandbox(t, nil)
+	if err := os.MkdirAll(filepath.Join(ws, "bin", "tool"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, req := range []*proto.Exec{
+		{Argv: []string{"/usr"}},
+		{Argv: []string{"./bin"}},
+		{Argv: []string{"tool"}, Env: []string{"PATH=" + filepath.Join(ws, "bin")}},
+	} {
+		r := run(t, sb, req, nil)
+		if r.exit.Code != 126 || !strings.Contains(r.exit.Reason, "directory") {
+			t.Errorf("%s: exit %+v, want 126 saying it is a directory", req.Argv[0], r.exit)
+		}
+	}
+	// A file without the execute bit is 126 too.
+	if err := os.WriteFile(filepath.Join(ws, "noexec.sh"), []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, sb, &proto.Exec{Argv: []string{"./noexec.sh"}}, nil); r.exit.Code != 126 {
+		t.Errorf("./noexec.sh: exit %+v, want 126", r.exit)
+	}
+}
+
+func TestCommandsResolveThroughThePATHInEnvAndAgainstDir(t *testing.T) {
+	sb, ws := sandbox(t, nil)
+	bin := filepath.Join(ws, "tools")
+	os.Mkdir(bin, 0o755)
+	if err := os.WriteFile(filepath.Join(bin, "hello-tool"), []byte("#!/bin/sh\necho hello from \"$0\" in \"$(pwd)\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		req  *proto.Exec
+		want string
+	}{
+		{"absolute PATH entry", &proto.Exec{Argv: []string{"hello-tool"}, Env: []string{"PATH=/nonexistent:" + bin}},
+			"hello from " + filepath.Join(bin, "hello-tool") + " in " + ws + "\n"},
+		{"relative PATH entry against Dir", &proto.Exec{Argv: []string{"hello-tool"}, Env: []string{"PATH=tools:/usr/bin:/bin"}},
+			"hello from " + filepath.Join(bin, "hello-tool") + " in " + ws + "\n"},
+		{"relative path against Dir", &proto.Exec{Argv: []string{"./hello-tool"}, Dir: bin, Env: []string{"PATH=/usr/bin:/bin"}},
+			"hello from " + filepath.Join(bin, "hello-tool") + " in " + bin + "\n"},
+	}
+	for _, tc := range cases {
+		r := run(t, sb, tc.req, nil)
+		if r.exit.Code != 0 || r.stdout.String() != tc.want {
+			t.Errorf("%s: stdout %q stderr %q exit %+v, want %q", tc.name, r.stdout.String(), r.stderr.String(), r.exit, tc.want)
+		}
+	}
+	if r := run(t, sb, &proto.Exec{Argv: []string{"hello-tool"}, Env: []string{"PATH=/usr/bin:/bin"}}, nil); r.exit.Code != 127 {
+		t.Errorf("hello-tool found outside PATH: %+v", r.exit)
+	}
+	if r := run(t, sb, &proto.Exec{Argv: []string{"env"}, Env: []string{"A=1", "B=two words"}}, nil); r.stdout.String() != "A=1\nB=two words\n" {
+		t.Errorf("env printed %q, want exactly the Exec's Env", r.stdout.String())
+	}
+}
+
+func TestFileRequestsWriteReadStatListMkdirAndRemove(t *testing.T) {
+	sb, ws := sandbox(t, nil)
+	data := make([]byte, 256*4)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	mustCall(t, sb, &proto.Msg{Op: proto.OpWriteFile, Path: "bin.dat", Data: data, Mode: 0o640})
+	if got, err := os.ReadFile(filepath.Join(ws, "bin.dat")); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("host sees %d bytes (%v), want the %d written", len(got), err, len(data))
+	}
+	if r := mustCall(t, sb, &proto.Msg{Op: proto.OpReadFile, Path: filepath.Join(ws, "bin.dat")}); !bytes.Equal(r.Data, data) {
+		t.Errorf("read back %d bytes, not what was written", len(r.Data))
+	}
+	st := mustCall(t, sb, &proto.Msg{Op: proto.OpStat, Path: "bin.dat"})
+	if len(st.Files) != 1 || st.Files[0].Name != "bin.dat" || st.Files[0].Size != int64(len(data)) || os.FileMode(st.Files[0].Mode).Perm() != 0o640 {
+		t.Errorf("stat = %+v, want bin.dat, %d bytes, mode 0640", st.Files, len(data))
+	}
+	// Write again: truncated, not appended.
+	mustCall(t, sb, &proto.Msg{Op: proto.OpWriteFile, Path: "bin.dat", Data: []byte("x")})
+	if r := mustCall(t, sb, &proto.Msg{Op: proto.OpReadFile, Path: "bin.dat"}); string(r.Data) != "x" {
+		t.Errorf("after rewrite read %q", r.Data)
+	}
+	// An empty file reads as empty.
+	mustCall(t, sb, &proto.Msg{Op: proto.OpWriteFile, Path: "empty"})
+	if r := mustCall(t, sb, &proto.Msg{Op: proto.OpReadFile, Path: "empty"}); len(r.Data) != 0 {
+		t.Errorf("empty file read %q", r.Data)
+	}
+
+	mustCall(t, sb, &proto.Msg{Op: proto.OpMkdir, Path: "a/b/c", Mode: 0o750})
+	if fi, err := os.Stat(filepath.Join(ws, "a/b/c")); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o750 {
+		t.Fatalf("mkdir -p: %v %v", fi, err)
+	}
+	mustCall(t, sb, &proto.Msg{Op: proto.OpMkdir, Path: "a/b/c"}) // exists: fine, like mkdir -p
+	mustCall(t, sb, &proto.Msg{Op: proto.OpWriteFile, Path: "a/b/c/f", Data: []byte("f")})
+	if err := os.Symlink("bin.dat", filepath.Join(ws, "link")); err != nil {
+		t.Fatal(err)
+	}
+
+	ls := mustCall(t, sb, &proto.Msg{Op: proto.OpListFiles, Path: "."})
+	names := map[string]proto.FileInfo{}
+	for _, f := range ls.Files {
+		names[f.Name] = f
+	}
+	for _, n := range []string{"bin.dat", "empty", "a", "link"} {
+		if _, ok := names[n]; !ok {
+			t.Errorf("list_files lacks %s: %+v", n, ls.Files)
+		}
+	}
+	if len(names) != 4 {
+		t.Errorf("list_files = %+v, want 4 entries", ls.Files)
+	}
+	if !os.FileMode(names["a"].Mode).IsDir() {
+		t.Errorf("a listed as %v", os.FileMode(names["a"].Mode))
+	}
+	if names["link"].Link != "bin.dat" || os.FileMode(names["link"].Mode)&os.ModeSymlink == 0 {
+		t.Errorf("link listed as %+v", names["link"])
+	}
+	st = mustCall(t, sb, &proto.Msg{Op: proto.OpStat, Path: "link"})
+	if len(st.Files) != 1 || st.Files[0].Link != "bin.dat" || os.FileMode(st.Files[0].Mode)&os.ModeSymlink == 0 {
+		t.Errorf("stat link = %+v, want a symlink to bin.dat", st.Files)
+	}
+
+	if _, err := call(t, sb, &proto.Msg{Op: proto.OpRemove, Path: "a"}); err == nil {
+		t.Error("non-recursive remove of a non-empty dir succeeded")
+	}
+	mustCall(t, sb, &proto.Msg{Op: proto.OpRemove, Path: "a", Recursive: true})
+	mustCall(t, sb, &proto.Msg{Op: proto.OpRemove, Path: "link"})
+	if _, err := os.Lstat(filepath.Join(ws, "a")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a still exists: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "bin.dat")); err != nil {
+		t.Errorf("removing the link removed its target: %v", err)
+	}
+
+	for _, m := range []*proto.Msg{
+		{Op: proto.OpReadFile, Path: "missing"},
+		{Op: proto.OpStat, Path: "missing"},
+		{Op: proto.OpListFiles, Path: "missing"},
+		{Op: proto.OpRemove, Path: "missing"},
+		{Op: proto.OpReadFile, Path: ""},
+		{Op: proto.OpReadFile, Path: "."}, // a directory
+	} {
+		if r, err := call(t, sb, m); err == nil {
+			t.Errorf("%s %q succeeded: %+v", m.Op, m.Path, r)
+		}
+	}
+	var pe *proto.Error
+	if _, err := call(t, sb, &proto.Msg{Op: proto.OpReadFile, Path: "missing"}); !errors.As(err, &pe) || pe.Errno != int(syscall.ENOENT) {
+		t.Errorf("read of a missing file: %v, want a proto.Error with ENOENT", err)
+	}
+}
+
+func TestFileWritesOutsideTheWritablePlacesFail(t *testing.T) {
+	sb, ws := sandbox(t, nil)
+	name := fmt.Sprintf("airlock-native-test-%d", time.Now().UnixNano())
+	for _, dir := range []string{"/etc", "/usr", "/usr/local/bin", "/var"} {
+		p := filepath.Join(dir, name)
+		if r, err := call(t, sb, &proto.Msg{Op: proto.OpWriteFile, Path: p, Data: []byte("x")}); err == nil {
+			t.Errorf("write_file %s succeeded: %+v", p, r)
+		}
+		if _, err := call(t, sb, &proto.Msg{Op: proto.OpMkdir, Path: p}); err == nil {
+			t.Errorf("mkdir %s succeeded", p)
+		}
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			os.RemoveAll(p)
+			t.Errorf("%s appeared on the host: %v", p, err)
+		}
+	}
+	if _, err := call(t, sb, &proto.Msg{Op: proto.OpRemove, Path: "/etc/hostname"}); err == nil {
+		t.Error("remove of /etc/hostname succeeded")
+	}
+	// The private /tmp is writable, and not the host's /tmp (the workspace
+	// under it is the one exception, mounted in).
+	mustCall(t, sb, &proto.Msg{Op: proto.OpWriteFile, Path: "/tmp/" + name, Data: []byte("x")})
+	if _, err := os.Lstat("/tmp/" + name); !errors.Is(err, os.ErrNotExist) {
+		os.Remove("/tmp/" + name)
+		t.Errorf("/tmp/%s appeared on the host's /tmp", name)
+	}
+	mustCall(t, sb, &proto.Msg{Op: proto.OpWriteFile, Path: filepath.Join(ws, name), Data: []byte("ok")})
+}
+
+func TestReadingAHiddenFileGivesEmptyContent(t *testing.T) {
+	sb, _ := sandbox(t, func(c *Config) {
+		// A credential file in the (exposed) home: masked although readable.
+		os.MkdirAll(filepath.Join(c.HostHome, ".ssh"), 0o700)
+		os.WriteFile(filepath.Join(c.HostHome, ".ssh", "id_ed25519"), []byte("SECRET"), 0o600)
+		c.RO = []string{c.HostHome}
+	})
+	if r, err := call(t, sb, &proto.Msg{Op: proto.OpReadFile, Path: "/etc/shadow"}); err != nil || len(r.Data) != 0 {
+		t.Errorf("read /etc/shadow: %d bytes, err %v; want empty", func() int {
+			if r == nil {
+				return -1
+			}
+			return len(r.Data)
+		}(), err)
+	}
+	if r := run(t, sb, sh("cat /etc/shadow; echo end"), nil); r.stdout.String() != "end\n" {
+		t.Errorf("cat /etc/shadow printed %q", r.stdout.String())
+	}
+}
+
+func TestReadingAFileLargerThanAFrameIsRefusedWithAnError(t *testing.T) {
+	sb, ws := sandbox(t, nil)
+	f, err := os.Create(filepath.Join(ws, "huge"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Truncate(proto.MaxFrame + 1) // sparse
+	f.Close()
+	r, err := call(t, sb, &proto.Msg{Op: proto.OpReadFile, Path: "huge"})
+	if err == nil || !strings.Contains(err.Error(), "larger") {
+		t.Errorf("read of a %d-byte file: %v, %v; want an error saying it is too large", proto.MaxFrame+1, r, err)
+	}
+	// Nearly a frame's worth reads fine.
+	want := make([]byte, 15<<20)
+	rand.Read(want)
+	os.WriteFile(filepath.Join(ws, "big"), want, 0o644)
+	if r := mustCall(t, sb, &proto.Msg{Op: proto.OpReadFile, Path: "big"}); !bytes.Equal(r.Data, want) {
+		t.Errorf("read %d bytes of a %d-byte file", len(r.Data), len(want))
+	}
+	// A write too large for a frame fails on the host side, and the
+	// connection survives it.
+	if _, err := call(t, sb, &proto.Msg{Op: proto.OpWriteFile, Path: "too-big", Data: make([]byte, proto.MaxFrame+1)}); err == nil {
+		t.Error("oversized write succeeded")
+	}
+	if r := run(t, sb, &proto.Exec{Argv: []string{"echo", "ok"}}, nil); r.stdout.String() != "ok\n" {
+		t.Errorf("sandbox unusable afterwards: %q %+v", r.stdout.String(), r.exit)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "too-big")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("too-big exists: %v", err)
+	}
+}
+
+func TestManyConcurrentExecsEachGetTheirOwnOutput(t *testing.T) {
+	sb, _ := sandbox(t, nil)
+	const n = 50
+	var wg sync.WaitGroup
+	errs := make(chan string, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var out bytes.Buffer
+			var mu sync.Mutex
+			p, err := sb.Exec(&proto.Exec{Argv: []string{"/bin/sh", "-c", `echo "$I"; echo "e$I" >&2`}, Env: []string{"I=" + strconv.Itoa(i)}},
+				func(stream uint8, b []byte) {
+					mu.Lock()
+					defer mu.Unlock()
+					if stream == 1 {
+						out.Write(b)
+					}
+				})
+			if err != nil {
+				errs <- fmt.Sprintf("exec %d: %v", i, err)
+				return
+			}
+			p.CloseStdin()
+			exit, err := p.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil || exit.Code != 0 || out.String() != fmt.Sprintf("%d\n", i) {
+				errs <- fmt.Sprintf("exec %d: output %q exit %+v err %v", i, out.String(), exit, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
+
+func TestConcurrentFileRequestsAndExecsDoNotMixUpReplies(t *testing.T) {
+	sb, _ := sandbox(t, nil)
+	var wg sync.WaitGroup
+	errs := make(chan error, 40)
+	for i := range 20 {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			name, body := fmt.Sprintf("f%d", i), []byte(strings.Repeat(strconv.Itoa(i), 1000))
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if _, err := sb.Call(ctx, &proto.Msg{Op: proto.OpWriteFile, Path: name, Data: body}); err != nil {
+				errs <- err
+				return
+			}
+			r, err := sb.Call(ctx, &proto.Msg{Op: proto.OpReadFile, Path: name})
+			if err != nil || !bytes.Equal(r.Data, body) {
+				errs <- fmt.Errorf("%s: read back wrong data (%v)", name, err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			var out bytes.Buffer
+			p, err := sb.Exec(&proto.Exec{Argv: []string{"echo", strconv.Itoa(i)}}, func(_ uint8, b []byte) { out.Write(b) })
+			if err != nil {
+				errs <- err
+				return
+			}
+			p.CloseStdin()
+			if _, err := p.Wait(); err != nil || out.String() != fmt.Sprintf("%d\n", i) {
+				errs <- fmt.Errorf("echo %d printed %q (%v)", i, out.String(), err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
+
+func TestClosingTheSandboxEndsItsProcessesAndWaitReturnsErrClosed(t *testing.T) {
+	sb, _ := sandbox(t, nil)
+	mark := marker()
+	p, err := sb.Exec(sh("sleep "+mark+" & sleep "+mark+" & wait"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Both sleeps are up before the sandbox goes.
+	deadline := time.Now().Add(5 * time.Second)
+	for len(hostPIDsWith(mark)) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the sleeps never showed up on the host: %v", hostPIDsWith(mark))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	waited := make(chan error, 1)
+	go func() {
+		_, err := p.Wait()
+		waited <- err
+	}()
+	if err := sb.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	select {
+	case err := <-waited:
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("Wait = %v, want ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Wait did not return after Close")
+	}
+	noHostPIDsWithin(t, mark, 2*time.Second)
+	select {
+	case <-sb.Done():
+	case <-time.After(2 * time.Second):
+		t.Error("Done is not closed after Close")
+	}
+	if err := sb.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if _, err := sb.Exec(&proto.Exec{Argv: []string{"true"}}, nil); err == nil {
+		t.Error("Exec on a closed sandbox succeeded")
+	}
+	if _, err := call(t, sb, &proto.Msg{Op: proto.OpStat, Path: "."}); err == nil {
+		t.Error("Call on a closed sandbox succeeded")
+	}
+}
+
+func TestAPidsLimitMakesForksFailButLeavesTheSandboxUsable(t *testing.T) {
+	sb, _ := sandbox(t, func(c *Config) { c.Limits.Pids = 20 })
+	r := run(t, sb, sh(`for i in $(seq 50); do sleep 1 & done; wait`), nil)
+	if !strings.Contains(strings.ToLower(r.stderr.String()), "fork") {
+		t.Errorf("no fork failure reported with 50 processes under a limit of 20: stderr %q exit %+v", r.stderr.String(), r.exit)
+	}
+	for range 3 {
+		if r := run(t, sb, &proto.Exec{Argv: []string{"echo", "still here"}}, nil); r.stdout.String() != "still here\n" || r.exit.Code != 0 {
+			t.Fatalf("sandbox unusable after hitting the limit: %q %q %+v", r.stdout.String(), r.stderr.String(), r.exit)
+		}
+	}
+	if _, err := call(t, sb, &proto.Msg{Op: proto.OpStat, Path: "."}); err != nil {
+		t.Errorf("file request after hitting the limit: %v", err)
+	}
+}
+
+func TestTheSandboxHasItsOwnHostnameAndPIDsAndStartsInTheWorkspace(t *testing.T) {
+	sb, ws := sandbox(t, func(c *Config) { c.ID = "abcdef0123456789" })
+	r := run(t, sb, sh(`cat /proc/sys/kernel/hostname; echo $$; pwd`), nil)
+	lines := strings.Split(strings.TrimSpace(r.stdout.String()), "\n")
+	if len(lines) != 3 || lines[0] != "airlock-abcdef01" || lines[2] != ws {
+		t.Errorf("got %q (stderr %q), want hostname, pid, workspace", lines, r.stderr.String())
+	}
+	if pid, err := strconv.Atoi(lines[1]); err != nil || pid > 1000 {
+		t.Errorf("shell pid %q: want a small pid of the sandbox's own namespace", lines[1])
+	}
+}
