@@ -1,0 +1,198 @@
+package audit
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"time"
+)
+
+// maxReadLine is far above MaxLine so records from older or foreign writers still
+// read, yet bounded so a corrupt file cannot make a reader buffer without limit.
+const maxReadLine = 1 << 20
+
+// pollInterval is how often Follow looks for appended lines and asks stop.
+const pollInterval = 200 * time.Millisecond
+
+// Read streams records from r; a corrupt line is reported via the onErr callback (with
+// line number) and skipped, never aborts; lines over 1 MiB are skipped as corrupt. It
+// returns fn's first error or r's, never one for a bad line.
+func Read(r io.Reader, fn func(Record) error, onErr func(line int, err error)) error {
+	lr := newLineReader(r)
+	for {
+		line, n, bad, err := lr.next()
+		if err == io.EOF {
+			// A last line without a newline is still a line (often a torn write).
+			if line, n, bad = lr.rest(); n > 0 {
+				return deliver(line, n, bad, fn, onErr)
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := deliver(line, n, bad, fn, onErr); err != nil {
+			return err
+		}
+	}
+}
+
+// Follow reads path from the start and keeps reading appended lines until ctx is done
+// or stop() returns true (polled every 200ms) — for `airlock audit -f`. A path that does
+// not exist yet is waited for, as the sandbox may not have written its first record.
+// Corrupt lines are skipped. It returns nil when told to stop: that is how following
+// ends; errors come only from fn or I/O. After stop reports true, lines already
+// appended are still delivered, so a sandbox's last records are not lost.
+func Follow(ctx context.Context, path string, fn func(Record) error, stop func() bool) error {
+	var f *os.File
+	for {
+		var err error
+		if f, err = os.Open(path); err == nil {
+			break
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("audit: %w", err)
+		}
+		if stop != nil && stop() || !sleep(ctx) {
+			return nil
+		}
+	}
+	defer f.Close()
+
+	lr := newLineReader(f)
+	stopping := false
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		line, n, bad, err := lr.next()
+		switch {
+		case err == nil:
+			if err := deliver(line, n, bad, fn, nil); err != nil {
+				return err
+			}
+			continue
+		case err != io.EOF:
+			return fmt.Errorf("audit: read %s: %w", path, err)
+		}
+		// At EOF a partial last line is kept: it is a record being written.
+		if stopping {
+			return nil
+		}
+		if stop != nil && stop() {
+			stopping = true // one more pass for lines appended before stop turned true
+			continue
+		}
+		if !sleep(ctx) {
+			return nil
+		}
+	}
+}
+
+// sleep waits one poll interval and reports whether ctx is still live.
+func sleep(ctx context.Context) bool {
+	t := time.NewTimer(pollInterval)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// deliver decodes one line and hands it to fn, or reports it to onErr.
+func deliver(line []byte, n int, bad bool, fn func(Record) error, onErr func(int, error)) error {
+	line = bytes.TrimSpace(line)
+	if !bad && len(line) == 0 {
+		return nil // blank lines carry nothing; reporting them would only be noise
+	}
+	var rec Record
+	var err error
+	if bad {
+		err = fmt.Errorf("line longer than %d bytes", maxReadLine)
+	} else {
+		rec, err = decode(line)
+	}
+	if err != nil {
+		if onErr != nil {
+			onErr(n, err)
+		}
+		return nil
+	}
+	return fn(rec)
+}
+
+func decode(line []byte) (Record, error) {
+	var r Record
+	// Unmarshal accepts `null` into a struct as a no-op; that is not a record.
+	if line[0] != '{' {
+		return r, errors.New("not a JSON object")
+	}
+	if err := json.Unmarshal(line, &r); err != nil {
+		return Record{}, err
+	}
+	if r.Kind == "" {
+		return Record{}, errors.New("record has no kind")
+	}
+	return r, nil
+}
+
+// lineReader splits input into numbered lines of bounded size. Unlike bufio.Scanner
+// it survives an over-long line (skipping it) and, at EOF, keeps a partial line so
+// Follow can complete it when the writer's next bytes arrive.
+type lineReader struct {
+	br      *bufio.Reader
+	buf     []byte
+	size    int  // bytes of the current line so far, newline included
+	tooLong bool // current line exceeded maxReadLine; its bytes are being discarded
+	n       int  // number of the last line returned
+}
+
+func newLineReader(r io.Reader) *lineReader {
+	return &lineReader{br: bufio.NewReaderSize(r, 64<<10)}
+}
+
+// next returns the next complete line (without its newline, valid until the next
+// call), its 1-based number, and whether it was too long to keep.
+func (lr *lineReader) next() ([]byte, int, bool, error) {
+	for {
+		chunk, err := lr.br.ReadSlice('\n')
+		lr.size += len(chunk)
+		if !lr.tooLong {
+			// maxReadLine+1 leaves room for the newline itself.
+			if lr.size > maxReadLine+1 {
+				lr.tooLong, lr.buf = true, lr.buf[:0]
+			} else {
+				lr.buf = append(lr.buf, chunk...)
+			}
+		}
+		switch err {
+		case nil:
+			line, bad := bytes.TrimSuffix(lr.buf, []byte{'\n'}), lr.tooLong
+			lr.buf, lr.size, lr.tooLong = lr.buf[:0], 0, false
+			lr.n++
+			return line, lr.n, bad, nil
+		case bufio.ErrBufferFull:
+			continue
+		default:
+			return nil, 0, false, err
+		}
+	}
+}
+
+// rest returns the unterminated last line at EOF, if any (n is 0 if there is none).
+func (lr *lineReader) rest() ([]byte, int, bool) {
+	if lr.size == 0 {
+		return nil, 0, false
+	}
+	line, bad := lr.buf, lr.tooLong || lr.size > maxReadLine
+	lr.buf, lr.size, lr.tooLong = nil, 0, false
+	lr.n++
+	return line, lr.n, bad
+}

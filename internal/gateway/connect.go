@@ -1,0 +1,184 @@
+package gateway
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/airlock-dev/airlock/internal/audit"
+	"github.com/airlock-dev/airlock/internal/policy"
+)
+
+// connect answers CONNECT host:port: refused, intercepted (TLS terminated
+// here with a leaf from the local CA), or tunnelled raw (host:port rules).
+func (g *Gateway) connect(w http.ResponseWriter, r *http.Request) {
+	host, port, err := splitHostPort(r.Host, 0)
+	if err != nil {
+		http.Error(w, "airlock: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	t, d := g.decide(r.Context(), host, port)
+	if d.Verdict != policy.Allow {
+		g.refuse(w, host, port, d, "")
+		return
+	}
+	var upstream net.Conn
+	if !t.intercept {
+		// Dial first: a refusal or a dead upstream is an HTTP error the client
+		// can show, not a tunnel that closes at once.
+		if upstream, err = g.dial(r.Context(), t.dialAddr()); err != nil {
+			http.Error(w, fmt.Sprintf("airlock: %s:%d: %v", host, port, err), http.StatusBadGateway)
+			g.record(audit.Record{Kind: "network", Host: host, IP: t.addr.String(), Port: int(port), Decision: "error", Rule: t.rule, Reason: err.Error()})
+			return
+		}
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		http.Error(w, "airlock: cannot take over this connection", http.StatusInternalServerError)
+		return
+	}
+	conn, brw, err := hj.Hijack()
+	if err != nil {
+		return
+	}
+	conn.SetDeadline(time.Time{})
+	if _, err := io.WriteString(conn, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		conn.Close()
+		return
+	}
+	// Bytes the client sent after its CONNECT head belong to the tunnel.
+	client := net.Conn(conn)
+	if n := brw.Reader.Buffered(); n > 0 {
+		early, _ := brw.Reader.Peek(n)
+		client = &prefixConn{Conn: conn, prefix: append([]byte(nil), early...)}
+	}
+	if t.intercept {
+		g.intercept(client, t)
+		return
+	}
+	g.tunnel(client, upstream, t)
+}
+
+// tunnel copies both ways until either side is done, then audits the bytes.
+func (g *Gateway) tunnel(client, upstream net.Conn, t target) {
+	start := time.Now()
+	var out, in int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		out, _ = io.Copy(upstream, client)
+		closeWrite(upstream)
+	}()
+	in, _ = io.Copy(client, upstream)
+	closeWrite(client)
+	wg.Wait()
+	client.Close()
+	upstream.Close()
+	g.record(audit.Record{Kind: "network", Host: t.host, IP: t.addr.String(), Port: int(t.port), Decision: "allow", Rule: t.rule,
+		Reason: "raw tunnel", BytesOut: out, BytesIn: in, Duration: audit.Millis(time.Since(start))})
+}
+
+func closeWrite(c net.Conn) {
+	type closeWriter interface{ CloseWrite() error }
+	if cw, ok := c.(closeWriter); ok {
+		cw.CloseWrite()
+	} else if pc, ok := c.(*prefixConn); ok {
+		closeWrite(pc.Conn)
+	}
+}
+
+// intercept terminates the client's TLS with a leaf for the CONNECT host and
+// serves its requests through the upstream handler (HTTP/1.1 or HTTP/2, as
+// ALPN chose).
+func (g *Gateway) intercept(client net.Conn, t target) {
+	if t.port == 80 { // CONNECT to a plain HTTP port: requests come in clear
+		serveConn(client, newUpstream(g, t, "http"))
+		return
+	}
+	tc := tls.Server(client, &tls.Config{
+		NextProtos: []string{"h2", "http/1.1"},
+		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			// The certificate is for the host policy allowed and that will be
+			// dialled; an SNI naming anything else is refused.
+			if hello.ServerName != "" && !sameHost(hello.ServerName, t.host) {
+				return nil, fmt.Errorf("SNI %q does not match CONNECT host %q", hello.ServerName, t.host)
+			}
+			return g.cfg.CA.Leaf(t.host)
+		},
+		MinVersion: tls.VersionTLS12,
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), headerTimeout)
+	err := tc.HandshakeContext(ctx)
+	cancel()
+	if err != nil {
+		client.Close()
+		g.record(audit.Record{Kind: "network", Host: t.host, Port: int(t.port), Decision: "deny", Rule: t.rule, Reason: "TLS handshake with the sandbox failed: " + err.Error()})
+		return
+	}
+	serveConn(tc, newUpstream(g, t, "https"))
+}
+
+func sameHost(a, b string) bool {
+	return strings.EqualFold(strings.TrimSuffix(a, "."), strings.TrimSuffix(b, "."))
+}
+
+// serveConn serves HTTP on one already-accepted connection until it closes,
+// or until a handler hijacks it (a WebSocket upgrade), which then owns it.
+func serveConn(c net.Conn, h http.Handler) {
+	l := &oneConnListener{conn: c, done: make(chan struct{})}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: headerTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          discardLogger,
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			if s == http.StateClosed || s == http.StateHijacked {
+				l.closeOnce.Do(func() { close(l.done) })
+			}
+		},
+	}
+	srv.Serve(l)
+}
+
+// oneConnListener hands out one connection, then blocks until it is done.
+type oneConnListener struct {
+	conn      net.Conn
+	taken     bool
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+func (l *oneConnListener) Accept() (net.Conn, error) {
+	if !l.taken {
+		l.taken = true
+		return l.conn, nil
+	}
+	<-l.done
+	return nil, net.ErrClosed
+}
+
+func (l *oneConnListener) Close() error   { return nil }
+func (l *oneConnListener) Addr() net.Addr { return l.conn.LocalAddr() }
+
+// prefixConn replays bytes read ahead of a hijack before the rest of the stream.
+type prefixConn struct {
+	net.Conn
+	prefix []byte
+}
+
+func (p *prefixConn) Read(b []byte) (int, error) {
+	if len(p.prefix) > 0 {
+		n := copy(b, p.prefix)
+		p.prefix = p.prefix[n:]
+		return n, nil
+	}
+	return p.Conn.Read(b)
+}

@@ -1,0 +1,229 @@
+// Package gateway is the sandbox's only way out: every connection is decided
+// by policy, names are resolved on the host and the checked address is the
+// one dialled, HTTP and TLS to allowed hosts are intercepted so endpoint
+// rules and secret placeholders apply, and every step is audited. This file
+// is the explicit front door (HTTP CONNECT and absolute-URI proxying); the
+// transparent netstack door feeds the same pipeline.
+package gateway
+
+import (
+	"context"
+	"crypto/subtle"
+	"crypto/x509"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/airlock-dev/airlock/internal/audit"
+	"github.com/airlock-dev/airlock/internal/ca"
+	"github.com/airlock-dev/airlock/internal/policy"
+	"github.com/airlock-dev/airlock/internal/secrets"
+)
+
+// Bounds against a hostile sandbox: slow or huge request heads, idle
+// connections, and dials that hang.
+const (
+	headerTimeout  = 10 * time.Second
+	maxHeaderBytes = 64 << 10
+	idleTimeout    = 5 * time.Minute
+	dialTimeout    = 15 * time.Second
+	resolveTimeout = 10 * time.Second
+)
+
+// Resolver looks names up on the host (a *net.Resolver in production).
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// Config is one sandbox's gateway.
+type Config struct {
+	Policy  *policy.Policy
+	CA      *ca.CA
+	Secrets *secrets.Set // nil: no secrets
+	Audit   *audit.Log   // nil: nothing recorded
+	// StaticHosts are --add-host mappings: answered without DNS, and their
+	// addresses count as explicitly allowed by the IP class checks.
+	StaticHosts map[string]netip.Addr
+	Resolver    Resolver       // default net.DefaultResolver
+	Upstream    *x509.CertPool // roots that upstream servers must chain to; nil = the host's
+	// Token is the per-sandbox proxy credential: clients send it as the
+	// password of Basic Proxy-Authorization (http://airlock:TOKEN@host:port).
+	Token string
+}
+
+// Gateway serves one sandbox.
+type Gateway struct {
+	cfg Config
+	// dial connects to an address policy checked. Tests swap it to reach
+	// local servers on ports an unprivileged user cannot bind (443).
+	dial func(ctx context.Context, addr string) (net.Conn, error)
+}
+
+// New checks cfg and returns a gateway.
+func New(cfg Config) (*Gateway, error) {
+	if cfg.Policy == nil || cfg.CA == nil {
+		return nil, errors.New("gateway: a policy and a CA are required")
+	}
+	if len(cfg.Token) < 32 {
+		return nil, errors.New("gateway: the proxy token must have at least 32 characters")
+	}
+	if cfg.Resolver == nil {
+		cfg.Resolver = net.DefaultResolver
+	}
+	d := &net.Dialer{Timeout: dialTimeout}
+	return &Gateway{cfg: cfg, dial: func(ctx context.Context, addr string) (net.Conn, error) {
+		return d.DialContext(ctx, "tcp", addr)
+	}}, nil
+}
+
+// ServeProxy serves the explicit front door on ln until ln is closed.
+func (g *Gateway) ServeProxy(ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           http.HandlerFunc(g.front),
+		ReadHeaderTimeout: headerTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          discardLogger, // hostile input is audited, not logged
+	}
+	err := srv.Serve(ln)
+	if errors.Is(err, net.ErrClosed) || errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+var discardLogger = log.New(io.Discard, "", 0)
+
+// front is the proxy's entry: authenticate, then CONNECT or absolute URI.
+func (g *Gateway) front(w http.ResponseWriter, r *http.Request) {
+	if !g.authorized(r.Header.Get("Proxy-Authorization")) {
+		w.Header().Set("Proxy-Authenticate", `Basic realm="airlock"`)
+		http.Error(w, "airlock: proxy authentication required", http.StatusProxyAuthRequired)
+		g.record(audit.Record{Kind: "network", Subject: r.Host, Decision: "deny", Reason: "missing or wrong proxy token"})
+		return
+	}
+	switch {
+	case r.Method == http.MethodConnect:
+		g.connect(w, r)
+	case r.URL.IsAbs() && r.URL.Scheme == "http":
+		host, port, err := splitHostPort(r.URL.Host, 80)
+		if err != nil {
+			http.Error(w, "airlock: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		t, d := g.decide(r.Context(), host, port)
+		if d.Verdict != policy.Allow || !d.Intercept {
+			g.refuse(w, host, port, d, "plain HTTP needs a bare host rule (ports 80/443)")
+			return
+		}
+		newUpstream(g, t, "http").ServeHTTP(w, r)
+	default:
+		http.Error(w, "airlock: this is a proxy: send CONNECT host:port or an absolute http:// URL", http.StatusBadRequest)
+	}
+}
+
+func (g *Gateway) authorized(h string) bool {
+	scheme, cred, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Basic") {
+		return false
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred))
+	if err != nil {
+		return false
+	}
+	_, pass, _ := strings.Cut(string(raw), ":")
+	return subtle.ConstantTimeCompare([]byte(pass), []byte(g.cfg.Token)) == 1
+}
+
+// target is a destination that policy allowed, with the address to dial.
+type target struct {
+	host      string
+	port      uint16
+	addr      netip.Addr
+	intercept bool
+	rule      string
+}
+
+func (t target) dialAddr() string {
+	return netip.AddrPortFrom(t.addr, t.port).String()
+}
+
+// decide runs policy on the name, resolves it on the host and checks every
+// address; the first address that passes is the one that will be dialled, so
+// a name that resolves somewhere private later (rebinding) cannot slip by.
+func (g *Gateway) decide(ctx context.Context, host string, port uint16) (target, policy.Decision) {
+	t := target{host: strings.TrimSuffix(strings.ToLower(host), "."), port: port}
+	d := g.cfg.Policy.Host(t.host, port)
+	if d.Verdict != policy.Allow {
+		return t, d
+	}
+	t.intercept, t.rule = d.Intercept, d.Rule
+	if ip, err := netip.ParseAddr(t.host); err == nil {
+		t.addr = ip.Unmap() // Host already checked a literal as a direct connection
+		return t, d
+	}
+	if ip, ok := g.cfg.StaticHosts[t.host]; ok {
+		if ad := g.cfg.Policy.Addr(ip, port, true); ad.Verdict != policy.Allow {
+			return t, ad
+		}
+		t.addr = ip
+		return t, d
+	}
+	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
+	defer cancel()
+	ips, err := g.cfg.Resolver.LookupNetIP(ctx, "ip", t.host)
+	if err != nil || len(ips) == 0 {
+		return t, policy.Decision{Verdict: policy.Deny, Rule: d.Rule, Reason: fmt.Sprintf("%s does not resolve on the host: %v", t.host, err)}
+	}
+	var first policy.Decision
+	for i, ip := range ips {
+		ad := g.cfg.Policy.Addr(ip.Unmap(), port, false)
+		if ad.Verdict == policy.Allow {
+			t.addr = ip.Unmap()
+			return t, d
+		}
+		if i == 0 {
+			first = ad
+		}
+	}
+	return t, first
+}
+
+// refuse answers 403 with the reason and audits the refusal.
+func (g *Gateway) refuse(w http.ResponseWriter, host string, port uint16, d policy.Decision, extra string) {
+	reason := d.Reason
+	if extra != "" && d.Verdict == policy.Allow {
+		reason = extra
+	}
+	http.Error(w, fmt.Sprintf("airlock: %s:%d refused: %s", host, port, reason), http.StatusForbidden)
+	g.record(audit.Record{Kind: "network", Host: host, Port: int(port), Decision: "deny", Rule: d.Rule, Reason: reason})
+}
+
+func (g *Gateway) record(r audit.Record) {
+	if g.cfg.Audit != nil {
+		g.cfg.Audit.Write(r)
+	}
+}
+
+func splitHostPort(hostport string, defPort uint16) (string, uint16, error) {
+	host, ps, err := net.SplitHostPort(hostport)
+	if err != nil {
+		if defPort == 0 || strings.Contains(hostport, "]:") {
+			return "", 0, fmt.Errorf("bad host:port %q", hostport)
+		}
+		return strings.Trim(hostport, "[]"), defPort, nil
+	}
+	p, err := strconv.ParseUint(ps, 10, 16)
+	if err != nil || p == 0 {
+		return "", 0, fmt.Errorf("bad port in %q", hostport)
+	}
+	return host, uint16(p), nil
+}

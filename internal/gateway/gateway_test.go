@@ -1,0 +1,512 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/internal/audit"
+	"github.com/airlock-dev/airlock/internal/ca"
+	"github.com/airlock-dev/airlock/internal/policy"
+	"github.com/airlock-dev/airlock/internal/secrets"
+)
+
+const token = "test-token-0123456789abcdefghijklmnopqrstuv"
+
+// fakeDNS answers names from a table: the real DNS of the public internet
+// cannot exist here.
+type fakeDNS map[string][]netip.Addr
+
+func (f fakeDNS) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	if a, ok := f[host]; ok {
+		return a, nil
+	}
+	return nil, fmt.Errorf("no such host %s", host)
+}
+
+type fixture struct {
+	t        *testing.T
+	gw       *Gateway
+	proxy    string // host:port of the front door
+	client   *http.Client
+	auditLog string
+	ca       *ca.CA
+}
+
+type options struct {
+	policy  policy.Config
+	static  map[string]netip.Addr
+	dns     fakeDNS
+	secrets *secrets.Set
+	// ports maps the port the gateway dials (443, 80, ...) to a test server's.
+	ports map[uint16]string
+}
+
+// newFixture runs a gateway on 127.0.0.1:0 with a real CA, policy and audit
+// log, and an http.Client that uses it as its proxy and trusts the CA.
+func newFixture(t *testing.T, o options, upstreamRoots ...*x509.Certificate) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	c, err := ca.Load(filepath.Join(dir, "ca"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := policy.New(o.policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "audit.jsonl")
+	var redact func(string) string
+	if o.secrets != nil {
+		redact = o.secrets.RedactString
+	}
+	al, err := audit.Open(logPath, "test", redact)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { al.Close() })
+	roots := x509.NewCertPool()
+	for _, r := range upstreamRoots {
+		roots.AddCert(r)
+	}
+	gw, err := New(Config{Policy: pol, CA: c, Secrets: o.secrets, Audit: al, StaticHosts: o.static, Resolver: o.dns, Upstream: roots, Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	real := gw.dial
+	gw.dial = func(ctx context.Context, addr string) (net.Conn, error) {
+		ap := netip.MustParseAddrPort(addr)
+		if to, ok := o.ports[ap.Port()]; ok {
+			addr = netip.AddrPortFrom(ap.Addr(), netip.MustParseAddrPort(to).Port()).String()
+		}
+		return real(ctx, addr)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go gw.ServeProxy(ln)
+	t.Cleanup(func() { ln.Close() })
+	sandboxRoots := x509.NewCertPool()
+	sandboxRoots.AppendCertsFromPEM(c.CertPEM())
+	tr := &http.Transport{
+		Proxy:             http.ProxyURL(&url.URL{Scheme: "http", User: url.UserPassword("airlock", token), Host: ln.Addr().String()}),
+		TLSClientConfig:   &tls.Config{RootCAs: sandboxRoots},
+		ForceAttemptHTTP2: true,
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &fixture{t: t, gw: gw, proxy: ln.Addr().String(), client: &http.Client{Transport: tr, Timeout: 20 * time.Second}, auditLog: logPath, ca: c}
+}
+
+// upstreamTLS is a real HTTPS server on loopback whose certificate is for
+// example.com and 127.0.0.1 (httptest's), with HTTP/2 on.
+func upstreamTLS(t *testing.T, h http.Handler) *httptest.Server {
+	s := httptest.NewUnstartedServer(h)
+	s.EnableHTTP2 = true
+	s.StartTLS()
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (f *fixture) records() []audit.Record {
+	f.t.Helper()
+	fh, err := os.Open(f.auditLog)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer fh.Close()
+	var out []audit.Record
+	audit.Read(fh, func(r audit.Record) error { out = append(out, r); return nil }, nil)
+	return out
+}
+
+func (f *fixture) lastRecord(kind string) audit.Record {
+	f.t.Helper()
+	var last audit.Record
+	for _, r := range f.records() {
+		if r.Kind == kind {
+			last = r
+		}
+	}
+	return last
+}
+
+var loopback = netip.MustParseAddr("127.0.0.1")
+
+func allowExample(extra ...string) policy.Config {
+	return policy.Config{AllowHosts: append([]string{"example.com"}, extra...)}
+}
+
+func TestAllowedHTTPSIsInterceptedOverHTTP2AndAudited(t *testing.T) {
+	up := upstreamTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "hello %s %s", r.Method, r.URL.Path)
+	}))
+	f := newFixture(t, options{policy: allowExample(), static: map[string]netip.Addr{"example.com": loopback}, ports: map[uint16]string{443: up.Listener.Addr().String()}}, up.Certificate())
+	resp, err := f.client.Get("https://example.com/hi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "hello GET /hi" {
+		t.Fatalf("body = %q", body)
+	}
+	if resp.ProtoMajor != 2 {
+		t.Errorf("protocol toward the sandbox = %s, want HTTP/2 via ALPN", resp.Proto)
+	}
+	if issuer := resp.TLS.PeerCertificates[0].Issuer.CommonName; issuer != f.ca.Certificate().Subject.CommonName {
+		t.Errorf("leaf issued by %q, want the local CA", issuer)
+	}
+	r := f.lastRecord("http")
+	if r.Decision != "allow" || r.Status != 200 || r.Method != "GET" || r.Path != "/hi" || r.Host != "example.com" || r.BytesIn != int64(len(body)) {
+		t.Errorf("audit record = %+v", r)
+	}
+}
+
+func TestHostsOutsidePolicyAreRefusedWithAReason(t *testing.T) {
+	f := newFixture(t, options{policy: policy.Config{AllowHosts: []string{"example.com"}, DenyHosts: []string{"*.evil.test"}}})
+	for _, u := range []string{"https://other.test/", "https://x.evil.test/", "https://example.com:8443/"} {
+		_, err := f.client.Get(u)
+		if err == nil || !strings.Contains(err.Error(), "Forbidden") {
+			t.Errorf("GET %s: err = %v, want a 403 from the proxy", u, err)
+		}
+	}
+	if r := f.lastRecord("network"); r.Decision != "deny" || r.Reason == "" {
+		t.Errorf("audit = %+v, want a deny with a reason", r)
+	}
+}
+
+func TestWrongOrMissingTokenGets407(t *testing.T) {
+	f := newFixture(t, options{policy: allowExample()})
+	for _, auth := range []string{"", "Basic " + b64("airlock:wrong"), "Bearer " + token} {
+		conn, err := net.Dial("tcp", f.proxy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n"
+		if auth != "" {
+			req += "Proxy-Authorization: " + auth + "\r\n"
+		}
+		fmt.Fprint(conn, req+"\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		conn.Close()
+		if err != nil || resp.StatusCode != http.StatusProxyAuthRequired {
+			t.Errorf("auth %q: %v %v, want 407", auth, resp, err)
+		}
+	}
+}
+
+func TestPrivateAddressesNeedAnExplicitRuleSoRebindingFails(t *testing.T) {
+	// An allowed name that resolves to loopback (DNS rebinding) is refused;
+	// the same address through --add-host is explicit and allowed.
+	up := upstreamTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "inside") }))
+	f := newFixture(t, options{policy: allowExample(), dns: fakeDNS{"example.com": {loopback}}, ports: map[uint16]string{443: up.Listener.Addr().String()}}, up.Certificate())
+	_, err := f.client.Get("https://example.com/")
+	if err == nil || !strings.Contains(err.Error(), "Forbidden") {
+		t.Fatalf("rebinding to loopback: err = %v, want 403", err)
+	}
+	if r := f.lastRecord("network"); !strings.Contains(r.Reason, "loopback") {
+		t.Errorf("reason %q should name the loopback class", r.Reason)
+	}
+	f = newFixture(t, options{policy: allowExample(), static: map[string]netip.Addr{"example.com": loopback}, ports: map[uint16]string{443: up.Listener.Addr().String()}}, up.Certificate())
+	if resp, err := f.client.Get("https://example.com/"); err != nil {
+		t.Fatalf("--add-host address: %v", err)
+	} else {
+		resp.Body.Close()
+	}
+}
+
+func TestEndpointRulesLimitMethodsAndPaths(t *testing.T) {
+	up := upstreamTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	f := newFixture(t, options{policy: policy.Config{AllowHosts: []string{"example.com"}, Endpoints: []string{"example.com GET /v1/*"}},
+		static: map[string]netip.Addr{"example.com": loopback}, ports: map[uint16]string{443: up.Listener.Addr().String()}}, up.Certificate())
+	for _, c := range []struct {
+		method, path string
+		want         int
+	}{{"GET", "/v1/models", 200}, {"POST", "/v1/models", 403}, {"GET", "/admin", 403}, {"GET", "/v1/../admin", 403}} {
+		req, _ := http.NewRequest(c.method, "https://example.com"+c.path, nil)
+		req.URL.RawPath = c.path // keep "..": clients can send it raw
+		resp, err := f.client.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", c.method, c.path, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("%s %s = %d, want %d", c.method, c.path, resp.StatusCode, c.want)
+		}
+	}
+}
+
+func TestSecretsAreSwappedTowardTheirHostAndRedactedOnTheWayBack(t *testing.T) {
+	const real = "sk-real-value-never-in-sandbox-1234"
+	sec, err := secrets.New("API_KEY", []byte(real), []string{"example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := secrets.NewSet(sec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen struct {
+		sync.Mutex
+		auth, query string
+	}
+	up := upstreamTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.Lock()
+		seen.auth, seen.query = r.Header.Get("Authorization"), r.URL.Query().Get("key")
+		seen.Unlock()
+		// An upstream that echoes what it received (an error quoting the request).
+		w.Header().Set("X-Echo", r.Header.Get("Authorization"))
+		fmt.Fprintf(w, "you sent %s and %s", r.Header.Get("Authorization"), r.URL.Query().Get("key"))
+	}))
+	f := newFixture(t, options{policy: allowExample(), secrets: set, static: map[string]netip.Addr{"example.com": loopback}, ports: map[uint16]string{443: up.Listener.Addr().String()}}, up.Certificate())
+	req, _ := http.NewRequest("GET", "https://example.com/v1?key="+sec.Placeholder, nil)
+	req.Header.Set("Authorization", "Bearer "+sec.Placeholder)
+	resp, err := f.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	seen.Lock()
+	if seen.auth != "Bearer "+real || seen.query != real {
+		t.Errorf("upstream saw %q and %q, want the real value in both", seen.auth, seen.query)
+	}
+	seen.Unlock()
+	if strings.Contains(string(body), real) || strings.Contains(resp.Header.Get("X-Echo"), real) {
+		t.Fatalf("the real value reached the sandbox: %q / %q", body, resp.Header.Get("X-Echo"))
+	}
+	if !strings.Contains(string(body), sec.Placeholder) {
+		t.Errorf("echo should show the placeholder: %q", body)
+	}
+	log, _ := os.ReadFile(f.auditLog)
+	if strings.Contains(string(log), real) {
+		t.Fatal("the real value is in the audit log")
+	}
+}
+
+func TestEchoedSecretsAreRedactedEvenWhenTheSandboxAsksForGzip(t *testing.T) {
+	const real = "sk-real-value-gzip-check-98765"
+	sec, _ := secrets.New("API_KEY", []byte(real), []string{"example.com"})
+	set, _ := secrets.NewSet(sec)
+	up := upstreamTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		echo := []byte("echo " + r.Header.Get("Authorization"))
+		if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			w.Header().Set("Content-Encoding", "gzip")
+			zw := gzip.NewWriter(w)
+			zw.Write(echo)
+			zw.Close()
+			return
+		}
+		w.Write(echo)
+	}))
+	f := newFixture(t, options{policy: allowExample(), secrets: set, static: map[string]netip.Addr{"example.com": loopback}, ports: map[uint16]string{443: up.Listener.Addr().String()}}, up.Certificate())
+	req, _ := http.NewRequest("GET", "https://example.com/", nil)
+	req.Header.Set("Authorization", "Bearer "+sec.Placeholder)
+	req.Header.Set("Accept-Encoding", "gzip") // explicit: the client will not decompress
+	resp, err := f.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	body := raw
+	if resp.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ = io.ReadAll(zr)
+	}
+	if strings.Contains(string(body), real) || !strings.Contains(string(body), sec.Placeholder) {
+		t.Fatalf("body toward the sandbox = %q: want the placeholder, never the value", body)
+	}
+}
+
+func TestPlaceholderTowardAnotherHostIsBlocked(t *testing.T) {
+	sec, _ := secrets.New("API_KEY", []byte("real-value-for-other-host"), []string{"api.other.test"})
+	set, _ := secrets.NewSet(sec)
+	called := false
+	up := upstreamTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { called = true }))
+	f := newFixture(t, options{policy: allowExample(), secrets: set, static: map[string]netip.Addr{"example.com": loopback}, ports: map[uint16]string{443: up.Listener.Addr().String()}}, up.Certificate())
+	req, _ := http.NewRequest("POST", "https://example.com/exfil", nil)
+	req.Header.Set("X-Stolen", sec.Placeholder)
+	resp, err := f.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 403 || !strings.Contains(string(body), "API_KEY") || called {
+		t.Fatalf("status %d body %q called %v: want 403 naming the secret, upstream untouched", resp.StatusCode, body, called)
+	}
+	if r := f.lastRecord("http"); r.Decision != "secret_blocked" {
+		t.Errorf("audit decision = %q, want secret_blocked", r.Decision)
+	}
+}
+
+func TestServerSentEventsStreamWithoutBuffering(t *testing.T) {
+	release := make(chan struct{})
+	up := upstreamTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: first\n\n")
+		w.(http.Flusher).Flush()
+		<-release // the stream stays open until the client saw the first event
+		io.WriteString(w, "data: second\n\n")
+	}))
+	f := newFixture(t, options{policy: allowExample(), static: map[string]netip.Addr{"example.com": loopback}, ports: map[uint16]string{443: up.Listener.Addr().String()}}, up.Certificate())
+	resp, err := f.client.Get("https://example.com/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	got := make(chan string, 1)
+	go func() { l, _ := br.ReadString('\n'); got <- l }()
+	select {
+	case l := <-got:
+		if l != "data: first\n" {
+			t.Fatalf("first line = %q", l)
+		}
+	case <-time.After(5 * time.Second):
+		close(release)
+		t.Fatal("the first event did not arrive before the stream ended: buffered")
+	}
+	close(release)
+	rest, _ := io.ReadAll(br)
+	if !strings.Contains(string(rest), "second") {
+		t.Fatalf("rest = %q", rest)
+	}
+}
+
+func TestHostPortRuleIsARawTunnel(t *testing.T) {
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+	f := newFixture(t, options{policy: policy.Config{AllowHosts: []string{"db.test:5432"}}, static: map[string]netip.Addr{"db.test": loopback}, ports: map[uint16]string{5432: echo.Addr().String()}})
+	conn, err := net.Dial("tcp", f.proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "CONNECT db.test:5432 HTTP/1.1\r\nHost: db.test:5432\r\nProxy-Authorization: Basic %s\r\n\r\nearly", b64("airlock:"+token))
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	fmt.Fprint(conn, "-bytes")
+	buf := make([]byte, len("early-bytes"))
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(br, buf); err != nil || string(buf) != "early-bytes" {
+		t.Fatalf("echo through tunnel = %q, %v", buf, err)
+	}
+}
+
+func TestPlainHTTPThroughAbsoluteURI(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "plain") }))
+	defer up.Close()
+	f := newFixture(t, options{policy: allowExample(), static: map[string]netip.Addr{"example.com": loopback}, ports: map[uint16]string{80: up.Listener.Addr().String()}})
+	resp, err := f.client.Get("http://example.com/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "plain" {
+		t.Fatalf("body %q", body)
+	}
+}
+
+func TestHostHeaderMustMatchTheConnection(t *testing.T) {
+	up := upstreamTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "fronted") }))
+	f := newFixture(t, options{policy: allowExample(), static: map[string]netip.Addr{"example.com": loopback}, ports: map[uint16]string{443: up.Listener.Addr().String()}}, up.Certificate())
+	req, _ := http.NewRequest("GET", "https://example.com/", nil)
+	req.Host = "evil.test" // domain fronting: allowed connection, other Host
+	resp, err := f.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 403 {
+		t.Fatalf("status %d, want 403", resp.StatusCode)
+	}
+}
+
+func TestWebSocketUpgradeIsRelayed(t *testing.T) {
+	up := upstreamTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") != "websocket" {
+			http.Error(w, "want upgrade", 400)
+			return
+		}
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		line, _ := brw.ReadString('\n')
+		io.WriteString(c, "echo:"+line)
+	}))
+	up.EnableHTTP2 = false
+	f := newFixture(t, options{policy: allowExample(), static: map[string]netip.Addr{"example.com": loopback}, ports: map[uint16]string{443: up.Listener.Addr().String()}}, up.Certificate())
+	conn, err := net.Dial("tcp", f.proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\nProxy-Authorization: Basic %s\r\n\r\n", b64("airlock:"+token))
+	br := bufio.NewReader(conn)
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v", err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(f.ca.CertPEM())
+	tc := tls.Client(conn, &tls.Config{ServerName: "example.com", RootCAs: roots, NextProtos: []string{"http/1.1"}})
+	fmt.Fprint(tc, "GET /ws HTTP/1.1\r\nHost: example.com\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+	tbr := bufio.NewReader(tc)
+	resp, err := http.ReadResponse(tbr, nil)
+	if err != nil || resp.StatusCode != 101 {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	fmt.Fprint(tc, "ping\n")
+	tc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if l, err := tbr.ReadString('\n'); err != nil || l != "echo:ping\n" {
+		b, _ := os.ReadFile(f.auditLog)
+		t.Fatalf("websocket echo = %q, %v\naudit: %s", l, err, b)
+	}
+}
+
+func b64(s string) string {
+	return base64Std(s)
+}
+
+func base64Std(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }

@@ -1,0 +1,258 @@
+package gateway
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/airlock-dev/airlock/internal/audit"
+	"github.com/airlock-dev/airlock/internal/policy"
+	"github.com/airlock-dev/airlock/internal/secrets"
+)
+
+// upstream serves the requests of one intercepted connection: endpoint
+// rules, secret placeholders swapped toward their own hosts, real values
+// redacted from responses, streamed both ways, one audit record each.
+type upstream struct {
+	g      *Gateway
+	t      target
+	scheme string
+	proxy  *httputil.ReverseProxy
+}
+
+func newUpstream(g *Gateway, t target, scheme string) *upstream {
+	u := &upstream{g: g, t: t, scheme: scheme}
+	transport := &http.Transport{
+		// Always the address policy checked, whatever the URL says.
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return g.dial(ctx, t.dialAddr())
+		},
+		TLSClientConfig:       &tls.Config{RootCAs: g.cfg.Upstream, ServerName: t.host, MinVersion: tls.VersionTLS12},
+		ForceAttemptHTTP2:     true,
+		TLSHandshakeTimeout:   dialTimeout,
+		ExpectContinueTimeout: time.Second,
+		IdleConnTimeout:       90 * time.Second,
+		MaxIdleConnsPerHost:   8,
+	}
+	u.proxy = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme = scheme
+			pr.Out.URL.Host = net.JoinHostPort(t.host, strconv.Itoa(int(t.port)))
+			pr.Out.Host = pr.In.Host
+		},
+		Transport:      transport,
+		FlushInterval:  -1, // stream: server-sent events must not wait in a buffer
+		ModifyResponse: u.redact,
+		ErrorHandler:   u.fail,
+		ErrorLog:       discardLogger,
+	}
+	return u
+}
+
+func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := audit.Record{Kind: "http", Host: u.t.host, IP: u.t.addr.String(), Port: int(u.t.port), Method: r.Method, Path: r.URL.Path, Rule: u.t.rule}
+	deny := func(status int, decision, reason string) {
+		http.Error(w, "airlock: "+reason, status)
+		rec.Status, rec.Decision, rec.Reason = status, decision, reason
+		rec.Duration = audit.Millis(time.Since(start))
+		u.g.record(rec)
+	}
+	// The Host header must name the host that was allowed and is dialled:
+	// otherwise a shared front (a CDN) could route the request elsewhere.
+	if h, _, err := splitHostPort(r.Host, u.t.port); err != nil || !sameHost(h, u.t.host) {
+		deny(http.StatusForbidden, "deny", fmt.Sprintf("Host header %q does not match the connection's host %s", r.Host, u.t.host))
+		return
+	}
+	if d := u.g.cfg.Policy.Endpoint(u.t.host, r.Method, r.URL.Path); d.Verdict != policy.Allow {
+		rec.Rule = d.Rule
+		deny(http.StatusForbidden, "deny", d.Reason)
+		return
+	}
+	if s := u.g.cfg.Secrets; s != nil {
+		names, err := swapRequest(s, u.t.host, r)
+		var leak *secrets.LeakError
+		if errors.As(err, &leak) {
+			deny(http.StatusForbidden, "secret_blocked", leak.Error())
+			return
+		}
+		if err != nil {
+			deny(http.StatusBadRequest, "deny", err.Error())
+			return
+		}
+		if len(names) > 0 {
+			rec.Extra = map[string]string{"secrets": strings.Join(names, ",")}
+		}
+		// Redaction matches plain bytes: let the transport negotiate (and
+		// undo) compression itself, so an echoed value is never gzipped past it.
+		r.Header.Del("Accept-Encoding")
+	}
+	cw := &countingWriter{ResponseWriter: w}
+	body := &countingReader{r: r.Body}
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = body
+	}
+	u.proxy.ServeHTTP(cw, r)
+	rec.Status, rec.BytesOut, rec.BytesIn = cw.status, body.n, cw.n
+	rec.Decision = "allow"
+	if cw.failure != "" {
+		rec.Decision, rec.Reason = cw.decision, cw.failure
+	}
+	rec.Duration = audit.Millis(time.Since(start))
+	u.g.record(rec)
+}
+
+// swapRequest puts real values in place of placeholders in the URL, the
+// headers and (for secrets that opt in) the body, toward this host only.
+func swapRequest(s *secrets.Set, host string, r *http.Request) ([]string, error) {
+	var all []string
+	add := func(names []string) {
+		for _, n := range names {
+			if !contains(all, n) {
+				all = append(all, n)
+			}
+		}
+	}
+	u, names, err := s.SwapURL(host, r.URL.RequestURI())
+	if err != nil {
+		return nil, err
+	}
+	if len(names) > 0 {
+		nu, perr := r.URL.Parse(u)
+		if perr != nil {
+			return nil, fmt.Errorf("request URL after secret swap: %v", perr)
+		}
+		r.URL.Path, r.URL.RawPath, r.URL.RawQuery = nu.Path, nu.RawPath, nu.RawQuery
+		add(names)
+	}
+	for k, vs := range r.Header {
+		for i, v := range vs {
+			swap := s.SwapHeader
+			if k == "Authorization" || k == "Proxy-Authorization" {
+				swap = s.SwapBasicAuth
+				if nv, names, err := s.SwapHeader(host, v); err != nil {
+					return nil, err
+				} else if len(names) > 0 {
+					v = nv
+					add(names)
+				}
+			}
+			nv, names, err := swap(host, v)
+			if err != nil {
+				return nil, err
+			}
+			vs[i] = nv
+			add(names)
+		}
+	}
+	if r.Body != nil && r.Body != http.NoBody {
+		if s.SwapsBody(host) {
+			r.ContentLength = -1 // a swap changes the length: send it chunked
+			r.Header.Del("Content-Length")
+		}
+		r.Body = readCloser{s.SwapBody(host, r.Body), r.Body}
+	}
+	return all, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// redact replaces real secret values an upstream echoes back (an echo
+// endpoint, an error quoting the request) with their placeholders.
+func (u *upstream) redact(resp *http.Response) error {
+	s := u.g.cfg.Secrets
+	if s == nil {
+		return nil
+	}
+	for _, vs := range resp.Header {
+		for i, v := range vs {
+			vs[i] = s.RedactString(v)
+		}
+	}
+	for _, vs := range resp.Trailer {
+		for i, v := range vs {
+			vs[i] = s.RedactString(v)
+		}
+	}
+	if resp.Body != nil && resp.Body != http.NoBody {
+		resp.Body = readCloser{s.Redact(resp.Body), resp.Body}
+		resp.ContentLength = -1 // a placeholder's length differs from the value's
+		resp.Header.Del("Content-Length")
+	}
+	return nil
+}
+
+// fail answers a request the upstream could not serve; a placeholder found
+// in a streamed body toward the wrong host ends up here too.
+func (u *upstream) fail(w http.ResponseWriter, r *http.Request, err error) {
+	cw, _ := w.(*countingWriter)
+	var leak *secrets.LeakError
+	status, decision, reason := http.StatusBadGateway, "error", fmt.Sprintf("upstream %s: %v", u.t.host, err)
+	if errors.As(err, &leak) {
+		status, decision, reason = http.StatusForbidden, "secret_blocked", leak.Error()
+	}
+	if cw != nil {
+		cw.decision, cw.failure = decision, reason
+	}
+	http.Error(w, "airlock: "+reason, status)
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+type countingReader struct {
+	r io.ReadCloser
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func (c *countingReader) Close() error { return c.r.Close() }
+
+// countingWriter records status and bytes; Unwrap lets the reverse proxy
+// reach Flush and Hijack (streaming, WebSocket upgrades) underneath.
+type countingWriter struct {
+	http.ResponseWriter
+	status            int
+	n                 int64
+	decision, failure string
+}
+
+func (c *countingWriter) WriteHeader(code int) {
+	if c.status == 0 {
+		c.status = code
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	n, err := c.ResponseWriter.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }

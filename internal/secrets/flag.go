@@ -1,0 +1,213 @@
+package secrets
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// FlagSyntax is the --secret syntax, for help text and error messages.
+const FlagSyntax = `NAME[=SOURCE]@HOST[,HOST...][:body][:prefix=TEXT]`
+
+// FlagHelp explains FlagSyntax.
+const FlagHelp = `--secret ` + FlagSyntax + `
+  NAME          env var the sandbox sees, holding a placeholder, never the value
+  SOURCE        where the real value comes from on the host:
+                  (none)        env var NAME
+                  env:VAR       env var VAR
+                  file:PATH     a file (~/ expands; trailing newlines dropped)
+                  cmd:COMMAND   stdout of sh -c COMMAND (trailing newlines dropped)
+  HOST          a name, *.name (the name and one more label) or an IP address
+                ([::1] for IPv6); no ports
+  :body         also swap the placeholder in request bodies, not only headers and URL
+  :prefix=TEXT  start the placeholder with TEXT, for clients that check a key's
+                format (e.g. :prefix=sk-ant-api03-); letters, digits, - . _ ~
+Examples: GITHUB_TOKEN@api.github.com
+          OPENAI_API_KEY=cmd:pass show openai@api.openai.com:body
+          AWS_KEY=file:~/.aws/key@*.amazonaws.com`
+
+// Sources is where ParseFlag reads real values from. Tests inject fakes so they need no
+// real secret; production passes DefaultSources.
+type Sources struct {
+	LookupEnv func(name string) (string, bool)
+	ReadFile  func(path string) ([]byte, error)
+	// RunCmd runs command with sh -c and returns its standard output.
+	RunCmd func(command string) ([]byte, error)
+}
+
+// DefaultSources reads the process environment, the file system and sh -c. Commands get
+// no standard input (so they cannot eat the terminal's) and share the terminal's
+// standard error, so a password manager's messages reach the user; output is never
+// quoted in errors.
+func DefaultSources() Sources {
+	return Sources{
+		LookupEnv: os.LookupEnv,
+		ReadFile: func(path string) ([]byte, error) {
+			// The shell does not expand ~ inside NAME=file:~/x, so do it here.
+			if rest, ok := strings.CutPrefix(path, "~/"); ok {
+				home, err := os.UserHomeDir()
+				if err != nil {
+					return nil, fmt.Errorf("expanding ~: %w", err)
+				}
+				path = filepath.Join(home, rest)
+			}
+			return os.ReadFile(path)
+		},
+		RunCmd: func(command string) ([]byte, error) {
+			c := exec.Command("/bin/sh", "-c", command)
+			c.Stderr = os.Stderr
+			return c.Output()
+		},
+	}
+}
+
+// ParseFlag parses one --secret flag (see FlagSyntax and FlagHelp) and reads the value.
+//
+// Hosts and options follow the last '@', which cannot occur in them, so a file path or
+// command may contain '@'. The syntax takes no literal value: a value on the command
+// line would be in shell history and ps. Everything is checked before the value is
+// read, so a mistyped host never runs the command. Errors name the secret (or the flag,
+// when the name itself is bad) but never quote the source text or the value.
+func ParseFlag(flag string, src Sources) (*Secret, error) {
+	at := strings.LastIndexByte(flag, '@')
+	if at < 0 {
+		return nil, fmt.Errorf(`--secret: missing "@HOST"; write %s, e.g. GITHUB_TOKEN@api.github.com`, FlagSyntax)
+	}
+	head, tail := flag[:at], flag[at+1:]
+	name, source, hasSource := strings.Cut(head, "=")
+	if err := checkName(name); err != nil {
+		// The text is not quoted: someone who typed a literal value here would see it
+		// echoed into logs.
+		if name == "" {
+			return nil, fmt.Errorf("--secret: no NAME before '@' or '='; write %s", FlagSyntax)
+		}
+		return nil, fmt.Errorf("--secret: the text before '@' or '=' is %w; write %s", err, FlagSyntax)
+	}
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("--secret %s: "+format, append([]any{name}, args...)...)
+	}
+	if strings.Contains(tail, "://") {
+		return nil, fail("a URL after '@'; write the host alone, e.g. %s@api.example.com", name)
+	}
+	hostList, opts := cutOptions(tail)
+	if slices.Contains(opts, "") {
+		return nil, fail("an empty option after ':'; write IPv6 addresses in brackets, as in [::1]")
+	}
+	if hostList == "" {
+		return nil, fail(`no hosts after '@'; name the hosts the value may go to, e.g. %s@api.example.com`, name)
+	}
+	hosts, err := normalizeHosts(strings.Split(hostList, ","))
+	if err != nil {
+		return nil, fail("%w", err)
+	}
+	inBody, prefix := false, ""
+	for _, o := range opts {
+		switch p, isPrefix := strings.CutPrefix(o, "prefix="); {
+		case o == "body":
+			inBody = true
+		case isPrefix:
+			if err := checkPrefix(p); err != nil {
+				return nil, fail("%w", err)
+			}
+			if p == "" {
+				return nil, fail("empty :prefix=")
+			}
+			prefix = p
+		case o != "" && strings.Trim(o, "0123456789") == "":
+			return nil, fail("secrets are bound to hosts, not ports; drop :%s", o)
+		default:
+			return nil, fail("unknown option %q after the hosts; options are :body and :prefix=TEXT", o)
+		}
+	}
+	value, from, err := readValue(name, source, hasSource, src)
+	if err != nil {
+		return nil, fail("%w", err)
+	}
+	s, err := newSecret(name, value, hosts, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("--secret %s: from %s: %w", name, from, errors.Unwrap(err))
+	}
+	s.InBody = inBody
+	return s, nil
+}
+
+// cutOptions splits "HOSTS[:OPT]..." at the colons outside [IPv6] brackets.
+func cutOptions(s string) (string, []string) {
+	depth, start := 0, 0
+	var parts []string
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '[':
+			depth++
+		case ']':
+			depth--
+		case ':':
+			if depth <= 0 {
+				parts = append(parts, s[start:i])
+				start = i + 1
+			}
+		}
+	}
+	parts = append(parts, s[start:])
+	return parts[0], parts[1:]
+}
+
+// readValue resolves the source; from describes it for errors ("env FOO", "file:PATH",
+// "cmd") without any of the value.
+func readValue(name, source string, hasSource bool, src Sources) (value []byte, from string, err error) {
+	kind, arg := "env", name
+	if hasSource {
+		var ok bool
+		if kind, arg, ok = strings.Cut(source, ":"); !ok || (kind != "env" && kind != "file" && kind != "cmd") {
+			return nil, "", fmt.Errorf("the source after '=' must be env:VAR, file:PATH or cmd:COMMAND; "+
+				"a literal value is not accepted, as it would stay in shell history and ps (to use env var %s, write %s@HOSTS)", name, name)
+		}
+		if arg == "" {
+			return nil, "", fmt.Errorf("empty %s: source", kind)
+		}
+	}
+	switch kind {
+	case "env":
+		if err := checkName(arg); err != nil {
+			return nil, "", fmt.Errorf("env: %w", err)
+		}
+		from = "env var " + arg
+		if src.LookupEnv == nil {
+			return nil, from, errors.New("no environment to read (Sources.LookupEnv is nil)")
+		}
+		v, ok := src.LookupEnv(arg)
+		if !ok {
+			return nil, from, fmt.Errorf("%s is not set on the host; export it, or use %s=file:PATH@HOSTS or %s=cmd:COMMAND@HOSTS", from, name, name)
+		}
+		value = []byte(v)
+	case "file":
+		from = "file:" + arg
+		if src.ReadFile == nil {
+			return nil, from, errors.New("no file system to read (Sources.ReadFile is nil)")
+		}
+		if value, err = src.ReadFile(arg); err != nil {
+			return nil, from, fmt.Errorf("reading the file: %w", err)
+		}
+		value = bytes.TrimRight(value, "\r\n")
+	case "cmd":
+		// The command text is not repeated: it may carry a vault path the user would
+		// rather not see in logs.
+		from = "cmd"
+		if src.RunCmd == nil {
+			return nil, from, errors.New("no way to run commands (Sources.RunCmd is nil)")
+		}
+		if value, err = src.RunCmd(arg); err != nil {
+			return nil, from, fmt.Errorf("running the command: %w", err)
+		}
+		value = bytes.TrimRight(value, "\r\n")
+	}
+	if len(value) == 0 {
+		return nil, from, fmt.Errorf("the value from %s is empty", from)
+	}
+	return value, from, nil
+}
