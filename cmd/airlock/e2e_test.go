@@ -621,7 +621,9 @@ func TestUnprivileged(t *testing.T) {
 	defer os.RemoveAll(tmp)
 	os.Chmod(tmp, 0o1777)
 	c := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", testBin, "-test.v", "-test.timeout=5m")
-	c.Env = []string{"AIRLOCK_TEST_BIN=" + airlockBin, "TMPDIR=" + tmp, "HOME=/nonexistent", "PATH=" + os.Getenv("PATH")}
+	u := testUpstream(t) // on port 443, which only root can bind: started here for the child
+	c.Env = []string{"AIRLOCK_TEST_BIN=" + airlockBin, "TMPDIR=" + tmp, "HOME=/nonexistent", "PATH=" + os.Getenv("PATH"),
+		"AIRLOCK_TEST_UPSTREAM=" + u.addr, "AIRLOCK_TEST_UPSTREAM_CA=" + u.caFile, "AIRLOCK_TEST_UPSTREAM_LOG=" + u.logFile}
 	out, err := c.CombinedOutput()
 	t.Logf("as uid 65534:\n%s", out)
 	if err != nil {

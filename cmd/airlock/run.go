@@ -34,6 +34,7 @@ type runOptions struct {
 	detach    bool
 	name      string
 	quiet     bool
+	net       supervisor.NetworkSpec
 }
 
 const (
@@ -52,8 +53,14 @@ Inside, the host's filesystem is visible read-only; the workspace (default:
 the current directory) is writable at the same path; /tmp and the home
 directory are private and empty (your real home is hidden); secrets such as
 ~/.ssh, cloud credentials, /etc/shadow and container sockets are always
-hidden. There is no network (loopback only), no capability, and no way to see
-or signal host processes. Writes elsewhere fail with "Read-only file system".
+hidden. There is no capability, and no way to see or signal host processes.
+Writes elsewhere fail with "Read-only file system".
+
+There is no network unless --allow-host (or --secret) lets something out:
+then every connection goes through airlock's gateway (HTTP(S)_PROXY is set
+inside), which allows only the named hosts, resolves names on the host and
+refuses private addresses, intercepts HTTPS with a local CA the sandbox trusts,
+and records each request (airlock audit ID).
 
 Limits default to ` + strconv.Itoa(defaultPids) + ` processes and half of the machine's memory.`,
 		Example: `  airlock run -- make test
@@ -61,6 +68,8 @@ Limits default to ` + strconv.Itoa(defaultPids) + ` processes and half of the ma
   airlock run --memory 2g --cpus 1.5 --timeout 30m -- npm ci
   airlock run -e GOFLAGS -e CI=1 -- go test ./...
   airlock run --rw ~/.cache/go-build -- go build ./...
+  airlock run --allow-host '*.github.com' -- git clone https://github.com/org/repo
+  airlock run --secret ANTHROPIC_API_KEY@api.anthropic.com -- claude
   airlock run -d --name dev          # idle background sandbox; then: airlock exec dev -- CMD`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 && !o.detach {
@@ -87,6 +96,12 @@ Limits default to ` + strconv.Itoa(defaultPids) + ` processes and half of the ma
 	f.BoolVarP(&o.detach, "detach", "d", false, "run in the background and print the sandbox's ID")
 	f.StringVar(&o.name, "name", "", "name the sandbox, for exec, logs, kill")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "do not print airlock's warnings")
+	f.StringArrayVar(&o.net.AllowHosts, "allow-host", nil, "let the sandbox reach `HOST`: example.com or *.example.com (ports 80/443, HTTPS intercepted), host:port or host:* (raw TCP) (repeatable)")
+	f.StringArrayVar(&o.net.DenyHosts, "deny-host", nil, "never reach `HOST`, whatever allows it (same forms; repeatable)")
+	f.StringArrayVar(&o.net.Endpoints, "allow-endpoint", nil, "only these requests to a host: 'HOST METHOD /path/*' (repeatable; other requests to HOST get 403)")
+	f.StringArrayVar(&o.net.Secrets, "secret", nil, "keep a credential on the host: NAME@HOST[,HOST] takes $NAME; the sandbox sees a placeholder that the gateway swaps for the value only toward HOST (also NAME=file:PATH@HOST, NAME=cmd:COMMAND@HOST; :body to swap in bodies)")
+	f.StringArrayVar(&o.net.AddHosts, "add-host", nil, "resolve `NAME:IP` statically (also allows that private address)")
+	f.StringVar(&o.net.UpstreamCA, "upstream-ca", "", "also trust this PEM `FILE` for upstream servers")
 	return c
 }
 
@@ -245,6 +260,12 @@ func (o *runOptions) spec(args []string, limits native.Limits) (supervisor.Spec,
 		s.Native.Hide = append(s.Native.Hide, filepath.Join(cfg, "airlock"))
 	}
 	s.Command, s.TTY, s.Timeout, s.Detached, s.Quiet = args, o.tty, o.timeout, o.detach, o.quiet
+	s.Network = o.net
+	if o.net.UpstreamCA != "" {
+		if s.Network.UpstreamCA, err = existingPath(o.net.UpstreamCA, "--upstream-ca"); err != nil {
+			return s, err
+		}
+	}
 	return s, nil
 }
 

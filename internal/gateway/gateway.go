@@ -104,10 +104,16 @@ var discardLogger = log.New(io.Discard, "", 0)
 
 // front is the proxy's entry: authenticate, then CONNECT or absolute URI.
 func (g *Gateway) front(w http.ResponseWriter, r *http.Request) {
-	if !g.authorized(r.Header.Get("Proxy-Authorization")) {
+	if auth := r.Header.Get("Proxy-Authorization"); !g.authorized(auth) {
 		w.Header().Set("Proxy-Authenticate", `Basic realm="airlock"`)
 		http.Error(w, "airlock: proxy authentication required", http.StatusProxyAuthRequired)
-		g.record(audit.Record{Kind: "network", Subject: r.Host, Decision: "deny", Reason: "missing or wrong proxy token"})
+		// Clients such as git ask without credentials first and retry with
+		// them after this challenge; only a wrong token is a refusal.
+		rec := audit.Record{Kind: "network", Subject: r.Host, Decision: "challenge", Reason: "no proxy token: asked for one"}
+		if auth != "" {
+			rec.Decision, rec.Reason = "deny", "wrong proxy token"
+		}
+		g.record(rec)
 		return
 	}
 	switch {

@@ -70,6 +70,11 @@ func setup(in *proto.Init, r *reaper) ([]string, error) {
 	if err := loopbackUp(); err != nil {
 		return nil, step("loopback up", err)
 	}
+	if in.Relay != nil {
+		if err := startRelay(in.Relay); err != nil {
+			return nil, step("gateway relay", err)
+		}
+	}
 	if err := os.Chdir(in.Workdir); err != nil {
 		return nil, step("chdir to workspace", err)
 	}

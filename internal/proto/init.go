@@ -14,9 +14,16 @@ type Init struct {
 	// Rlimits apply to the guest and so to everything it starts; used where
 	// cgroups are unavailable.
 	Rlimits []Rlimit `cbor:"7,keyasint,omitempty"`
-	// NewCgroupNS asks the guest to unshare its cgroup namespace once the host
-	// has placed it in the sandbox's cgroup.
-	NewCgroupNS bool `cbor:"8,keyasint,omitempty"`
+	// Relay, if set, has the guest accept TCP connections inside the sandbox
+	// and pass each to a Unix socket mounted in from the host (the gateway's
+	// front door).
+	Relay *Relay `cbor:"9,keyasint,omitempty"`
+}
+
+// Relay is a TCP listener inside the sandbox forwarding to a Unix socket.
+type Relay struct {
+	Listen string `cbor:"1,keyasint"` // e.g. 127.0.0.1:3128
+	Socket string `cbor:"2,keyasint"` // path inside the sandbox
 }
 
 // Mount kinds.

@@ -8,6 +8,8 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -65,8 +67,22 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error), spawned *nativ
 		ID: h.ID(), Name: h.Name(), CreatedAt: time.Now().UTC(), PID: os.Getpid(), Backend: "native",
 		Workspace: spec.Native.Workspace, Command: spec.Command, Detached: spec.Detached, Config: config,
 	}
-	var ln *net.UnixListener
 	sock := h.SocketPath()
+	if spec.Network.enabled() {
+		nw, err := startNetwork(spec.Network, h.ID(), h.Dir(), gatewaySocket(sock))
+		if err != nil {
+			if spawned != nil {
+				spawned.Close()
+			}
+			return fail(err)
+		}
+		defer nw.Close()
+		spec.Native.Files = append(spec.Native.Files, nw.files...)
+		spec.Native.Relay = nw.relay
+		spec.Env = mergeEnv(spec.Env, nw.env)
+		sv.spec = spec
+	}
+	var ln *net.UnixListener
 	register := func(cgroups []string) error {
 		rec.Cgroups = cgroups
 		if err := h.WriteRecord(rec); err != nil {
@@ -117,8 +133,9 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error), spawned *nativ
 	}
 	now := time.Now().UTC()
 	st := state.Status{State: state.Exited, ExitCode: &code, FinishedAt: &now, Error: reason}
-	if !spec.Detached {
-		// A foreground sandbox leaves nothing behind; its result is its exit code.
+	if !spec.Detached && !spec.Network.enabled() {
+		// A foreground sandbox leaves nothing behind; its result is its exit
+		// code. One with network keeps its audit log for `airlock audit`.
 		h.Remove()
 		return code, nil
 	}
@@ -126,6 +143,16 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error), spawned *nativ
 	<-closed // `airlock kill` waits for the lock: release it only when all is torn down
 	h.Release()
 	return code, nil
+}
+
+// gatewaySocket is where the gateway's front door listens: beside the
+// control socket under a name no longer than its, so it fits sun_path
+// (108 bytes) wherever the control socket does.
+func gatewaySocket(ctl string) string {
+	if dir, base := filepath.Split(ctl); base == "ctl.sock" {
+		return dir + "gw.sock"
+	}
+	return strings.TrimSuffix(ctl, ".sock") + ".gw"
 }
 
 // requestStop ends the sandbox from outside (airlock kill, a signal to an idle one).

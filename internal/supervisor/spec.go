@@ -14,6 +14,7 @@ import (
 // supervisor reads it back from the state dir.
 type Spec struct {
 	Native   native.Config `json:"native"`
+	Network  NetworkSpec   `json:"network,omitempty"`
 	Command  []string      `json:"command,omitempty"` // empty: an idle sandbox (detached only)
 	Env      []string      `json:"env"`               // the sandbox's environment
 	TTY      bool          `json:"tty,omitempty"`

@@ -25,6 +25,17 @@ type Config struct {
 	Hide      []string `json:"hide,omitempty"`      // extra paths always hidden (airlock's own state and config)
 	TmpBytes  int64    `json:"tmp_bytes,omitempty"` // size of /tmp
 	Limits    Limits   `json:"limits"`
+	// Files are host files bound read-only at Target inside (the gateway's
+	// socket, the CA bundle); a Target under /run or /tmp is created.
+	Files []FileMount `json:"files,omitempty"`
+	// Relay has the guest forward TCP connections on Listen to Socket.
+	Relay *proto.Relay `json:"relay,omitempty"`
+}
+
+// FileMount is one host file shown read-only inside.
+type FileMount struct {
+	Source string `json:"source"`
+	Target string `json:"target"`
 }
 
 // Limits bound the sandbox's resources; zero means no limit.
@@ -103,6 +114,9 @@ func Plan(c Config, env func(string) string) (*proto.Init, error) {
 		mounts = append(mounts, proto.Mount{Kind: proto.MountBind, Source: p, Target: p})
 	}
 	mounts = append(mounts, proto.Mount{Kind: proto.MountBind, Source: c.Workspace, Target: c.Workspace})
+	for _, f := range c.Files {
+		mounts = append(mounts, proto.Mount{Kind: proto.MountBind, Source: f.Source, Target: f.Target, ReadOnly: true})
+	}
 	// Parents before children, so a child's mountpoint can be made inside a
 	// fresh tmpfs (a workspace under /tmp or under the hidden home).
 	sort.SliceStable(mounts, func(i, j int) bool { return depth(mounts[i].Target) < depth(mounts[j].Target) })
@@ -113,6 +127,7 @@ func Plan(c Config, env func(string) string) (*proto.Init, error) {
 		Hide:     hidden(c, home, env),
 		Workdir:  c.Workspace,
 		Seccomp:  true,
+		Relay:    c.Relay,
 		Landlock: proto.Landlock{
 			Enabled: true,
 			RWDirs:  append([]string{"/tmp", home, "/dev/shm", "/dev/pts"}, c.RW...),

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/airlock-dev/airlock/internal/audit"
+	"github.com/airlock-dev/airlock/internal/ca"
+	"github.com/airlock-dev/airlock/internal/state"
+)
+
+func newAuditCmd() *cobra.Command {
+	var follow, asJSON bool
+	c := &cobra.Command{
+		Use:   "audit [-f] [--json] ID|NAME",
+		Short: "Print what a sandbox's network did: every request, refusal and secret swap",
+		Args:  oneArg("sandbox ID or name"),
+		RunE: func(c *cobra.Command, args []string) error {
+			e, err := resolve(args[0])
+			if err != nil {
+				return err
+			}
+			path := filepath.Join(e.Dir, "audit.jsonl")
+			if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) && !follow {
+				return fmt.Errorf("sandbox %s has no audit log: it had no network (run with --allow-host to give it one)", args[0])
+			}
+			color := !asJSON && audit.UseColor(os.Stdout)
+			enc := json.NewEncoder(c.OutOrStdout())
+			print := func(r audit.Record) error {
+				if asJSON {
+					return enc.Encode(r)
+				}
+				_, err := fmt.Fprintln(c.OutOrStdout(), audit.Format(r, color))
+				return err
+			}
+			if follow {
+				ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+				defer stop()
+				return audit.Follow(ctx, path, print, func() bool {
+					cur, err := resolve(e.Record.ID)
+					return err != nil || cur.Status.State != state.Running
+				})
+			}
+			f, err := os.Open(path)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			return audit.Read(f, print, func(line int, err error) {
+				fmt.Fprintf(c.ErrOrStderr(), "airlock: audit line %d unreadable: %v\n", line, err)
+			})
+		},
+	}
+	c.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing until the sandbox stops")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the JSON records")
+	return c
+}
+
+func newCACmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "ca",
+		Short: "Print the path and certificate of airlock's local CA (made on first use)",
+		Long: `airlock intercepts HTTPS from sandboxes with a local certificate authority,
+created on first use under your config dir (key mode 0600). Sandboxes trust it
+automatically; this prints it, e.g. to inspect it or trust it elsewhere.`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			dir, err := ca.Dir()
+			if err != nil {
+				return err
+			}
+			authority, err := ca.Load(dir)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(c.ErrOrStderr(), "%s\n", authority.Path())
+			_, err = c.OutOrStdout().Write(authority.CertPEM())
+			return err
+		},
+	}
+}
