@@ -173,6 +173,11 @@ func cleanPath(raw string) (string, error) {
 	if strings.Contains(lower, "%2f") || strings.Contains(lower, "%5c") {
 		return "", errors.New("encoded slash or backslash (%2f, %5c) in path: servers disagree on whether it separates segments")
 	}
+	if strings.Contains(lower, "%2e") {
+		// Clients have no reason to encode a dot, and servers disagree on
+		// whether %2e%2e is a parent segment: refuse rather than guess.
+		return "", errors.New("encoded dot (%2e) in path: servers disagree on whether it can form a '..' segment")
+	}
 	dec, err := url.PathUnescape(raw)
 	if err != nil {
 		return "", errors.New("malformed percent-encoding in path")
