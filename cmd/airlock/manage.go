@@ -183,18 +183,7 @@ func newKillCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var failed []string
-			for _, e := range targets {
-				if err := kill(e); err != nil {
-					failed = append(failed, fmt.Sprintf("%s: %v", e.Record.ID, err))
-					continue
-				}
-				fmt.Fprintln(c.OutOrStdout(), e.Record.ID)
-			}
-			if len(failed) > 0 {
-				return errors.New(strings.Join(failed, "; "))
-			}
-			return nil
+			return forEach(c.OutOrStdout(), targets, kill)
 		},
 	}
 	c.Flags().BoolVarP(&all, "all", "a", false, "kill every running sandbox")
@@ -222,6 +211,23 @@ func kill(e state.Entry) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return errors.New("still running 10s after the kill request")
+}
+
+// forEach applies do to each sandbox, printing the ID of each it did, and
+// reports all failures together: one bad sandbox does not stop the rest.
+func forEach(w io.Writer, targets []state.Entry, do func(state.Entry) error) error {
+	var failed []string
+	for _, e := range targets {
+		if err := do(e); err != nil {
+			failed = append(failed, fmt.Sprintf("%s: %v", e.Record.ID, err))
+			continue
+		}
+		fmt.Fprintln(w, e.Record.ID)
+	}
+	if len(failed) > 0 {
+		return errors.New(strings.Join(failed, "; "))
+	}
+	return nil
 }
 
 // pick resolves refs, or with all, every entry that match accepts.
@@ -271,28 +277,17 @@ func newRmCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var failed []string
-			for _, e := range targets {
+			return forEach(c.OutOrStdout(), targets, func(e state.Entry) error {
 				if e.Status.State == state.Running {
 					if !force {
-						failed = append(failed, fmt.Sprintf("%s is running: stop it with airlock kill %s, or use rm -f", e.Record.ID, e.Record.ID))
-						continue
+						return fmt.Errorf("running: stop it with airlock kill %s, or use rm -f", e.Record.ID)
 					}
 					if err := kill(e); err != nil {
-						failed = append(failed, fmt.Sprintf("%s: %v", e.Record.ID, err))
-						continue
+						return err
 					}
 				}
-				if err := remove(e); err != nil {
-					failed = append(failed, fmt.Sprintf("%s: %v", e.Record.ID, err))
-					continue
-				}
-				fmt.Fprintln(c.OutOrStdout(), e.Record.ID)
-			}
-			if len(failed) > 0 {
-				return errors.New(strings.Join(failed, "; "))
-			}
-			return nil
+				return remove(e)
+			})
 		},
 	}
 	c.Flags().BoolVar(&stopped, "stopped", false, "remove every sandbox that is not running")

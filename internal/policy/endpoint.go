@@ -150,7 +150,7 @@ func canonicalHost(s string) (string, error) {
 	if a, ok := parseAddrLiteral(s); ok {
 		return a.WithZone("").Unmap().String(), nil
 	}
-	return normalizeName(s)
+	return NormalizeName(s)
 }
 
 // cleanPath percent-decodes an origin-form path and refuses the forms on which a proxy

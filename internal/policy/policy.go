@@ -138,7 +138,7 @@ func (p *Policy) Host(name string, port uint16) Decision {
 	if ip, ok := parseAddrLiteral(name); ok {
 		return p.Direct(ip, port)
 	}
-	n, err := normalizeName(name)
+	n, err := NormalizeName(name)
 	if err != nil {
 		return Decision{Verdict: Deny, Rule: ruleInvalid, Reason: fmt.Sprintf("host %q is not a valid name: %v", name, err)}
 	}

@@ -46,20 +46,25 @@ type hostRule struct {
 	ports  portSpec
 }
 
-// matchName implements Cloister wildcards: "*.example.com" matches example.com and
-// exactly one more label, so a rule never silently grows to cover deeper subdomains.
 func (r *hostRule) matchName(n string) bool {
 	switch r.kind {
 	case kindName:
 		return n == r.name
 	case kindPattern:
-		if n == r.name {
-			return true
-		}
-		head, ok := strings.CutSuffix(n, "."+r.name)
-		return ok && head != "" && !strings.Contains(head, ".")
+		return MatchPattern(r.name, n)
 	}
 	return false
+}
+
+// MatchPattern reports whether the normalised name n falls under the
+// wildcard "*.suffix": the apex suffix itself or exactly one more label, so
+// a rule never silently grows to cover deeper subdomains (Cloister's rule).
+func MatchPattern(suffix, n string) bool {
+	if n == suffix {
+		return true
+	}
+	head, ok := strings.CutSuffix(n, "."+suffix)
+	return ok && head != "" && !strings.Contains(head, ".")
 }
 
 // names reports whether an allow rule names an address of class c explicitly enough to
@@ -154,7 +159,7 @@ func parseHostRule(s string) (hostRule, error) {
 		return r, r.setAddr(host)
 	}
 	if suffix, ok := strings.CutPrefix(host, "*."); ok {
-		n, err := normalizeName(suffix)
+		n, err := NormalizeName(suffix)
 		if err != nil {
 			return r, fmt.Errorf("after *.: %v", err)
 		}
@@ -164,7 +169,7 @@ func parseHostRule(s string) (hostRule, error) {
 	if strings.Contains(host, "*") {
 		return r, errors.New("a wildcard may only be a whole leading label, as in *.example.com")
 	}
-	n, err := normalizeName(host)
+	n, err := NormalizeName(host)
 	if err != nil {
 		return r, err
 	}
@@ -231,9 +236,10 @@ func checkASCII(s string) error {
 	return nil
 }
 
-// normalizeName lower-cases a host name, drops one trailing dot and checks it is a
-// plausible DNS name.
-func normalizeName(s string) (string, error) {
+// NormalizeName lower-cases a host name, drops one trailing dot and checks it is a
+// plausible DNS name: ASCII, labels of 1-63 letters, digits, '-' and '_', and a last
+// label that cannot read as an IPv4 address.
+func NormalizeName(s string) (string, error) {
 	if err := checkASCII(s); err != nil {
 		return "", err
 	}

@@ -14,6 +14,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/airlock-dev/airlock/internal/policy"
 )
 
 const (
@@ -217,7 +219,7 @@ func normalizeHost(h string) (string, error) {
 		return "", errors.New("secrets are bound to hosts, not ports; drop the :PORT")
 	}
 	if suffix, ok := strings.CutPrefix(h, "*."); ok {
-		n, err := normalizeName(suffix)
+		n, err := policy.NormalizeName(suffix)
 		if err != nil {
 			return "", fmt.Errorf("after *.: %w", err)
 		}
@@ -229,46 +231,7 @@ func normalizeHost(h string) (string, error) {
 	if strings.Contains(h, "*") {
 		return "", errors.New("a wildcard may only be a whole leading label, as in *.example.com")
 	}
-	return normalizeName(h)
-}
-
-// normalizeName lower-cases a host name, drops one trailing dot and checks it is a
-// plausible DNS name (the policy package's rules).
-func normalizeName(s string) (string, error) {
-	s = strings.ToLower(strings.TrimSuffix(s, "."))
-	if s == "" {
-		return "", errors.New("empty name")
-	}
-	if len(s) > 253 {
-		return "", errors.New("name longer than 253 characters")
-	}
-	labels := strings.Split(s, ".")
-	for _, l := range labels {
-		if l == "" {
-			return "", errors.New("empty label (two dots in a row, or a leading dot)")
-		}
-		if len(l) > 63 {
-			return "", errors.New("label longer than 63 characters")
-		}
-		if l[0] == '-' || l[len(l)-1] == '-' {
-			return "", fmt.Errorf("label %q starts or ends with '-'", l)
-		}
-		for i := 0; i < len(l); i++ {
-			c := l[i]
-			if c >= 0x80 {
-				return "", errors.New("not ASCII; write internationalised names in punycode (xn--...)")
-			}
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-				return "", fmt.Errorf("character %q is not allowed in a host name", c)
-			}
-		}
-	}
-	// "127.1" and "0x7f.1" read as addresses to inet_aton; no real top-level domain is numeric.
-	last := labels[len(labels)-1]
-	if strings.Trim(last, "0123456789") == "" || (strings.HasPrefix(last, "0x") && strings.Trim(last[2:], "0123456789abcdef") == "") {
-		return "", errors.New("numeric last label: this reads as an IPv4 address; write the address in dotted-quad form")
-	}
-	return s, nil
+	return policy.NormalizeName(h)
 }
 
 // canonHost turns the host a request goes to ("API.x.com", "x.com:443", "[::1]:8080",
@@ -284,16 +247,11 @@ func canonHost(h string) string {
 	return strings.ToLower(strings.TrimSuffix(h, "."))
 }
 
-// hostMatches implements the policy package's wildcards: "*.example.com" matches
-// example.com and exactly one more label, so a secret never silently reaches deeper
-// subdomains. Both arguments are normalised.
+// hostMatches matches a configured host (normalised; maybe "*.name") with the
+// policy package's wildcard rule, so secrets and policy never disagree.
 func hostMatches(pattern, host string) bool {
 	if suffix, ok := strings.CutPrefix(pattern, "*."); ok {
-		if host == suffix {
-			return true
-		}
-		head, ok := strings.CutSuffix(host, "."+suffix)
-		return ok && head != "" && !strings.Contains(head, ".")
+		return policy.MatchPattern(suffix, host)
 	}
 	return host == pattern
 }
