@@ -52,15 +52,15 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error), spawned *nativ
 		}
 	}
 	fail := func(err error) (int, error) {
+		if spawned != nil {
+			spawned.Close() // idempotent: Start closes it on its own errors too
+		}
 		h.Remove()
 		notify(err)
 		return ExitAirlock, err
 	}
 	config, err := json.Marshal(spec)
 	if err != nil {
-		if spawned != nil {
-			spawned.Close()
-		}
 		return fail(err)
 	}
 	rec := state.Record{
@@ -71,9 +71,6 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error), spawned *nativ
 	if spec.Network.enabled() {
 		nw, err := startNetwork(spec.Network, h.ID(), h.Dir(), gatewaySocket(sock))
 		if err != nil {
-			if spawned != nil {
-				spawned.Close()
-			}
 			return fail(err)
 		}
 		defer nw.Close()
