@@ -15,10 +15,13 @@ import (
 	"encoding/pem"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"math/big"
 	"net/http"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -26,6 +29,7 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:443", "listen address")
 	name := flag.String("name", "api.demo.test", "the server's DNS name")
 	caOut := flag.String("ca-out", "demo-ca.pem", "where to write the CA certificate clients must trust")
+	quiet := flag.Bool("quiet", false, "answer \"ok\" and log nothing (benchmarks)")
 	flag.Parse()
 	cert, caPEM, err := issue(*name)
 	if err != nil {
@@ -38,6 +42,14 @@ func main() {
 		Addr:      *addr,
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}},
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if n, ok := strings.CutPrefix(r.URL.Path, "/bytes/"); ok { // for bench/gateway.sh
+				serveBytes(w, n)
+				return
+			}
+			if *quiet {
+				io.WriteString(w, "ok\n")
+				return
+			}
 			// The host-side log shows what really left the sandbox; the echo
 			// shows what the sandbox gets back (airlock redacts real values).
 			fmt.Printf("received %s %s  Authorization: %s\n", r.Method, r.URL.Path, r.Header.Get("Authorization"))
@@ -46,6 +58,24 @@ func main() {
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	log.Fatal(srv.ListenAndServeTLS("", ""))
+}
+
+// serveBytes streams n bytes (a size like 1048576) from one reused buffer.
+func serveBytes(w http.ResponseWriter, n string) {
+	size, err := strconv.ParseInt(n, 10, 64)
+	if err != nil || size < 0 {
+		http.Error(w, "bad size", http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Length", n)
+	buf := make([]byte, 256<<10)
+	for size > 0 {
+		chunk := buf[:min(int64(len(buf)), size)]
+		if _, err := w.Write(chunk); err != nil {
+			return
+		}
+		size -= int64(len(chunk))
+	}
 }
 
 // issue makes a throwaway CA and a leaf for name signed by it.

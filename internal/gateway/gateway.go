@@ -78,6 +78,9 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Resolver == nil {
 		cfg.Resolver = net.DefaultResolver
 	}
+	if len(cfg.Secrets.Names()) == 0 {
+		cfg.Secrets = nil // nothing to swap or redact: keep bodies off the scanning path
+	}
 	d := &net.Dialer{Timeout: dialTimeout}
 	return &Gateway{cfg: cfg, dial: func(ctx context.Context, addr string) (net.Conn, error) {
 		return d.DialContext(ctx, "tcp", addr)

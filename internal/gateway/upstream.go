@@ -11,6 +11,7 @@ import (
 	"net/http/httputil"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/audit"
@@ -50,6 +51,7 @@ func newUpstream(g *Gateway, t target, scheme string) *upstream {
 		},
 		Transport:      transport,
 		FlushInterval:  -1, // stream: server-sent events must not wait in a buffer
+		BufferPool:     copyBuffers,
 		ModifyResponse: u.redact,
 		ErrorHandler:   u.fail,
 		ErrorLog:       discardLogger,
@@ -211,6 +213,15 @@ func (u *upstream) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	http.Error(w, "airlock: "+reason, status)
 }
+
+// copyBuffers are larger than the reverse proxy's default 32 KiB: fewer,
+// bigger writes through two TLS layers.
+var copyBuffers = &bufferPool{p: sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}}
+
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte  { return *(b.p.Get().(*[]byte)) }
+func (b *bufferPool) Put(x []byte) { b.p.Put(&x) }
 
 type readCloser struct {
 	io.Reader

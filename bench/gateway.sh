@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The gateway, side by side in one run, on loopback: a local HTTPS server
+# (demo/upstream on 127.0.0.4:443, its own CA) reached directly by curl on the
+# host, and by the same curl inside an airlock sandbox through the gateway
+# (explicit front door: the guest's relay -> Unix socket -> gateway, TLS
+# intercepted and re-originated). Measures:
+#   1. a large download (SIZE_MB, default 1024): MB/s each way and the ratio
+#   2. 1,000 small requests on one keep-alive connection: p50/p99 per request
+#   3. 200 concurrent requests: how many succeed
+#   4. host-side memory of an idle sandbox with its gateway (supervisor RSS)
+# Needs root (port 443), curl and jq.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ "$(id -u)" = 0 ] || { echo "bench: needs root to bind the test server on port 443" >&2; exit 1; }
+for c in curl jq; do command -v $c >/dev/null || { echo "bench: $c is missing: apt-get install $c" >&2; exit 1; }; done
+SIZE_MB=${SIZE_MB:-1024}
+N=${N:-1000}
+ADDR=127.0.0.4
+
+work=$(mktemp -d /tmp/airlock-gwbench.XXXXXX)
+chmod 755 "$work"
+export AIRLOCK_STATE_DIR=$work/state
+trap '"$work/airlock" kill --all >/dev/null 2>&1 || true; kill $up 2>/dev/null || true; rm -rf "$work"' EXIT
+CGO_ENABLED=0 go build -o "$work/airlock" ./cmd/airlock
+go build -o "$work/upstream" ./demo/upstream
+"$work/upstream" -quiet -addr $ADDR:443 -name api.bench.test -ca-out "$work/ca.pem" &
+up=$!
+sleep 0.3
+mkdir -p "$work/ws"
+cd "$work/ws"
+net=(--allow-host api.bench.test --add-host api.bench.test:$ADDR --upstream-ca "$work/ca.pem")
+url=https://api.bench.test
+direct=(curl -sS --cacert "$work/ca.pem" --resolve api.bench.test:443:$ADDR)
+inside() { "$work/airlock" run -q "${net[@]}" -- "$@"; }
+
+echo "== 1. download of $SIZE_MB MiB"
+bytes=$((SIZE_MB << 20))
+d=$("${direct[@]}" -o /dev/null -w '%{speed_download}' "$url/bytes/$bytes")
+g=$(inside curl -sS -o /dev/null -w '%{speed_download}' "$url/bytes/$bytes")
+awk -v d="$d" -v g="$g" 'BEGIN{printf "direct %8.0f MB/s\ngateway %7.0f MB/s\nratio gateway/direct: %.2f\n", d/1e6, g/1e6, g/d}'
+
+echo "== 2. $N small requests on one keep-alive connection (ms per request)"
+urls=$(for i in $(seq "$N"); do printf -- '-o /dev/null %s/small/%d ' "$url" "$i"; done)
+pct() { sort -n | awk '{a[NR]=$1} END{printf "p50 %.3f  p99 %.3f\n", a[int(NR*0.5)]*1000, a[int(NR*0.99)]*1000}'; }
+# per transfer; all but the first reuse the connection (p50 and p99 ignore its set-up)
+printf 'direct   '; "${direct[@]}" -w '%{time_total}\n' $urls | pct
+printf 'gateway  '; inside sh -c "curl -sS -w '%{time_total}\n' $urls" | pct
+
+echo "== 3. 200 concurrent requests through the gateway"
+par=$(for i in $(seq 200); do printf -- '-o /dev/null %s/c/%d ' "$url" "$i"; done)
+ok=$(inside sh -c "curl -sS --parallel --parallel-max 200 -w '%{http_code}\n' $par 2>/dev/null" | grep -c '^200$' || true)
+echo "$ok of 200 succeeded"
+
+echo "== 4. host-side memory of an idle sandbox with its gateway"
+id=$("$work/airlock" run -d -q "${net[@]}")
+sleep 0.5
+sup=$("$work/airlock" get "$id" | jq -r .pid)
+guest=$(pgrep -P "$sup" | head -1)
+rss() { awk '/VmRSS/{print $2/1024}' "/proc/$1/status"; }
+printf 'supervisor + gateway: %.1f MiB RSS; sandbox PID 1 (guest): %.1f MiB RSS\n' "$(rss "$sup")" "$(rss "$guest")"
+"$work/airlock" kill "$id" >/dev/null
