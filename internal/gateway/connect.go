@@ -38,17 +38,25 @@ func (g *Gateway) connect(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	closeUpstream := func() {
+		if upstream != nil {
+			upstream.Close()
+		}
+	}
 	hj, ok := w.(http.Hijacker)
 	if !ok {
+		closeUpstream()
 		http.Error(w, "airlock: cannot take over this connection", http.StatusInternalServerError)
 		return
 	}
 	conn, brw, err := hj.Hijack()
 	if err != nil {
+		closeUpstream()
 		return
 	}
 	conn.SetDeadline(time.Time{})
 	if _, err := io.WriteString(conn, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		closeUpstream()
 		conn.Close()
 		return
 	}
@@ -99,7 +107,9 @@ func closeWrite(c net.Conn) {
 // ALPN chose).
 func (g *Gateway) intercept(client net.Conn, t target) {
 	if t.port == 80 { // CONNECT to a plain HTTP port: requests come in clear
-		serveConn(client, newUpstream(g, t, "http"))
+		u := newUpstream(g, t, "http")
+		serveConn(client, u)
+		u.close()
 		return
 	}
 	tc := tls.Server(client, &tls.Config{
@@ -122,7 +132,9 @@ func (g *Gateway) intercept(client net.Conn, t target) {
 		g.record(audit.Record{Kind: "network", Host: t.host, Port: int(t.port), Decision: "deny", Rule: t.rule, Reason: "TLS handshake with the sandbox failed: " + err.Error()})
 		return
 	}
-	serveConn(tc, newUpstream(g, t, "https"))
+	u := newUpstream(g, t, "https")
+	serveConn(tc, u)
+	u.close()
 }
 
 func sameHost(a, b string) bool {

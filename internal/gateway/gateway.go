@@ -133,7 +133,9 @@ func (g *Gateway) front(w http.ResponseWriter, r *http.Request) {
 			g.refuse(w, host, port, d, "plain HTTP needs a bare host rule (ports 80/443)")
 			return
 		}
-		newUpstream(g, t, "http").ServeHTTP(w, r)
+		u := newUpstream(g, t, "http")
+		u.ServeHTTP(w, r)
+		u.close()
 	default:
 		http.Error(w, "airlock: this is a proxy: send CONNECT host:port or an absolute http:// URL", http.StatusBadRequest)
 	}

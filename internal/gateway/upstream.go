@@ -23,11 +23,16 @@ import (
 // rules, secret placeholders swapped toward their own hosts, real values
 // redacted from responses, streamed both ways, one audit record each.
 type upstream struct {
-	g      *Gateway
-	t      target
-	scheme string
-	proxy  *httputil.ReverseProxy
+	g         *Gateway
+	t         target
+	scheme    string
+	proxy     *httputil.ReverseProxy
+	transport *http.Transport
 }
+
+// close drops the upstream connections kept alive for this sandbox
+// connection once it is over (a WebSocket taken over is not idle: it stays).
+func (u *upstream) close() { u.transport.CloseIdleConnections() }
 
 func newUpstream(g *Gateway, t target, scheme string) *upstream {
 	u := &upstream{g: g, t: t, scheme: scheme}
@@ -43,6 +48,7 @@ func newUpstream(g *Gateway, t target, scheme string) *upstream {
 		IdleConnTimeout:       90 * time.Second,
 		MaxIdleConnsPerHost:   8,
 	}
+	u.transport = transport
 	u.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = scheme
