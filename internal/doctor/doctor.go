@@ -49,7 +49,7 @@ type Report struct {
 	Checks      []Check `json:"checks"`
 	Kernel      string  `json:"kernel"`
 	User        string  `json:"user"`
-	NetworkMode string  `json:"network_mode"` // "tap" or "proxy"; the tun check says why
+	NetworkMode string  `json:"network_mode"` // "proxy" (HTTP(S)_PROXY through the gateway); "tap" once transparent mode exists
 }
 
 // Run probes this kernel as the calling user. Every probe is bounded and leaves nothing
@@ -68,11 +68,10 @@ func Run() Report {
 		tun,
 		probeOverlay(ver, userns.Status != StatusMissing),
 	}
-	// The tap device lives in the sandbox's network namespace, which needs the user namespace.
+	// Only the gateway's explicit proxy door exists so far; the transparent
+	// tap mode (which would need the tun check and the user namespace) is
+	// still to come, so this says what a sandbox really gets today.
 	r.NetworkMode = "proxy"
-	if tun.Status == StatusOK && userns.Status != StatusMissing {
-		r.NetworkMode = "tap"
-	}
 	return r
 }
 
