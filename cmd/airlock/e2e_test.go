@@ -66,8 +66,12 @@ func newEnv(t *testing.T) *env {
 			t.Fatal(err)
 		}
 	}
-	// Whatever a test leaves running, even when it fails half-way, is stopped.
-	t.Cleanup(func() { e.cmd("kill", "--all").Run() })
+	// Whatever a test leaves running, even when it fails half-way, is stopped,
+	// and what a killed supervisor left (its cgroup) is pruned.
+	t.Cleanup(func() {
+		e.cmd("kill", "--all").Run()
+		e.cmd("prune").Run()
+	})
 	return e
 }
 
