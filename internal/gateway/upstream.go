@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -124,7 +125,7 @@ func swapRequest(s *secrets.Set, host string, r *http.Request) ([]string, error)
 	var all []string
 	add := func(names []string) {
 		for _, n := range names {
-			if !contains(all, n) {
+			if !slices.Contains(all, n) {
 				all = append(all, n)
 			}
 		}
@@ -141,19 +142,10 @@ func swapRequest(s *secrets.Set, host string, r *http.Request) ([]string, error)
 		r.URL.Path, r.URL.RawPath, r.URL.RawQuery = nu.Path, nu.RawPath, nu.RawQuery
 		add(names)
 	}
-	for k, vs := range r.Header {
+	for _, vs := range r.Header {
 		for i, v := range vs {
-			swap := s.SwapHeader
-			if k == "Authorization" || k == "Proxy-Authorization" {
-				swap = s.SwapBasicAuth
-				if nv, names, err := s.SwapHeader(host, v); err != nil {
-					return nil, err
-				} else if len(names) > 0 {
-					v = nv
-					add(names)
-				}
-			}
-			nv, names, err := swap(host, v)
+			// SwapHeader also looks inside "Basic ..." credentials.
+			nv, names, err := s.SwapHeader(host, v)
 			if err != nil {
 				return nil, err
 			}
@@ -169,15 +161,6 @@ func swapRequest(s *secrets.Set, host string, r *http.Request) ([]string, error)
 		r.Body = readCloser{s.SwapBody(host, r.Body), r.Body}
 	}
 	return all, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // redact replaces real secret values an upstream echoes back (an echo
