@@ -42,13 +42,12 @@ with its status. It gets the sandbox's environment plus --env.`,
 			if err != nil {
 				return err
 			}
-			var extra []string
-			for _, kv := range env {
-				if k, _, ok := cutEnv(kv); ok {
-					extra = append(extra, kv)
-				} else if v, set := os.LookupEnv(k); set {
-					extra = append(extra, k+"="+v)
-				}
+			extra, warnings, err := supervisor.EnvFlags(os.Environ(), env)
+			if err != nil {
+				return usageError{err.Error()}
+			}
+			for _, w := range warnings {
+				fmt.Fprintf(os.Stderr, "airlock: warning: %s\n", w)
 			}
 			cl, err := supervisor.Dial(e.SocketPath())
 			if err != nil {
@@ -68,15 +67,6 @@ with its status. It gets the sandbox's environment plus --env.`,
 	c.Flags().StringArrayVarP(&env, "env", "e", nil, "pass host variable `NAME`, or set NAME=VALUE (repeatable)")
 	c.Flags().StringVarP(&dir, "workdir", "C", "", "working directory inside (default: the workspace)")
 	return c
-}
-
-func cutEnv(kv string) (string, string, bool) {
-	for i := 0; i < len(kv); i++ {
-		if kv[i] == '=' {
-			return kv[:i], kv[i+1:], true
-		}
-	}
-	return kv, "", false
 }
 
 // resolve finds a sandbox by ID, unique ID prefix or name.

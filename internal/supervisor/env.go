@@ -15,55 +15,57 @@ var passedEnv = map[string]bool{
 }
 
 // SandboxEnv builds the sandbox's environment from the host's: the allowlist,
-// then HOME/TMPDIR pointing inside, then each --env (NAME takes the host's
-// value, NAME=VALUE sets one). Later entries win.
+// then HOME/TMPDIR pointing inside, then each --env (see EnvFlags). Later
+// entries win.
 func SandboxEnv(host []string, home, id string, extra []string) ([]string, []string, error) {
-	vars := map[string]string{}
-	var order []string
-	set := func(k, v string) {
-		if _, ok := vars[k]; !ok {
-			order = append(order, k)
-		}
-		vars[k] = v
-	}
-	hostVal := map[string]string{}
+	var env []string
 	for _, kv := range host {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			continue
-		}
-		hostVal[k] = v
-		if passedEnv[k] || strings.HasPrefix(k, "LC_") {
-			set(k, v)
+		if k, _, ok := strings.Cut(kv, "="); ok && (passedEnv[k] || strings.HasPrefix(k, "LC_")) {
+			env = mergeEnv(env, []string{kv})
 		}
 	}
-	if _, ok := vars["PATH"]; !ok {
-		set("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+	if _, ok := lookupEnv(env, "PATH"); !ok {
+		env = append(env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
 	}
-	set("HOME", home)
-	set("TMPDIR", "/tmp")
-	set("AIRLOCK_SANDBOX", id)
-	var warnings []string
-	for _, e := range extra {
-		k, v, hasValue := strings.Cut(e, "=")
+	env = mergeEnv(env, []string{"HOME=" + home, "TMPDIR=/tmp", "AIRLOCK_SANDBOX=" + id})
+	flags, warnings, err := EnvFlags(host, extra)
+	if err != nil {
+		return nil, nil, err
+	}
+	return mergeEnv(env, flags), warnings, nil
+}
+
+// EnvFlags resolves --env entries against the host's environment: NAME takes
+// the host's value (left out, with a warning, when the host has none) and
+// NAME=VALUE sets one.
+func EnvFlags(host, flags []string) (set, warnings []string, err error) {
+	for _, e := range flags {
+		k, _, hasValue := strings.Cut(e, "=")
 		if !validEnvName(k) {
 			return nil, nil, fmt.Errorf("--env %q: a variable name is letters, digits and _ , not starting with a digit", e)
 		}
-		if !hasValue {
-			hv, ok := hostVal[k]
-			if !ok {
-				warnings = append(warnings, fmt.Sprintf("--env %s: not set on the host, so not set inside", k))
-				continue
-			}
-			v = hv
+		if hasValue {
+			set = append(set, e)
+			continue
 		}
-		set(k, v)
+		v, ok := lookupEnv(host, k)
+		if !ok {
+			warnings = append(warnings, fmt.Sprintf("--env %s: not set on the host, so not set inside", k))
+			continue
+		}
+		set = append(set, k+"="+v)
 	}
-	out := make([]string, 0, len(order))
-	for _, k := range order {
-		out = append(out, k+"="+vars[k])
+	return set, warnings, nil
+}
+
+// lookupEnv finds k in env (the last entry wins, as for the kernel's getenv users).
+func lookupEnv(env []string, k string) (string, bool) {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], k+"="); ok {
+			return v, true
+		}
 	}
-	return out, warnings, nil
+	return "", false
 }
 
 func validEnvName(k string) bool {
