@@ -63,12 +63,12 @@ func (g *guest) exec(id uint32, req *proto.Exec, passed []*os.File) {
 		drained sync.WaitGroup
 	)
 	defer close(p.done) // ends the stdin writer, whatever happened
-	defer closeAll(passed)
+	defer proto.CloseFiles(passed)
 	switch {
 	case req.TTY:
 		ptm, pts, err := pty.Open()
 		if err != nil {
-			closeAll(passed)
+			proto.CloseFiles(passed)
 			g.fail(id, "open pty", err)
 			return
 		}
@@ -99,7 +99,7 @@ func (g *guest) exec(id uint32, req *proto.Exec, passed []*os.File) {
 		if reason != "" {
 			fmt.Fprintf(stdio[2], "airlock: %s\n", reason)
 		}
-		closeAll(inChild) // in stream mode the output pipes now reach EOF
+		proto.CloseFiles(inChild) // in stream mode the output pipes now reach EOF
 		waitTimeout(&drained, outputDrain)
 		g.reply(&proto.Msg{ID: id, Op: proto.OpExit, Exit: &proto.Exit{Code: code, Reason: reason, DurationMS: time.Since(start).Milliseconds()}})
 	}
@@ -129,7 +129,7 @@ func (g *guest) exec(id uint32, req *proto.Exec, passed []*os.File) {
 		exit(code, fmt.Sprintf("%s: %v", req.Argv[0], err))
 		return
 	}
-	closeAll(inChild)
+	proto.CloseFiles(inChild)
 	inChild = nil
 	p.pid = pid
 	g.mu.Lock()
@@ -187,7 +187,7 @@ func (g *guest) streams(id uint32, p *process, drained *sync.WaitGroup) (stdio [
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
-		closeAll([]*os.File{inR, inW, outR, outW})
+		proto.CloseFiles([]*os.File{inR, inW, outR, outW})
 		return stdio, nil, err
 	}
 	p.stdin = make(chan []byte, 64)

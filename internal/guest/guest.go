@@ -153,14 +153,14 @@ func (g *guest) handle(m *proto.Msg, files []*os.File) {
 	switch m.Op {
 	case proto.OpExec:
 		if m.Exec == nil || len(m.Exec.Argv) == 0 {
-			closeAll(files)
+			proto.CloseFiles(files)
 			g.fail(m.ID, "exec", errors.New("empty command"))
 			return
 		}
 		go g.exec(m.ID, m.Exec, files)
 		return
 	case proto.OpStdin, proto.OpStdinClose, proto.OpSignal, proto.OpResize:
-		closeAll(files)
+		proto.CloseFiles(files)
 		g.mu.Lock()
 		p := g.procs[m.ID]
 		g.mu.Unlock()
@@ -170,7 +170,7 @@ func (g *guest) handle(m *proto.Msg, files []*os.File) {
 		p.control(m)
 		return
 	}
-	closeAll(files)
+	proto.CloseFiles(files)
 	go func() {
 		res, err := g.file(m)
 		if err != nil {
@@ -180,10 +180,4 @@ func (g *guest) handle(m *proto.Msg, files []*os.File) {
 		res.ID, res.Op = m.ID, proto.OpResult
 		g.reply(res)
 	}()
-}
-
-func closeAll(files []*os.File) {
-	for _, f := range files {
-		f.Close()
-	}
 }

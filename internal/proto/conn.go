@@ -199,3 +199,10 @@ func (c *Conn) Close() error {
 
 // CloseWrite half-closes the connection so the peer's Recv sees EOF.
 func (c *Conn) CloseWrite() error { return c.uc.CloseWrite() }
+
+// CloseFiles closes descriptors that arrived with a message and are not needed.
+func CloseFiles(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
+}

@@ -67,7 +67,7 @@ func (sv *supervisor) client(c *proto.Conn) {
 		switch m.Op {
 		case proto.OpExec:
 			go func(id uint32, req *proto.Exec, files []*os.File) {
-				defer closeFiles(files)
+				defer proto.CloseFiles(files)
 				if req == nil || len(req.Argv) == 0 {
 					c.Send(&proto.Msg{ID: id, Op: proto.OpError, Err: &proto.Error{Step: "exec", Message: "empty command"}})
 					return
@@ -80,7 +80,7 @@ func (sv *supervisor) client(c *proto.Conn) {
 					c.Send(&proto.Msg{ID: id, Op: proto.OpOutput, Stream: stream, Data: data})
 				}
 				p, err := sv.sb.Exec(req, output, files...)
-				closeFiles(files)
+				proto.CloseFiles(files)
 				if err != nil {
 					c.Send(&proto.Msg{ID: id, Op: proto.OpError, Err: &proto.Error{Step: "exec", Message: err.Error()}})
 					return
@@ -108,7 +108,7 @@ func (sv *supervisor) client(c *proto.Conn) {
 				c.Send(&proto.Msg{ID: id, Op: proto.OpExit, Exit: e})
 			}(m.ID, m.Exec, files)
 		case proto.OpSignal, proto.OpStdin, proto.OpStdinClose:
-			closeFiles(files)
+			proto.CloseFiles(files)
 			mu.Lock()
 			p := procs[m.ID]
 			mu.Unlock()
@@ -124,11 +124,11 @@ func (sv *supervisor) client(c *proto.Conn) {
 				p.CloseStdin()
 			}
 		case proto.OpKill:
-			closeFiles(files)
+			proto.CloseFiles(files)
 			sv.requestStop("stopped by airlock kill")
 			c.Send(&proto.Msg{ID: m.ID, Op: proto.OpResult})
 		default:
-			closeFiles(files)
+			proto.CloseFiles(files)
 			go func(m proto.Msg) {
 				id := m.ID
 				r, err := sv.sb.Call(context.Background(), &m)
@@ -144,11 +144,5 @@ func (sv *supervisor) client(c *proto.Conn) {
 				c.Send(r)
 			}(*m)
 		}
-	}
-}
-
-func closeFiles(files []*os.File) {
-	for _, f := range files {
-		f.Close()
 	}
 }

@@ -261,7 +261,7 @@ func (s *Sandbox) Call(ctx context.Context, m *proto.Msg) (*proto.Msg, error) {
 		if !ok {
 			return nil, ErrClosed
 		}
-		closeFiles(r.Files)
+		proto.CloseFiles(r.Files)
 		if r.Op == proto.OpError {
 			return nil, r.Err
 		}
@@ -305,7 +305,7 @@ func (s *Sandbox) Exec(req *proto.Exec, output func(stream uint8, data []byte), 
 			if len(r.Files) > 0 {
 				p.PTY, r.Files = r.Files[0], r.Files[1:]
 			}
-			closeFiles(r.Files)
+			proto.CloseFiles(r.Files)
 			return p, nil
 		case proto.OpExit: // never started: not found, not executable
 			p.exit = r.Exit
@@ -317,7 +317,7 @@ func (s *Sandbox) Exec(req *proto.Exec, output func(stream uint8, data []byte), 
 		case proto.OpOutput:
 			p.deliver(r.Msg)
 		}
-		closeFiles(r.Files)
+		proto.CloseFiles(r.Files)
 	}
 }
 
@@ -334,7 +334,7 @@ func (p *Process) Wait() (*proto.Exit, error) {
 	}
 	defer p.s.router.Done(p.id)
 	for r := range p.replies {
-		closeFiles(r.Files)
+		proto.CloseFiles(r.Files)
 		switch r.Op {
 		case proto.OpOutput:
 			p.deliver(r.Msg)
@@ -373,12 +373,6 @@ func closedOr(err error) error {
 		return ErrClosed
 	}
 	return err
-}
-
-func closeFiles(files []*os.File) {
-	for _, f := range files {
-		f.Close()
-	}
 }
 
 // Done is closed when the sandbox has ended.
