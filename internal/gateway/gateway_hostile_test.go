@@ -781,20 +781,7 @@ func connectStatus(tb testing.TB, proxy, target string) int {
 }
 
 func TestMalformedConnectTargetsAreRefusedWithoutADial(t *testing.T) {
-	echo, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer echo.Close()
-	go func() {
-		for {
-			c, err := echo.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.Close() }()
-		}
-	}()
+	echo := echoServer(t)
 	h := newHostile(t, options{policy: policy.Config{AllowHosts: []string{"example.com", "db.test:5432"}},
 		static: map[string]netip.Addr{"example.com": loopback, "db.test": loopback}, dns: fakeDNS{},
 		ports: map[uint16]string{5432: echo.Addr().String()}})

@@ -396,21 +396,29 @@ func TestServerSentEventsStreamWithoutBuffering(t *testing.T) {
 	}
 }
 
-func TestHostPortRuleIsARawTunnel(t *testing.T) {
-	echo, err := net.Listen("tcp", "127.0.0.1:0")
+// echoServer is a TCP server on loopback that sends back what it gets,
+// closed when the test ends.
+func echoServer(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer echo.Close()
+	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
-			c, err := echo.Accept()
+			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
 			go func() { io.Copy(c, c); c.Close() }()
 		}
 	}()
+	return ln
+}
+
+func TestHostPortRuleIsARawTunnel(t *testing.T) {
+	echo := echoServer(t)
 	f := newFixture(t, options{policy: policy.Config{AllowHosts: []string{"db.test:5432"}}, static: map[string]netip.Addr{"db.test": loopback}, ports: map[uint16]string{5432: echo.Addr().String()}})
 	conn, err := net.Dial("tcp", f.proxy)
 	if err != nil {
