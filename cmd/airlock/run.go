@@ -132,11 +132,11 @@ func run(o *runOptions, args []string) error {
 			}
 		}()
 	}
-	spec, err := o.spec(args, limits)
+	store, err := openStore()
 	if err != nil {
 		return err
 	}
-	store, err := openStore()
+	spec, err := o.spec(args, limits, store.Root())
 	if err != nil {
 		return err
 	}
@@ -194,7 +194,9 @@ func (o *runOptions) limits() (native.Limits, error) {
 	return native.Limits{MemoryBytes: mem, CPUs: o.cpus, Pids: o.pids}, nil
 }
 
-func (o *runOptions) spec(args []string, limits native.Limits) (supervisor.Spec, error) {
+// spec checks the flags and builds the sandbox's shape; stateRoot (with the
+// control sockets of every sandbox) is hidden inside.
+func (o *runOptions) spec(args []string, limits native.Limits, stateRoot string) (supervisor.Spec, error) {
 	var s supervisor.Spec
 	ws := o.workspace
 	if ws == "" {
@@ -253,9 +255,7 @@ func (o *runOptions) spec(args []string, limits native.Limits) (supervisor.Spec,
 		}
 		s.Native.RW = append(s.Native.RW, abs)
 	}
-	if root, err := state.Root(); err == nil {
-		s.Native.Hide = append(s.Native.Hide, root)
-	}
+	s.Native.Hide = append(s.Native.Hide, stateRoot)
 	if cfg, err := os.UserConfigDir(); err == nil {
 		s.Native.Hide = append(s.Native.Hide, filepath.Join(cfg, "airlock"))
 	}
