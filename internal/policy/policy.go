@@ -164,6 +164,42 @@ func (p *Policy) Host(name string, port uint16) Decision {
 	return p.byDefault(fmt.Sprintf("host %s port %d", n, port), n, port, p.hint(n, port))
 }
 
+// Name decides whether DNS may answer for a name: it may when some allow rule
+// covers the name on any port and no deny rule covers the whole name. The
+// port is decided later, by Host, when the sandbox connects. Same precedence
+// as Host; an address literal or an invalid name is refused.
+func (p *Policy) Name(name string) Decision {
+	if _, ok := parseAddrLiteral(name); ok {
+		return Decision{Verdict: Deny, Rule: ruleInvalid, Reason: fmt.Sprintf("%s is an address, not a name", name)}
+	}
+	n, err := NormalizeName(name)
+	if err != nil {
+		return Decision{Verdict: Deny, Rule: ruleInvalid, Reason: fmt.Sprintf("name %q is not valid: %v", name, err)}
+	}
+	whole := func(kind ruleKind, rules []hostRule, deny bool) *hostRule {
+		for i := range rules {
+			r := &rules[i]
+			if r.kind == kind && r.matchName(n) && (!deny || r.ports.bare || r.ports.any) {
+				return r
+			}
+		}
+		return nil
+	}
+	for _, k := range []ruleKind{kindName, kindPattern} {
+		if r := whole(k, p.deny, true); r != nil {
+			return Decision{Verdict: Deny, Rule: r.text, Reason: fmt.Sprintf("name %s matches deny rule %s", n, r.text)}
+		}
+	}
+	for _, k := range []ruleKind{kindName, kindPattern} {
+		if r := whole(k, p.allow, false); r != nil {
+			return Decision{Verdict: Allow, Rule: r.text, Reason: fmt.Sprintf("name %s matches allow rule %s", n, r.text)}
+		}
+	}
+	d := p.byDefault("name "+n, n, 443, "")
+	d.Intercept = false
+	return d
+}
+
 // hint explains a default-deny when a rule covers the name on other ports, the commonest surprise.
 func (p *Policy) hint(n string, port uint16) string {
 	for i := range p.allow {

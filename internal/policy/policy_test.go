@@ -468,3 +468,31 @@ func TestVerdictAndDecisionPrint(t *testing.T) {
 		t.Errorf("Decision.String = %q", d)
 	}
 }
+
+func TestName(t *testing.T) {
+	p := mustNew(t, Config{
+		AllowHosts: []string{"api.example.com", "*.example.org", "db.example.net:5432", "blocked.example.org", "10.0.0.1"},
+		DenyHosts:  []string{"*.bad.example.org", "blocked.example.org", "api.example.com:8080", "bad.example.org"},
+	})
+	for _, c := range []struct {
+		name string
+		want want
+	}{
+		{"api.example.com", want{Allow, "api.example.com", "matches allow rule", false}},
+		{"API.Example.COM.", want{Allow, "api.example.com", "", false}},
+		// A deny rule for one port leaves the name answerable; Host decides the port.
+		{"db.example.net", want{Allow, "db.example.net:5432", "", false}},
+		{"example.org", want{Allow, "*.example.org", "", false}},
+		{"www.example.org", want{Allow, "*.example.org", "", false}},
+		{"a.www.example.org", want{Deny, ruleDefault, "no rule allows", false}},
+		{"blocked.example.org", want{Deny, "blocked.example.org", "deny rule", false}},
+		{"bad.example.org", want{Deny, "bad.example.org", "deny rule", false}},
+		{"x.bad.example.org", want{Deny, "*.bad.example.org", "deny rule", false}},
+		{"other.com", want{Deny, ruleDefault, "", false}},
+		{"10.0.0.1", want{Deny, ruleInvalid, "an address", false}},
+		{"bad_name!", want{Deny, ruleInvalid, "not valid", false}},
+		{"", want{Deny, ruleInvalid, "", false}},
+	} {
+		t.Run(c.name, func(t *testing.T) { check(t, p.Name(c.name), c.want) })
+	}
+}

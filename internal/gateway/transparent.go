@@ -1,0 +1,33 @@
+package gateway
+
+import (
+	"context"
+	"net"
+
+	"github.com/airlock-dev/airlock/internal/audit"
+	"github.com/airlock-dev/airlock/internal/policy"
+)
+
+// Accept is the transparent door: the sandbox opened a TCP connection to
+// host:port (host is the name its DNS answer stood for, or the address it
+// dialled directly). Accept decides before the connection is completed, so a
+// refusal reaches the sandbox as a reset, like a closed port: it returns nil
+// after auditing. Otherwise it returns the function that serves the accepted
+// connection — intercepted (ports 80 and 443 of bare host rules, and hosts
+// with endpoint rules) or tunnelled to an upstream already dialled.
+func (g *Gateway) Accept(ctx context.Context, host string, port uint16) func(net.Conn) {
+	t, d := g.decide(ctx, host, port)
+	if d.Verdict != policy.Allow {
+		g.record(audit.Record{Kind: "network", Host: t.host, Port: int(port), Decision: "deny", Rule: d.Rule, Reason: d.Reason})
+		return nil
+	}
+	if t.intercept {
+		return func(c net.Conn) { g.intercept(c, t) }
+	}
+	upstream, err := g.dial(ctx, t.dialAddr())
+	if err != nil {
+		g.record(audit.Record{Kind: "network", Host: t.host, IP: t.addr.String(), Port: int(port), Decision: "error", Rule: t.rule, Reason: err.Error()})
+		return nil
+	}
+	return func(c net.Conn) { g.tunnel(c, upstream, t) }
+}
