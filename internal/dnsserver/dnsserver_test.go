@@ -1,0 +1,213 @@
+package dnsserver
+
+import (
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/airlock-dev/airlock/internal/audit"
+	"github.com/airlock-dev/airlock/internal/policy"
+)
+
+func newServer(t testing.TB, prefix string) (*Server, string) {
+	t.Helper()
+	pol, err := policy.New(policy.Config{AllowHosts: []string{"api.example.com", "*.example.org", "db.example.net:5432"}, DenyHosts: []string{"evil.example.org"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(t.TempDir(), "audit.jsonl")
+	al, err := audit.Open(logPath, "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { al.Close() })
+	return &Server{Policy: pol, Pool: NewPool(netip.MustParsePrefix(prefix)), Audit: al}, logPath
+}
+
+// serve runs s on real UDP and TCP sockets on loopback.
+func serve(t *testing.T, s *Server) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", pc.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	udp, tcp := &dns.Server{PacketConn: pc, Handler: s}, &dns.Server{Listener: ln, Handler: s}
+	go udp.ActivateAndServe()
+	go tcp.ActivateAndServe()
+	t.Cleanup(func() { udp.Shutdown(); tcp.Shutdown() })
+	return pc.LocalAddr().String()
+}
+
+func query(t *testing.T, addr, network, name string, qtype uint16) *dns.Msg {
+	t.Helper()
+	c := &dns.Client{Net: network, Timeout: 5 * time.Second}
+	q := new(dns.Msg)
+	q.SetQuestion(dns.Fqdn(name), qtype)
+	r, _, err := c.Exchange(q, addr)
+	if err != nil {
+		t.Fatalf("%s %s over %s: %v", name, dns.TypeToString[qtype], network, err)
+	}
+	return r
+}
+
+func TestAllowedNamesGetStableSyntheticAddresses(t *testing.T) {
+	s, _ := newServer(t, "198.18.0.0/15")
+	addr := serve(t, s)
+	seen := map[string]string{}
+	for _, network := range []string{"udp", "tcp"} {
+		for _, name := range []string{"api.example.com", "API.Example.com", "www.example.org", "example.org", "db.example.net"} {
+			r := query(t, addr, network, name, dns.TypeA)
+			if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 {
+				t.Fatalf("%s over %s: %v", name, network, r)
+			}
+			a := r.Answer[0].(*dns.A).A.String()
+			if !netip.MustParsePrefix("198.18.0.0/15").Contains(netip.MustParseAddr(a)) {
+				t.Errorf("%s -> %s, outside the pool", name, a)
+			}
+			key := dns.CanonicalName(name)
+			if prev, ok := seen[key]; ok && prev != a {
+				t.Errorf("%s changed address: %s then %s", name, prev, a)
+			}
+			seen[key] = a
+			if back, ok := s.Pool.Name(netip.MustParseAddr(a)); !ok || back+"." != key {
+				t.Errorf("%s maps back to %q", a, back)
+			}
+		}
+	}
+	if len(map[string]bool{seen["api.example.com."]: true, seen["www.example.org."]: true, seen["example.org."]: true}) != 3 {
+		t.Errorf("distinct names share an address: %v", seen)
+	}
+}
+
+func TestOtherTypesOfAllowedNamesAreEmpty(t *testing.T) {
+	s, _ := newServer(t, "198.18.0.0/15")
+	addr := serve(t, s)
+	for _, qt := range []uint16{dns.TypeAAAA, dns.TypeMX, dns.TypeTXT, dns.TypeHTTPS} {
+		r := query(t, addr, "udp", "api.example.com", qt)
+		if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 0 {
+			t.Errorf("%s: %v, want NOERROR with no records", dns.TypeToString[qt], r)
+		}
+	}
+}
+
+func TestDeniedAndUnknownNamesAreNXDOMAIN(t *testing.T) {
+	s, logPath := newServer(t, "198.18.0.0/15")
+	addr := serve(t, s)
+	for _, name := range []string{"evil.example.org", "other.test", "a.b.example.org", "secret-data.exfil.test", "1.2.3.4"} {
+		for _, qt := range []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeTXT} {
+			if r := query(t, addr, "udp", name, qt); r.Rcode != dns.RcodeNameError || len(r.Answer) != 0 {
+				t.Errorf("%s %s: %v, want NXDOMAIN", name, dns.TypeToString[qt], r)
+			}
+		}
+	}
+	if _, ok := s.Pool.Assign("probe.only"); !ok {
+		t.Fatal("pool full")
+	}
+	if n := len(s.Pool.byName); n != 1 {
+		t.Errorf("refused names took %d pool addresses", n-1)
+	}
+	recs := readAudit(t, logPath)
+	if len(recs) != 15 {
+		t.Fatalf("%d audit records, want one per answer (15)", len(recs))
+	}
+	for _, r := range recs {
+		if r.Kind != "dns" || r.Decision != "deny" || r.Reason == "" || r.Extra["qtype"] == "" {
+			t.Errorf("audit = %+v", r)
+		}
+	}
+}
+
+func TestPoolExhaustionIsServfail(t *testing.T) {
+	s, _ := newServer(t, "198.18.0.0/30") // .1 .2 .3 usable
+	addr := serve(t, s)
+	for i, name := range []string{"a.example.org", "b.example.org", "c.example.org", "d.example.org"} {
+		r := query(t, addr, "udp", name, dns.TypeA)
+		want := dns.RcodeSuccess
+		if i == 3 {
+			want = dns.RcodeServerFailure
+		}
+		if r.Rcode != want {
+			t.Errorf("%s: rcode %s, want %s", name, dns.RcodeToString[r.Rcode], dns.RcodeToString[want])
+		}
+	}
+	// Known names keep answering.
+	if r := query(t, addr, "udp", "a.example.org", dns.TypeA); r.Rcode != dns.RcodeSuccess {
+		t.Errorf("a known name stopped resolving: %v", r)
+	}
+}
+
+func TestMalformedQueries(t *testing.T) {
+	s, _ := newServer(t, "198.18.0.0/15")
+	two := new(dns.Msg)
+	two.SetQuestion("api.example.com.", dns.TypeA)
+	two.Question = append(two.Question, two.Question[0])
+	if r := s.Answer(two); r.Rcode != dns.RcodeFormatError || len(r.Answer) != 0 {
+		t.Errorf("two questions: %v", r)
+	}
+	upd := new(dns.Msg)
+	upd.SetUpdate("example.org.")
+	if r := s.Answer(upd); r.Rcode != dns.RcodeNotImplemented {
+		t.Errorf("update: %v", r)
+	}
+	chaos := new(dns.Msg)
+	chaos.SetQuestion("api.example.com.", dns.TypeA)
+	chaos.Question[0].Qclass = dns.ClassCHAOS
+	if r := s.Answer(chaos); r.Rcode != dns.RcodeRefused || len(r.Answer) != 0 {
+		t.Errorf("class CHAOS: %v", r)
+	}
+}
+
+// FuzzAnswer: whatever bytes arrive, the answer packs, never names a refused
+// name, and only ever carries pool addresses.
+func FuzzAnswer(f *testing.F) {
+	for _, name := range []string{"api.example.com.", "evil.example.org.", "x.example.org."} {
+		q := new(dns.Msg)
+		q.SetQuestion(name, dns.TypeA)
+		b, _ := q.Pack()
+		f.Add(b)
+	}
+	s, _ := newServer(f, "198.18.0.0/15")
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		q := new(dns.Msg)
+		if q.Unpack(raw) != nil {
+			return
+		}
+		r := s.Answer(q)
+		if _, err := r.Pack(); err != nil {
+			t.Fatalf("answer does not pack: %v", err)
+		}
+		for _, rr := range r.Answer {
+			a, ok := rr.(*dns.A)
+			if !ok {
+				t.Fatalf("non-A record %v", rr)
+			}
+			if s.Policy.Name(a.Hdr.Name).Verdict != policy.Allow {
+				t.Fatalf("answered a refused name %q", a.Hdr.Name)
+			}
+			if !s.Pool.Contains(netip.AddrFrom4([4]byte(a.A.To4()))) {
+				t.Fatalf("address %v outside the pool", a.A)
+			}
+		}
+	})
+}
+
+func readAudit(t *testing.T, path string) []audit.Record {
+	t.Helper()
+	fh, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	var out []audit.Record
+	audit.Read(fh, func(r audit.Record) error { out = append(out, r); return nil }, nil)
+	return out
+}
