@@ -1,0 +1,240 @@
+package netstack
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/link/fdbased"
+	"gvisor.dev/gvisor/pkg/tcpip/network/arp"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
+)
+
+var (
+	gatewayIP = netip.MustParseAddr("10.0.2.2")
+	dnsIP     = netip.MustParseAddr("10.0.2.3")
+	sandboxIP = netip.MustParseAddr("10.0.2.15")
+)
+
+// sandboxSide is a second, independent TCP/IP stack on the other end of a
+// packet socketpair, standing in for the sandbox's kernel (the e2e tests use
+// the real kernel and a real TAP device).
+func sandboxSide(t *testing.T, fd int) *stack.Stack {
+	t.Helper()
+	link, err := fdbased.New(&fdbased.Options{FDs: []int{fd}, MTU: 1500, EthernetHeader: true, Address: tcpip.LinkAddress([]byte{2, 0, 0, 0, 0, 15})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := stack.New(stack.Options{
+		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, arp.NewProtocol},
+		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
+	})
+	if e := s.CreateNIC(1, link); e != nil {
+		t.Fatal(e)
+	}
+	pa := tcpip.ProtocolAddress{Protocol: ipv4.ProtocolNumber, AddressWithPrefix: tcpip.AddressWithPrefix{Address: tcpip.AddrFrom4(sandboxIP.As4()), PrefixLen: 24}}
+	if e := s.AddProtocolAddress(1, pa, stack.AddressProperties{}); e != nil {
+		t.Fatal(e)
+	}
+	sub, _ := tcpip.NewSubnet(tcpip.AddrFrom4([4]byte{10, 0, 2, 0}), tcpip.MaskFromBytes([]byte{255, 255, 255, 0}))
+	s.SetRouteTable([]tcpip.Route{
+		{Destination: sub, NIC: 1},
+		{Destination: header.IPv4EmptySubnet, Gateway: tcpip.AddrFrom4(gatewayIP.As4()), NIC: 1},
+	})
+	t.Cleanup(func() { s.Destroy(); unix.Close(fd) })
+	return s
+}
+
+type fixture struct {
+	host    *Stack
+	sandbox *stack.Stack
+	mu      sync.Mutex
+	seen    []netip.AddrPort
+	dropped []netip.AddrPort
+}
+
+func newFixture(t *testing.T, connect func(netip.AddrPort) func(net.Conn)) *fixture {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{}
+	f.host, err = New(Config{FD: fds[0], MTU: 1500, Addrs: []netip.Addr{gatewayIP, dnsIP},
+		Connect: func(_ context.Context, dst netip.AddrPort) func(net.Conn) {
+			f.mu.Lock()
+			f.seen = append(f.seen, dst)
+			f.mu.Unlock()
+			return connect(dst)
+		},
+		DroppedUDP: func(_, dst netip.AddrPort) {
+			f.mu.Lock()
+			f.dropped = append(f.dropped, dst)
+			f.mu.Unlock()
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.host.Close)
+	f.sandbox = sandboxSide(t, fds[1])
+	return f
+}
+
+func (f *fixture) dial(ctx context.Context, dst string) (*gonet.TCPConn, error) {
+	ap := netip.MustParseAddrPort(dst)
+	return gonet.DialContextTCP(ctx, f.sandbox, tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4(ap.Addr().As4()), Port: ap.Port()}, ipv4.ProtocolNumber)
+}
+
+func echo(c net.Conn) { io.Copy(c, c); c.Close() }
+
+func TestConnectionsToAnyAddressReachTheDecider(t *testing.T) {
+	f := newFixture(t, func(netip.AddrPort) func(net.Conn) { return echo })
+	for _, dst := range []string{"93.184.216.34:443", "198.18.0.7:80", "10.9.9.9:5432"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c, err := f.dial(ctx, dst)
+		cancel()
+		if err != nil {
+			t.Fatalf("dial %s: %v", dst, err)
+		}
+		fmt.Fprintf(c, "hello %s\n", dst)
+		line, err := bufio.NewReader(c).ReadString('\n')
+		c.Close()
+		if err != nil || line != "hello "+dst+"\n" {
+			t.Errorf("%s: echo = %q, %v", dst, line, err)
+		}
+		if got := c.LocalAddr().String(); !strings.HasPrefix(got, sandboxIP.String()+":") {
+			t.Errorf("local address %s", got)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.seen) != 3 || f.seen[0].String() != "93.184.216.34:443" || f.seen[2].String() != "10.9.9.9:5432" {
+		t.Errorf("decider saw %v", f.seen)
+	}
+}
+
+func TestRefusedConnectionsAreReset(t *testing.T) {
+	f := newFixture(t, func(netip.AddrPort) func(net.Conn) { return nil })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := f.dial(ctx, "203.0.113.9:443")
+	if err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("dial = %v, want connection refused", err)
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Errorf("refusal took %v; a reset should be immediate", time.Since(start))
+	}
+}
+
+func TestListenersOnTheStacksOwnAddresses(t *testing.T) {
+	f := newFixture(t, func(netip.AddrPort) func(net.Conn) { return nil })
+	pc, err := f.host.ListenPacket(netip.AddrPortFrom(dnsIP, 53))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			pc.WriteTo(append([]byte("re:"), buf[:n]...), from)
+		}
+	}()
+	ln, err := f.host.Listen(netip.AddrPortFrom(dnsIP, 53))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go echo(c)
+		}
+	}()
+
+	laddr := tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4(sandboxIP.As4()), Port: 40000}
+	raddr := tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4(dnsIP.As4()), Port: 53}
+	uc, err := gonet.DialUDP(f.sandbox, &laddr, &raddr, ipv4.ProtocolNumber)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	uc.SetDeadline(time.Now().Add(10 * time.Second))
+	uc.Write([]byte("q"))
+	buf := make([]byte, 64)
+	n, err := uc.Read(buf)
+	if err != nil || string(buf[:n]) != "re:q" {
+		t.Fatalf("UDP to the stack's listener: %q, %v", buf[:n], err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := f.dial(ctx, "10.0.2.3:53")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprint(c, "tcp\n")
+	if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || line != "tcp\n" {
+		t.Fatalf("TCP to the stack's listener: %q, %v", line, err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.seen) != 0 {
+		t.Errorf("listener traffic went to the decider: %v", f.seen)
+	}
+}
+
+func TestOtherUDPIsDropped(t *testing.T) {
+	f := newFixture(t, func(netip.AddrPort) func(net.Conn) { return nil })
+	laddr := tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4(sandboxIP.As4()), Port: 40001}
+	raddr := tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4([4]byte{8, 8, 8, 8}), Port: 53}
+	uc, err := gonet.DialUDP(f.sandbox, &laddr, &raddr, ipv4.ProtocolNumber)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	uc.Write([]byte("exfiltrate"))
+	uc.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if n, err := uc.Read(make([]byte, 64)); err == nil {
+		t.Fatalf("got %d bytes back from 8.8.8.8:53", n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		f.mu.Lock()
+		d := append([]netip.AddrPort(nil), f.dropped...)
+		f.mu.Unlock()
+		if len(d) > 0 {
+			if d[0].String() != "8.8.8.8:53" {
+				t.Errorf("dropped %v", d)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the dropped datagram was not reported")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
