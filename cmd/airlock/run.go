@@ -57,10 +57,13 @@ hidden. There is no capability, and no way to see or signal host processes.
 Writes elsewhere fail with "Read-only file system".
 
 There is no network unless --allow-host (or --secret) lets something out:
-then every connection goes through airlock's gateway (HTTP(S)_PROXY is set
-inside), which allows only the named hosts, resolves names on the host and
-refuses private addresses, intercepts HTTPS with a local CA the sandbox trusts,
-and records each request (airlock audit ID).
+then every packet goes through airlock's gateway, which answers DNS itself
+(refused names do not exist), allows only the named hosts, resolves names on
+the host and refuses private addresses, intercepts HTTPS with a local CA the
+sandbox trusts, and records each request (airlock audit ID). As root the
+sandbox gets a network interface into the gateway (transparent: any program
+works); where this user cannot make one, the gateway is an HTTP proxy and
+HTTP(S)_PROXY is set inside. 'airlock doctor' says which you get.
 
 Limits default to ` + strconv.Itoa(defaultPids) + ` processes and half of the machine's memory.`,
 		Example: `  airlock run -- make test
@@ -102,6 +105,8 @@ Limits default to ` + strconv.Itoa(defaultPids) + ` processes and half of the ma
 	f.StringArrayVar(&o.net.Secrets, "secret", nil, "keep a credential on the host: NAME@HOST[,HOST] takes $NAME; the sandbox sees a placeholder that the gateway swaps for the value only toward HOST (also NAME=file:PATH@HOST, NAME=cmd:COMMAND@HOST; :body to swap in bodies)")
 	f.StringArrayVar(&o.net.AddHosts, "add-host", nil, "resolve `NAME:IP` statically (also allows that private address)")
 	f.StringVar(&o.net.UpstreamCA, "upstream-ca", "", "also trust this PEM `FILE` for upstream servers")
+	f.StringVar(&o.net.DNSUpstream, "dns-upstream", "", "resolve allowed names with the DNS server at `IP:PORT` (default: the host's resolver)")
+	f.StringVar(&o.net.Mode, "network-mode", "auto", "how traffic reaches the gateway: transparent (a network interface; needs access to /dev/net/tun), proxy (HTTP(S)_PROXY), or auto")
 	return c
 }
 

@@ -39,7 +39,7 @@ func run(conn *proto.Conn) int {
 		return 1
 	}
 	g := newGuest(conn, m.Init.Workdir)
-	warnings, err := setup(m.Init, g.reaper)
+	tap, warnings, err := setup(m.Init, g.reaper)
 	if err != nil {
 		perr := &proto.Error{Message: err.Error()}
 		var se *stepError
@@ -53,32 +53,52 @@ func run(conn *proto.Conn) int {
 		conn.Send(&proto.Msg{Op: proto.OpError, Err: perr})
 		return 1
 	}
-	if err := conn.Send(&proto.Msg{Op: proto.OpReady, Warnings: warnings}); err != nil {
+	var files []*os.File
+	if tap != nil {
+		files = append(files, tap)
+	}
+	err = conn.Send(&proto.Msg{Op: proto.OpReady, Warnings: warnings}, files...)
+	proto.CloseFiles(files) // the host has its own copy now
+	if err != nil {
 		return 1
 	}
 	g.serve()
 	return 0
 }
 
-func setup(in *proto.Init, r *reaper) ([]string, error) {
+// setup builds the sandbox and locks the guest down; tap is the network
+// interface's descriptor for the host when in.Net asked for one.
+func setup(in *proto.Init, r *reaper) (tap *os.File, warnings []string, err error) {
+	defer func() {
+		if err != nil && tap != nil {
+			tap.Close()
+			tap = nil
+		}
+	}()
+	if in.Net != nil {
+		if tap, err = makeTAP(in.Net); err != nil {
+			return nil, nil, err
+		}
+	}
 	if err := buildRoot(in); err != nil {
-		return nil, err
+		return tap, nil, err
 	}
 	if err := unix.Sethostname([]byte(in.Hostname)); err != nil {
-		return nil, step("sethostname", err)
+		return tap, nil, step("sethostname", err)
 	}
 	if err := loopbackUp(); err != nil {
-		return nil, step("loopback up", err)
+		return tap, nil, step("loopback up", err)
 	}
 	if in.Relay != nil {
 		if err := startRelay(in.Relay); err != nil {
-			return nil, step("gateway relay", err)
+			return tap, nil, step("gateway relay", err)
 		}
 	}
 	if err := os.Chdir(in.Workdir); err != nil {
-		return nil, step("chdir to workspace", err)
+		return tap, nil, step("chdir to workspace", err)
 	}
-	return lockDown(in, r)
+	warnings, err = lockDown(in, r)
+	return tap, warnings, err
 }
 
 func loopbackUp() error {

@@ -9,6 +9,7 @@ import (
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
+	"kernel.org/pub/linux/libs/security/libcap/psx"
 
 	"github.com/airlock-dev/airlock/internal/proto"
 	"github.com/airlock-dev/airlock/internal/seccomp"
@@ -102,15 +103,15 @@ func dropCapabilities() error {
 		noAmbientRaise, noAmbientLocked  = 1 << 6, 1 << 7
 		secure                           = noRoot | noRootLocked | noSetuidFixup | noSetuidFixupLock | keepCapsLocked | noAmbientRaise | noAmbientLocked
 	)
-	if _, _, e := syscall.AllThreadsSyscall(syscall.SYS_PRCTL, unix.PR_SET_SECUREBITS, secure, 0); e != 0 {
+	if _, _, e := psx.Syscall6(syscall.SYS_PRCTL, unix.PR_SET_SECUREBITS, secure, 0, 0, 0, 0); e != 0 {
 		return fmt.Errorf("securebits: %w", e)
 	}
-	if _, _, e := syscall.AllThreadsSyscall(syscall.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); e != 0 {
+	if _, _, e := psx.Syscall6(syscall.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0, 0); e != 0 {
 		return fmt.Errorf("clear ambient: %w", e)
 	}
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
-	if _, _, e := syscall.AllThreadsSyscall(syscall.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
+	if _, _, e := psx.Syscall6(syscall.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0, 0, 0, 0); e != 0 {
 		return fmt.Errorf("capset: %w", e)
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -38,9 +39,9 @@ const (
 
 // Config describes the link and what to do with traffic.
 type Config struct {
-	// FD is the TAP device's descriptor (Ethernet frames); the stack owns it
-	// from now on and closes it on Close.
-	FD  int
+	// TAP is the device (Ethernet frames); the stack owns it from now on
+	// and closes it on Close.
+	TAP *os.File
 	MTU uint32
 	// Addrs are the stack's own IPv4 addresses on the link (the sandbox's
 	// default gateway, the DNS server): it answers ARP for them and the
@@ -57,7 +58,7 @@ type Config struct {
 // Stack is a running network stack on one TAP device.
 type Stack struct {
 	s      *stack.Stack
-	fd     int
+	tap    *os.File
 	ctx    context.Context
 	cancel context.CancelFunc
 	once   sync.Once
@@ -68,11 +69,14 @@ func New(cfg Config) (*Stack, error) {
 	if cfg.Connect == nil {
 		return nil, errors.New("netstack: a Connect function is required")
 	}
-	if err := unix.SetNonblock(cfg.FD, true); err != nil {
+	fd := int(cfg.TAP.Fd()) // the link reads and writes it with raw syscalls
+	if err := unix.SetNonblock(fd, true); err != nil {
+		cfg.TAP.Close()
 		return nil, fmt.Errorf("netstack: TAP descriptor: %w", err)
 	}
-	link, err := fdbased.New(&fdbased.Options{FDs: []int{cfg.FD}, MTU: cfg.MTU, EthernetHeader: true, Address: tcpip.LinkAddress([]byte{0x02, 0xa1, 0x10, 0xc0, 0x00, 0x01})})
+	link, err := fdbased.New(&fdbased.Options{FDs: []int{fd}, MTU: cfg.MTU, EthernetHeader: true, Address: tcpip.LinkAddress([]byte{0x02, 0xa1, 0x10, 0xc0, 0x00, 0x01})})
 	if err != nil {
+		cfg.TAP.Close()
 		return nil, fmt.Errorf("netstack: link: %w", err)
 	}
 	s := stack.New(stack.Options{
@@ -80,7 +84,7 @@ func New(cfg Config) (*Stack, error) {
 		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
 	})
 	ctx, cancel := context.WithCancel(context.Background())
-	st := &Stack{s: s, fd: cfg.FD, ctx: ctx, cancel: cancel}
+	st := &Stack{s: s, tap: cfg.TAP, ctx: ctx, cancel: cancel}
 	fail := func(what string, e tcpip.Error) (*Stack, error) {
 		st.Close()
 		return nil, fmt.Errorf("netstack: %s: %s", what, e)
@@ -164,6 +168,6 @@ func (st *Stack) Close() {
 	st.once.Do(func() {
 		st.cancel()
 		st.s.Destroy() // removes the NIC, which stops the link's readers
-		unix.Close(st.fd)
+		st.tap.Close()
 	})
 }

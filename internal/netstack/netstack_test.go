@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -74,7 +75,7 @@ func newFixture(t *testing.T, connect func(netip.AddrPort) func(net.Conn)) *fixt
 		t.Fatal(err)
 	}
 	f := &fixture{}
-	f.host, err = New(Config{FD: fds[0], MTU: 1500, Addrs: []netip.Addr{gatewayIP, dnsIP},
+	f.host, err = New(Config{TAP: os.NewFile(uintptr(fds[0]), "tap"), MTU: 1500, Addrs: []netip.Addr{gatewayIP, dnsIP},
 		Connect: func(_ context.Context, dst netip.AddrPort) func(net.Conn) {
 			f.mu.Lock()
 			f.seen = append(f.seen, dst)

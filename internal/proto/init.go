@@ -18,6 +18,8 @@ type Init struct {
 	// and pass each to a Unix socket mounted in from the host (the gateway's
 	// front door).
 	Relay *Relay `cbor:"9,keyasint,omitempty"`
+	// Net, if set, gives the sandbox a TAP interface to the host's gateway.
+	Net *Net `cbor:"10,keyasint,omitempty"`
 }
 
 // Relay is a TCP listener inside the sandbox forwarding to a Unix socket.
@@ -62,4 +64,14 @@ type Rlimit struct {
 	Resource int    `cbor:"1,keyasint"`
 	Cur      uint64 `cbor:"2,keyasint"`
 	Max      uint64 `cbor:"3,keyasint"`
+}
+
+// Net asks the guest for the sandbox's one network interface: a TAP device
+// it creates and configures inside the sandbox's network namespace, whose
+// descriptor it returns with Ready so the host's gateway reads every frame.
+type Net struct {
+	Device  string `cbor:"1,keyasint"` // interface name, e.g. eth0
+	Addr    string `cbor:"2,keyasint"` // the sandbox's address with prefix, e.g. 10.0.2.15/24
+	Gateway string `cbor:"3,keyasint"` // default route's next hop
+	MTU     int    `cbor:"4,keyasint"`
 }

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/hex"
@@ -8,13 +9,20 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
+
+	"github.com/miekg/dns"
 
 	"github.com/airlock-dev/airlock/internal/audit"
 	"github.com/airlock-dev/airlock/internal/backend/native"
 	"github.com/airlock-dev/airlock/internal/ca"
+	"github.com/airlock-dev/airlock/internal/dnsserver"
 	"github.com/airlock-dev/airlock/internal/gateway"
+	"github.com/airlock-dev/airlock/internal/netstack"
 	"github.com/airlock-dev/airlock/internal/policy"
 	"github.com/airlock-dev/airlock/internal/proto"
 	"github.com/airlock-dev/airlock/internal/secrets"
@@ -31,11 +39,56 @@ type NetworkSpec struct {
 	Secrets    []string `json:"secrets,omitempty"`
 	AddHosts   []string `json:"add_hosts,omitempty"` // NAME:IP
 	UpstreamCA string   `json:"upstream_ca,omitempty"`
+	// DNSUpstream is the resolver (IP:PORT) the gateway itself uses for
+	// allowed names; "" means the host's.
+	DNSUpstream string `json:"dns_upstream,omitempty"`
+	// Mode is which door the sandbox's traffic takes: ModeTransparent,
+	// ModeProxy, or "" / ModeAuto for transparent where this user can have it.
+	Mode string `json:"mode,omitempty"`
 }
+
+// Network modes.
+const (
+	ModeAuto        = "auto"
+	ModeTransparent = "transparent" // a TAP interface into the gateway's netstack: every packet
+	ModeProxy       = "proxy"       // the explicit front door, relayed in, with proxy variables
+)
 
 func (n NetworkSpec) enabled() bool {
 	return len(n.AllowHosts)+len(n.Endpoints)+len(n.Secrets) > 0
 }
+
+// NetworkMode decides which door a sandbox gets: transparent wherever the
+// TAP device can be made, else the proxy, and why.
+func NetworkMode(requested string) (mode, why string, err error) {
+	tapErr := native.CanMakeTAP()
+	switch requested {
+	case "", ModeAuto:
+		if tapErr != nil {
+			return ModeProxy, "no TAP device for this user: " + tapErr.Error(), nil
+		}
+		return ModeTransparent, "every packet goes through the gateway's network stack", nil
+	case ModeTransparent:
+		if tapErr != nil {
+			return "", "", fmt.Errorf("--network-mode transparent: %v; run as root, or use --network-mode proxy", tapErr)
+		}
+		return ModeTransparent, "requested", nil
+	case ModeProxy:
+		return ModeProxy, "requested", nil
+	}
+	return "", "", fmt.Errorf("--network-mode %q: use auto, transparent or proxy", requested)
+}
+
+// The transparent network's fixed plan: the sandbox is 10.0.2.15 behind a
+// gateway at 10.0.2.2 that also answers DNS at 10.0.2.3; names get
+// addresses from 198.18.0.0/15 (the benchmarking range, never routed).
+var (
+	tapNet     = proto.Net{Device: "eth0", Addr: "10.0.2.15/24", Gateway: "10.0.2.2", MTU: 1500}
+	gatewayIP  = netip.MustParseAddr("10.0.2.2")
+	dnsIP      = netip.MustParseAddr("10.0.2.3")
+	namePool   = netip.MustParsePrefix("198.18.0.0/15")
+	maxUDPLogs = 100 // distinct dropped UDP destinations audited, then one note
+)
 
 // Inside the sandbox: where the guest relays from, and where the gateway's
 // socket and the CA bundle appear.
@@ -51,15 +104,23 @@ var systemBundles = []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls
 
 // network is a running gateway and what the sandbox needs to use it.
 type network struct {
-	ln    net.Listener
-	audit *audit.Log
-	env   []string
-	files []native.FileMount
-	relay *proto.Relay
+	gw     *gateway.Gateway
+	dns    *dnsserver.Server
+	audit  *audit.Log
+	env    []string
+	files  []native.FileMount
+	relay  *proto.Relay // proxy mode
+	net    *proto.Net   // transparent mode
+	ln     net.Listener // proxy mode: the front door
+	stack  *netstack.Stack
+	dnsUDP net.PacketConn // transparent mode: DNS, served until closed
+	dnsTCP net.Listener
 }
 
-// startNetwork builds and serves the sandbox's gateway. dir is the sandbox's
-// state dir (audit log, bundle), sock the path for the front door's socket.
+// startNetwork builds the sandbox's gateway. dir is the sandbox's state dir
+// (audit log, bundle, resolv.conf), sock the path for the front door's
+// socket in proxy mode. In transparent mode the gateway starts serving when
+// attach gets the sandbox's TAP device.
 func startNetwork(n NetworkSpec, id, dir, sock string) (_ *network, err error) {
 	var all []*secrets.Secret
 	allow := append([]string(nil), n.AllowHosts...)
@@ -75,7 +136,11 @@ func startNetwork(n NetworkSpec, id, dir, sock string) (_ *network, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("--secret: %w", err)
 	}
-	pol, err := policy.New(policy.Config{AllowHosts: allow, DenyHosts: n.DenyHosts, Endpoints: n.Endpoints})
+	pc := policy.Config{AllowHosts: allow, DenyHosts: n.DenyHosts, Endpoints: n.Endpoints}
+	if n.Mode == ModeTransparent {
+		pc.GatewayAddrs = []netip.AddrPort{netip.AddrPortFrom(gatewayIP, 0), netip.AddrPortFrom(dnsIP, 0)}
+	}
+	pol, err := policy.New(pc)
 	if err != nil {
 		return nil, err
 	}
@@ -87,6 +152,10 @@ func startNetwork(n NetworkSpec, id, dir, sock string) (_ *network, err error) {
 			return nil, fmt.Errorf("--add-host %q: use NAME:IP, e.g. api.local:127.0.0.1", a)
 		}
 		static[strings.ToLower(strings.TrimSuffix(name, "."))] = addr
+	}
+	resolver, err := hostResolver(n.DNSUpstream)
+	if err != nil {
+		return nil, err
 	}
 	roots, err := x509.SystemCertPool()
 	if err != nil || roots == nil {
@@ -121,7 +190,7 @@ func startNetwork(n NetworkSpec, id, dir, sock string) (_ *network, err error) {
 	tok := make([]byte, 32) // 256 bits: the sandbox's only credential for its door
 	rand.Read(tok)
 	token := hex.EncodeToString(tok)
-	gw, err := gateway.New(gateway.Config{Policy: pol, CA: authority, Secrets: set, Audit: log, StaticHosts: static, Upstream: roots, Token: token})
+	gw, err := gateway.New(gateway.Config{Policy: pol, CA: authority, Secrets: set, Audit: log, StaticHosts: static, Resolver: resolver, Upstream: roots, Token: token})
 	if err != nil {
 		return nil, err
 	}
@@ -133,30 +202,139 @@ func startNetwork(n NetworkSpec, id, dir, sock string) (_ *network, err error) {
 	if err := os.WriteFile(bundlePath, bundle, 0o644); err != nil {
 		return nil, err
 	}
-	os.Remove(sock)
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		return nil, fmt.Errorf("gateway socket: %w", err)
-	}
-	go gw.ServeProxy(ln)
-
-	nw := &network{ln: ln, audit: log, relay: &proto.Relay{Listen: relayListen, Socket: proxyInside}}
-	nw.files = []native.FileMount{{Source: sock, Target: proxyInside}, {Source: bundlePath, Target: bundleInside}}
+	nw := &network{gw: gw, audit: log}
+	nw.files = []native.FileMount{{Source: bundlePath, Target: bundleInside}}
 	for _, b := range systemBundles {
 		if st, err := os.Stat(b); err == nil && st.Mode().IsRegular() {
 			nw.files = append(nw.files, native.FileMount{Source: bundlePath, Target: b})
 		}
 	}
-	proxy := "http://airlock:" + token + "@" + relayListen
 	nw.env = append(set.Env(),
-		"HTTPS_PROXY="+proxy, "HTTP_PROXY="+proxy, "https_proxy="+proxy, "http_proxy="+proxy,
-		"NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1",
 		"SSL_CERT_FILE="+bundleInside, "NODE_EXTRA_CA_CERTS="+bundleInside, "REQUESTS_CA_BUNDLE="+bundleInside,
 		"CURL_CA_BUNDLE="+bundleInside, "GIT_SSL_CAINFO="+bundleInside)
+
+	if n.Mode == ModeTransparent {
+		nw.net = &tapNet
+		nw.dns = &dnsserver.Server{Policy: pol, Pool: dnsserver.NewPool(namePool), Audit: log}
+		for _, f := range []struct{ name, target, text string }{
+			{"resolv.conf", "/etc/resolv.conf", "# airlock: the gateway answers DNS for the names policy allows\nnameserver " + dnsIP.String() + "\noptions edns0\n"},
+			{"hosts", "/etc/hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + native.Hostname(id) + "\n"},
+		} {
+			p := filepath.Join(dir, f.name)
+			if err := os.WriteFile(p, []byte(f.text), 0o644); err != nil {
+				return nil, err
+			}
+			nw.files = append(nw.files, native.FileMount{Source: p, Target: hostTarget(f.target)})
+		}
+		return nw, nil
+	}
+	os.Remove(sock)
+	if nw.ln, err = net.Listen("unix", sock); err != nil {
+		return nil, fmt.Errorf("gateway socket: %w", err)
+	}
+	go gw.ServeProxy(nw.ln)
+	nw.relay = &proto.Relay{Listen: relayListen, Socket: proxyInside}
+	nw.files = append(nw.files, native.FileMount{Source: sock, Target: proxyInside})
+	proxy := "http://airlock:" + token + "@" + relayListen
+	nw.env = append(nw.env,
+		"HTTPS_PROXY="+proxy, "HTTP_PROXY="+proxy, "https_proxy="+proxy, "http_proxy="+proxy,
+		"NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1")
 	return nw, nil
 }
 
-func (n *network) Close() {
-	n.ln.Close()
-	n.audit.Close()
+// hostResolver is the resolver the gateway uses for allowed names: the
+// host's, or the one --dns-upstream names.
+func hostResolver(upstream string) (gateway.Resolver, error) {
+	if upstream == "" {
+		return net.DefaultResolver, nil
+	}
+	ap, err := netip.ParseAddrPort(upstream)
+	if err != nil {
+		return nil, fmt.Errorf("--dns-upstream %q: use IP:PORT, e.g. 192.168.1.1:53", upstream)
+	}
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return d.DialContext(ctx, network, ap.String())
+	}}, nil
+}
+
+// hostTarget follows a host path's symlinks (resolv.conf is often one into
+// /run) to the file a sandbox process opening the path would reach, so the
+// mount lands there even when the link dangles inside the sandbox's /run.
+func hostTarget(p string) string {
+	for range 8 {
+		link, err := os.Readlink(p)
+		if err != nil {
+			return p
+		}
+		if !path.IsAbs(link) {
+			link = path.Join(path.Dir(p), link)
+		}
+		p = path.Clean(link)
+	}
+	return p
+}
+
+// attach starts the transparent door on the sandbox's TAP device: its
+// netstack takes every packet, DNS is answered at dnsIP, and every TCP
+// connection goes to the gateway under the name its address stands for.
+func (nw *network) attach(tap *os.File) error {
+	var mu sync.Mutex
+	udpSeen := map[netip.AddrPort]bool{}
+	st, err := netstack.New(netstack.Config{
+		TAP: tap, MTU: uint32(tapNet.MTU), Addrs: []netip.Addr{gatewayIP, dnsIP},
+		Connect: func(ctx context.Context, dst netip.AddrPort) func(net.Conn) {
+			host := dst.Addr().String()
+			if name, ok := nw.dns.Pool.Name(dst.Addr()); ok {
+				host = name
+			}
+			return nw.gw.Accept(ctx, host, dst.Port())
+		},
+		DroppedUDP: func(_, dst netip.AddrPort) {
+			mu.Lock()
+			defer mu.Unlock()
+			if udpSeen[dst] || len(udpSeen) > maxUDPLogs {
+				return
+			}
+			udpSeen[dst] = true
+			r := audit.Record{Kind: "network", IP: dst.Addr().String(), Port: int(dst.Port()), Decision: "deny", Rule: "udp",
+				Reason: "UDP is not forwarded; only DNS to " + dnsIP.String() + " is answered"}
+			if len(udpSeen) > maxUDPLogs {
+				r.Reason += fmt.Sprintf("; more than %d destinations, further ones not recorded", maxUDPLogs)
+			}
+			nw.audit.Write(r)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	nw.stack = st
+	dnsAddr := netip.AddrPortFrom(dnsIP, 53)
+	pc, err := st.ListenPacket(dnsAddr)
+	if err != nil {
+		return fmt.Errorf("DNS over UDP: %w", err)
+	}
+	ln, err := st.Listen(dnsAddr)
+	if err != nil {
+		pc.Close()
+		return fmt.Errorf("DNS over TCP: %w", err)
+	}
+	nw.dnsUDP, nw.dnsTCP = pc, ln
+	go (&dns.Server{PacketConn: pc, Handler: nw.dns}).ActivateAndServe()
+	go (&dns.Server{Listener: ln, Handler: nw.dns, ReadTimeout: 10 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }}).ActivateAndServe()
+	return nil
+}
+
+func (nw *network) Close() {
+	if nw.ln != nil {
+		nw.ln.Close()
+	}
+	if nw.dnsUDP != nil {
+		nw.dnsUDP.Close()
+		nw.dnsTCP.Close()
+	}
+	if nw.stack != nil {
+		nw.stack.Close()
+	}
+	nw.audit.Close()
 }

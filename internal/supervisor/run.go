@@ -45,6 +45,7 @@ var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sys
 // early to overlap its start with the caller's own work; Run owns it.
 func Run(h *state.Handle, spec Spec, stdio IO, ready func(error), spawned *native.Sandbox) (int, error) {
 	sv := &supervisor{h: h, spec: spec, io: stdio, stop: make(chan string, 1)}
+	var err error
 	notify := func(err error) {
 		if ready != nil {
 			ready(err)
@@ -59,6 +60,12 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error), spawned *nativ
 		notify(err)
 		return ExitAirlock, err
 	}
+	if spec.Network.enabled() {
+		if spec.Network.Mode, _, err = NetworkMode(spec.Network.Mode); err != nil {
+			return fail(err)
+		}
+		sv.spec = spec
+	}
 	config, err := json.Marshal(spec)
 	if err != nil {
 		return fail(err)
@@ -68,14 +75,14 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error), spawned *nativ
 		Workspace: spec.Native.Workspace, Command: spec.Command, Detached: spec.Detached, Config: config,
 	}
 	sock := h.SocketPath()
+	var nw *network
 	if spec.Network.enabled() {
-		nw, err := startNetwork(spec.Network, h.ID(), h.Dir(), gatewaySocket(sock))
-		if err != nil {
+		if nw, err = startNetwork(spec.Network, h.ID(), h.Dir(), gatewaySocket(sock)); err != nil {
 			return fail(err)
 		}
 		defer nw.Close()
 		spec.Native.Files = append(spec.Native.Files, nw.files...)
-		spec.Native.Relay = nw.relay
+		spec.Native.Relay, spec.Native.Net = nw.relay, nw.net
 		spec.Env = mergeEnv(spec.Env, nw.env)
 		sv.spec = spec
 	}
@@ -106,6 +113,11 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error), spawned *nativ
 	}
 	defer sv.sb.Close()
 	defer func() { ln.Close(); os.Remove(sock) }()
+	if sv.sb.TAP != nil {
+		if err := nw.attach(sv.sb.TAP); err != nil {
+			return fail(fmt.Errorf("transparent network: %w", err))
+		}
+	}
 	if !spec.Quiet {
 		for _, w := range sv.sb.Warnings {
 			fmt.Fprintf(stdio.Stderr, "airlock: warning: %s\n", w)

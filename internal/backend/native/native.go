@@ -36,6 +36,9 @@ type Options struct {
 type Sandbox struct {
 	ID       string
 	Warnings []string // what is not enforced here, for the user
+	// TAP is the sandbox's network interface, when Config.Net asked for one:
+	// the caller serves it (the gateway's netstack) and closes it.
+	TAP *os.File
 
 	opts      Options
 	limits    Limits
@@ -129,6 +132,10 @@ func (s *Sandbox) Start(ctx context.Context, c Config, whileSetup func(cgroupPat
 	defer func() {
 		if err != nil {
 			s.Close()
+			if s.TAP != nil {
+				s.TAP.Close()
+				s.TAP = nil
+			}
 		}
 	}()
 	if c.Limits != s.limits {
@@ -143,23 +150,35 @@ func (s *Sandbox) Start(ctx context.Context, c Config, whileSetup func(cgroupPat
 	if err := s.conn.Send(&proto.Msg{Op: proto.OpInit, Init: init}); err != nil {
 		return fmt.Errorf("native: send plan: %w", err)
 	}
-	ready := make(chan *proto.Msg, 1)
+	type reply struct {
+		m     *proto.Msg
+		files []*os.File
+	}
+	ready := make(chan reply, 1)
 	if whileSetup != nil {
 		if err := whileSetup(s.CgroupPaths()); err != nil {
 			return err
 		}
 	}
 	go func() {
-		m, _, err := s.conn.Recv()
+		m, files, err := s.conn.Recv()
 		if err != nil {
 			m = &proto.Msg{Op: proto.OpError, Err: &proto.Error{Step: "start", Message: "the guest exited during setup (see its messages above)"}}
 		}
-		ready <- m
+		ready <- reply{m, files}
 	}()
 	timer := time.NewTimer(setupTimeout)
 	defer timer.Stop()
 	select {
-	case m := <-ready:
+	case r := <-ready:
+		m := r.m
+		if m.Op == proto.OpReady && c.Net != nil && len(r.files) == 1 {
+			s.TAP, r.files = r.files[0], nil
+		}
+		proto.CloseFiles(r.files)
+		if m.Op == proto.OpReady && c.Net != nil && s.TAP == nil {
+			return errors.New("native: the guest made no network interface")
+		}
 		if m.Op != proto.OpReady {
 			if m.Err == nil {
 				m.Err = &proto.Error{Message: "unexpected " + m.Op.String()}

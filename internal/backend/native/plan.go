@@ -30,6 +30,9 @@ type Config struct {
 	Files []FileMount `json:"files,omitempty"`
 	// Relay has the guest forward TCP connections on Listen to Socket.
 	Relay *proto.Relay `json:"relay,omitempty"`
+	// Net gives the sandbox a TAP interface whose descriptor Start returns in
+	// Sandbox.TAP; nil leaves it with loopback only.
+	Net *proto.Net `json:"net,omitempty"`
 }
 
 // FileMount is one host file shown read-only inside.
@@ -128,6 +131,7 @@ func Plan(c Config, env func(string) string) (*proto.Init, error) {
 		Workdir:  c.Workspace,
 		Seccomp:  true,
 		Relay:    c.Relay,
+		Net:      c.Net,
 		Landlock: proto.Landlock{
 			Enabled: true,
 			RWDirs:  append([]string{"/tmp", home, "/dev/shm", "/dev/pts"}, c.RW...),
