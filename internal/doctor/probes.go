@@ -344,7 +344,7 @@ func probeTun() Check {
 	if err == nil {
 		_ = unix.Close(fd)
 		c.Status = StatusOK
-		c.Detail = "opens read-write: ready for the transparent network (a tap device per sandbox), not built yet; sandboxes use the gateway's proxy"
+		c.Detail = "opens read-write: sandboxes get the transparent network (a TAP device into the gateway)"
 		return c
 	}
 	c.Status = StatusDegraded
