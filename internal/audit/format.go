@@ -49,7 +49,14 @@ func Format(r Record, color bool) string {
 			subject = net.JoinHostPort(subject, strconv.Itoa(r.Port))
 		}
 	}
-	for _, s := range []string{subject, r.Method, r.Path} {
+	parts := []string{subject, r.Method, r.Path}
+	if r.Kind == "dns" { // name, query type, and the synthetic address answered
+		parts = []string{r.Host, r.Extra["qtype"]}
+		if r.IP != "" {
+			parts = append(parts, "-> "+r.IP)
+		}
+	}
+	for _, s := range parts {
 		if s != "" {
 			b.WriteString(" " + clean(s))
 		}

@@ -125,8 +125,9 @@ func (s *Server) Answer(q *dns.Msg) *dns.Msg {
 		rec.Decision, rec.Reason = "error", "the synthetic address pool is exhausted"
 		return m
 	}
-	rec.Decision, rec.IP, rec.Reason = "allow", addr.String(), d.Reason
+	rec.Decision, rec.Reason = "allow", d.Reason
 	if question.Qtype == dns.TypeA || question.Qtype == dns.TypeANY {
+		rec.IP = addr.String()
 		m.Answer = []dns.RR{&dns.A{
 			Hdr: dns.RR_Header{Name: question.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: TTL},
 			A:   addr.AsSlice(),
