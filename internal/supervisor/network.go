@@ -83,7 +83,7 @@ func NetworkMode(requested string) (mode, why string, err error) {
 // gateway at 10.0.2.2 that also answers DNS at 10.0.2.3; names get
 // addresses from 198.18.0.0/15 (the benchmarking range, never routed).
 var (
-	tapNet     = proto.Net{Device: "eth0", Addr: "10.0.2.15/24", Gateway: "10.0.2.2", MTU: 1500}
+	tapNet     = proto.Net{Device: "eth0", Addr: "10.0.2.15/24", Gateway: "10.0.2.2", MTU: 65520}
 	gatewayIP  = netip.MustParseAddr("10.0.2.2")
 	dnsIP      = netip.MustParseAddr("10.0.2.3")
 	namePool   = netip.MustParsePrefix("198.18.0.0/15")
