@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/audit"
@@ -104,21 +105,29 @@ func closeWrite(c net.Conn) {
 
 // intercept terminates the client's TLS with a leaf for the CONNECT host and
 // serves its requests through the upstream handler (HTTP/1.1 or HTTP/2, as
-// ALPN chose).
+// ALPN chose). Each request is audited by the handler; the connection as a
+// whole (bytes on the wire each way) when it ends.
 func (g *Gateway) intercept(client net.Conn, t target) {
-	if t.port == 80 { // CONNECT to a plain HTTP port: requests come in clear
-		u := newUpstream(g, t, "http")
-		serveConn(client, u)
+	start := time.Now()
+	cc := &countedConn{Conn: client}
+	serve := func(c net.Conn, scheme string) {
+		u := newUpstream(g, t, scheme)
+		serveConn(c, u)
 		u.close()
+		g.record(audit.Record{Kind: "network", Host: t.host, IP: t.addr.String(), Port: int(t.port), Decision: "allow", Rule: t.rule,
+			Reason: "intercepted", BytesOut: cc.in.Load(), BytesIn: cc.out.Load(), Duration: audit.Millis(time.Since(start))})
+	}
+	if t.port == 80 { // plain HTTP: requests come in clear
+		serve(cc, "http")
 		return
 	}
-	tc := tls.Server(client, &tls.Config{
+	tc := tls.Server(cc, &tls.Config{
 		NextProtos: []string{"h2", "http/1.1"},
 		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 			// The certificate is for the host policy allowed and that will be
 			// dialled; an SNI naming anything else is refused.
 			if hello.ServerName != "" && !sameHost(hello.ServerName, t.host) {
-				return nil, fmt.Errorf("SNI %q does not match CONNECT host %q", hello.ServerName, t.host)
+				return nil, fmt.Errorf("SNI %q does not match the host %q", hello.ServerName, t.host)
 			}
 			return g.cfg.CA.Leaf(t.host)
 		},
@@ -132,9 +141,25 @@ func (g *Gateway) intercept(client net.Conn, t target) {
 		g.record(audit.Record{Kind: "network", Host: t.host, Port: int(t.port), Decision: "deny", Rule: t.rule, Reason: "TLS handshake with the sandbox failed: " + err.Error()})
 		return
 	}
-	u := newUpstream(g, t, "https")
-	serveConn(tc, u)
-	u.close()
+	serve(tc, "https")
+}
+
+// countedConn counts the bytes read from (in) and written to (out) a connection.
+type countedConn struct {
+	net.Conn
+	in, out atomic.Int64
+}
+
+func (c *countedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.in.Add(int64(n))
+	return n, err
+}
+
+func (c *countedConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.out.Add(int64(n))
+	return n, err
 }
 
 func sameHost(a, b string) bool {

@@ -33,7 +33,12 @@ type upstream struct {
 
 // close drops the upstream connections kept alive for this sandbox
 // connection once it is over (a WebSocket taken over is not idle: it stays).
-func (u *upstream) close() { u.transport.CloseIdleConnections() }
+// An HTTP/2 connection whose last stream is still finishing becomes idle a
+// moment later and would stay open until IdleConnTimeout, so look again.
+func (u *upstream) close() {
+	u.transport.CloseIdleConnections()
+	time.AfterFunc(time.Second, u.transport.CloseIdleConnections)
+}
 
 func newUpstream(g *Gateway, t target, scheme string) *upstream {
 	u := &upstream{g: g, t: t, scheme: scheme}
