@@ -266,6 +266,9 @@ func newRmCmd() *cobra.Command {
 		Use:     "rm ID|NAME... | --stopped",
 		Aliases: []string{"remove"},
 		Short:   "Remove stopped sandboxes from the state dir",
+		Long: `Remove stopped sandboxes from the state dir. A sandbox whose overlay or
+copy workspace still holds changes nobody applied or discarded is kept, with
+a message: review them (airlock diff, apply, discard) or pass -f to drop them.`,
 		Args: func(c *cobra.Command, args []string) error {
 			if stopped != (len(args) == 0) {
 				return usageError{"name sandboxes to remove, or pass --stopped"}
@@ -286,12 +289,15 @@ func newRmCmd() *cobra.Command {
 						return err
 					}
 				}
+				if n, ok := pendingChanges(e); ok && !force {
+					return fmt.Errorf("its workspace changes (%s) were neither applied nor discarded: airlock diff %s, then airlock apply or discard %s; or rm -f to drop them", n, e.Record.ID, e.Record.ID)
+				}
 				return remove(e)
 			})
 		},
 	}
 	c.Flags().BoolVar(&stopped, "stopped", false, "remove every sandbox that is not running")
-	c.Flags().BoolVarP(&force, "force", "f", false, "kill running sandboxes first")
+	c.Flags().BoolVarP(&force, "force", "f", false, "kill running sandboxes first, and drop workspace changes nobody applied")
 	return c
 }
 
@@ -311,7 +317,10 @@ func newPruneCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "prune",
 		Short: "Remove every stopped or crashed sandbox and what it left behind",
-		Args:  noArgs,
+		Long: `Remove every stopped or crashed sandbox and what it left behind, except
+those whose overlay or copy workspace holds changes nobody applied or
+discarded: those are named, and kept.`,
+		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			targets, err := pick(nil, true, func(e state.Entry) bool { return e.Status.State != state.Running })
 			if err != nil {
@@ -319,6 +328,10 @@ func newPruneCmd() *cobra.Command {
 			}
 			n := 0
 			for _, e := range targets {
+				if k, ok := pendingChanges(e); ok {
+					fmt.Fprintf(c.ErrOrStderr(), "airlock: kept %s: its workspace changes (%s) wait for airlock apply or discard\n", e.Record.ID, k)
+					continue
+				}
 				if err := remove(e); err != nil {
 					fmt.Fprintf(c.ErrOrStderr(), "airlock: %s: %v\n", e.Record.ID, err)
 					continue

@@ -17,6 +17,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/backend/native"
 	"github.com/airlock-dev/airlock/internal/state"
 	"github.com/airlock-dev/airlock/internal/supervisor"
+	"github.com/airlock-dev/airlock/internal/workspace"
 )
 
 type runOptions struct {
@@ -35,6 +36,8 @@ type runOptions struct {
 	name      string
 	quiet     bool
 	net       supervisor.NetworkSpec
+	wsMode    string
+	ws        supervisor.WorkspaceSpec
 }
 
 const (
@@ -62,6 +65,23 @@ inside), which allows only the named hosts, resolves names on the host and
 refuses private addresses, intercepts HTTPS with a local CA the sandbox trusts,
 and records each request (airlock audit ID).
 
+Workspace modes (--workspace-mode):
+  bind      the directory itself, live (default). A manifest is taken before
+            start; after exit risky changes are reported, and .git/config and
+            .git/hooks, read-only inside (--protect-git), are restored if
+            they changed anyway.
+  overlay   copy-on-write over the directory: the host sees nothing until you
+            apply. Starts as fast whatever the tree's size.
+  copy      a copy made at start (--exclude leaves paths out); copied back
+            after review.
+After an overlay or copy run, with a terminal, airlock asks
+"Apply 12 modified, 3 created, 1 deleted to DIR? [y/N/d]" (d shows the diff);
+without one, or on N, the changes are kept: airlock diff ID, airlock apply ID,
+airlock discard ID. --auto-apply applies at exit without asking, but holds
+back risky changes (git hooks and config, CI files, build scripts, editor and
+agent settings, new executables, links out of the workspace) unless
+--apply-risky.
+
 Limits default to ` + strconv.Itoa(defaultPids) + ` processes and half of the machine's memory.`,
 		Example: `  airlock run -- make test
   airlock run -t -- bash
@@ -70,6 +90,8 @@ Limits default to ` + strconv.Itoa(defaultPids) + ` processes and half of the ma
   airlock run --rw ~/.cache/go-build -- go build ./...
   airlock run --allow-host '*.github.com' -- git clone https://github.com/org/repo
   airlock run --secret ANTHROPIC_API_KEY@api.anthropic.com -- claude
+  airlock run --workspace-mode overlay -- claude      # review, then apply
+  airlock run --workspace-mode copy --exclude node_modules --auto-apply -- ./agent
   airlock run -d --name dev          # idle background sandbox; then: airlock exec dev -- CMD`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 && !o.detach {
@@ -102,6 +124,11 @@ Limits default to ` + strconv.Itoa(defaultPids) + ` processes and half of the ma
 	f.StringArrayVar(&o.net.Secrets, "secret", nil, "keep a credential on the host: NAME@HOST[,HOST] takes $NAME; the sandbox sees a placeholder that the gateway swaps for the value only toward HOST (also NAME=file:PATH@HOST, NAME=cmd:COMMAND@HOST; :body to swap in bodies)")
 	f.StringArrayVar(&o.net.AddHosts, "add-host", nil, "resolve `NAME:IP` statically (also allows that private address)")
 	f.StringVar(&o.net.UpstreamCA, "upstream-ca", "", "also trust this PEM `FILE` for upstream servers")
+	f.StringVar(&o.wsMode, "workspace-mode", "bind", "how the workspace appears inside: bind, overlay or copy (see above)")
+	f.StringArrayVar(&o.ws.Exclude, "exclude", nil, "leave `PATTERN` out of the copy, the manifest and the apply: a name (node_modules, *.o) or a path from the workspace root (build/out) (repeatable)")
+	f.BoolVar(&o.ws.AutoApply, "auto-apply", false, "overlay and copy: apply the changes at exit without asking, except risky ones")
+	f.BoolVar(&o.ws.ApplyRisky, "apply-risky", false, "with --auto-apply: apply risky changes too")
+	f.BoolVar(&o.ws.ProtectGit, "protect-git", true, "bind: make .git/config and .git/hooks read-only inside, and restore them after if they changed anyway")
 	return c
 }
 
@@ -261,6 +288,21 @@ func (o *runOptions) spec(args []string, limits native.Limits, stateRoot string)
 	}
 	s.Command, s.TTY, s.Timeout, s.Detached, s.Quiet = args, o.tty, o.timeout, o.detach, o.quiet
 	s.Network = o.net
+	mode, err := workspace.ParseMode(o.wsMode)
+	if err != nil {
+		return s, usageError{err.Error()}
+	}
+	if mode == workspace.Bind && o.ws.AutoApply {
+		return s, usageError{"--auto-apply needs --workspace-mode overlay or copy: in bind mode changes land in the workspace as they happen"}
+	}
+	if o.ws.ApplyRisky && !o.ws.AutoApply {
+		return s, usageError{"--apply-risky goes with --auto-apply"}
+	}
+	if _, err := workspace.NewExcluder(o.ws.Exclude); err != nil {
+		return s, usageError{err.Error()}
+	}
+	s.Workspace = o.ws
+	s.Workspace.Mode, s.Workspace.StateRoot = mode, stateRoot
 	if o.net.UpstreamCA != "" {
 		if s.Network.UpstreamCA, err = existingPath(o.net.UpstreamCA, "--upstream-ca"); err != nil {
 			return s, err

@@ -79,6 +79,11 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error), spawned *nativ
 		spec.Env = mergeEnv(spec.Env, nw.env)
 		sv.spec = spec
 	}
+	ws, err := prepareWorkspace(h.Dir(), &spec, stdio.Stderr)
+	if err != nil {
+		return fail(err)
+	}
+	sv.spec = spec
 	var ln *net.UnixListener
 	register := func(cgroups []string) error {
 		rec.Cgroups = cgroups
@@ -128,9 +133,13 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error), spawned *nativ
 	if reason != "" && !spec.Quiet {
 		fmt.Fprintf(stdio.Stderr, "airlock: %s\n", reason)
 	}
+	// Every process is gone before the workspace is read: nothing can
+	// change it while it is reviewed.
+	<-closed
+	keep := sv.reviewWorkspace(ws, h.ID())
 	now := time.Now().UTC()
 	st := state.Status{State: state.Exited, ExitCode: &code, FinishedAt: &now, Error: reason}
-	if !spec.Detached && !spec.Network.enabled() {
+	if !spec.Detached && !spec.Network.enabled() && !keep {
 		// A foreground sandbox leaves nothing behind; its result is its exit
 		// code. One with network keeps its audit log for `airlock audit`.
 		h.Remove()

@@ -75,6 +75,9 @@ func statOf(c Change, r Reader) string {
 	case ModeOnly:
 		return fmt.Sprintf("mode %04o -> %04o", c.Before.Mode, c.After.Mode)
 	}
+	if (c.After == nil || c.After.Type == TypeDir) && (c.Before == nil || c.Before.Type == TypeDir) {
+		return fmt.Sprintf("%s dir", c.Kind)
+	}
 	a, b, text := contents(c, r)
 	if !text {
 		return fmt.Sprintf("%s %s -> %s", c.Kind, sizeOf(c.Before), sizeOf(c.After))

@@ -151,6 +151,9 @@ func risks(c Change, root string, r Reader) []string {
 	}
 	p := c.Path
 	base := path.Base(p)
+	if c.After != nil && c.After.Type == TypeDir && c.After.Mode&0o6000 == 0 {
+		return nil // a directory alone runs nothing; what goes in it is audited
+	}
 	if c.Kind == Deleted {
 		// Removing a hook or a CI file runs nothing; removing git's own
 		// files loses work, which the change set shows anyway.

@@ -105,6 +105,12 @@ func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("workspace: %w", err)
 	}
+	rootInfo, err := os.Lstat(cfg.Root)
+	if err != nil || !rootInfo.IsDir() {
+		return nil, fmt.Errorf("workspace %s is not a directory", cfg.Root)
+	}
+	// An overlay's root, or a copy's, shows its own mode: give it the workspace's.
+	rootMode := uint32(rootInfo.Mode().Perm())
 	cache := LoadCache(cfg.CacheFile)
 	scan := func(p Progress) (Manifest, error) {
 		opt := ScanOptions{Exclude: s.ex, Cache: cache}
@@ -140,6 +146,9 @@ func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
 				return nil, fmt.Errorf("workspace: %w", err)
 			}
 		}
+		if err := unix.Chmod(s.path(upperDir), rootMode); err != nil {
+			return nil, fmt.Errorf("workspace: %w", err)
+		}
 		go func() {
 			m, err := scan(nil)
 			if err == nil {
@@ -165,6 +174,9 @@ func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
 		seen, err := CopyIn(cfg.Root, s.path(copyDir), s.base, cp)
 		if err != nil {
 			return nil, fmt.Errorf("workspace: copy: %w", err)
+		}
+		if err := unix.Chmod(s.path(copyDir), rootMode); err != nil {
+			return nil, fmt.Errorf("workspace: %w", err)
 		}
 		if err := SaveManifest(s.path(baseFile), s.base); err != nil {
 			return nil, fmt.Errorf("workspace: save manifest: %w", err)
