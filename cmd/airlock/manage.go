@@ -15,6 +15,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/cgroup"
 	"github.com/airlock-dev/airlock/internal/state"
 	"github.com/airlock-dev/airlock/internal/supervisor"
+	"github.com/airlock-dev/airlock/internal/workspace"
 )
 
 func newLsCmd() *cobra.Command {
@@ -304,6 +305,9 @@ a message: review them (airlock diff, apply, discard) or pass -f to drop them.`,
 // remove deletes a stopped sandbox and whatever a crashed supervisor left.
 func remove(e state.Entry) error {
 	if err := cgroup.Remove(e.Record.Cgroups); err != nil {
+		return err
+	}
+	if err := workspace.Release(supervisor.WorkspaceDir(e.Dir)); err != nil {
 		return err
 	}
 	store, err := openStore()

@@ -17,6 +17,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/backend/native"
 	"github.com/airlock-dev/airlock/internal/proto"
 	"github.com/airlock-dev/airlock/internal/state"
+	"github.com/airlock-dev/airlock/internal/workspace"
 )
 
 // IO is the supervisor's own stdio: the main command gets it.
@@ -55,6 +56,7 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error), spawned *nativ
 		if spawned != nil {
 			spawned.Close() // idempotent: Start closes it on its own errors too
 		}
+		workspace.Release(WorkspaceDir(h.Dir())) // an overlay that was mounted leaves a mode-0 dir
 		h.Remove()
 		notify(err)
 		return ExitAirlock, err

@@ -324,6 +324,11 @@ func (s *Session) Finish() (*Report, error) {
 		return nil, err
 	}
 	r := &Report{}
+	// overlayfs' scratch dir is of no use once the sandbox is gone, and it
+	// holds a mode-0 directory that a plain recursive delete cannot enter.
+	if err := removeTree(s.WorkDir()); err != nil {
+		return nil, fmt.Errorf("workspace: %w", err)
+	}
 	if s.m.Mode == Bind && s.m.ProtectGit {
 		restored, err := s.restoreGit()
 		if err != nil {
@@ -549,6 +554,12 @@ func removeTree(p string) error {
 		return nil
 	})
 	return os.RemoveAll(p)
+}
+
+// Release makes a session's directory removable by a plain recursive
+// delete (a crashed supervisor leaves overlayfs' scratch dir behind).
+func Release(dir string) error {
+	return removeTree(filepath.Join(dir, workDir))
 }
 
 // PendingIn reports whether the sandbox state dir sdir holds changes still to
