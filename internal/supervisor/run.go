@@ -113,6 +113,7 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error), spawned *nativ
 	}
 	defer sv.sb.Close()
 	defer func() { ln.Close(); os.Remove(sock) }()
+	ws.Background()
 	if !spec.Quiet {
 		for _, w := range sv.sb.Warnings {
 			fmt.Fprintf(stdio.Stderr, "airlock: warning: %s\n", w)

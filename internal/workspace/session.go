@@ -68,6 +68,8 @@ type Session struct {
 	m   meta
 	ex  *Excluder
 
+	background func() // overlay's manifest, to take once the sandbox runs
+
 	mu       sync.Mutex
 	base     Manifest
 	baseErr  error
@@ -149,7 +151,8 @@ func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
 		if err := unix.Chmod(s.path(upperDir), rootMode); err != nil {
 			return nil, fmt.Errorf("workspace: %w", err)
 		}
-		go func() {
+		// The manifest is taken by Background, once the sandbox runs.
+		s.background = func() {
 			m, err := scan(nil)
 			if err == nil {
 				err = SaveManifest(s.path(baseFile), m)
@@ -158,7 +161,7 @@ func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
 			s.base, s.baseErr = m, err
 			s.mu.Unlock()
 			close(s.baseDone)
-		}()
+		}
 	case Copy:
 		if s.base, err = scan(progress); err != nil {
 			return nil, err
@@ -191,6 +194,16 @@ func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// Background starts what Prepare left for after the start (overlay's
+// manifest: the sandbox cannot change the lower layer, so taking it while
+// the sandbox runs costs its start nothing). Call it once the sandbox runs.
+func (s *Session) Background() {
+	if f := s.background; f != nil {
+		s.background = nil
+		go f()
+	}
 }
 
 // Open loads the session kept in dir.
@@ -292,6 +305,10 @@ func (s *Session) ReadOnlyPaths() []string {
 
 // waitBase returns the manifest taken at start.
 func (s *Session) waitBase() (Manifest, error) {
+	if f := s.background; f != nil { // never started in the background: take it now
+		s.background = nil
+		f()
+	}
 	<-s.baseDone
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -301,7 +318,7 @@ func (s *Session) waitBase() (Manifest, error) {
 	m, err := LoadManifest(s.path(baseFile))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			err = errors.New("workspace: no manifest was taken at start (the supervisor ended before it was done)")
+			err = errors.New("workspace: no manifest of the workspace yet: an overlay's is taken in the background after start; try again in a moment (if the supervisor crashed first, the changes cannot be compared)")
 		}
 		s.baseErr = err
 		return nil, err
@@ -320,9 +337,6 @@ type Report struct {
 // protected git files; in every mode it computes and records the change set
 // and its audit.
 func (s *Session) Finish() (*Report, error) {
-	if _, err := s.waitBase(); err != nil {
-		return nil, err
-	}
 	r := &Report{}
 	// overlayfs' scratch dir is of no use once the sandbox is gone, and it
 	// holds a mode-0 directory that a plain recursive delete cannot enter.
@@ -396,9 +410,12 @@ func (s *Session) hasTree() bool {
 
 // compute scans the sandbox's side and compares it with the start.
 func (s *Session) compute() ([]Change, error) {
-	base, err := s.waitBase()
-	if err != nil {
-		return nil, err
+	var base Manifest
+	var err error
+	if s.m.Mode != Overlay {
+		if base, err = s.waitBase(); err != nil {
+			return nil, err
+		}
 	}
 	var cs []Change
 	switch s.m.Mode {
@@ -418,6 +435,12 @@ func (s *Session) compute() ([]Change, error) {
 		upper, err := Scan(s.UpperDir(), ScanOptions{Exclude: s.ex, Opaque: true})
 		if err != nil {
 			return nil, fmt.Errorf("workspace: read the sandbox's changes: %w", err)
+		}
+		if len(upper) == 0 {
+			return nil, nil // nothing was written: no need to wait for the manifest
+		}
+		if base, err = s.waitBase(); err != nil {
+			return nil, err
 		}
 		merged, touched := MergeUpper(base, upper)
 		cs = Compare(base, merged, touched)
