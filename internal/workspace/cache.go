@@ -17,9 +17,10 @@ import (
 // still holds the bytes that were hashed. A scan uses the entries it finds
 // and keeps only those, so the cache never outgrows the tree.
 type Cache struct {
-	mu   sync.Mutex
-	old  map[cacheKey]cacheVal
-	seen map[cacheKey]cacheVal
+	mu      sync.Mutex
+	old     map[cacheKey]cacheVal
+	seen    map[cacheKey]cacheVal
+	learned bool // a hash was added since Load
 }
 
 type cacheKey struct{ Dev, Ino uint64 }
@@ -74,6 +75,7 @@ func (c *Cache) store(e *Entry) {
 	}
 	c.mu.Lock()
 	c.seen[cacheKey{e.Dev, e.Ino}] = cacheVal{e.Size, e.Mtime, e.Ctime, e.SHA256}
+	c.learned = true
 	c.mu.Unlock()
 }
 
@@ -116,6 +118,10 @@ func LoadCache(p string) *Cache {
 // Save writes the hashes used or learnt by scans since Load, atomically.
 func (c *Cache) Save(p string) error {
 	c.mu.Lock()
+	if !c.learned && len(c.seen) == len(c.old) {
+		c.mu.Unlock()
+		return nil // every hash came from the file, and none went stale
+	}
 	recs := make([]cacheRecord, 0, len(c.seen))
 	for k, v := range c.seen {
 		recs = append(recs, cacheRecord{k, v})

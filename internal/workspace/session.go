@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -68,7 +69,9 @@ type Session struct {
 	m   meta
 	ex  *Excluder
 
-	background func() // overlay's manifest, to take once the sandbox runs
+	background func()        // overlay's manifest, to take once the sandbox runs
+	hurry      chan struct{} // closed when the manifest is waited for
+	hurryOnce  sync.Once
 
 	mu       sync.Mutex
 	base     Manifest
@@ -90,6 +93,9 @@ const (
 	gitManifest = "git.manifest"
 )
 
+// backgroundDelay is how long an overlay waits before taking its manifest.
+const backgroundDelay = 300 * time.Millisecond
+
 // Progress reports copy-in progress: a phase, entries done and total (0 when
 // unknown), bytes.
 type Progress func(phase string, done, total, bytes int64)
@@ -99,7 +105,7 @@ type Progress func(phase string, done, total, bytes int64)
 // background, since the sandbox cannot change the lower layer, so its start
 // does not depend on the tree's size.
 func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
-	s := &Session{dir: dir, m: meta{Config: cfg, Started: time.Now().UTC(), Status: StatusRunning}, baseDone: make(chan struct{})}
+	s := &Session{dir: dir, m: meta{Config: cfg, Started: time.Now().UTC(), Status: StatusRunning}, baseDone: make(chan struct{}), hurry: make(chan struct{})}
 	var err error
 	if s.ex, err = s.excluder(); err != nil {
 		return nil, err
@@ -114,8 +120,8 @@ func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
 	// An overlay's root, or a copy's, shows its own mode: give it the workspace's.
 	rootMode := uint32(rootInfo.Mode().Perm())
 	cache := LoadCache(cfg.CacheFile)
-	scan := func(p Progress) (Manifest, error) {
-		opt := ScanOptions{Exclude: s.ex, Cache: cache}
+	scan := func(p Progress, workers int) (Manifest, error) {
+		opt := ScanOptions{Exclude: s.ex, Cache: cache, Workers: workers}
 		if p != nil {
 			opt.Progress = func(n, b int64) { p("scanning", n, 0, b) }
 		}
@@ -130,7 +136,7 @@ func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
 	}
 	switch cfg.Mode {
 	case Bind:
-		if s.base, err = scan(nil); err != nil {
+		if s.base, err = scan(nil, 0); err != nil {
 			return nil, err
 		}
 		close(s.baseDone)
@@ -151,9 +157,21 @@ func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
 		if err := unix.Chmod(s.path(upperDir), rootMode); err != nil {
 			return nil, fmt.Errorf("workspace: %w", err)
 		}
-		// The manifest is taken by Background, once the sandbox runs.
+		// The manifest is taken by Background, once the sandbox runs, after
+		// a moment (a short command never pays for it) and on half the CPUs
+		// (the agent keeps the rest), unless someone waits for it.
 		s.background = func() {
-			m, err := scan(nil)
+			select {
+			case <-time.After(backgroundDelay):
+			case <-s.hurry:
+			}
+			workers := max(1, runtime.GOMAXPROCS(0)/2)
+			select {
+			case <-s.hurry:
+				workers = 0
+			default:
+			}
+			m, err := scan(nil, workers)
 			if err == nil {
 				err = SaveManifest(s.path(baseFile), m)
 			}
@@ -163,7 +181,7 @@ func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
 			close(s.baseDone)
 		}
 	case Copy:
-		if s.base, err = scan(progress); err != nil {
+		if s.base, err = scan(progress, 0); err != nil {
 			return nil, err
 		}
 		close(s.baseDone)
@@ -208,7 +226,7 @@ func (s *Session) Background() {
 
 // Open loads the session kept in dir.
 func Open(dir string) (*Session, error) {
-	s := &Session{dir: dir, baseDone: make(chan struct{})}
+	s := &Session{dir: dir, baseDone: make(chan struct{}), hurry: make(chan struct{})}
 	close(s.baseDone)
 	b, err := os.ReadFile(s.path(metaFile))
 	if err != nil {
@@ -305,6 +323,7 @@ func (s *Session) ReadOnlyPaths() []string {
 
 // waitBase returns the manifest taken at start.
 func (s *Session) waitBase() (Manifest, error) {
+	s.hurryOnce.Do(func() { close(s.hurry) })
 	if f := s.background; f != nil { // never started in the background: take it now
 		s.background = nil
 		f()
