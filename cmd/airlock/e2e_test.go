@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -624,7 +625,11 @@ func TestUnprivileged(t *testing.T) {
 	}
 	defer os.RemoveAll(tmp)
 	os.Chmod(tmp, 0o1777)
-	c := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", testBin, "-test.v", "-test.timeout=5m")
+	args := []string{"--reuid=65534", "--regid=65534", "--clear-groups", testBin, "-test.v", "-test.timeout=5m"}
+	if f := flag.Lookup("test.run"); f != nil && f.Value.String() != "" {
+		args = append(args, "-test.run="+f.Value.String()) // the same selection (this test skips itself there)
+	}
+	c := exec.Command(setpriv, args...)
 	u := testUpstream(t) // on port 443, which only root can bind: started here for the child
 	c.Env = []string{"AIRLOCK_TEST_BIN=" + airlockBin, "TMPDIR=" + tmp, "HOME=/nonexistent", "PATH=" + os.Getenv("PATH"),
 		"AIRLOCK_TEST_UPSTREAM=" + u.addr, "AIRLOCK_TEST_UPSTREAM_CA=" + u.caFile, "AIRLOCK_TEST_UPSTREAM_LOG=" + u.logFile}

@@ -15,6 +15,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/cgroup"
 	"github.com/airlock-dev/airlock/internal/state"
 	"github.com/airlock-dev/airlock/internal/supervisor"
+	"github.com/airlock-dev/airlock/internal/workspace"
 )
 
 func newLsCmd() *cobra.Command {
@@ -266,6 +267,9 @@ func newRmCmd() *cobra.Command {
 		Use:     "rm ID|NAME... | --stopped",
 		Aliases: []string{"remove"},
 		Short:   "Remove stopped sandboxes from the state dir",
+		Long: `Remove stopped sandboxes from the state dir. A sandbox whose overlay or
+copy workspace still holds changes nobody applied or discarded is kept, with
+a message: review them (airlock diff, apply, discard) or pass -f to drop them.`,
 		Args: func(c *cobra.Command, args []string) error {
 			if stopped != (len(args) == 0) {
 				return usageError{"name sandboxes to remove, or pass --stopped"}
@@ -286,18 +290,24 @@ func newRmCmd() *cobra.Command {
 						return err
 					}
 				}
+				if n, ok := pendingChanges(e); ok && !force {
+					return fmt.Errorf("its workspace changes (%s) were neither applied nor discarded: airlock diff %s, then airlock apply or discard %s; or rm -f to drop them", n, e.Record.ID, e.Record.ID)
+				}
 				return remove(e)
 			})
 		},
 	}
 	c.Flags().BoolVar(&stopped, "stopped", false, "remove every sandbox that is not running")
-	c.Flags().BoolVarP(&force, "force", "f", false, "kill running sandboxes first")
+	c.Flags().BoolVarP(&force, "force", "f", false, "kill running sandboxes first, and drop workspace changes nobody applied")
 	return c
 }
 
 // remove deletes a stopped sandbox and whatever a crashed supervisor left.
 func remove(e state.Entry) error {
 	if err := cgroup.Remove(e.Record.Cgroups); err != nil {
+		return err
+	}
+	if err := workspace.Release(supervisor.WorkspaceDir(e.Dir)); err != nil {
 		return err
 	}
 	store, err := openStore()
@@ -311,7 +321,10 @@ func newPruneCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "prune",
 		Short: "Remove every stopped or crashed sandbox and what it left behind",
-		Args:  noArgs,
+		Long: `Remove every stopped or crashed sandbox and what it left behind, except
+those whose overlay or copy workspace holds changes nobody applied or
+discarded: those are named, and kept.`,
+		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			targets, err := pick(nil, true, func(e state.Entry) bool { return e.Status.State != state.Running })
 			if err != nil {
@@ -319,6 +332,10 @@ func newPruneCmd() *cobra.Command {
 			}
 			n := 0
 			for _, e := range targets {
+				if k, ok := pendingChanges(e); ok {
+					fmt.Fprintf(c.ErrOrStderr(), "airlock: kept %s: its workspace changes (%s) wait for airlock apply or discard\n", e.Record.ID, k)
+					continue
+				}
 				if err := remove(e); err != nil {
 					fmt.Fprintf(c.ErrOrStderr(), "airlock: %s: %v\n", e.Record.ID, err)
 					continue

@@ -19,6 +19,8 @@ no privilege on the host. No daemon, no image: the host is its read-only root.
   airlock run -t -- bash                   an interactive shell
   airlock run -d --name dev                a background sandbox
   airlock exec dev -- npm test             run in it
+  airlock run --workspace-mode overlay -- claude   review changes at exit
+  airlock diff ID / apply ID / discard ID  review later
   airlock ls                               list sandboxes
   airlock doctor                           what this machine supports
 
@@ -30,7 +32,7 @@ Exit status is the command's own; 125 when airlock itself fails.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err.Error()} })
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.AddCommand(newRunCmd(), newExecCmd(), newLsCmd(), newGetCmd(), newLogsCmd(),
-		newKillCmd(), newRmCmd(), newPruneCmd(), newAuditCmd(), newCACmd(), newDoctorCmd(), newVersionCmd())
+		newKillCmd(), newRmCmd(), newPruneCmd(), newDiffCmd(), newApplyCmd(), newDiscardCmd(), newAuditCmd(), newCACmd(), newDoctorCmd(), newVersionCmd())
 	return root
 }
 

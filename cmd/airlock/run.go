@@ -17,6 +17,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/backend/native"
 	"github.com/airlock-dev/airlock/internal/state"
 	"github.com/airlock-dev/airlock/internal/supervisor"
+	"github.com/airlock-dev/airlock/internal/workspace"
 )
 
 type runOptions struct {
@@ -35,6 +36,8 @@ type runOptions struct {
 	name      string
 	quiet     bool
 	net       supervisor.NetworkSpec
+	wsMode    string
+	ws        supervisor.WorkspaceSpec
 }
 
 const (
@@ -65,6 +68,23 @@ sandbox gets a network interface into the gateway (transparent: any program
 works); where this user cannot make one, the gateway is an HTTP proxy and
 HTTP(S)_PROXY is set inside. 'airlock doctor' says which you get.
 
+Workspace modes (--workspace-mode):
+  bind      the directory itself, live (default). A manifest is taken before
+            start; after exit risky changes are reported, and .git/config and
+            .git/hooks, read-only inside (--protect-git), are restored if
+            they changed anyway.
+  overlay   copy-on-write over the directory: the host sees nothing until you
+            apply. Starts as fast whatever the tree's size.
+  copy      a copy made at start (--exclude leaves paths out); copied back
+            after review.
+After an overlay or copy run, with a terminal, airlock asks
+"Apply 12 modified, 3 created, 1 deleted to DIR? [y/N/d]" (d shows the diff);
+without one, or on N, the changes are kept: airlock diff ID, airlock apply ID,
+airlock discard ID. --auto-apply applies at exit without asking, but holds
+back risky changes (git hooks and config, CI files, build scripts, editor and
+agent settings, new executables, links out of the workspace) unless
+--apply-risky.
+
 Limits default to ` + strconv.Itoa(defaultPids) + ` processes and half of the machine's memory.`,
 		Example: `  airlock run -- make test
   airlock run -t -- bash
@@ -73,6 +93,8 @@ Limits default to ` + strconv.Itoa(defaultPids) + ` processes and half of the ma
   airlock run --rw ~/.cache/go-build -- go build ./...
   airlock run --allow-host '*.github.com' -- git clone https://github.com/org/repo
   airlock run --secret ANTHROPIC_API_KEY@api.anthropic.com -- claude
+  airlock run --workspace-mode overlay -- claude      # review, then apply
+  airlock run --workspace-mode copy --exclude node_modules --auto-apply -- ./agent
   airlock run -d --name dev          # idle background sandbox; then: airlock exec dev -- CMD`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 && !o.detach {
@@ -107,6 +129,11 @@ Limits default to ` + strconv.Itoa(defaultPids) + ` processes and half of the ma
 	f.StringVar(&o.net.UpstreamCA, "upstream-ca", "", "also trust this PEM `FILE` for upstream servers")
 	f.StringVar(&o.net.DNSUpstream, "dns-upstream", "", "resolve allowed names with the DNS server at `IP:PORT` (default: the host's resolver)")
 	f.StringVar(&o.net.Mode, "network-mode", "auto", "how traffic reaches the gateway: transparent (a network interface; needs access to /dev/net/tun), proxy (HTTP(S)_PROXY), or auto")
+	f.StringVar(&o.wsMode, "workspace-mode", "bind", "how the workspace appears inside: bind, overlay or copy (see above)")
+	f.StringArrayVar(&o.ws.Exclude, "exclude", nil, "leave `PATTERN` out of the copy, the manifest and the apply: a name (node_modules, *.o) or a path from the workspace root (build/out) (repeatable)")
+	f.BoolVar(&o.ws.AutoApply, "auto-apply", false, "overlay and copy: apply the changes at exit without asking, except risky ones")
+	f.BoolVar(&o.ws.ApplyRisky, "apply-risky", false, "with --auto-apply: apply risky changes too")
+	f.BoolVar(&o.ws.ProtectGit, "protect-git", true, "bind: make .git/config and .git/hooks read-only inside, and restore them after if they changed anyway")
 	return c
 }
 
@@ -266,6 +293,21 @@ func (o *runOptions) spec(args []string, limits native.Limits, stateRoot string)
 	}
 	s.Command, s.TTY, s.Timeout, s.Detached, s.Quiet = args, o.tty, o.timeout, o.detach, o.quiet
 	s.Network = o.net
+	mode, err := workspace.ParseMode(o.wsMode)
+	if err != nil {
+		return s, usageError{err.Error()}
+	}
+	if mode == workspace.Bind && o.ws.AutoApply {
+		return s, usageError{"--auto-apply needs --workspace-mode overlay or copy: in bind mode changes land in the workspace as they happen"}
+	}
+	if o.ws.ApplyRisky && !o.ws.AutoApply {
+		return s, usageError{"--apply-risky goes with --auto-apply"}
+	}
+	if _, err := workspace.NewExcluder(o.ws.Exclude); err != nil {
+		return s, usageError{err.Error()}
+	}
+	s.Workspace = o.ws
+	s.Workspace.Mode, s.Workspace.StateRoot = mode, stateRoot
 	if o.net.UpstreamCA != "" {
 		if s.Network.UpstreamCA, err = existingPath(o.net.UpstreamCA, "--upstream-ca"); err != nil {
 			return s, err

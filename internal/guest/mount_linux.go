@@ -49,8 +49,20 @@ func buildRoot(in *proto.Init) error {
 	}
 	// Clone every source first, while the host view is intact.
 	sources := make([]int, len(in.Mounts))
+	layers := make([][3]int, len(in.Mounts))
 	for i, m := range in.Mounts {
 		sources[i] = -1
+		if m.Kind == proto.MountOverlay {
+			for j, p := range []string{m.Source, m.Upper, m.Work} {
+				fd, err := unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+				if err != nil {
+					return step("open overlay layer "+p, err)
+				}
+				defer unix.Close(fd)
+				layers[i][j] = fd
+			}
+			continue
+		}
 		if m.Kind != proto.MountBind {
 			continue
 		}
@@ -108,6 +120,8 @@ func buildRoot(in *proto.Init) error {
 				continue
 			}
 			err = b.bind(sources[i], m)
+		case proto.MountOverlay:
+			err = b.overlay(layers[i], m.Target)
 		case proto.MountTmpfs:
 			err = b.tmpfs(m)
 		case proto.MountProc:
@@ -273,6 +287,43 @@ func (b *builder) tmpfs(m proto.Mount) error {
 		return nil
 	}
 	return unix.Close(fd)
+}
+
+// overlay mounts overlayfs at target from three directories opened before
+// the host's view changed: lower, upper, work. In a user namespace overlayfs
+// keeps its own metadata in user.overlay.* xattrs (userxattr), and whiteouts
+// are character devices 0:0 in the upper dir, which the host reads back.
+func (b *builder) overlay(layers [3]int, target string) error {
+	fsfd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("fsopen overlay: %w (overlay workspaces need Linux 5.11+ with overlayfs)", err)
+	}
+	defer unix.Close(fsfd)
+	opts := [][2]string{
+		{"lowerdir", fmt.Sprintf("/proc/self/fd/%d", layers[0])},
+		{"upperdir", fmt.Sprintf("/proc/self/fd/%d", layers[1])},
+		{"workdir", fmt.Sprintf("/proc/self/fd/%d", layers[2])},
+		{"userxattr", ""},
+	}
+	for _, o := range opts {
+		if o[1] == "" {
+			err = unix.FsconfigSetFlag(fsfd, o[0])
+		} else {
+			err = unix.FsconfigSetString(fsfd, o[0], o[1])
+		}
+		if err != nil {
+			return fmt.Errorf("overlay option %s: %w", o[0], err)
+		}
+	}
+	if err := unix.FsconfigCreate(fsfd); err != nil {
+		return fmt.Errorf("create overlay: %w (the state dir's filesystem must support user xattrs, and must not lie inside the workspace)", err)
+	}
+	mnt, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(mnt)
+	return b.attach(mnt, target, true)
 }
 
 // Under /proc, what a container runtime masks (reads as empty) and what it

@@ -34,6 +34,10 @@ const (
 	MountTmpfs = "tmpfs" // fresh tmpfs at Target
 	MountProc  = "proc"  // fresh /proc with runtime masks
 	MountDev   = "dev"   // minimal /dev
+	// MountOverlay is overlayfs at Target: Source (a host directory) is the
+	// read-only lower layer, Upper (a host directory) takes every write,
+	// Work is overlayfs' scratch dir on Upper's filesystem.
+	MountOverlay = "overlay"
 )
 
 // Mount is one step of the plan. Target is an absolute path inside the sandbox.
@@ -47,6 +51,9 @@ type Mount struct {
 	Mode      uint32 `cbor:"6,keyasint,omitempty"`
 	// Optional mounts are skipped when Source does not exist.
 	Optional bool `cbor:"7,keyasint,omitempty"`
+	// Upper and Work are MountOverlay's writable layer and scratch dir.
+	Upper string `cbor:"8,keyasint,omitempty"`
+	Work  string `cbor:"9,keyasint,omitempty"`
 }
 
 // Landlock says where writes are allowed. Reads stay allowed everywhere the

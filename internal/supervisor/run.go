@@ -17,6 +17,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/backend/native"
 	"github.com/airlock-dev/airlock/internal/proto"
 	"github.com/airlock-dev/airlock/internal/state"
+	"github.com/airlock-dev/airlock/internal/workspace"
 )
 
 // IO is the supervisor's own stdio: the main command gets it.
@@ -56,6 +57,7 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error), spawned *nativ
 		if spawned != nil {
 			spawned.Close() // idempotent: Start closes it on its own errors too
 		}
+		workspace.Release(WorkspaceDir(h.Dir())) // an overlay that was mounted leaves a mode-0 dir
 		h.Remove()
 		notify(err)
 		return ExitAirlock, err
@@ -86,6 +88,11 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error), spawned *nativ
 		spec.Env = mergeEnv(spec.Env, nw.env)
 		sv.spec = spec
 	}
+	ws, err := prepareWorkspace(h.Dir(), &spec, stdio.Stderr)
+	if err != nil {
+		return fail(err)
+	}
+	sv.spec = spec
 	var ln *net.UnixListener
 	register := func(cgroups []string) error {
 		rec.Cgroups = cgroups
@@ -118,6 +125,7 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error), spawned *nativ
 			return fail(fmt.Errorf("transparent network: %w", err))
 		}
 	}
+	ws.Background()
 	if !spec.Quiet {
 		for _, w := range sv.sb.Warnings {
 			fmt.Fprintf(stdio.Stderr, "airlock: warning: %s\n", w)
@@ -140,9 +148,13 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error), spawned *nativ
 	if reason != "" && !spec.Quiet {
 		fmt.Fprintf(stdio.Stderr, "airlock: %s\n", reason)
 	}
+	// Every process is gone before the workspace is read: nothing can
+	// change it while it is reviewed.
+	<-closed
+	keep := sv.reviewWorkspace(ws, h.ID())
 	now := time.Now().UTC()
 	st := state.Status{State: state.Exited, ExitCode: &code, FinishedAt: &now, Error: reason}
-	if !spec.Detached && !spec.Network.enabled() {
+	if !spec.Detached && !spec.Network.enabled() && !keep {
 		// A foreground sandbox leaves nothing behind; its result is its exit
 		// code. One with network keeps its audit log for `airlock audit`.
 		h.Remove()

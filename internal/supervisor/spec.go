@@ -13,14 +13,16 @@ import (
 // Spec is everything a supervisor needs; a detached sandbox's background
 // supervisor reads it back from the state dir.
 type Spec struct {
-	Native   native.Config `json:"native"`
-	Network  NetworkSpec   `json:"network,omitempty"`
-	Command  []string      `json:"command,omitempty"` // empty: an idle sandbox (detached only)
-	Env      []string      `json:"env"`               // the sandbox's environment
-	TTY      bool          `json:"tty,omitempty"`
-	Timeout  time.Duration `json:"timeout,omitempty"`
-	Detached bool          `json:"detached,omitempty"`
-	Quiet    bool          `json:"quiet,omitempty"`
+	Native  native.Config `json:"native"`
+	Network NetworkSpec   `json:"network,omitempty"`
+	// Workspace is how the workspace is shown inside and reviewed after.
+	Workspace WorkspaceSpec `json:"workspace,omitempty"`
+	Command   []string      `json:"command,omitempty"` // empty: an idle sandbox (detached only)
+	Env       []string      `json:"env"`               // the sandbox's environment
+	TTY       bool          `json:"tty,omitempty"`
+	Timeout   time.Duration `json:"timeout,omitempty"`
+	Detached  bool          `json:"detached,omitempty"`
+	Quiet     bool          `json:"quiet,omitempty"`
 }
 
 // Exit codes airlock itself uses, as docker and timeout(1) do.

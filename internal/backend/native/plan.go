@@ -33,6 +33,19 @@ type Config struct {
 	// Net gives the sandbox a TAP interface whose descriptor Start returns in
 	// Sandbox.TAP; nil leaves it with loopback only.
 	Net *proto.Net `json:"net,omitempty"`
+	// Overlay, if set, shows the workspace copy-on-write: the host directory
+	// is the lower layer and every write lands in Overlay.Upper.
+	Overlay *Overlay `json:"overlay,omitempty"`
+	// WorkspaceSource, if set, is the host directory shown at Workspace in
+	// its place (copy mode's copy).
+	WorkspaceSource string `json:"workspace_source,omitempty"`
+}
+
+// Overlay holds an overlay workspace's writable layer: two directories on
+// one filesystem, owned by the user, outside the workspace.
+type Overlay struct {
+	Upper string `json:"upper"`
+	Work  string `json:"work"`
 }
 
 // FileMount is one host file shown read-only inside.
@@ -116,7 +129,14 @@ func Plan(c Config, env func(string) string) (*proto.Init, error) {
 	for _, p := range c.RW {
 		mounts = append(mounts, proto.Mount{Kind: proto.MountBind, Source: p, Target: p})
 	}
-	mounts = append(mounts, proto.Mount{Kind: proto.MountBind, Source: c.Workspace, Target: c.Workspace})
+	switch {
+	case c.Overlay != nil:
+		mounts = append(mounts, proto.Mount{Kind: proto.MountOverlay, Source: c.Workspace, Upper: c.Overlay.Upper, Work: c.Overlay.Work, Target: c.Workspace})
+	case c.WorkspaceSource != "":
+		mounts = append(mounts, proto.Mount{Kind: proto.MountBind, Source: c.WorkspaceSource, Target: c.Workspace})
+	default:
+		mounts = append(mounts, proto.Mount{Kind: proto.MountBind, Source: c.Workspace, Target: c.Workspace})
+	}
 	for _, f := range c.Files {
 		mounts = append(mounts, proto.Mount{Kind: proto.MountBind, Source: f.Source, Target: f.Target, ReadOnly: true})
 	}
@@ -162,6 +182,11 @@ func Plan(c Config, env func(string) string) (*proto.Init, error) {
 // within reports whether p is dir or lies below it.
 func within(p, dir string) bool {
 	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+}
+
+// Hidden lists the host paths a sandbox of shape c never sees.
+func Hidden(c Config, env func(string) string) []string {
+	return hidden(c, SandboxHome(c.HostHome), env)
 }
 
 func hidden(c Config, home string, env func(string) string) []string {

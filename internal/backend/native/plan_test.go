@@ -326,3 +326,25 @@ func TestSandboxHomeIsTheHostHomeOnlyWhenItIsADirectory(t *testing.T) {
 		}
 	}
 }
+
+func TestPlanWorkspaceModes(t *testing.T) {
+	ov := Config{Workspace: "/srv/ws", HostHome: "/nonexistent-home", Overlay: &Overlay{Upper: "/state/up", Work: "/state/work"}}
+	in, err := Plan(ov, envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := in.Mounts[mountIndex(t, in, "/srv/ws")]
+	if m.Kind != proto.MountOverlay || m.Source != "/srv/ws" || m.Upper != "/state/up" || m.Work != "/state/work" {
+		t.Errorf("overlay workspace mount = %+v", m)
+	}
+	if !slices.Contains(in.Landlock.RWDirs, "/srv/ws") {
+		t.Errorf("overlay workspace not writable under Landlock: %v", in.Landlock.RWDirs)
+	}
+	cp := Config{Workspace: "/srv/ws", HostHome: "/nonexistent-home", WorkspaceSource: "/state/copy"}
+	if in, err = Plan(cp, envOf(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if m := in.Mounts[mountIndex(t, in, "/srv/ws")]; m.Kind != proto.MountBind || m.Source != "/state/copy" {
+		t.Errorf("copy workspace mount = %+v", m)
+	}
+}

@@ -1,0 +1,189 @@
+package workspace
+
+import (
+	"bufio"
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// Cache remembers file hashes by identity: device, inode, size, mtime and
+// ctime. Nothing but the kernel sets ctime, so a file that matches all five
+// still holds the bytes that were hashed. A scan uses the entries it finds
+// and keeps only those, so the cache never outgrows the tree.
+type Cache struct {
+	mu      sync.Mutex
+	old     map[cacheKey]cacheVal
+	seen    map[cacheKey]cacheVal
+	learned bool // a hash was added since Load
+}
+
+type cacheKey struct{ Dev, Ino uint64 }
+
+type cacheVal struct {
+	Size, Mtime, Ctime int64
+	Sum                string
+}
+
+// settled is how long a file's ctime must lie before the moment it was
+// hashed for the hash to be reused: longer than the coarsest timestamp tick
+// (10 ms), so any later write gives the file a different ctime.
+const settled = 50 * time.Millisecond
+
+func trusted(e *Entry) bool { return e.Stamp-e.Ctime >= int64(settled) }
+
+// NewCache returns an empty cache.
+func NewCache() *Cache {
+	return &Cache{old: map[cacheKey]cacheVal{}, seen: map[cacheKey]cacheVal{}}
+}
+
+// CacheFrom seeds a cache with the hashes in m (a copy made earlier, whose
+// files may since have been changed by the sandbox).
+func CacheFrom(m Manifest) *Cache {
+	c := NewCache()
+	for _, e := range m {
+		if e.Type == TypeFile && e.SHA256 != "" && trusted(&e) {
+			c.old[cacheKey{e.Dev, e.Ino}] = cacheVal{e.Size, e.Mtime, e.Ctime, e.SHA256}
+		}
+	}
+	return c
+}
+
+func (c *Cache) lookup(e *Entry) (string, bool) {
+	if c == nil {
+		return "", false
+	}
+	k := cacheKey{e.Dev, e.Ino}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.old[k]
+	if !ok || v.Size != e.Size || v.Mtime != e.Mtime || v.Ctime != e.Ctime {
+		return "", false
+	}
+	c.seen[k] = v
+	return v.Sum, true
+}
+
+func (c *Cache) store(e *Entry) {
+	if c == nil || !trusted(e) {
+		return
+	}
+	c.mu.Lock()
+	c.seen[cacheKey{e.Dev, e.Ino}] = cacheVal{e.Size, e.Mtime, e.Ctime, e.SHA256}
+	c.learned = true
+	c.mu.Unlock()
+}
+
+// Len is the number of hashes the cache would save.
+func (c *Cache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.seen)
+}
+
+type cacheRecord struct {
+	K cacheKey
+	V cacheVal
+}
+
+// cacheMagic versions the file; an unknown one is ignored, not an error.
+const cacheMagic = "airlock-hash-cache-1"
+
+// LoadCache reads a cache file; a missing or unreadable one gives an empty
+// cache (it is only an optimisation).
+func LoadCache(p string) *Cache {
+	c := NewCache()
+	f, err := os.Open(p)
+	if err != nil {
+		return c
+	}
+	defer f.Close()
+	dec := gob.NewDecoder(bufio.NewReader(f))
+	var magic string
+	var recs []cacheRecord
+	if dec.Decode(&magic) != nil || magic != cacheMagic || dec.Decode(&recs) != nil {
+		return c
+	}
+	for _, r := range recs {
+		c.old[r.K] = r.V
+	}
+	return c
+}
+
+// Save writes the hashes used or learnt by scans since Load, atomically.
+func (c *Cache) Save(p string) error {
+	c.mu.Lock()
+	if !c.learned && len(c.seen) == len(c.old) {
+		c.mu.Unlock()
+		return nil // every hash came from the file, and none went stale
+	}
+	recs := make([]cacheRecord, 0, len(c.seen))
+	for k, v := range c.seen {
+		recs = append(recs, cacheRecord{k, v})
+	}
+	c.mu.Unlock()
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return fmt.Errorf("hash cache: %w", err)
+	}
+	return writeGob(p, func(enc *gob.Encoder) error {
+		if err := enc.Encode(cacheMagic); err != nil {
+			return err
+		}
+		return enc.Encode(recs)
+	})
+}
+
+// writeGob writes a file through a temp file and rename.
+func writeGob(p string, encode func(*gob.Encoder) error) error {
+	f, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	w := bufio.NewWriterSize(f, 1<<20)
+	err = encode(gob.NewEncoder(w))
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, p)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}
+
+func readGob(p string, v any) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return gob.NewDecoder(bufio.NewReader(f)).Decode(v)
+}
+
+// SaveManifest stores m at p.
+func SaveManifest(p string, m Manifest) error {
+	return writeGob(p, func(enc *gob.Encoder) error { return enc.Encode(m) })
+}
+
+// LoadManifest reads what SaveManifest stored.
+func LoadManifest(p string) (Manifest, error) {
+	m := Manifest{}
+	if err := readGob(p, &m); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("read manifest %s: %w", p, err)
+	}
+	return m, nil
+}

@@ -1,0 +1,119 @@
+package workspace
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// Bounds on what --protect-git snapshots.
+const (
+	maxGitEntries = 2000
+	maxGitBytes   = 32 << 20
+)
+
+// gitSubset is the manifest of what --protect-git guards: .git/config and
+// .git/hooks (with the .git directory itself, so a copy can be made).
+func gitSubset(root string) (Manifest, error) {
+	m := Manifest{}
+	gitPath := filepath.Join(root, ".git")
+	st, err := os.Lstat(gitPath)
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && !st.IsDir()) {
+		return m, nil // no repository here, or a worktree whose config lives elsewhere
+	}
+	if err != nil {
+		return nil, err
+	}
+	top, err := Scan(root, ScanOptions{Exclude: onlyGitTop()})
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range []string{".git", ".git/config", ".git/hooks"} {
+		if e, ok := top[p]; ok {
+			m[p] = e
+		}
+	}
+	if h, ok := m[".git/hooks"]; ok && h.Type == TypeDir {
+		hooks, err := Scan(filepath.Join(root, ".git/hooks"), ScanOptions{MaxEntries: maxGitEntries})
+		if err != nil {
+			return nil, err
+		}
+		var total int64
+		for p, e := range hooks {
+			e.Path = ".git/hooks/" + p
+			m[e.Path] = e
+			total += e.Size
+		}
+		if total > maxGitBytes {
+			return nil, fmt.Errorf(".git/hooks holds more than %d MiB", maxGitBytes>>20)
+		}
+	}
+	if c, ok := m[".git/config"]; ok && c.Size > maxGitBytes {
+		return nil, fmt.Errorf(".git/config is larger than %d MiB", maxGitBytes>>20)
+	}
+	return m, nil
+}
+
+// onlyGitTop excludes everything but .git and its config and hooks, so the
+// subset scan reads no more than that.
+func onlyGitTop() *Excluder {
+	return &Excluder{filter: func(rel string) bool {
+		switch rel {
+		case ".git", ".git/config", ".git/hooks":
+			return false
+		}
+		return true
+	}}
+}
+
+// snapshotGit keeps a copy of .git/config and .git/hooks in the session.
+func (s *Session) snapshotGit() error {
+	m, err := gitSubset(s.m.Root)
+	if err != nil {
+		return fmt.Errorf("workspace: --protect-git: %w (pass --protect-git=false to go without)", err)
+	}
+	if err := os.Mkdir(s.path(gitDir), 0o700); err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	if len(m) > 0 {
+		if _, err := CopyIn(s.m.Root, s.path(gitDir), m, nil); err != nil {
+			return fmt.Errorf("workspace: --protect-git: snapshot: %w", err)
+		}
+	}
+	return SaveManifest(s.path(gitManifest), m)
+}
+
+// restoreGit puts .git/config and .git/hooks back as they were at start and
+// returns what the sandbox had changed there, audited.
+func (s *Session) restoreGit() ([]Change, error) {
+	snap, err := LoadManifest(s.path(gitManifest))
+	if err != nil {
+		return nil, fmt.Errorf("workspace: --protect-git: %w", err)
+	}
+	cur, err := gitSubset(s.m.Root)
+	if err != nil {
+		return nil, fmt.Errorf("workspace: --protect-git: read .git after the run: %w", err)
+	}
+	forward := Compare(snap, cur, nil)
+	if len(forward) == 0 {
+		return nil, nil
+	}
+	Audit(forward, s.m.Root, &gitReader{s})
+	back := Compare(cur, snap, nil)
+	if _, err := Apply(s.m.Root, s.path(gitDir), back, func(c Change) *Entry { return c.Before }); err != nil {
+		return forward, fmt.Errorf("workspace: --protect-git: restore .git: %w", err)
+	}
+	return forward, nil
+}
+
+type gitReader struct{ s *Session }
+
+func (g *gitReader) Before(c Change) ([]byte, error) {
+	return readBounded(g.s.path(gitDir), c.Path, MaxDiffBytes)
+}
+
+func (g *gitReader) After(c Change) ([]byte, error) {
+	return readBounded(g.s.m.Root, c.Path, MaxDiffBytes)
+}

@@ -1,0 +1,682 @@
+package workspace
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Mode is how the workspace appears inside the sandbox.
+type Mode string
+
+const (
+	Bind    Mode = "bind"    // the host directory, live
+	Overlay Mode = "overlay" // copy-on-write over it; the host sees nothing until apply
+	Copy    Mode = "copy"    // a copy made at start; copied back after review
+)
+
+// ParseMode reads a --workspace-mode value.
+func ParseMode(s string) (Mode, error) {
+	switch m := Mode(s); m {
+	case Bind, Overlay, Copy:
+		return m, nil
+	case "":
+		return Bind, nil
+	}
+	return "", fmt.Errorf("--workspace-mode %q: use bind, overlay or copy", s)
+}
+
+// Config is a sandbox's workspace, as the user asked for it.
+type Config struct {
+	Mode    Mode     `json:"mode"`
+	Root    string   `json:"root"` // the host workspace: absolute, symlinks resolved
+	Exclude []string `json:"exclude,omitempty"`
+	// Skip are absolute paths inside Root left out of manifests, copies and
+	// applies (airlock's state dir, credentials the sandbox never sees).
+	Skip       []string `json:"skip,omitempty"`
+	ProtectGit bool     `json:"protect_git,omitempty"`
+	CacheFile  string   `json:"cache_file,omitempty"` // where hashes are remembered between runs
+}
+
+// Status of a session's changes.
+const (
+	StatusRunning = "running" // the sandbox may still change things
+	StatusPending = "pending" // changes wait for apply or discard
+	StatusDone    = "done"    // nothing left to review
+)
+
+type meta struct {
+	Config
+	Started time.Time `json:"started"`
+	Status  string    `json:"status"`
+	Counts  Counts    `json:"counts"`
+}
+
+// Session is one sandbox's workspace: its files live in a directory of the
+// sandbox's state dir (base.manifest, upper/, copy/, ...).
+type Session struct {
+	dir string
+	m   meta
+	ex  *Excluder
+
+	background func()        // overlay's manifest, to take once the sandbox runs
+	hurry      chan struct{} // closed when the manifest is waited for
+	hurryOnce  sync.Once
+
+	mu       sync.Mutex
+	base     Manifest
+	baseErr  error
+	baseDone chan struct{}
+}
+
+// Files in a session directory.
+const (
+	metaFile    = "session.json"
+	baseFile    = "base.manifest"
+	seenFile    = "copy.manifest"
+	appliedFile = "applied.manifest"
+	changesFile = "changes.json"
+	upperDir    = "upper"
+	workDir     = "work"
+	copyDir     = "copy"
+	gitDir      = "git"
+	gitManifest = "git.manifest"
+)
+
+// backgroundDelay is how long an overlay waits before taking its manifest.
+const backgroundDelay = 300 * time.Millisecond
+
+// Progress reports copy-in progress: a phase, entries done and total (0 when
+// unknown), bytes.
+type Progress func(phase string, done, total, bytes int64)
+
+// Prepare readies a workspace before the sandbox starts, in dir (created
+// 0700). Bind and copy take the manifest now; overlay takes it in the
+// background, since the sandbox cannot change the lower layer, so its start
+// does not depend on the tree's size.
+func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
+	s := &Session{dir: dir, m: meta{Config: cfg, Started: time.Now().UTC(), Status: StatusRunning}, baseDone: make(chan struct{}), hurry: make(chan struct{})}
+	var err error
+	if s.ex, err = s.excluder(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("workspace: %w", err)
+	}
+	rootInfo, err := os.Lstat(cfg.Root)
+	if err != nil || !rootInfo.IsDir() {
+		return nil, fmt.Errorf("workspace %s is not a directory", cfg.Root)
+	}
+	// An overlay's root, or a copy's, shows its own mode: give it the workspace's.
+	rootMode := uint32(rootInfo.Mode().Perm())
+	cache := LoadCache(cfg.CacheFile)
+	scan := func(p Progress, workers int) (Manifest, error) {
+		opt := ScanOptions{Exclude: s.ex, Cache: cache, Workers: workers}
+		if p != nil {
+			opt.Progress = func(n, b int64) { p("scanning", n, 0, b) }
+		}
+		m, err := Scan(cfg.Root, opt)
+		if err != nil {
+			return nil, fmt.Errorf("workspace: manifest of %s: %w", cfg.Root, err)
+		}
+		if cfg.CacheFile != "" {
+			cache.Save(cfg.CacheFile) // an optimisation: failing to save costs time, not correctness
+		}
+		return m, nil
+	}
+	switch cfg.Mode {
+	case Bind:
+		if s.base, err = scan(nil, 0); err != nil {
+			return nil, err
+		}
+		close(s.baseDone)
+		if err := SaveManifest(s.path(baseFile), s.base); err != nil {
+			return nil, fmt.Errorf("workspace: save manifest: %w", err)
+		}
+		if cfg.ProtectGit {
+			if err := s.snapshotGit(); err != nil {
+				return nil, err
+			}
+		}
+	case Overlay:
+		for _, d := range []string{upperDir, workDir} {
+			if err := os.Mkdir(s.path(d), 0o700); err != nil {
+				return nil, fmt.Errorf("workspace: %w", err)
+			}
+		}
+		if err := unix.Chmod(s.path(upperDir), rootMode); err != nil {
+			return nil, fmt.Errorf("workspace: %w", err)
+		}
+		// The manifest is taken by Background, once the sandbox runs, after
+		// a moment (a short command never pays for it) and on half the CPUs
+		// (the agent keeps the rest), unless someone waits for it.
+		s.background = func() {
+			select {
+			case <-time.After(backgroundDelay):
+			case <-s.hurry:
+			}
+			workers := max(1, runtime.GOMAXPROCS(0)/2)
+			select {
+			case <-s.hurry:
+				workers = 0
+			default:
+			}
+			m, err := scan(nil, workers)
+			if err == nil {
+				err = SaveManifest(s.path(baseFile), m)
+			}
+			s.mu.Lock()
+			s.base, s.baseErr = m, err
+			s.mu.Unlock()
+			close(s.baseDone)
+		}
+	case Copy:
+		if s.base, err = scan(progress, 0); err != nil {
+			return nil, err
+		}
+		close(s.baseDone)
+		if err := os.Mkdir(s.path(copyDir), 0o700); err != nil {
+			return nil, fmt.Errorf("workspace: %w", err)
+		}
+		var cp func(done, total, bytes int64)
+		if progress != nil {
+			cp = func(d, t, b int64) { progress("copying", d, t, b) }
+		}
+		seen, err := CopyIn(cfg.Root, s.path(copyDir), s.base, cp)
+		if err != nil {
+			return nil, fmt.Errorf("workspace: copy: %w", err)
+		}
+		if err := unix.Chmod(s.path(copyDir), rootMode); err != nil {
+			return nil, fmt.Errorf("workspace: %w", err)
+		}
+		if err := SaveManifest(s.path(baseFile), s.base); err != nil {
+			return nil, fmt.Errorf("workspace: save manifest: %w", err)
+		}
+		if err := SaveManifest(s.path(seenFile), seen); err != nil {
+			return nil, fmt.Errorf("workspace: save manifest: %w", err)
+		}
+	default:
+		return nil, fmt.Errorf("workspace: unknown mode %q", cfg.Mode)
+	}
+	if err := s.save(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Background starts what Prepare left for after the start (overlay's
+// manifest: the sandbox cannot change the lower layer, so taking it while
+// the sandbox runs costs its start nothing). Call it once the sandbox runs.
+func (s *Session) Background() {
+	if f := s.background; f != nil {
+		s.background = nil
+		go f()
+	}
+}
+
+// Open loads the session kept in dir.
+func Open(dir string) (*Session, error) {
+	s := &Session{dir: dir, baseDone: make(chan struct{}), hurry: make(chan struct{})}
+	close(s.baseDone)
+	b, err := os.ReadFile(s.path(metaFile))
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(b, &s.m); err != nil {
+		return nil, fmt.Errorf("workspace: read %s: %w", s.path(metaFile), err)
+	}
+	if s.ex, err = s.excluder(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Exists reports whether dir holds a session.
+func Exists(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, metaFile))
+	return err == nil
+}
+
+func (s *Session) excluder() (*Excluder, error) {
+	ex, err := NewExcluder(s.m.Exclude)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range s.m.Skip {
+		if rel, ok := relTo(s.m.Root, p); ok && rel != "" {
+			ex.AddPath(rel)
+		}
+	}
+	return ex, nil
+}
+
+// relTo returns p relative to root when p lies inside it.
+func relTo(root, p string) (string, bool) {
+	rel, err := filepath.Rel(root, p)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", false
+	}
+	if rel == "." {
+		return "", true
+	}
+	return filepath.ToSlash(rel), true
+}
+
+func (s *Session) path(name string) string { return filepath.Join(s.dir, name) }
+
+func (s *Session) save() error {
+	b, err := json.MarshalIndent(s.m, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := s.path(metaFile + ".tmp")
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("workspace: save session: %w", err)
+	}
+	return os.Rename(tmp, s.path(metaFile))
+}
+
+// Mode is the session's workspace mode.
+func (s *Session) Mode() Mode { return s.m.Mode }
+
+// Root is the host workspace.
+func (s *Session) Root() string { return s.m.Root }
+
+// Status is running, pending or done.
+func (s *Session) Status() string { return s.m.Status }
+
+// Counts are the changes found when the session was last looked at.
+func (s *Session) Counts() Counts { return s.m.Counts }
+
+// UpperDir and WorkDir are the overlay's writable layer and its scratch dir.
+func (s *Session) UpperDir() string { return s.path(upperDir) }
+func (s *Session) WorkDir() string  { return s.path(workDir) }
+
+// CopyDir is what copy mode mounts at the workspace path.
+func (s *Session) CopyDir() string { return s.path(copyDir) }
+
+// ReadOnlyPaths are host paths bind mode shows read-only inside the
+// workspace: .git/config and .git/hooks under --protect-git.
+func (s *Session) ReadOnlyPaths() []string {
+	if s.m.Mode != Bind || !s.m.ProtectGit {
+		return nil
+	}
+	var out []string
+	for _, p := range []string{".git/config", ".git/hooks"} {
+		abs := filepath.Join(s.m.Root, p)
+		if st, err := os.Lstat(abs); err == nil && st.Mode()&fs.ModeSymlink == 0 {
+			out = append(out, abs)
+		}
+	}
+	return out
+}
+
+// waitBase returns the manifest taken at start.
+func (s *Session) waitBase() (Manifest, error) {
+	s.hurryOnce.Do(func() { close(s.hurry) })
+	if f := s.background; f != nil { // never started in the background: take it now
+		s.background = nil
+		f()
+	}
+	<-s.baseDone
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.base != nil || s.baseErr != nil {
+		return s.base, s.baseErr
+	}
+	m, err := LoadManifest(s.path(baseFile))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = errors.New("workspace: no manifest of the workspace yet: an overlay's is taken in the background after start; try again in a moment (if the supervisor crashed first, the changes cannot be compared)")
+		}
+		s.baseErr = err
+		return nil, err
+	}
+	s.base = m
+	return m, nil
+}
+
+// Report is what Finish found.
+type Report struct {
+	Changes  []Change `json:"changes"`
+	Restored []Change `json:"restored,omitempty"` // --protect-git: changes undone, with why they were risky
+}
+
+// Finish runs after the sandbox has exited: in bind mode it restores
+// protected git files; in every mode it computes and records the change set
+// and its audit.
+func (s *Session) Finish() (*Report, error) {
+	r := &Report{}
+	// overlayfs' scratch dir is of no use once the sandbox is gone, and it
+	// holds a mode-0 directory that a plain recursive delete cannot enter.
+	if err := removeTree(s.WorkDir()); err != nil {
+		return nil, fmt.Errorf("workspace: %w", err)
+	}
+	if s.m.Mode == Bind && s.m.ProtectGit {
+		restored, err := s.restoreGit()
+		if err != nil {
+			return nil, err
+		}
+		r.Restored = restored
+	}
+	cs, err := s.compute()
+	if err != nil {
+		return nil, err
+	}
+	r.Changes = cs
+	if s.m.Mode == Bind {
+		if err := writeJSONFile(s.path(changesFile), cs); err != nil {
+			return nil, err
+		}
+	}
+	s.m.Counts = Count(cs)
+	s.m.Status = StatusDone
+	if s.m.Mode != Bind && s.m.Counts.Applicable() > 0 {
+		s.m.Status = StatusPending
+	}
+	return r, s.save()
+}
+
+func writeJSONFile(p string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p)
+}
+
+// Changes returns the sandbox's changes still to review, audited.
+func (s *Session) Changes() ([]Change, error) {
+	if s.m.Mode == Bind {
+		var cs []Change
+		b, err := os.ReadFile(s.path(changesFile))
+		if err == nil {
+			err = json.Unmarshal(b, &cs)
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return s.compute()
+		}
+		return cs, err
+	}
+	if s.m.Status == StatusDone && !s.hasTree() {
+		return nil, nil
+	}
+	return s.compute()
+}
+
+func (s *Session) hasTree() bool {
+	for _, d := range []string{upperDir, copyDir} {
+		if _, err := os.Lstat(s.path(d)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// compute scans the sandbox's side and compares it with the start.
+func (s *Session) compute() ([]Change, error) {
+	var base Manifest
+	var err error
+	if s.m.Mode != Overlay {
+		if base, err = s.waitBase(); err != nil {
+			return nil, err
+		}
+	}
+	var cs []Change
+	switch s.m.Mode {
+	case Bind:
+		now, err := Scan(s.m.Root, ScanOptions{Exclude: s.ex, Cache: CacheFrom(base)})
+		if err != nil {
+			return nil, fmt.Errorf("workspace: scan %s: %w", s.m.Root, err)
+		}
+		touched := map[string]bool{}
+		for p, e := range now {
+			if b, ok := base[p]; ok && e.Type == TypeFile && (b.Mtime != e.Mtime || b.Ctime != e.Ctime || b.Ino != e.Ino) {
+				touched[p] = true
+			}
+		}
+		cs = Compare(base, now, touched)
+	case Overlay:
+		upper, err := Scan(s.UpperDir(), ScanOptions{Exclude: s.ex, Opaque: true})
+		if err != nil {
+			return nil, fmt.Errorf("workspace: read the sandbox's changes: %w", err)
+		}
+		if len(upper) == 0 {
+			return nil, nil // nothing was written: no need to wait for the manifest
+		}
+		if base, err = s.waitBase(); err != nil {
+			return nil, err
+		}
+		merged, touched := MergeUpper(base, upper)
+		cs = Compare(base, merged, touched)
+	case Copy:
+		seen, err := LoadManifest(s.path(seenFile))
+		if err != nil {
+			return nil, fmt.Errorf("workspace: %w", err)
+		}
+		now, err := Scan(s.CopyDir(), ScanOptions{Exclude: s.ex, Cache: CacheFrom(seen)})
+		if err != nil {
+			return nil, fmt.Errorf("workspace: read the sandbox's copy: %w", err)
+		}
+		touched := map[string]bool{}
+		for p, e := range now {
+			if c, ok := seen[p]; !ok || c.Ino != e.Ino || c.Mtime != e.Mtime || c.Ctime != e.Ctime {
+				touched[p] = true
+			}
+		}
+		cs = Compare(base, now, touched)
+	}
+	applied, _ := LoadManifest(s.path(appliedFile))
+	kept := cs[:0]
+	for _, c := range cs {
+		if a, ok := applied[c.Path]; ok && matchesApplied(a, c.After) {
+			continue
+		}
+		kept = append(kept, c)
+	}
+	cs = kept
+	Audit(cs, s.m.Root, s.reader())
+	return cs, nil
+}
+
+// deletedMark stands for "applied as a deletion" in applied.manifest.
+const deletedMark = "deleted"
+
+func matchesApplied(a Entry, after *Entry) bool {
+	if after == nil {
+		return a.Other == deletedMark
+	}
+	return a.Other != deletedMark && sameContent(a, *after) && a.Mode == after.Mode
+}
+
+// expect is the host state a change must find: what a previous apply
+// wrote, else what was there at start.
+func (s *Session) expect(applied Manifest) func(Change) *Entry {
+	return func(c Change) *Entry {
+		if a, ok := applied[c.Path]; ok {
+			if a.Other == deletedMark {
+				return nil
+			}
+			return &a
+		}
+		return c.Before
+	}
+}
+
+// Apply carries changes into the host workspace (overlay and copy modes).
+func (s *Session) Apply(changes []Change) (ApplyResult, error) {
+	if s.m.Mode == Bind {
+		return ApplyResult{}, errors.New("a bind-mode workspace is the host directory itself: its changes are already there")
+	}
+	src := s.UpperDir()
+	if s.m.Mode == Copy {
+		src = s.CopyDir()
+	}
+	applied, err := LoadManifest(s.path(appliedFile))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return ApplyResult{}, err
+	}
+	if applied == nil {
+		applied = Manifest{}
+	}
+	res, aerr := Apply(s.m.Root, src, changes, s.expect(applied))
+	for _, c := range res.Applied {
+		if c.After == nil {
+			applied[c.Path] = Entry{Path: c.Path, Other: deletedMark}
+		} else {
+			applied[c.Path] = *c.After
+		}
+	}
+	if len(res.Applied) > 0 {
+		if err := SaveManifest(s.path(appliedFile), applied); err != nil {
+			return res, errors.Join(aerr, fmt.Errorf("workspace: record what was applied: %w", err))
+		}
+	}
+	if err := s.Refresh(); err != nil {
+		return res, errors.Join(aerr, err)
+	}
+	return res, aerr
+}
+
+// Refresh recounts what is left to review and records it.
+func (s *Session) Refresh() error {
+	cs, err := s.Changes()
+	if err != nil {
+		return err
+	}
+	s.m.Counts = Count(cs)
+	if s.m.Status != StatusRunning {
+		s.m.Status = StatusDone
+		if s.m.Counts.Applicable() > 0 {
+			s.m.Status = StatusPending
+		}
+	}
+	return s.save()
+}
+
+// Discard throws the sandbox's changes away.
+func (s *Session) Discard() error {
+	for _, d := range []string{upperDir, workDir, copyDir} {
+		if err := removeTree(s.path(d)); err != nil {
+			return fmt.Errorf("workspace: discard: %w", err)
+		}
+	}
+	s.m.Status = StatusDone
+	s.m.Counts = Counts{}
+	return s.save()
+}
+
+// removeTree deletes a tree the sandbox wrote, making read-only (or
+// overlay's mode-0) directories writable on the way; it never follows links.
+func removeTree(p string) error {
+	err := os.RemoveAll(p)
+	if err == nil {
+		return nil
+	}
+	filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+		if d != nil && d.IsDir() {
+			unix.Fchmodat(unix.AT_FDCWD, q, 0o700, 0)
+		} else if err != nil {
+			unix.Fchmodat(unix.AT_FDCWD, q, 0o700, 0)
+		}
+		return nil
+	})
+	return os.RemoveAll(p)
+}
+
+// Release makes a session's directory removable by a plain recursive
+// delete (a crashed supervisor leaves overlayfs' scratch dir behind).
+func Release(dir string) error {
+	return removeTree(filepath.Join(dir, workDir))
+}
+
+// PendingIn reports whether the sandbox state dir sdir holds changes still to
+// review, and how many.
+func PendingIn(dir string) (Counts, bool) {
+	s, err := Open(dir)
+	if err != nil || s.m.Status != StatusPending {
+		return Counts{}, false
+	}
+	return s.m.Counts, true
+}
+
+// reader gives the audit and diff both sides of a change, bounded.
+func (s *Session) reader() *treeReader { return &treeReader{s: s} }
+
+type treeReader struct{ s *Session }
+
+func (t *treeReader) Before(c Change) ([]byte, error) {
+	if c.Before == nil {
+		return nil, nil
+	}
+	if t.s.m.Mode == Bind {
+		if c.Path == ".git/config" || strings.HasPrefix(c.Path, ".git/hooks/") {
+			if b, err := readBounded(t.s.path(gitDir), c.Path, MaxDiffBytes); err == nil {
+				return b, nil
+			}
+		}
+		return nil, errors.New("the old content was not kept (bind mode)")
+	}
+	return readBounded(t.s.m.Root, c.Path, MaxDiffBytes)
+}
+
+func (t *treeReader) After(c Change) ([]byte, error) {
+	if c.After == nil {
+		return nil, nil
+	}
+	switch t.s.m.Mode {
+	case Overlay:
+		return readBounded(t.s.UpperDir(), c.Path, MaxDiffBytes)
+	case Copy:
+		return readBounded(t.s.CopyDir(), c.Path, MaxDiffBytes)
+	}
+	return readBounded(t.s.m.Root, c.Path, MaxDiffBytes)
+}
+
+// readBounded reads a regular file beneath root without following links;
+// larger than limit is an error.
+func readBounded(root, rel string, limit int64) ([]byte, error) {
+	rfd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(rfd)
+	fd, err := openBeneath(rfd, rel, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, errors.New("not a regular file")
+	}
+	if st.Size > limit {
+		return nil, fmt.Errorf("larger than %d bytes", limit)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("larger than %d bytes", limit)
+	}
+	return b, nil
+}
