@@ -35,6 +35,8 @@ type runOptions struct {
 	name      string
 	quiet     bool
 	net       supervisor.NetworkSpec
+	backend   string
+	image     string
 }
 
 const (
@@ -102,6 +104,8 @@ Limits default to ` + strconv.Itoa(defaultPids) + ` processes and half of the ma
 	f.StringArrayVar(&o.net.Secrets, "secret", nil, "keep a credential on the host: NAME@HOST[,HOST] takes $NAME; the sandbox sees a placeholder that the gateway swaps for the value only toward HOST (also NAME=file:PATH@HOST, NAME=cmd:COMMAND@HOST; :body to swap in bodies)")
 	f.StringArrayVar(&o.net.AddHosts, "add-host", nil, "resolve `NAME:IP` statically (also allows that private address)")
 	f.StringVar(&o.net.UpstreamCA, "upstream-ca", "", "also trust this PEM `FILE` for upstream servers")
+	f.StringVar(&o.backend, "backend", supervisor.BackendNative, "where the sandbox runs: native (namespaces on this kernel) or docker (a hardened container; see airlock images)")
+	f.StringVar(&o.image, "image", "", "docker backend: the image to run in (default "+supervisor.DefaultImage+")")
 	return c
 }
 
@@ -117,8 +121,14 @@ func run(o *runOptions, args []string) error {
 	if err != nil {
 		return err
 	}
+	if o.backend != supervisor.BackendNative && o.backend != supervisor.BackendDocker {
+		return usageError{fmt.Sprintf("--backend %q: use native or docker", o.backend)}
+	}
+	if o.image != "" && o.backend != supervisor.BackendDocker {
+		return usageError{"--image needs --backend docker"}
+	}
 	var spawning chan spawnResult
-	if !o.detach {
+	if !o.detach && o.backend == supervisor.BackendNative {
 		spawning = make(chan spawnResult, 1)
 		go func() {
 			sb, err := native.Spawn(native.Options{Stderr: os.Stderr}, limits)
@@ -155,13 +165,16 @@ func run(o *runOptions, args []string) error {
 	if o.detach {
 		return detach(h, spec)
 	}
-	r := <-spawning
-	spawning = nil
-	if r.err != nil {
-		h.Remove()
-		return r.err
+	var sb *native.Sandbox
+	if spawning != nil {
+		r := <-spawning
+		spawning = nil
+		if r.err != nil {
+			h.Remove()
+			return r.err
+		}
+		sb = r.sb
 	}
-	sb := r.sb
 	code, err := supervisor.Run(h, spec, supervisor.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, nil, sb)
 	if err != nil {
 		return err
@@ -261,6 +274,7 @@ func (o *runOptions) spec(args []string, limits native.Limits, stateRoot string)
 	}
 	s.Command, s.TTY, s.Timeout, s.Detached, s.Quiet = args, o.tty, o.timeout, o.detach, o.quiet
 	s.Network = o.net
+	s.Backend, s.Image = o.backend, o.image
 	if o.net.UpstreamCA != "" {
 		if s.Network.UpstreamCA, err = existingPath(o.net.UpstreamCA, "--upstream-ca"); err != nil {
 			return s, err
@@ -362,7 +376,7 @@ func openStore() (*state.Store, error) {
 // detach starts a background supervisor that inherits the sandbox's lock and
 // reports on a pipe whether the sandbox started; then prints the ID.
 func detach(h *state.Handle, spec supervisor.Spec) error {
-	if err := h.WriteRecord(state.Record{Backend: "native", Workspace: spec.Native.Workspace, Command: spec.Command, Detached: true, Config: mustJSON(spec)}); err != nil {
+	if err := h.WriteRecord(state.Record{Backend: spec.Backend, Workspace: spec.Native.Workspace, Command: spec.Command, Detached: true, Config: mustJSON(spec)}); err != nil {
 		h.Remove()
 		return err
 	}

@@ -18,6 +18,11 @@ type Init struct {
 	// and pass each to a Unix socket mounted in from the host (the gateway's
 	// front door).
 	Relay *Relay `cbor:"9,keyasint,omitempty"`
+	// Contained says the backend has built the sandbox already (a container
+	// runtime made its mounts, namespaces and hostname, and dropped every
+	// capability): the guest skips Mounts, Hide, Hostname and loopback, and
+	// only locks itself down (rlimits, Landlock, seccomp).
+	Contained bool `cbor:"20,keyasint,omitempty"`
 }
 
 // Relay is a TCP listener inside the sandbox forwarding to a Unix socket.

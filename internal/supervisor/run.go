@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,7 +27,7 @@ type supervisor struct {
 	h    *state.Handle
 	spec Spec
 	io   IO
-	sb   *native.Sandbox
+	sb   sandbox
 
 	stopOnce sync.Once
 	stop     chan string // why the sandbox is being stopped from outside
@@ -64,7 +63,7 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error), spawned *nativ
 		return fail(err)
 	}
 	rec := state.Record{
-		ID: h.ID(), Name: h.Name(), CreatedAt: time.Now().UTC(), PID: os.Getpid(), Backend: "native",
+		ID: h.ID(), Name: h.Name(), CreatedAt: time.Now().UTC(), PID: os.Getpid(), Backend: spec.backend(),
 		Workspace: spec.Native.Workspace, Command: spec.Command, Detached: spec.Detached, Config: config,
 	}
 	sock := h.SocketPath()
@@ -92,13 +91,13 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error), spawned *nativ
 		}
 		return nil
 	}
-	if spawned == nil {
-		if spawned, err = native.Spawn(native.Options{Stderr: stdio.Stderr}, spec.Native.Limits); err != nil {
-			return fail(err)
-		}
+	var warnings []string
+	if spec.backend() == BackendDocker {
+		sv.sb, warnings, err = startDocker(h, spec, register)
+	} else {
+		sv.sb, warnings, err = startNative(spawned, spec, stdio, register)
 	}
-	sv.sb = spawned
-	if err := sv.sb.Start(context.Background(), spec.Native, register); err != nil {
+	if err != nil {
 		if ln != nil {
 			ln.Close()
 		}
@@ -107,7 +106,7 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error), spawned *nativ
 	defer sv.sb.Close()
 	defer func() { ln.Close(); os.Remove(sock) }()
 	if !spec.Quiet {
-		for _, w := range sv.sb.Warnings {
+		for _, w := range warnings {
 			fmt.Fprintf(stdio.Stderr, "airlock: warning: %s\n", w)
 		}
 	}
