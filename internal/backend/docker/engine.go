@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"strings"
 	"syscall"
 
@@ -53,7 +54,7 @@ func EngineError(host string, err error) error {
 			return fmt.Errorf("docker: permission denied on the Docker socket %s: add your user to the docker group (then log in again), or run airlock as root", sock)
 		}
 		return fmt.Errorf("docker: permission denied by the Docker engine at %s: %v", host, err)
-	case errors.Is(err, syscall.ENOENT):
+	case errors.Is(err, syscall.ENOENT) || isUnix && missing(sock):
 		return fmt.Errorf("docker: no Docker engine at %s (the socket does not exist): install Docker (apt-get install docker.io) and start dockerd, or set DOCKER_HOST", host)
 	case errors.Is(err, syscall.ECONNREFUSED) || client.IsErrConnectionFailed(err):
 		return fmt.Errorf("docker: the Docker engine at %s is not running: start dockerd (or systemctl start docker), or set DOCKER_HOST", host)
@@ -61,6 +62,11 @@ func EngineError(host string, err error) error {
 		return fmt.Errorf("docker: the Docker engine at %s did not answer in time: check that dockerd is healthy", host)
 	}
 	return fmt.Errorf("docker: %w", err)
+}
+
+func missing(path string) bool {
+	_, err := os.Stat(path)
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 // imageError explains a container create that failed for want of its image.
