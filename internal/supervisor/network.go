@@ -58,9 +58,19 @@ type network struct {
 	relay *proto.Relay
 }
 
-// startNetwork builds and serves the sandbox's gateway. dir is the sandbox's
-// state dir (audit log, bundle), sock the path for the front door's socket.
-func startNetwork(n NetworkSpec, id, dir, sock string) (_ *network, err error) {
+// pipeline is one gateway before it has a door: its policy, secrets, CA,
+// audit log and proxy token. A sandbox's network and `airlock gateway` make
+// it the same way.
+type pipeline struct {
+	gw        *gateway.Gateway
+	audit     *audit.Log
+	secrets   *secrets.Set
+	authority *ca.CA
+	token     string
+}
+
+// newPipeline builds a gateway from n, auditing to auditPath as sandbox id.
+func newPipeline(n NetworkSpec, id, auditPath string) (_ *pipeline, err error) {
 	var all []*secrets.Secret
 	allow := append([]string(nil), n.AllowHosts...)
 	for _, f := range n.Secrets {
@@ -109,7 +119,7 @@ func startNetwork(n NetworkSpec, id, dir, sock string) (_ *network, err error) {
 	if err != nil {
 		return nil, err
 	}
-	log, err := audit.Open(filepath.Join(dir, "audit.jsonl"), id, set.RedactString)
+	log, err := audit.Open(auditPath, id, set.RedactString)
 	if err != nil {
 		return nil, err
 	}
@@ -125,6 +135,22 @@ func startNetwork(n NetworkSpec, id, dir, sock string) (_ *network, err error) {
 	if err != nil {
 		return nil, err
 	}
+	return &pipeline{gw: gw, audit: log, secrets: set, authority: authority, token: token}, nil
+}
+
+// startNetwork builds and serves the sandbox's gateway. dir is the sandbox's
+// state dir (audit log, bundle), sock the path for the front door's socket.
+func startNetwork(n NetworkSpec, id, dir, sock string) (_ *network, err error) {
+	p, err := newPipeline(n, id, filepath.Join(dir, "audit.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			p.audit.Close()
+		}
+	}()
+	log, set, authority, token, gw := p.audit, p.secrets, p.authority, p.token, p.gw
 	bundle, err := authority.Bundle()
 	if err != nil {
 		return nil, err
