@@ -135,8 +135,10 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error), spawned *nativ
 		h.Remove()
 		return code, nil
 	}
+	// `airlock kill` (and then rm) waits for this status: write it only when
+	// all is torn down (a container's removal takes a while).
+	<-closed
 	h.SetStatus(st)
-	<-closed // `airlock kill` waits for the lock: release it only when all is torn down
 	h.Release()
 	return code, nil
 }

@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -354,7 +355,8 @@ func containerSpec(c Config) (*container.Config, *container.HostConfig) {
 	}
 	if c.HomeDir != "" {
 		mounts = append(mounts, bind(c.HomeDir, c.Home, false))
-	} else if c.Home != "" && c.Home != "/tmp" && !strings.HasPrefix(c.Home, "/tmp/") {
+	} else if c.Home != "" && c.Home != "/tmp" && !slices.Contains(c.RO, c.Home) && !slices.Contains(c.RW, c.Home) && c.Home != c.Workspace {
+		// (A home that is also the workspace or an --ro/--rw path is that.)
 		// Tools install into the home (~/.local/bin): it keeps exec.
 		tmpfs[c.Home] = tmpOpts("0700", true, true)
 	}
