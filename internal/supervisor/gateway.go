@@ -53,12 +53,32 @@ func ReadGatewayConfig(path string) (NetworkSpec, error) {
 	return n, nil
 }
 
-// listenGateway opens the front door's listener. TCP is refused off
-// loopback: the token would cross the network in clear.
-func listenGateway(spec string) (net.Listener, error) {
+// parseListen checks a --listen value. TCP is refused off loopback: the
+// token would cross the network in clear.
+func parseListen(spec string) (network, addr string, err error) {
 	kind, addr, ok := strings.Cut(spec, ":")
 	switch {
 	case ok && kind == "unix" && addr != "":
+		return "unix", addr, nil
+	case ok && kind == "tcp":
+		host, _, err := net.SplitHostPort(addr)
+		ip, perr := netip.ParseAddr(host)
+		if err != nil || perr != nil || !ip.IsLoopback() {
+			return "", "", fmt.Errorf("--listen %s: use tcp:127.0.0.1:PORT; the front door listens on loopback only (its token travels in clear)", spec)
+		}
+		return "tcp", addr, nil
+	}
+	return "", "", fmt.Errorf("--listen %q: use unix:PATH or tcp:127.0.0.1:PORT", spec)
+}
+
+// listenGateway opens the front door's listener.
+func listenGateway(spec string) (net.Listener, error) {
+	kind, addr, err := parseListen(spec)
+	if err != nil {
+		return nil, err
+	}
+	switch kind {
+	case "unix":
 		os.Remove(addr)
 		ln, err := net.Listen("unix", addr)
 		if err != nil {
@@ -66,24 +86,20 @@ func listenGateway(spec string) (net.Listener, error) {
 		}
 		os.Chmod(addr, 0o600)
 		return ln, nil
-	case ok && kind == "tcp":
-		host, _, err := net.SplitHostPort(addr)
-		ip, perr := netip.ParseAddr(host)
-		if err != nil || perr != nil || !ip.IsLoopback() {
-			return nil, fmt.Errorf("--listen %s: use tcp:127.0.0.1:PORT; the front door listens on loopback only (its token travels in clear)", spec)
-		}
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			return nil, fmt.Errorf("--listen %s: %w", spec, err)
-		}
-		return ln, nil
 	}
-	return nil, fmt.Errorf("--listen %q: use unix:PATH or tcp:127.0.0.1:PORT", spec)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--listen %s: %w", spec, err)
+	}
+	return ln, nil
 }
 
 // ServeGateway runs the front door until ctx ends: the same pipeline (policy,
 // host-side resolution, interception, secret swap, audit) a sandbox gets.
 func ServeGateway(ctx context.Context, o GatewayOptions) error {
+	if _, _, err := parseListen(o.Listen); err != nil {
+		return err
+	}
 	if !o.Network.enabled() {
 		return errors.New("the gateway would refuse everything: allow something with --allow-host or --secret (or in --config)")
 	}
