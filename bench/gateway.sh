@@ -31,7 +31,9 @@ cd "$work/ws"
 net=(--allow-host api.bench.test --add-host api.bench.test:$ADDR --upstream-ca "$work/ca.pem")
 url=https://api.bench.test
 direct=(curl -sS --cacert "$work/ca.pem" --resolve api.bench.test:443:$ADDR)
-inside() { "$work/airlock" run -q "${net[@]}" -- "$@"; }
+# RUN_FLAGS: more `airlock run` flags, e.g. "--backend docker" (bench/docker.sh)
+read -r -a run_flags <<<"${RUN_FLAGS:-}"
+inside() { "$work/airlock" run -q ${run_flags[@]+"${run_flags[@]}"} "${net[@]}" -- "$@"; }
 
 echo "== 1. download of $SIZE_MB MiB"
 bytes=$((SIZE_MB << 20))
@@ -52,10 +54,14 @@ ok=$(inside sh -c "curl -sS --parallel --parallel-max 200 -w '%{http_code}\n' $p
 echo "$ok of 200 succeeded"
 
 echo "== 4. host-side memory of an idle sandbox with its gateway"
-id=$("$work/airlock" run -d -q "${net[@]}")
+id=$("$work/airlock" run -d -q ${run_flags[@]+"${run_flags[@]}"} "${net[@]}")
 sleep 0.5
 sup=$("$work/airlock" get "$id" | jq -r .pid)
-guest=$(pgrep -P "$sup" | head -1)
+guest=$(pgrep -P "$sup" | head -1 || true)
 rss() { awk '/VmRSS/{print $2/1024}' "/proc/$1/status"; }
-printf 'supervisor + gateway: %.1f MiB RSS; sandbox PID 1 (guest): %.1f MiB RSS\n' "$(rss "$sup")" "$(rss "$guest")"
+if [ -n "$guest" ]; then
+	printf 'supervisor + gateway: %.1f MiB RSS; sandbox PID 1 (guest): %.1f MiB RSS\n' "$(rss "$sup")" "$(rss "$guest")"
+else # a container's guest is the engine's child, not the supervisor's
+	printf 'supervisor + gateway: %.1f MiB RSS\n' "$(rss "$sup")"
+fi
 "$work/airlock" kill "$id" >/dev/null

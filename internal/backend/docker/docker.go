@@ -311,7 +311,15 @@ func (s *Sandbox) logTail() string {
 	defer rc.Close()
 	var out bytes.Buffer
 	stdcopy.StdCopy(&out, &out, io.LimitReader(rc, 8<<10))
-	msg := strings.Join(strings.Fields(strings.ToValidUTF8(out.String(), "?")), " ")
+	// The container's output is hostile: no control characters reach the
+	// user's terminal.
+	clean := strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return ' '
+		}
+		return r
+	}, strings.ToValidUTF8(out.String(), "?"))
+	msg := strings.Join(strings.Fields(clean), " ")
 	if msg == "" {
 		return ""
 	}

@@ -33,11 +33,12 @@ func Connect(ctx context.Context) (*client.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker: %w (check DOCKER_HOST)", err)
 	}
-	if _, err := cli.Ping(ctx); err != nil {
+	ping, err := cli.Ping(ctx)
+	if err != nil {
 		cli.Close()
 		return nil, EngineError(cli.DaemonHost(), err)
 	}
-	cli.NegotiateAPIVersion(ctx)
+	cli.NegotiateAPIVersionPing(ping)
 	return cli, nil
 }
 
