@@ -313,6 +313,30 @@ func TestDockerBadInputLeavesNothing(t *testing.T) {
 	}
 }
 
+func TestDockerInterruptedStartLeavesNothing(t *testing.T) {
+	cli := dockerOnly(t)
+	e := newEnv(t)
+	for _, delay := range []time.Duration{20 * time.Millisecond, 80 * time.Millisecond, 150 * time.Millisecond} {
+		c := e.cmd("run", "--", "sleep", "30")
+		var stderr lockedBuffer
+		c.Stderr = &stderr
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(delay)
+		c.Process.Signal(syscall.SIGINT)
+		err := c.Wait()
+		// 125: interrupted while starting; 130: started, and the signal
+		// reached the command. Either way nothing may be left.
+		if ee, ok := err.(*exec.ExitError); !ok || (ee.ExitCode() != 125 && ee.ExitCode() != 130) {
+			t.Errorf("after %s: %v, stderr %q", delay, err, stderr.String())
+		}
+		if cs := containersOf(t, cli, e); len(cs) != 0 {
+			t.Fatalf("SIGINT after %s left %d container(s); stderr %q", delay, len(cs), stderr.String())
+		}
+	}
+}
+
 func readImport(rc interface {
 	Read([]byte) (int, error)
 	Close() error

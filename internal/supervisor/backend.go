@@ -2,9 +2,12 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/airlock-dev/airlock/internal/backend/docker"
 	"github.com/airlock-dev/airlock/internal/backend/guestclient"
@@ -75,8 +78,16 @@ func startDocker(h *state.Handle, spec Spec, register func(cgroups []string) err
 	for _, f := range n.Files {
 		c.Files = append(c.Files, docker.File{Source: f.Source, Target: f.Target})
 	}
-	sb, err := docker.Start(context.Background(), c, func() error { return register(nil) })
+	// A signal while the container starts ends the start, which then removes
+	// the container: nothing is left behind (a native guest dies with its
+	// parent; a container would not).
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer stop()
+	sb, err := docker.Start(ctx, c, func() error { return register(nil) })
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, errors.New("interrupted while the container started; it was removed")
+		}
 		return nil, nil, err
 	}
 	return sb, sb.Warnings, nil

@@ -144,8 +144,13 @@ func Start(ctx context.Context, c Config, whileStarting func() error) (_ *Sandbo
 			os.Chmod(f.Source, 0o666)
 		}
 	}
+	// Create and start are not abandoned half-way when ctx ends (a signal):
+	// the engine would finish them without us knowing the container. They
+	// run to completion, then ctx is checked, and Close removes what exists.
+	engineCtx, engineCancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer engineCancel()
 	cfg, hc := containerSpec(c)
-	created, err := s.cli.ContainerCreate(ctx, cfg, hc, nil, nil, ContainerName(c.ID))
+	created, err := s.cli.ContainerCreate(engineCtx, cfg, hc, nil, nil, ContainerName(c.ID))
 	if err != nil {
 		if ierr := imageError(c.Image, err); ierr != nil {
 			return nil, ierr
@@ -165,8 +170,14 @@ func Start(ctx context.Context, c Config, whileStarting func() error) (_ *Sandbo
 		}
 		close(s.exited)
 	}()
-	if err := s.cli.ContainerStart(ctx, s.container, container.StartOptions{}); err != nil {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("docker: %w", err)
+	}
+	if err := s.cli.ContainerStart(engineCtx, s.container, container.StartOptions{}); err != nil {
 		return nil, fmt.Errorf("docker: start container: %w", EngineError(s.cli.DaemonHost(), err))
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("docker: %w", err)
 	}
 	if whileStarting != nil {
 		if err := whileStarting(); err != nil {
