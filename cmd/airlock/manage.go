@@ -320,7 +320,11 @@ func remove(e state.Entry) error {
 func pruneContainers(store *state.Store, live func(id string) bool) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cli, err := docker.Connect(ctx)
+	// A prune with no docker sandbox asks too: an engine that does not
+	// answer soon is not waited for.
+	pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer pcancel()
+	cli, err := docker.Connect(pctx)
 	if err != nil {
 		return 0, err
 	}
