@@ -38,7 +38,7 @@ var ErrClosed = guestclient.ErrClosed
 const (
 	guestInside = "/run/airlock/airlock" // the static binary, the entrypoint
 	ctlInside   = "/run/airlock/ctl"     // Config.RunDir, holding the control socket
-	ctlSocket   = "g.sock"
+	ctlSocket   = "s"
 )
 
 // setupTimeout bounds the container's start and the guest's setup.

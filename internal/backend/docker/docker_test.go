@@ -44,7 +44,7 @@ func TestContainerSpecIsHardened(t *testing.T) {
 		"airlock's masks added":        slices.Contains(hc.MaskedPaths, "/home/u/.ssh"),
 		"non-root user":                cfg.User == "1000:1000",
 		"label with the sandbox's id":  cfg.Labels[LabelSandbox] == "0123456789ab" && cfg.Labels[LabelState] == "/state",
-		"guest is the entrypoint":      slices.Equal(cfg.Entrypoint, []string{"/run/airlock/airlock", "guest", "--connect", "/run/airlock/ctl/g.sock"}),
+		"guest is the entrypoint":      slices.Equal(cfg.Entrypoint, []string{"/run/airlock/airlock", "guest", "--connect", "/run/airlock/ctl/s"}),
 		"no environment of the host's": len(cfg.Env) == 0,
 		"bounded log":                  hc.LogConfig.Config["max-size"] != "",
 	}
