@@ -32,8 +32,11 @@ cd "$work/ws"
 net=(--allow-host api.bench.test --add-host api.bench.test:$ADDR --upstream-ca "$work/ca.pem")
 url=https://api.bench.test
 direct=(curl -sS --cacert "$work/ca.pem" --resolve api.bench.test:443:$ADDR)
-modes=(transparent proxy)
-inside() { local mode=$1; shift; "$work/airlock" run -q --network-mode "$mode" "${net[@]}" -- "$@"; }
+# RUN_FLAGS: more `airlock run` flags, e.g. "--backend docker" (bench/docker.sh);
+# MODES: the network modes to measure (a docker sandbox has the proxy only)
+read -r -a run_flags <<<"${RUN_FLAGS:-}"
+read -r -a modes <<<"${MODES:-transparent proxy}"
+inside() { local mode=$1; shift; "$work/airlock" run -q ${run_flags[@]+"${run_flags[@]}"} --network-mode "$mode" "${net[@]}" -- "$@"; }
 
 echo "== 1. download of $SIZE_MB MiB"
 bytes=$((SIZE_MB << 20))
@@ -60,11 +63,15 @@ for m in "${modes[@]}"; do
 	echo "$m: $ok of 200 succeeded"
 done
 
-echo "== 4. host-side memory of an idle sandbox with its gateway (transparent)"
-id=$("$work/airlock" run -d -q --network-mode transparent "${net[@]}")
+echo "== 4. host-side memory of an idle sandbox with its gateway (${modes[0]})"
+id=$("$work/airlock" run -d -q ${run_flags[@]+"${run_flags[@]}"} --network-mode "${modes[0]}" "${net[@]}")
 sleep 0.5
 sup=$("$work/airlock" get "$id" | jq -r .pid)
-guest=$(pgrep -P "$sup" | head -1)
+guest=$(pgrep -P "$sup" | head -1 || true)
 rss() { awk '/VmRSS/{print $2/1024}' "/proc/$1/status"; }
-printf 'supervisor + gateway: %.1f MiB RSS; sandbox PID 1 (guest): %.1f MiB RSS\n' "$(rss "$sup")" "$(rss "$guest")"
+if [ -n "$guest" ]; then
+	printf 'supervisor + gateway: %.1f MiB RSS; sandbox PID 1 (guest): %.1f MiB RSS\n' "$(rss "$sup")" "$(rss "$guest")"
+else # a container's guest is the engine's child, not the supervisor's
+	printf 'supervisor + gateway: %.1f MiB RSS\n' "$(rss "$sup")"
+fi
 "$work/airlock" kill "$id" >/dev/null

@@ -89,6 +89,9 @@ type result struct {
 }
 
 func (e *env) cmd(args ...string) *exec.Cmd {
+	if len(args) > 0 && args[0] == "run" && testBackend() == "docker" { // see TestDockerBackend
+		args = append([]string{"run", "--backend", "docker", "--image", os.Getenv("AIRLOCK_TEST_IMAGE")}, args[1:]...)
+	}
 	c := exec.Command(airlockBin, args...)
 	c.Env = e.environ()
 	c.Dir = e.ws

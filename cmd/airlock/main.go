@@ -49,7 +49,7 @@ func execute(args []string) int {
 		var ue usageError
 		if errors.As(err, &ue) {
 			if cmd, _, ferr := root.Find(args); ferr == nil && cmd != root {
-				fmt.Fprintf(os.Stderr, "See 'airlock %s --help'.\n", cmd.Name())
+				fmt.Fprintf(os.Stderr, "See '%s --help'.\n", cmd.CommandPath())
 			} else {
 				fmt.Fprintln(os.Stderr, "See 'airlock --help'.")
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/airlock-dev/airlock/internal/backend/docker"
 	"github.com/airlock-dev/airlock/internal/cgroup"
 	"github.com/airlock-dev/airlock/internal/state"
 	"github.com/airlock-dev/airlock/internal/supervisor"
@@ -314,7 +316,39 @@ func remove(e state.Entry) error {
 	if err != nil {
 		return err
 	}
+	if e.Record.Backend == supervisor.BackendDocker {
+		id := e.Record.ID
+		if _, err := pruneContainers(store, func(other string) bool { return other != id }); err != nil {
+			return err
+		}
+	}
 	return store.Delete(e.Record.ID)
+}
+
+// pruneContainers removes the docker backend's containers of this state dir
+// whose sandboxes live does not claim, and counts them.
+func pruneContainers(store *state.Store, live func(id string) bool) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// A prune with no docker sandbox asks too: an engine that does not
+	// answer soon is not waited for.
+	pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer pcancel()
+	cli, err := docker.Connect(pctx)
+	if err != nil {
+		return 0, err
+	}
+	defer cli.Close()
+	removed, err := docker.Prune(ctx, cli, store.Root(), live)
+	return len(removed), err
+}
+
+// liveIn reports which sandboxes of store are running or starting.
+func liveIn(store *state.Store) func(id string) bool {
+	return func(id string) bool {
+		e, err := store.Resolve(id)
+		return err == nil && e.Record.ID == id && (e.Status.State == state.Running || e.Status.State == state.Creating)
+	}
 }
 
 func newPruneCmd() *cobra.Command {
@@ -330,8 +364,9 @@ discarded: those are named, and kept.`,
 			if err != nil {
 				return err
 			}
-			n := 0
+			n, usesDocker := 0, false
 			for _, e := range targets {
+				usesDocker = usesDocker || e.Record.Backend == supervisor.BackendDocker
 				if k, ok := pendingChanges(e); ok {
 					fmt.Fprintf(c.ErrOrStderr(), "airlock: kept %s: its workspace changes (%s) wait for airlock apply or discard\n", e.Record.ID, k)
 					continue
@@ -343,6 +378,17 @@ discarded: those are named, and kept.`,
 				n++
 			}
 			fmt.Fprintf(c.OutOrStdout(), "removed %d sandbox(es)\n", n)
+			// Containers whose records are gone (a crash between the two),
+			// when there is an engine to ask.
+			store, err := openStore()
+			if err != nil {
+				return err
+			}
+			if k, err := pruneContainers(store, liveIn(store)); err != nil && usesDocker {
+				fmt.Fprintf(c.ErrOrStderr(), "airlock: %v\n", err)
+			} else if k > 0 {
+				fmt.Fprintf(c.OutOrStdout(), "removed %d leftover container(s)\n", k)
+			}
 			return nil
 		},
 	}

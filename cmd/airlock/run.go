@@ -38,6 +38,8 @@ type runOptions struct {
 	net       supervisor.NetworkSpec
 	wsMode    string
 	ws        supervisor.WorkspaceSpec
+	backend   string
+	image     string
 }
 
 const (
@@ -134,6 +136,8 @@ Limits default to ` + strconv.Itoa(defaultPids) + ` processes and half of the ma
 	f.BoolVar(&o.ws.AutoApply, "auto-apply", false, "overlay and copy: apply the changes at exit without asking, except risky ones")
 	f.BoolVar(&o.ws.ApplyRisky, "apply-risky", false, "with --auto-apply: apply risky changes too")
 	f.BoolVar(&o.ws.ProtectGit, "protect-git", true, "bind: make .git/config and .git/hooks read-only inside, and restore them after if they changed anyway")
+	f.StringVar(&o.backend, "backend", supervisor.BackendNative, "where the sandbox runs: native (namespaces on this kernel) or docker (a hardened container; see airlock images)")
+	f.StringVar(&o.image, "image", "", "docker backend: the image to run in (default "+supervisor.DefaultImage+")")
 	return c
 }
 
@@ -149,8 +153,14 @@ func run(o *runOptions, args []string) error {
 	if err != nil {
 		return err
 	}
+	if o.backend != supervisor.BackendNative && o.backend != supervisor.BackendDocker {
+		return usageError{fmt.Sprintf("--backend %q: use native or docker", o.backend)}
+	}
+	if o.image != "" && o.backend != supervisor.BackendDocker {
+		return usageError{"--image needs --backend docker"}
+	}
 	var spawning chan spawnResult
-	if !o.detach {
+	if !o.detach && o.backend == supervisor.BackendNative {
 		spawning = make(chan spawnResult, 1)
 		go func() {
 			sb, err := native.Spawn(native.Options{Stderr: os.Stderr}, limits)
@@ -187,13 +197,16 @@ func run(o *runOptions, args []string) error {
 	if o.detach {
 		return detach(h, spec)
 	}
-	r := <-spawning
-	spawning = nil
-	if r.err != nil {
-		h.Remove()
-		return r.err
+	var sb *native.Sandbox
+	if spawning != nil {
+		r := <-spawning
+		spawning = nil
+		if r.err != nil {
+			h.Remove()
+			return r.err
+		}
+		sb = r.sb
 	}
-	sb := r.sb
 	code, err := supervisor.Run(h, spec, supervisor.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, nil, sb)
 	if err != nil {
 		return err
@@ -308,6 +321,7 @@ func (o *runOptions) spec(args []string, limits native.Limits, stateRoot string)
 	}
 	s.Workspace = o.ws
 	s.Workspace.Mode, s.Workspace.StateRoot = mode, stateRoot
+	s.Backend, s.Image = o.backend, o.image
 	if o.net.UpstreamCA != "" {
 		if s.Network.UpstreamCA, err = existingPath(o.net.UpstreamCA, "--upstream-ca"); err != nil {
 			return s, err
@@ -409,7 +423,7 @@ func openStore() (*state.Store, error) {
 // detach starts a background supervisor that inherits the sandbox's lock and
 // reports on a pipe whether the sandbox started; then prints the ID.
 func detach(h *state.Handle, spec supervisor.Spec) error {
-	if err := h.WriteRecord(state.Record{Backend: "native", Workspace: spec.Native.Workspace, Command: spec.Command, Detached: true, Config: mustJSON(spec)}); err != nil {
+	if err := h.WriteRecord(state.Record{Backend: spec.Backend, Workspace: spec.Native.Workspace, Command: spec.Command, Detached: true, Config: mustJSON(spec)}); err != nil {
 		h.Remove()
 		return err
 	}

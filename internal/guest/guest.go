@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"sync"
@@ -20,16 +21,34 @@ import (
 // ControlFD is the descriptor on which the host hands the guest its control socket.
 const ControlFD = 3
 
+// ConnectFlag makes the guest dial its control socket at the path that
+// follows instead of finding it on ControlFD: a container's entrypoint
+// cannot inherit a descriptor, so the host listens on a socket in a
+// directory it mounts into the container, and the guest (the container's
+// first process) connects to it.
+const ConnectFlag = "--connect"
+
 // Main runs the guest; it never returns.
 func Main() {
-	f := os.NewFile(ControlFD, "control")
-	conn, err := proto.FileConn(f)
+	conn, err := control(os.Args[2:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "airlock guest:", err)
 		os.Exit(1)
 	}
-	f.Close()
 	os.Exit(run(conn))
+}
+
+func control(args []string) (*proto.Conn, error) {
+	if len(args) == 2 && args[0] == ConnectFlag {
+		c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: args[1], Net: "unix"})
+		if err != nil {
+			return nil, fmt.Errorf("connect to the host: %w", err)
+		}
+		return proto.NewConn(c), nil
+	}
+	f := os.NewFile(ControlFD, "control")
+	defer f.Close()
+	return proto.FileConn(f)
 }
 
 func run(conn *proto.Conn) int {
@@ -69,6 +88,10 @@ func run(conn *proto.Conn) int {
 // setup builds the sandbox and locks the guest down; tap is the network
 // interface's descriptor for the host when in.Net asked for one.
 func setup(in *proto.Init, r *reaper) (tap *os.File, warnings []string, err error) {
+	if in.Contained {
+		warnings, err = setupContained(in, r)
+		return nil, warnings, err
+	}
 	defer func() {
 		if err != nil && tap != nil {
 			tap.Close()
@@ -99,6 +122,20 @@ func setup(in *proto.Init, r *reaper) (tap *os.File, warnings []string, err erro
 	}
 	warnings, err = lockDown(in, r)
 	return tap, warnings, err
+}
+
+// setupContained finishes a sandbox a container runtime built: the relay,
+// the workspace, and the lockdown that needs no capability.
+func setupContained(in *proto.Init, r *reaper) ([]string, error) {
+	if in.Relay != nil {
+		if err := startRelay(in.Relay); err != nil {
+			return nil, step("gateway relay", err)
+		}
+	}
+	if err := os.Chdir(in.Workdir); err != nil {
+		return nil, step("chdir to workspace", err)
+	}
+	return lockDown(in, r)
 }
 
 func loopbackUp() error {

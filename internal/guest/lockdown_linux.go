@@ -34,7 +34,14 @@ func lockDown(in *proto.Init, r *reaper) (warnings []string, err error) {
 	if err := r.startSpawner(LastCap()); err != nil {
 		return nil, step("drop capabilities", err)
 	}
-	if err := dropCapabilities(); err != nil {
+	if in.Contained {
+		// The runtime dropped every capability (cap-drop ALL) and set
+		// no_new_privs; locking securebits would need CAP_SETPCAP, so the
+		// guest checks that nothing is left instead.
+		if err := checkNoCapabilities(); err != nil {
+			return nil, step("check capabilities", err)
+		}
+	} else if err := dropCapabilities(); err != nil {
 		return nil, step("drop capabilities", err)
 	}
 	// Not dumpable: the sandboxed processes run as our uid, and must not be
@@ -113,6 +120,27 @@ func dropCapabilities() error {
 	var data [2]unix.CapUserData
 	if _, _, e := psx.Syscall6(syscall.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0, 0, 0, 0); e != 0 {
 		return fmt.Errorf("capset: %w", e)
+	}
+	return nil
+}
+
+// checkNoCapabilities fails unless the permitted, effective, inheritable and
+// ambient sets are empty.
+func checkNoCapabilities() error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capget: %w", err)
+	}
+	for _, d := range data {
+		if d.Permitted|d.Effective|d.Inheritable != 0 {
+			return fmt.Errorf("the guest holds capabilities (permitted %#x, effective %#x): the container must drop them all", d.Permitted, d.Effective)
+		}
+	}
+	for c := 0; c <= LastCap(); c++ {
+		if on, err := unix.PrctlRetInt(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_IS_SET, uintptr(c), 0, 0); err == nil && on != 0 {
+			return fmt.Errorf("ambient capability %d is set", c)
+		}
 	}
 	return nil
 }

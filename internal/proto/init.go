@@ -20,6 +20,11 @@ type Init struct {
 	Relay *Relay `cbor:"9,keyasint,omitempty"`
 	// Net, if set, gives the sandbox a TAP interface to the host's gateway.
 	Net *Net `cbor:"10,keyasint,omitempty"`
+	// Contained says the backend has built the sandbox already (a container
+	// runtime made its mounts, namespaces and hostname, and dropped every
+	// capability): the guest skips Mounts, Hide, Hostname and loopback, and
+	// only locks itself down (rlimits, Landlock, seccomp).
+	Contained bool `cbor:"20,keyasint,omitempty"`
 }
 
 // Relay is a TCP listener inside the sandbox forwarding to a Unix socket.

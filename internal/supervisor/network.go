@@ -117,11 +117,20 @@ type network struct {
 	dnsTCP net.Listener
 }
 
-// startNetwork builds the sandbox's gateway. dir is the sandbox's state dir
-// (audit log, bundle, resolv.conf), sock the path for the front door's
-// socket in proxy mode. In transparent mode the gateway starts serving when
-// attach gets the sandbox's TAP device.
-func startNetwork(n NetworkSpec, id, dir, sock string) (_ *network, err error) {
+// pipeline is one gateway before it has a door: its policy, secrets, CA,
+// audit log and proxy token. A sandbox's network and `airlock gateway` make
+// it the same way.
+type pipeline struct {
+	gw        *gateway.Gateway
+	policy    *policy.Policy
+	audit     *audit.Log
+	secrets   *secrets.Set
+	authority *ca.CA
+	token     string
+}
+
+// newPipeline builds a gateway from n, auditing to auditPath as sandbox id.
+func newPipeline(n NetworkSpec, id, auditPath string) (_ *pipeline, err error) {
 	var all []*secrets.Secret
 	allow := append([]string(nil), n.AllowHosts...)
 	for _, f := range n.Secrets {
@@ -178,7 +187,7 @@ func startNetwork(n NetworkSpec, id, dir, sock string) (_ *network, err error) {
 	if err != nil {
 		return nil, err
 	}
-	log, err := audit.Open(filepath.Join(dir, "audit.jsonl"), id, set.RedactString)
+	log, err := audit.Open(auditPath, id, set.RedactString)
 	if err != nil {
 		return nil, err
 	}
@@ -194,6 +203,24 @@ func startNetwork(n NetworkSpec, id, dir, sock string) (_ *network, err error) {
 	if err != nil {
 		return nil, err
 	}
+	return &pipeline{gw: gw, policy: pol, audit: log, secrets: set, authority: authority, token: token}, nil
+}
+
+// startNetwork builds the sandbox's gateway. dir is the sandbox's state dir
+// (audit log, bundle, resolv.conf), sock the path for the front door's
+// socket in proxy mode. In transparent mode the gateway starts serving when
+// attach gets the sandbox's TAP device.
+func startNetwork(n NetworkSpec, id, dir, sock string) (_ *network, err error) {
+	p, err := newPipeline(n, id, filepath.Join(dir, "audit.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			p.audit.Close()
+		}
+	}()
+	set, authority, token, gw := p.secrets, p.authority, p.token, p.gw
 	bundle, err := authority.Bundle()
 	if err != nil {
 		return nil, err
@@ -202,7 +229,7 @@ func startNetwork(n NetworkSpec, id, dir, sock string) (_ *network, err error) {
 	if err := os.WriteFile(bundlePath, bundle, 0o644); err != nil {
 		return nil, err
 	}
-	nw := &network{gw: gw, audit: log}
+	nw := &network{gw: gw, audit: p.audit}
 	nw.files = []native.FileMount{{Source: bundlePath, Target: bundleInside}}
 	for _, b := range systemBundles {
 		if st, err := os.Stat(b); err == nil && st.Mode().IsRegular() {
@@ -215,7 +242,7 @@ func startNetwork(n NetworkSpec, id, dir, sock string) (_ *network, err error) {
 
 	if n.Mode == ModeTransparent {
 		nw.net = &tapNet
-		nw.dns = &dnsserver.Server{Policy: pol, Pool: dnsserver.NewPool(namePool), Audit: log}
+		nw.dns = &dnsserver.Server{Policy: p.policy, Pool: dnsserver.NewPool(namePool), Audit: p.audit}
 		for _, f := range []struct{ name, target, text string }{
 			{"resolv.conf", "/etc/resolv.conf", "# airlock: the gateway answers DNS for the names policy allows\nnameserver " + dnsIP.String() + "\noptions edns0\n"},
 			{"hosts", "/etc/hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + native.Hostname(id) + "\n"},

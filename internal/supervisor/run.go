@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,7 +28,7 @@ type supervisor struct {
 	h    *state.Handle
 	spec Spec
 	io   IO
-	sb   *native.Sandbox
+	sb   sandbox
 
 	stopOnce sync.Once
 	stop     chan string // why the sandbox is being stopped from outside
@@ -63,8 +62,15 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error), spawned *nativ
 		return ExitAirlock, err
 	}
 	if spec.Network.enabled() {
-		if spec.Network.Mode, _, err = NetworkMode(spec.Network.Mode); err != nil {
-			return fail(err)
+		switch {
+		case spec.backend() != BackendDocker:
+			if spec.Network.Mode, _, err = NetworkMode(spec.Network.Mode); err != nil {
+				return fail(err)
+			}
+		case spec.Network.Mode == ModeTransparent:
+			return fail(errors.New("--network-mode transparent: a docker sandbox reaches the gateway through its proxy door; use --network-mode proxy (or auto)"))
+		default:
+			spec.Network.Mode = ModeProxy
 		}
 		sv.spec = spec
 	}
@@ -73,7 +79,7 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error), spawned *nativ
 		return fail(err)
 	}
 	rec := state.Record{
-		ID: h.ID(), Name: h.Name(), CreatedAt: time.Now().UTC(), PID: os.Getpid(), Backend: "native",
+		ID: h.ID(), Name: h.Name(), CreatedAt: time.Now().UTC(), PID: os.Getpid(), Backend: spec.backend(),
 		Workspace: spec.Native.Workspace, Command: spec.Command, Detached: spec.Detached, Config: config,
 	}
 	sock := h.SocketPath()
@@ -106,13 +112,13 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error), spawned *nativ
 		}
 		return nil
 	}
-	if spawned == nil {
-		if spawned, err = native.Spawn(native.Options{Stderr: stdio.Stderr}, spec.Native.Limits); err != nil {
-			return fail(err)
-		}
+	var warnings []string
+	if spec.backend() == BackendDocker {
+		sv.sb, warnings, err = startDocker(h, spec, register)
+	} else {
+		sv.sb, warnings, err = startNative(spawned, spec, stdio, register)
 	}
-	sv.sb = spawned
-	if err := sv.sb.Start(context.Background(), spec.Native, register); err != nil {
+	if err != nil {
 		if ln != nil {
 			ln.Close()
 		}
@@ -120,14 +126,14 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error), spawned *nativ
 	}
 	defer sv.sb.Close()
 	defer func() { ln.Close(); os.Remove(sock) }()
-	if sv.sb.TAP != nil {
-		if err := nw.attach(sv.sb.TAP); err != nil {
+	if nb, ok := sv.sb.(*native.Sandbox); ok && nb.TAP != nil {
+		if err := nw.attach(nb.TAP); err != nil {
 			return fail(fmt.Errorf("transparent network: %w", err))
 		}
 	}
 	ws.Background()
 	if !spec.Quiet {
-		for _, w := range sv.sb.Warnings {
+		for _, w := range warnings {
 			fmt.Fprintf(stdio.Stderr, "airlock: warning: %s\n", w)
 		}
 	}
@@ -160,8 +166,10 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error), spawned *nativ
 		h.Remove()
 		return code, nil
 	}
+	// `airlock kill` (and then rm) waits for this status: write it only when
+	// all is torn down (a container's removal takes a while).
+	<-closed
 	h.SetStatus(st)
-	<-closed // `airlock kill` waits for the lock: release it only when all is torn down
 	h.Release()
 	return code, nil
 }

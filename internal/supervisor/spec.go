@@ -14,6 +14,8 @@ import (
 // supervisor reads it back from the state dir.
 type Spec struct {
 	Native  native.Config `json:"native"`
+	Backend string        `json:"backend,omitempty"` // BackendNative ("" too) or BackendDocker
+	Image   string        `json:"image,omitempty"`   // docker: the image (default DefaultImage)
 	Network NetworkSpec   `json:"network,omitempty"`
 	// Workspace is how the workspace is shown inside and reviewed after.
 	Workspace WorkspaceSpec `json:"workspace,omitempty"`

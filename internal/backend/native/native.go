@@ -14,13 +14,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlock-dev/airlock/internal/backend/guestclient"
 	"github.com/airlock-dev/airlock/internal/cgroup"
 	"github.com/airlock-dev/airlock/internal/guest"
 	"github.com/airlock-dev/airlock/internal/proto"
 )
 
 // ErrClosed is returned for requests to a sandbox that has ended.
-var ErrClosed = errors.New("sandbox is not running")
+var ErrClosed = guestclient.ErrClosed
 
 // setupTimeout bounds the guest's setup; it takes milliseconds.
 const setupTimeout = 30 * time.Second
@@ -45,7 +46,7 @@ type Sandbox struct {
 	unlimited []string   // limits no cgroup enforces here (rlimits stand in)
 	joined    chan error // the guest's move into its cgroup, done
 	conn      *proto.Conn
-	router    *proto.Router // requests to the guest, once it is ready
+	client    *guestclient.Client // requests to the guest, once it is ready
 	guest     *os.Process
 	cg        *cgroup.Group
 	exited    chan struct{} // closed when the guest is reaped
@@ -194,7 +195,7 @@ func (s *Sandbox) Start(ctx context.Context, c Config, whileSetup func(cgroupPat
 	case <-timer.C:
 		return fmt.Errorf("native: sandbox setup took longer than %s", setupTimeout)
 	}
-	s.router = proto.NewRouter(s.conn)
+	s.client = guestclient.New(s.conn)
 	return nil
 }
 
@@ -265,133 +266,18 @@ func rlimits(l Limits, missing []string) []proto.Rlimit {
 	return out
 }
 
+// Process is a command running in the sandbox.
+type Process = guestclient.Process
+
 // Call sends one file request and waits for its result.
 func (s *Sandbox) Call(ctx context.Context, m *proto.Msg) (*proto.Msg, error) {
-	if s.router == nil {
-		return nil, ErrClosed
-	}
-	id, replies, err := s.router.Request(m)
-	if err != nil {
-		return nil, closedOr(err)
-	}
-	defer s.router.Done(id)
-	select {
-	case r, ok := <-replies:
-		if !ok {
-			return nil, ErrClosed
-		}
-		proto.CloseFiles(r.Files)
-		if r.Op == proto.OpError {
-			return nil, r.Err
-		}
-		return r.Msg, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-// Process is a command running in the sandbox.
-type Process struct {
-	PID int
-	PTY *os.File // the pty master when the Exec asked for a TTY; the caller closes it
-
-	s       *Sandbox
-	id      uint32
-	replies <-chan proto.Inbound
-	output  func(stream uint8, data []byte)
-	exit    *proto.Exit
+	return s.client.Call(ctx, m)
 }
 
 // Exec starts req. In proto.StdioFDs mode, files are the process's stdin,
 // stdout and stderr; in stream mode output goes to output as it arrives.
 func (s *Sandbox) Exec(req *proto.Exec, output func(stream uint8, data []byte), files ...*os.File) (*Process, error) {
-	if s.router == nil {
-		return nil, ErrClosed
-	}
-	id, replies, err := s.router.Request(&proto.Msg{Op: proto.OpExec, Exec: req}, files...)
-	if err != nil {
-		return nil, closedOr(err)
-	}
-	p := &Process{s: s, id: id, replies: replies, output: output}
-	for {
-		r, ok := <-replies
-		if !ok {
-			return nil, ErrClosed
-		}
-		switch r.Op {
-		case proto.OpStarted:
-			p.PID = r.PID
-			if len(r.Files) > 0 {
-				p.PTY, r.Files = r.Files[0], r.Files[1:]
-			}
-			proto.CloseFiles(r.Files)
-			return p, nil
-		case proto.OpExit: // never started: not found, not executable
-			p.exit = r.Exit
-			s.router.Done(id)
-			return p, nil
-		case proto.OpError:
-			s.router.Done(id)
-			return nil, fmt.Errorf("exec %s: %w", req.Argv[0], r.Err)
-		case proto.OpOutput:
-			p.deliver(r.Msg)
-		}
-		proto.CloseFiles(r.Files)
-	}
-}
-
-func (p *Process) deliver(m *proto.Msg) {
-	if p.output != nil {
-		p.output(m.Stream, m.Data)
-	}
-}
-
-// Wait returns the process's exit. If the sandbox ends first, it returns ErrClosed.
-func (p *Process) Wait() (*proto.Exit, error) {
-	if p.exit != nil {
-		return p.exit, nil
-	}
-	defer p.s.router.Done(p.id)
-	for r := range p.replies {
-		proto.CloseFiles(r.Files)
-		switch r.Op {
-		case proto.OpOutput:
-			p.deliver(r.Msg)
-		case proto.OpExit:
-			p.exit = r.Exit
-			return p.exit, nil
-		}
-	}
-	return nil, ErrClosed
-}
-
-// Signal delivers sig to the process.
-func (p *Process) Signal(sig syscall.Signal) error {
-	return p.s.router.Send(p.id, &proto.Msg{Op: proto.OpSignal, Signal: int(sig)})
-}
-
-// Write sends stdin to a stream-mode process; CloseStdin ends it.
-func (p *Process) Write(b []byte) (int, error) {
-	for off := 0; off < len(b); off += 32 << 10 {
-		end := min(off+32<<10, len(b))
-		if err := p.s.router.Send(p.id, &proto.Msg{Op: proto.OpStdin, Data: b[off:end]}); err != nil {
-			return off, err
-		}
-	}
-	return len(b), nil
-}
-
-func (p *Process) CloseStdin() error {
-	return p.s.router.Send(p.id, &proto.Msg{Op: proto.OpStdinClose})
-}
-
-// closedOr maps a dead connection to ErrClosed and keeps other errors (an
-// oversized request, say) as they are.
-func closedOr(err error) error {
-	if errors.Is(err, proto.ErrConnClosed) {
-		return ErrClosed
-	}
-	return err
+	return s.client.Exec(req, output, files...)
 }
 
 // Done is closed when the sandbox has ended.

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/airlock-dev/airlock/internal/backend/docker"
+	"github.com/airlock-dev/airlock/internal/images"
+)
+
+func newImagesCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "images",
+		Short: "Build, list and remove the docker backend's sandbox images",
+		Long: `The docker backend runs sandboxes in an image. airlock builds its own,
+without a registry: a Debian root filesystem made by debootstrap from the
+host's apt mirror, imported into the local Docker engine.
+
+  minimal    bash, coreutils, git, curl, ca-certificates, python3
+  standard   minimal plus nodejs, npm and build-essential`,
+		Args: noArgs,
+	}
+	c.AddCommand(newImagesBuildCmd(), newImagesLsCmd(), newImagesRmCmd())
+	return c
+}
+
+func newImagesBuildCmd() *cobra.Command {
+	o := images.BuildOptions{}
+	c := &cobra.Command{
+		Use:   "build [--variant minimal|standard]",
+		Short: "Build a sandbox image with debootstrap and import it (needs root)",
+		Example: `  sudo airlock images build
+  sudo airlock images build --variant standard
+  airlock run --backend docker --image airlock/standard -- npm test`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if !slices.Contains(images.Variants(), o.Variant) {
+				return usageError{fmt.Sprintf("--variant %q: use %s", o.Variant, strings.Join(images.Variants(), " or "))}
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			cli, err := docker.Connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer cli.Close()
+			o.Progress = c.ErrOrStderr()
+			tag, err := images.Build(ctx, cli, o)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(c.OutOrStdout(), tag)
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&o.Variant, "variant", "minimal", "minimal or standard")
+	f.StringVar(&o.Tag, "tag", "", "name the image `NAME:TAG` (default airlock/VARIANT:latest)")
+	f.StringVar(&o.Mirror, "mirror", "", "Debian mirror `URL` (default: the host's, from /etc/apt/sources.list*)")
+	f.StringVar(&o.Suite, "suite", "", "Debian release (default: the host's, else bookworm)")
+	f.StringVar(&o.CacheDir, "cache-dir", "/var/cache/airlock/debootstrap", "keep downloaded packages in `DIR` for the next build (\"\" for none)")
+	return c
+}
+
+func newImagesLsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List the images airlock built",
+		Args:    noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			ctx := context.Background()
+			cli, err := docker.Connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer cli.Close()
+			ims, err := images.List(ctx, cli)
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "IMAGE\tVARIANT\tID\tCREATED\tSIZE")
+			for _, im := range ims {
+				name := "<none>"
+				if len(im.Tags) > 0 {
+					name = strings.Join(im.Tags, ",")
+				}
+				id := strings.TrimPrefix(im.ID, "sha256:")
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d MB\n", name, im.Variant, id[:min(12, len(id))], ago(im.Created), im.Size/1000_000)
+			}
+			return w.Flush()
+		},
+	}
+}
+
+func newImagesRmCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "rm IMAGE...",
+		Aliases: []string{"remove"},
+		Short:   "Remove images airlock built",
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageError{"name the images to remove (airlock images ls lists them)"}
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			ctx := context.Background()
+			cli, err := docker.Connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer cli.Close()
+			var failed []string
+			for _, ref := range args {
+				if err := images.Remove(ctx, cli, ref); err != nil {
+					failed = append(failed, err.Error())
+					continue
+				}
+				fmt.Fprintln(c.OutOrStdout(), ref)
+			}
+			if len(failed) > 0 {
+				return fmt.Errorf("%s", strings.Join(failed, "; "))
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,298 @@
+// Package images builds the docker backend's sandbox images without a
+// registry: a Debian root filesystem made by debootstrap from the host's own
+// apt mirror, imported through the Engine API; and lists and removes them.
+package images
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
+
+	"github.com/airlock-dev/airlock/internal/backend/docker"
+)
+
+// Packages per variant, beyond debootstrap's minbase: the tools agents
+// expect to find.
+var variants = map[string][]string{
+	"minimal":  {"bash", "coreutils", "git", "curl", "ca-certificates", "python3"},
+	"standard": {"bash", "coreutils", "git", "curl", "ca-certificates", "python3", "nodejs", "npm", "build-essential"},
+}
+
+// Variants lists the variant names.
+func Variants() []string {
+	out := make([]string, 0, len(variants))
+	for v := range variants {
+		out = append(out, v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Tag is the image name a variant is built under.
+func Tag(variant string) string { return "airlock/" + variant + ":latest" }
+
+// BuildOptions say what to build and where progress goes.
+type BuildOptions struct {
+	Variant  string
+	Tag      string // default Tag(Variant)
+	Mirror   string // default: the host's Debian mirror (see Mirror)
+	Suite    string // default: the host's Debian release, else bookworm
+	CacheDir string // debootstrap's package cache; "" for none
+	Progress io.Writer
+}
+
+// Build makes the image and returns its tag. It needs root (debootstrap
+// makes device nodes and chroots) and the debootstrap program.
+func Build(ctx context.Context, cli *client.Client, o BuildOptions) (string, error) {
+	pkgs, ok := variants[o.Variant]
+	if !ok {
+		return "", fmt.Errorf("unknown variant %q: use %s", o.Variant, strings.Join(Variants(), " or "))
+	}
+	if os.Geteuid() != 0 {
+		return "", errors.New("building an image runs debootstrap, which needs root: run airlock images build as root (sudo)")
+	}
+	dbs, err := exec.LookPath("debootstrap")
+	if err != nil {
+		return "", errors.New("debootstrap is not installed: apt-get install debootstrap")
+	}
+	if o.Tag == "" {
+		o.Tag = Tag(o.Variant)
+	}
+	if o.Mirror == "" {
+		o.Mirror = HostMirror()
+	}
+	if o.Suite == "" {
+		o.Suite = hostSuite()
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	work, err := os.MkdirTemp("/var/tmp", "airlock-image-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(work)
+	root := filepath.Join(work, "rootfs")
+
+	fmt.Fprintf(o.Progress, "[1/3] debootstrap %s (%s: %s) from %s\n", o.Suite, o.Variant, strings.Join(pkgs, ", "), o.Mirror)
+	args := []string{"--variant=minbase", "--include=" + strings.Join(pkgs, ",")}
+	if o.CacheDir != "" {
+		if err := os.MkdirAll(o.CacheDir, 0o755); err != nil {
+			return "", fmt.Errorf("debootstrap cache: %w", err)
+		}
+		args = append(args, "--cache-dir="+o.CacheDir)
+	}
+	args = append(args, o.Suite, root, o.Mirror)
+	cmd := exec.CommandContext(ctx, dbs, args...)
+	cmd.Env = append(os.Environ(), "LANG=C.UTF-8", "DEBIAN_FRONTEND=noninteractive")
+	if err := runShowing(cmd, o.Progress, "      "); err != nil {
+		return "", fmt.Errorf("debootstrap failed (%v): see its messages above; %s/debootstrap/debootstrap.log has the details while it runs", err, root)
+	}
+	if err := trim(root, o.Variant); err != nil {
+		return "", err
+	}
+
+	fmt.Fprintf(o.Progress, "[2/3] importing into Docker as %s\n", o.Tag)
+	if err := importTree(ctx, cli, root, o); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(o.Progress, "[3/3] done: %s (run with: airlock run --backend docker --image %s -- CMD)\n", o.Tag, o.Tag)
+	return o.Tag, nil
+}
+
+// trim drops what an image does not need: downloaded packages and indexes.
+func trim(root, variant string) error {
+	for _, glob := range []string{"var/cache/apt/archives/*.deb", "var/lib/apt/lists/*_*", "var/cache/apt/*.bin", "var/log/*.log"} {
+		matches, _ := filepath.Glob(filepath.Join(root, glob))
+		for _, m := range matches {
+			os.Remove(m)
+		}
+	}
+	return os.WriteFile(filepath.Join(root, "etc/airlock-image"), []byte(variant+"\n"), 0o644)
+}
+
+// importTree streams root as a tar into the engine.
+func importTree(ctx context.Context, cli *client.Client, root string, o BuildOptions) error {
+	tar := exec.CommandContext(ctx, "tar", "-C", root, "--numeric-owner", "--one-file-system",
+		"--exclude=./dev/*", "--exclude=./proc/*", "--exclude=./sys/*", "-c", ".")
+	out, err := tar.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	var tarErr strings.Builder
+	tar.Stderr = &limitedWriter{w: &tarErr, n: 4 << 10}
+	if err := tar.Start(); err != nil {
+		return fmt.Errorf("tar the root filesystem: %w", err)
+	}
+	var sent atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				fmt.Fprintf(o.Progress, "      sent %d MiB\n", sent.Load()>>20)
+			}
+		}
+	}()
+	changes := []string{
+		"LABEL " + docker.LabelImage + "=" + o.Variant,
+		"ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"ENV LANG=C.UTF-8",
+		`CMD ["/bin/bash"]`,
+	}
+	rc, err := cli.ImageImport(ctx, image.ImportSource{Source: &countingReader{r: out, n: &sent}, SourceName: "-"}, o.Tag,
+		image.ImportOptions{Changes: changes, Message: "airlock images build --variant " + o.Variant})
+	if err != nil {
+		close(done)
+		tar.Process.Kill()
+		tar.Wait()
+		return fmt.Errorf("import: %w", docker.EngineError(cli.DaemonHost(), err))
+	}
+	err = readImport(rc, o.Progress)
+	rc.Close()
+	close(done)
+	werr := tar.Wait()
+	if err != nil {
+		return fmt.Errorf("import: %w", err)
+	}
+	if werr != nil {
+		return fmt.Errorf("tar the root filesystem: %v: %s", werr, strings.TrimSpace(tarErr.String()))
+	}
+	fmt.Fprintf(o.Progress, "      sent %d MiB\n", sent.Load()>>20)
+	return nil
+}
+
+// readImport shows the engine's progress messages and returns its error.
+func readImport(r io.Reader, progress io.Writer) error {
+	dec := json.NewDecoder(io.LimitReader(r, 16<<20))
+	for {
+		var m struct {
+			Status string `json:"status"`
+			Error  string `json:"error"`
+		}
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		if m.Error != "" {
+			return errors.New(m.Error)
+		}
+		if s := strings.TrimSpace(m.Status); s != "" {
+			fmt.Fprintf(progress, "      engine: %s\n", s)
+		}
+	}
+}
+
+// runShowing runs cmd with each line of its output shown, indented.
+func runShowing(cmd *exec.Cmd, w io.Writer, indent string) error {
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	shown := make(chan struct{})
+	go func() {
+		defer close(shown)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 4096), 64<<10)
+		for sc.Scan() {
+			fmt.Fprintf(w, "%s%s\n", indent, sc.Text())
+		}
+		io.Copy(io.Discard, pr)
+	}()
+	err := cmd.Wait()
+	pw.Close()
+	<-shown
+	return err
+}
+
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c *countingReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+type limitedWriter struct {
+	w io.Writer
+	n int
+}
+
+func (l *limitedWriter) Write(b []byte) (int, error) {
+	if l.n > 0 {
+		k := min(len(b), l.n)
+		l.w.Write(b[:k])
+		l.n -= k
+	}
+	return len(b), nil
+}
+
+// Image is one airlock image in the engine.
+type Image struct {
+	Tags    []string
+	Variant string
+	ID      string
+	Created time.Time
+	Size    int64
+}
+
+// List returns the images `airlock images build` made.
+func List(ctx context.Context, cli *client.Client) ([]Image, error) {
+	ims, err := cli.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", docker.LabelImage))})
+	if err != nil {
+		return nil, docker.EngineError(cli.DaemonHost(), err)
+	}
+	out := make([]Image, 0, len(ims))
+	for _, im := range ims {
+		out = append(out, Image{Tags: slices.Clone(im.RepoTags), Variant: im.Labels[docker.LabelImage], ID: im.ID, Created: time.Unix(im.Created, 0), Size: im.Size})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Created.After(out[j].Created) })
+	return out, nil
+}
+
+// Remove deletes an airlock image by name or ID; it refuses images airlock
+// did not build.
+func Remove(ctx context.Context, cli *client.Client, ref string) error {
+	if !strings.Contains(ref, ":") && !strings.HasPrefix(ref, "sha256") && strings.Contains(ref, "/") {
+		ref += ":latest"
+	}
+	in, err := cli.ImageInspect(ctx, ref)
+	if err != nil {
+		if strings.Contains(strings.ToLower(err.Error()), "no such image") {
+			return fmt.Errorf("image %s does not exist (airlock images ls lists them)", ref)
+		}
+		return docker.EngineError(cli.DaemonHost(), err)
+	}
+	if in.Config == nil || in.Config.Labels[docker.LabelImage] == "" {
+		return fmt.Errorf("image %s was not built by airlock: remove it with docker rmi", ref)
+	}
+	if _, err := cli.ImageRemove(ctx, ref, image.RemoveOptions{PruneChildren: true}); err != nil {
+		return fmt.Errorf("remove %s: %w", ref, docker.EngineError(cli.DaemonHost(), err))
+	}
+	return nil
+}
