@@ -38,6 +38,9 @@ func prepareWorkspace(dir string, spec *Spec, stderr *os.File) (*workspace.Sessi
 	if mode == "" {
 		mode = workspace.Bind
 	}
+	if mode != workspace.Bind && spec.backend() == BackendDocker {
+		return nil, fmt.Errorf("--workspace-mode %s: the docker backend shows the workspace in bind mode only so far; use the native backend for %s", mode, mode)
+	}
 	cfg := workspace.Config{
 		Mode: mode, Root: spec.Native.Workspace, Exclude: w.Exclude, ProtectGit: w.ProtectGit && mode == workspace.Bind,
 	}
