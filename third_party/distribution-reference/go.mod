@@ -1,0 +1,5 @@
+module github.com/distribution/reference
+
+go 1.20
+
+require github.com/opencontainers/go-digest v1.0.0
