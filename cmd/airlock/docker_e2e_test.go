@@ -12,7 +12,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -229,19 +228,7 @@ func TestDockerCloseRemovesContainer(t *testing.T) {
 func TestDockerCrashLeavesNothingAfterPrune(t *testing.T) {
 	cli := dockerOnly(t)
 	e := newEnv(t)
-	r := e.run("run", "-d", "--name", "victim", "--", "sleep", "300")
-	if r.code != 0 {
-		t.Fatalf("run -d: %v", r)
-	}
-	var got struct {
-		PID int `json:"pid"`
-	}
-	json.Unmarshal([]byte(e.run("get", "victim").stdout), &got)
-	if got.PID == 0 {
-		t.Fatal("no supervisor pid")
-	}
-	syscall.Kill(got.PID, syscall.SIGKILL)
-	waitFor(t, 10*time.Second, func() bool { return strings.Contains(e.run("ls").stdout, "crashed") })
+	crashSupervisor(t, e, "victim", 10*time.Second)
 	// The guest lost its host: the container stops by itself, and stays for prune.
 	waitFor(t, 10*time.Second, func() bool {
 		cs := containersOf(t, cli, e)
@@ -254,11 +241,8 @@ func TestDockerCrashLeavesNothingAfterPrune(t *testing.T) {
 		t.Fatalf("prune left %d container(s)", len(cs))
 	}
 	// A container whose record is gone too (a crash between the two) is swept.
-	r = e.run("run", "-d", "--name", "orphan", "--", "sleep", "300")
-	json.Unmarshal([]byte(e.run("get", "orphan").stdout), &got)
-	syscall.Kill(got.PID, syscall.SIGKILL)
-	waitFor(t, 10*time.Second, func() bool { return strings.Contains(e.run("ls").stdout, "crashed") })
-	os.RemoveAll(filepath.Join(e.state, "sandboxes", strings.TrimSpace(r.stdout)))
+	id := crashSupervisor(t, e, "orphan", 10*time.Second)
+	os.RemoveAll(filepath.Join(e.state, "sandboxes", id))
 	if r := e.run("prune"); r.code != 0 || !strings.Contains(r.stdout, "removed 1 leftover container") {
 		t.Fatalf("prune of an orphan container: %v", r)
 	}

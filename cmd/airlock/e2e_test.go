@@ -437,19 +437,7 @@ func TestDetachedLogsKeepOutput(t *testing.T) {
 
 func TestCrashedSupervisorIsDetectedAndPruned(t *testing.T) {
 	e := newEnv(t)
-	r := e.run("run", "-d", "--name", "victim", "--", "sleep", "300")
-	if r.code != 0 {
-		t.Fatalf("run -d: %v", r)
-	}
-	var got struct {
-		PID int `json:"pid"`
-	}
-	json.Unmarshal([]byte(e.run("get", "victim").stdout), &got)
-	if got.PID == 0 {
-		t.Fatal("no supervisor pid")
-	}
-	syscall.Kill(got.PID, syscall.SIGKILL)
-	waitFor(t, 5*time.Second, func() bool { return strings.Contains(e.run("ls").stdout, "crashed") })
+	crashSupervisor(t, e, "victim", 5*time.Second)
 	if r := e.run("prune"); r.code != 0 || !strings.Contains(r.stdout, "removed 1") {
 		t.Fatalf("prune: %v", r)
 	}
@@ -577,25 +565,7 @@ func TestPTYRunsInteractiveShell(t *testing.T) {
 		}
 		close(lines)
 	}()
-	var seen []string
-	expect := func(want string) {
-		t.Helper()
-		timeout := time.After(10 * time.Second)
-		for {
-			select {
-			case l, ok := <-lines:
-				if !ok {
-					t.Fatalf("output ended before %q; saw %q", want, seen)
-				}
-				seen = append(seen, l)
-				if strings.Contains(l, want) {
-					return
-				}
-			case <-timeout:
-				t.Fatalf("no %q within 10s; saw %q", want, seen)
-			}
-		}
-	}
+	expect := expecter(t, lines, 10*time.Second)
 	expect("/dev/pts/")
 	expect("33 111")
 	expect("READY")
@@ -649,4 +619,48 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	return os.WriteFile(dst, b, 0o755)
+}
+
+// expecter returns a function that waits (up to limit each time) for a line
+// containing want among lines, failing the test with what it saw if none comes.
+func expecter(t *testing.T, lines <-chan string, limit time.Duration) func(want string) {
+	var seen []string
+	return func(want string) {
+		t.Helper()
+		timeout := time.After(limit)
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("output ended before %q; saw %q", want, seen)
+				}
+				seen = append(seen, l)
+				if strings.Contains(l, want) {
+					return
+				}
+			case <-timeout:
+				t.Fatalf("no %q within %s; saw %q", want, limit, seen)
+			}
+		}
+	}
+}
+
+// crashSupervisor starts a detached sandbox called name, SIGKILLs its
+// supervisor, waits until ls calls it crashed, and returns its ID.
+func crashSupervisor(t *testing.T, e *env, name string, limit time.Duration) string {
+	t.Helper()
+	r := e.run("run", "-d", "--name", name, "--", "sleep", "300")
+	if r.code != 0 {
+		t.Fatalf("run -d: %v", r)
+	}
+	var got struct {
+		PID int `json:"pid"`
+	}
+	json.Unmarshal([]byte(e.run("get", name).stdout), &got)
+	if got.PID == 0 {
+		t.Fatal("no supervisor pid")
+	}
+	syscall.Kill(got.PID, syscall.SIGKILL)
+	waitFor(t, limit, func() bool { return strings.Contains(e.run("ls").stdout, "crashed") })
+	return strings.TrimSpace(r.stdout)
 }

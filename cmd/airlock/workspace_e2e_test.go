@@ -307,25 +307,7 @@ func TestWorkspaceExitPromptOnATerminal(t *testing.T) {
 			}
 		}
 	}()
-	var seen []string
-	expect := func(want string) {
-		t.Helper()
-		timeout := time.After(15 * time.Second)
-		for {
-			select {
-			case l, ok := <-lines:
-				if !ok {
-					t.Fatalf("output ended before %q; saw %q", want, seen)
-				}
-				seen = append(seen, l)
-				if strings.Contains(l, want) {
-					return
-				}
-			case <-timeout:
-				t.Fatalf("no %q within 15s; saw %q", want, seen)
-			}
-		}
-	}
+	expect := expecter(t, lines, 15*time.Second)
 	expect("Apply 1 modified, 1 created to " + e.ws + "? [y/N/d]")
 	ptm.Write([]byte("d\n"))
 	expect("+two")
