@@ -101,9 +101,9 @@ const backgroundDelay = 300 * time.Millisecond
 type Progress func(phase string, done, total, bytes int64)
 
 // Prepare readies a workspace before the sandbox starts, in dir (created
-// 0700). Bind and copy take the manifest now; overlay takes it in the
-// background, since the sandbox cannot change the lower layer, so its start
-// does not depend on the tree's size.
+// 0700). Copy takes the manifest now (it copies what it lists); bind and
+// overlay take it in the background once the sandbox runs (Background), so
+// their start does not depend on the tree's size.
 func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
 	s := &Session{dir: dir, m: meta{Config: cfg, Started: time.Now().UTC(), Status: StatusRunning}, baseDone: make(chan struct{}), hurry: make(chan struct{})}
 	var err error
@@ -136,18 +136,16 @@ func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
 	}
 	switch cfg.Mode {
 	case Bind:
-		if s.base, err = scan(nil, 0); err != nil {
-			return nil, err
-		}
-		close(s.baseDone)
-		if err := SaveManifest(s.path(baseFile), s.base); err != nil {
-			return nil, fmt.Errorf("workspace: save manifest: %w", err)
-		}
 		if cfg.ProtectGit {
 			if err := s.snapshotGit(); err != nil {
 				return nil, err
 			}
 		}
+		// The manifest is taken while the sandbox runs, so start-up does not
+		// grow with the tree. The sandbox may change a file before the scan
+		// reaches it; compute catches that by ctime, which nothing inside can
+		// set back. (A file deleted before the scan reaches it is missed.)
+		s.background = func() { s.takeBase(scan) }
 	case Overlay:
 		for _, d := range []string{upperDir, workDir} {
 			if err := os.Mkdir(s.path(d), 0o700); err != nil {
@@ -165,20 +163,7 @@ func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
 			case <-time.After(backgroundDelay):
 			case <-s.hurry:
 			}
-			workers := max(1, runtime.GOMAXPROCS(0)/2)
-			select {
-			case <-s.hurry:
-				workers = 0
-			default:
-			}
-			m, err := scan(nil, workers)
-			if err == nil {
-				err = SaveManifest(s.path(baseFile), m)
-			}
-			s.mu.Lock()
-			s.base, s.baseErr = m, err
-			s.mu.Unlock()
-			close(s.baseDone)
+			s.takeBase(scan)
 		}
 	case Copy:
 		if s.base, err = scan(progress, 0); err != nil {
@@ -212,6 +197,25 @@ func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// takeBase takes the start manifest on half the CPUs (the agent keeps the
+// rest), or on all of them when someone is already waiting for it.
+func (s *Session) takeBase(scan func(Progress, int) (Manifest, error)) {
+	workers := max(1, runtime.GOMAXPROCS(0)/2)
+	select {
+	case <-s.hurry:
+		workers = 0
+	default:
+	}
+	m, err := scan(nil, workers)
+	if err == nil {
+		err = SaveManifest(s.path(baseFile), m)
+	}
+	s.mu.Lock()
+	s.base, s.baseErr = m, err
+	s.mu.Unlock()
+	close(s.baseDone)
 }
 
 // Background starts what Prepare left for after the start (overlay's
@@ -443,13 +447,25 @@ func (s *Session) compute() ([]Change, error) {
 		if err != nil {
 			return nil, fmt.Errorf("workspace: scan %s: %w", s.m.Root, err)
 		}
+		start := s.m.Started.UnixNano()
 		touched := map[string]bool{}
 		for p, e := range now {
 			if b, ok := base[p]; ok && e.Type == TypeFile && (b.Mtime != e.Mtime || b.Ctime != e.Ctime || b.Ino != e.Ino) {
 				touched[p] = true
 			}
+			if e.Type != TypeDir && e.Ctime >= start { // changed during the run
+				touched[p] = true
+			}
 		}
 		cs = Compare(base, now, touched)
+		for i, c := range cs {
+			// The background manifest saw this file after the sandbox had
+			// changed it: what it held before is unknown, so it counts as
+			// modified (and is audited as such), not as reverted.
+			if c.Kind == Reverted && c.Before != nil && c.Before.Ctime >= start {
+				cs[i].Kind = Modified
+			}
+		}
 	case Overlay:
 		upper, err := Scan(s.UpperDir(), ScanOptions{Exclude: s.ex, Opaque: true})
 		if err != nil {
