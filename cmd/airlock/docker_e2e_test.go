@@ -91,8 +91,8 @@ func TestDockerBackend(t *testing.T) {
 	c := exec.Command(setpriv, args...)
 	u := testUpstream(t)
 	c.Env = []string{"AIRLOCK_TEST_BIN=" + airlockBin, "AIRLOCK_TEST_BACKEND=docker", "AIRLOCK_TEST_IMAGE=" + img,
-		"TMPDIR=" + tmp, "HOME=/nonexistent", "PATH=" + os.Getenv("PATH"),
-		"AIRLOCK_TEST_UPSTREAM=" + u.addr, "AIRLOCK_TEST_UPSTREAM_CA=" + u.caFile, "AIRLOCK_TEST_UPSTREAM_LOG=" + u.logFile}
+		"TMPDIR=" + tmp, "HOME=/nonexistent", "PATH=" + os.Getenv("PATH")}
+	c.Env = append(c.Env, u.childEnv(t)...)
 	out, err := c.CombinedOutput()
 	t.Logf("with --backend docker, as uid 65534 in the docker group:\n%s", out)
 	if err != nil {

@@ -604,8 +604,7 @@ func TestUnprivileged(t *testing.T) {
 	}
 	c := exec.Command(setpriv, args...)
 	u := testUpstream(t) // on port 443, which only root can bind: started here for the child
-	c.Env = []string{"AIRLOCK_TEST_BIN=" + airlockBin, "TMPDIR=" + tmp, "HOME=/nonexistent", "PATH=" + os.Getenv("PATH"),
-		"AIRLOCK_TEST_UPSTREAM=" + u.addr, "AIRLOCK_TEST_UPSTREAM_CA=" + u.caFile, "AIRLOCK_TEST_UPSTREAM_LOG=" + u.logFile}
+	c.Env = append([]string{"AIRLOCK_TEST_BIN=" + airlockBin, "TMPDIR=" + tmp, "HOME=/nonexistent", "PATH=" + os.Getenv("PATH")}, u.childEnv(t)...)
 	out, err := c.CombinedOutput()
 	t.Logf("as uid 65534:\n%s", out)
 	if err != nil {

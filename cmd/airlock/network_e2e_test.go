@@ -8,8 +8,11 @@ package main
 // TestUnprivileged), so both kinds of user are covered.
 
 import (
+	"crypto/sha1"
+	"encoding/base64"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/cgi"
@@ -17,9 +20,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/airlock-dev/airlock/internal/supervisor"
 )
@@ -84,6 +89,24 @@ func startUpstream() (*upstream, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/git/", &cgi.Handler{Path: "/usr/lib/git-core/git-http-backend", Root: "/git",
 		Env: []string{"GIT_PROJECT_ROOT=" + filepath.Join(dir, "git"), "GIT_HTTP_EXPORT_ALL=1"}})
+	mux.HandleFunc("/sse", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: one\n\n")
+		w.(http.Flusher).Flush()
+		time.Sleep(time.Second) // the first event must not wait for this
+		io.WriteString(w, "data: two\n\n")
+	})
+	mux.HandleFunc("/ws", wsEcho)
+	mux.HandleFunc("/bytes/", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.ParseInt(strings.TrimPrefix(r.URL.Path, "/bytes/"), 10, 64)
+		w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+		buf := make([]byte, 256<<10)
+		for ; n > 0; n -= int64(len(buf)) {
+			if _, err := w.Write(buf[:min(n, int64(len(buf)))]); err != nil {
+				return
+			}
+		}
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		fmt.Fprintf(logf, "%s %s %s\n", r.Method, r.URL.Path, r.Header.Get("Authorization"))
@@ -104,6 +127,46 @@ func startUpstream() (*upstream, error) {
 		return nil, err
 	}
 	return u, nil
+}
+
+// wsEcho answers a WebSocket upgrade and echoes one short text frame.
+func wsEcho(w http.ResponseWriter, r *http.Request) {
+	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		http.Error(w, "want a websocket upgrade", http.StatusBadRequest)
+		return
+	}
+	sum := sha1.Sum([]byte(r.Header.Get("Sec-WebSocket-Key") + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
+	c, brw, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n", base64.StdEncoding.EncodeToString(sum[:]))
+	head := make([]byte, 2)
+	if _, err := io.ReadFull(brw, head); err != nil || head[1]&0x7f > 125 {
+		return
+	}
+	mask := make([]byte, 4)
+	body := make([]byte, head[1]&0x7f)
+	io.ReadFull(brw, mask)
+	io.ReadFull(brw, body)
+	for i := range body {
+		body[i] ^= mask[i%4]
+	}
+	c.Write(append([]byte{0x81, byte(len(body))}, body...))
+}
+
+// childEnv hands a re-run of the suite (another uid, another backend) what
+// only root could set up: the upstream on port 443 and the built netclient.
+func (u *upstream) childEnv(t *testing.T) []string {
+	env := []string{"AIRLOCK_TEST_UPSTREAM=" + u.addr, "AIRLOCK_TEST_UPSTREAM_CA=" + u.caFile, "AIRLOCK_TEST_UPSTREAM_LOG=" + u.logFile}
+	if bin, err := netclientBin(); err == nil {
+		env = append(env, "AIRLOCK_TEST_NETCLIENT="+bin)
+	} else {
+		t.Log(err)
+	}
+	return env
 }
 
 func (u *upstream) received(t *testing.T) string {
@@ -204,4 +267,93 @@ func TestSecretsNeverEnterTheSandbox(t *testing.T) {
 			t.Errorf("a process inside has the value in its environment: %v", r)
 		}
 	})
+}
+
+// netclientBin is testdata/netclient built for use inside the sandbox.
+var netclientBin = sync.OnceValues(func() (string, error) {
+	if b := os.Getenv("AIRLOCK_TEST_NETCLIENT"); b != "" {
+		return b, nil
+	}
+	out := filepath.Join(filepath.Dir(airlockBin), "netclient")
+	build := exec.Command("go", "build", "-o", out, "./testdata/netclient")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build netclient: %v\n%s", err, b)
+	}
+	return out, nil
+})
+
+// A Go net/http program inside the sandbox: plain requests, server-sent
+// events that arrive as they are sent, a WebSocket echo, and a large
+// download during which the supervisor's memory stays flat.
+func TestGoClientStreamsEventsWebSocketsAndLargeBodies(t *testing.T) {
+	u := testUpstream(t)
+	built, err := netclientBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	eachMode(t, func(t *testing.T, mode string) {
+		e := newEnv(t)
+		bin := filepath.Join(e.ws, "netclient") // the sandbox's /tmp is its own: put it in the workspace
+		if err := copyFile(built, bin); err != nil {
+			t.Fatal(err)
+		}
+		r := e.run(append(u.flags("--network-mode", mode, "--allow-host", "example.com"), "--", "sh", "-c",
+			bin+" get https://example.com/go && "+bin+" sse https://example.com/sse && "+bin+" ws https://example.com/ws")...)
+		if r.code != 0 || !strings.Contains(r.stdout, "200 echo") || !strings.Contains(r.stdout, "echo hello over websocket") {
+			t.Fatalf("go client: %v", r)
+		}
+		var events, first, end int
+		fmt.Sscanf(r.stdout[strings.Index(r.stdout, "events"):], "events %d first %dms end %dms", &events, &first, &end)
+		if events != 2 || first > 700 || end < 900 {
+			t.Errorf("SSE: %d events, first after %d ms, end after %d ms: the first event must arrive before the stream ends (%v)", events, first, end, r)
+		}
+
+		const size = 512 << 20
+		c := e.cmd(append(u.flags("--network-mode", mode, "--allow-host", "example.com"), "--", bin, "download", fmt.Sprintf("https://example.com/bytes/%d", size))...)
+		var out strings.Builder
+		c.Stdout, c.Stderr = &out, &out
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		peak := int64(0)
+		done := make(chan error, 1)
+		go func() { done <- c.Wait() }()
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+	watch:
+		for {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("download: %v: %s", err, out.String())
+				}
+				break watch
+			case <-tick.C:
+				peak = max(peak, rssKiB(c.Process.Pid))
+			}
+		}
+		if !strings.Contains(out.String(), fmt.Sprintf("downloaded %d", size)) {
+			t.Fatalf("download: %s", out.String())
+		}
+		// The supervisor (gateway included) streams: its memory does not grow with the body.
+		if peak > 96<<10 {
+			t.Errorf("supervisor peak RSS %d MiB during a %d MiB download", peak>>10, size>>20)
+		}
+		t.Logf("%s: supervisor peak RSS %d MiB during a %d MiB download", mode, peak>>10, size>>20)
+	})
+}
+
+func rssKiB(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			return n
+		}
+	}
+	return 0
 }
