@@ -155,8 +155,14 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error), spawned *nativ
 		fmt.Fprintf(stdio.Stderr, "airlock: %s\n", reason)
 	}
 	// Every process is gone before the workspace is read: nothing can
-	// change it while it is reviewed.
-	<-closed
+	// change it while it is reviewed. Natively that is when the guest is
+	// reaped (the kernel reaps a PID namespace's processes before its init);
+	// removing the cgroups goes on meanwhile. A container is gone when closed.
+	if _, ok := sv.sb.(*native.Sandbox); ok {
+		<-sv.sb.Done()
+	} else {
+		<-closed
+	}
 	keep := sv.reviewWorkspace(ws, h.ID())
 	now := time.Now().UTC()
 	st := state.Status{State: state.Exited, ExitCode: &code, FinishedAt: &now, Error: reason}
