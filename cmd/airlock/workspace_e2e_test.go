@@ -55,7 +55,6 @@ func (e *env) diffJSON(ref string) map[string]changeJSON {
 }
 
 func TestWorkspaceOverlayHostSeesNothingUntilApply(t *testing.T) {
-	bindOnlyOnDocker(t)
 	e := newEnv(t)
 	e.write("keep.txt", "keep\n")
 	e.write("mod.txt", "old\n")
@@ -107,7 +106,6 @@ func TestWorkspaceOverlayHostSeesNothingUntilApply(t *testing.T) {
 }
 
 func TestWorkspaceOverlayReportsRevertedFiles(t *testing.T) {
-	bindOnlyOnDocker(t)
 	e := newEnv(t)
 	e.write("secret.txt", "original\n")
 	r := e.sh(`echo tampered > secret.txt; echo original > secret.txt`, "--name", "rv", "--workspace-mode", "overlay")
@@ -121,7 +119,6 @@ func TestWorkspaceOverlayReportsRevertedFiles(t *testing.T) {
 }
 
 func TestWorkspaceCopyModeExcludesAndCopiesBack(t *testing.T) {
-	bindOnlyOnDocker(t)
 	e := newEnv(t)
 	e.write("src/main.go", "package main\n")
 	e.write("node_modules/big/index.js", "x\n")
@@ -152,7 +149,6 @@ func TestWorkspaceCopyModeExcludesAndCopiesBack(t *testing.T) {
 }
 
 func TestWorkspaceAutoApplyHoldsBackRiskyPaths(t *testing.T) {
-	bindOnlyOnDocker(t)
 	e := newEnv(t)
 	os.MkdirAll(filepath.Join(e.ws, ".git/hooks"), 0o755)
 	e.write(".git/config", "[core]\n\tbare = false\n")
@@ -227,7 +223,6 @@ func TestWorkspaceAutoApplyHoldsBackRiskyPaths(t *testing.T) {
 }
 
 func TestWorkspaceDiscard(t *testing.T) {
-	bindOnlyOnDocker(t)
 	e := newEnv(t)
 	e.write("a", "a\n")
 	e.sh(`echo b > a; echo c > c`, "--name", "dc", "--workspace-mode", "overlay")
@@ -280,7 +275,6 @@ func TestWorkspaceProtectGitInBindMode(t *testing.T) {
 }
 
 func TestWorkspaceExitPromptOnATerminal(t *testing.T) {
-	bindOnlyOnDocker(t)
 	e := newEnv(t)
 	e.write("a.txt", "one\n")
 	c := e.cmd("run", "-q", "--workspace-mode", "overlay", "--name", "pr", "--", "sh", "-c", "echo two >> a.txt; printf '#!/bin/sh\\n' > .envrc")
@@ -329,7 +323,6 @@ func TestWorkspaceExitPromptOnATerminal(t *testing.T) {
 }
 
 func TestWorkspaceBadInput(t *testing.T) {
-	bindOnlyOnDocker(t)
 	e := newEnv(t)
 	file := filepath.Join(e.ws, "plain-file")
 	os.WriteFile(file, []byte("x"), 0o644)
@@ -384,7 +377,6 @@ func TestWorkspaceBadInput(t *testing.T) {
 }
 
 func TestWorkspaceCopyRefusesUnreadableEntries(t *testing.T) {
-	bindOnlyOnDocker(t)
 	if os.Getuid() == 0 {
 		t.Skip("root reads everything; runs as uid 65534 in TestUnprivileged")
 	}
@@ -397,14 +389,5 @@ func TestWorkspaceCopyRefusesUnreadableEntries(t *testing.T) {
 	}
 	if r := e.run("run", "-q", "--workspace-mode", "copy", "--exclude", "secret", "--", "true"); r.code != 0 {
 		t.Fatalf("with --exclude: %v", r)
-	}
-}
-
-// bindOnlyOnDocker skips overlay and copy tests in the docker run of the
-// suite: the docker backend shows the workspace in bind mode only so far.
-func bindOnlyOnDocker(t *testing.T) {
-	t.Helper()
-	if testBackend() == "docker" {
-		t.Skip("the docker backend has bind mode only (overlay and copy are native for now)")
 	}
 }

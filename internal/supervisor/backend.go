@@ -67,7 +67,7 @@ func startDocker(h *state.Handle, spec Spec, register func(cgroups []string) err
 	n := spec.Native
 	c := docker.Config{
 		ID: h.ID(), Image: spec.Image, StateRoot: stateRoot(h), RunDir: runDir(h.SocketPath()),
-		Hostname: native.Hostname(h.ID()), Workspace: n.Workspace,
+		Hostname: native.Hostname(h.ID()), Workspace: n.Workspace, WorkspaceSource: n.WorkspaceSource,
 		Home: native.SandboxHome(n.HostHome), HomeDir: n.Home, RO: n.RO, RW: n.RW,
 		Mask: plan.Hide, Landlock: plan.Landlock, Relay: n.Relay, TmpBytes: n.TmpBytes,
 		Limits: docker.Limits{MemoryBytes: n.Limits.MemoryBytes, CPUs: n.Limits.CPUs, Pids: n.Limits.Pids},

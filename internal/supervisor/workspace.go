@@ -38,8 +38,13 @@ func prepareWorkspace(dir string, spec *Spec, stderr *os.File) (*workspace.Sessi
 	if mode == "" {
 		mode = workspace.Bind
 	}
-	if mode != workspace.Bind && spec.backend() == BackendDocker {
-		return nil, fmt.Errorf("--workspace-mode %s: the docker backend shows the workspace in bind mode only so far; use the native backend for %s", mode, mode)
+	if mode == workspace.Overlay && spec.backend() == BackendDocker {
+		// overlayfs is mounted inside the native sandbox's own namespaces; a
+		// container gets the same review through a staged copy instead.
+		mode = workspace.Copy
+		if !spec.Quiet && stderr != nil {
+			fmt.Fprintln(stderr, "airlock: --workspace-mode overlay: the docker backend stages a copy of the workspace instead; the host is untouched until you apply, as with overlay")
+		}
 	}
 	cfg := workspace.Config{
 		Mode: mode, Root: spec.Native.Workspace, Exclude: w.Exclude, ProtectGit: w.ProtectGit && mode == workspace.Bind,

@@ -57,15 +57,18 @@ type Config struct {
 	User      string
 	Hostname  string
 	Workspace string // bound read-write at the same absolute path
-	Home      string // the home's path inside: a private tmpfs, or HomeDir
-	HomeDir   string // host directory bound at Home; "" for a tmpfs
-	RO, RW    []string
-	Mask      []string // paths masked inside: files read empty, directories empty and read-only
-	Files     []File   // host files bound read-only (gateway socket, CA bundle)
-	Relay     *proto.Relay
-	Landlock  proto.Landlock
-	TmpBytes  int64
-	Limits    Limits
+	// WorkspaceSource, if set, is the host directory bound at Workspace in
+	// its place: a staged copy that the host only sees once applied.
+	WorkspaceSource string
+	Home            string // the home's path inside: a private tmpfs, or HomeDir
+	HomeDir         string // host directory bound at Home; "" for a tmpfs
+	RO, RW          []string
+	Mask            []string // paths masked inside: files read empty, directories empty and read-only
+	Files           []File   // host files bound read-only (gateway socket, CA bundle)
+	Relay           *proto.Relay
+	Landlock        proto.Landlock
+	TmpBytes        int64
+	Limits          Limits
 }
 
 // File is one host file shown read-only inside.
@@ -385,7 +388,11 @@ func containerSpec(c Config) (*container.Config, *container.HostConfig) {
 	for _, p := range c.RW {
 		mounts = append(mounts, bind(p, p, false))
 	}
-	mounts = append(mounts, bind(c.Workspace, c.Workspace, false))
+	src := c.Workspace
+	if c.WorkspaceSource != "" {
+		src = c.WorkspaceSource
+	}
+	mounts = append(mounts, bind(src, c.Workspace, false))
 	for _, f := range c.Files {
 		mounts = append(mounts, bind(f.Source, f.Target, true))
 	}
