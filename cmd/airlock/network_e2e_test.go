@@ -122,6 +122,12 @@ func startUpstream() (*upstream, error) {
 	srv.Listener = ln
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
+	// The same handlers in clear on port 80, for plain HTTP.
+	plain, err := net.Listen("tcp", strings.Replace(upstreamAddr, ":443", ":80", 1))
+	if err != nil {
+		return nil, err
+	}
+	go http.Serve(plain, mux)
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.TLS.Certificates[0].Certificate[0]})
 	if err := os.WriteFile(u.caFile, ca, 0o644); err != nil {
 		return nil, err
@@ -210,12 +216,13 @@ func TestClientsInsideReachAllowedHostsThroughTheGateway(t *testing.T) {
 		e := newEnv(t)
 		script := `
 		curl -sS --http2 https://example.com/curl
+		curl -sS http://example.com/plain
 		python3 -c 'import urllib.request; print(urllib.request.urlopen("https://example.com/python").read().decode().strip())'
 		git clone -q https://example.com/git/demo.git clone && git -C clone log --format=%s
 		curl -sS -o /dev/null -w "other.test %{http_connect} %{exitcode}\n" https://other.test/ 2>/dev/null
 		curl -sS -o /dev/null -w "port 8443 %{http_connect} %{exitcode}\n" https://example.com:8443/ 2>/dev/null
 		true`
-		want := []string{"echo \necho\n", "hello from upstream"}
+		want := []string{"echo \necho \necho\n", "hello from upstream"}
 		if mode == supervisor.ModeTransparent {
 			// No proxy: a refused name does not resolve (curl: 6), a refused
 			// port is reset (7), and clients that ignore HTTPS_PROXY work.

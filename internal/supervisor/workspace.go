@@ -127,10 +127,18 @@ func (sv *supervisor) reviewWorkspace(ws *workspace.Session, id string) (keep bo
 	}
 	cs := rep.Changes
 	if ws.Mode() == workspace.Bind {
+		const shown = 10 // a flood would hide the first, most telling lines
+		risky := 0
 		for _, c := range cs {
-			if c.Risky() {
+			if !c.Risky() {
+				continue
+			}
+			if risky++; risky <= shown {
 				fmt.Fprintf(out, "%swarning: risky change already in the workspace: %s %s: %s\n", prefix, c.Kind, workspace.Quote(c.Path), strings.Join(c.Risks, "; "))
 			}
+		}
+		if risky > shown {
+			fmt.Fprintf(out, "%swarning: and %d more risky changes in the workspace (see them with --workspace-mode overlay and airlock diff)\n", prefix, risky-shown)
 		}
 		return false
 	}

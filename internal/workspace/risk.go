@@ -160,6 +160,10 @@ func risks(c Change, root string, r Reader) []string {
 		return nil
 	}
 
+	// Git never runs a hook named *.sample; git init and clone write a dozen
+	// executable ones, which are not "new executables" to worry about (the
+	// workspace's own .git/hooks is flagged whatever the name, below).
+	inertHook := strings.HasSuffix(base, ".sample") && path.Base(path.Dir(p)) == "hooks" && path.Base(path.Dir(path.Dir(p))) == ".git"
 	switch {
 	case strings.HasPrefix(p, ".git/hooks/") || p == ".git/hooks":
 		add("git hook: git runs it on commit, checkout, push and more")
@@ -216,7 +220,7 @@ func risks(c Change, root string, r Reader) []string {
 		add("shell or tool startup file: runs when a shell or tool starts")
 	}
 	if a := c.After; a != nil {
-		if a.Type == TypeFile && a.Mode&0o111 != 0 && (c.Before == nil || c.Before.Mode&0o111 == 0 || c.Before.Type != TypeFile) {
+		if a.Type == TypeFile && a.Mode&0o111 != 0 && !inertHook && (c.Before == nil || c.Before.Mode&0o111 == 0 || c.Before.Type != TypeFile) {
 			add("new executable")
 		}
 		if a.Mode&0o6000 != 0 && (c.Before == nil || c.Before.Mode&0o6000 != a.Mode&0o6000) {

@@ -33,6 +33,8 @@ func TestAuditRules(t *testing.T) {
 	}{
 		"new git hook":              {c: created(".git/hooks/pre-commit", 0o755), wantReason: "git hook"},
 		"changed sample hook":       {c: modified(".git/hooks/pre-push.sample"), wantReason: "git hook"},
+		"a clone's sample hook":     {c: created("vendor/lib/.git/hooks/pre-push.sample", 0o755)},
+		"a clone's real hook":       {c: created("vendor/lib/.git/hooks/pre-push", 0o755), wantReason: "new executable"},
 		"git config hooksPath":      {c: modified(".git/config"), before: gitBefore, after: gitBefore + "[core]\n\thooksPath = /tmp/h\n", wantReason: "core.hookspath"},
 		"git config fsmonitor":      {c: modified(".git/config"), before: gitBefore, after: gitBefore + "[core]\nfsmonitor = \"sh -c evil\"\n", wantReason: "core.fsmonitor"},
 		"git config sshCommand":     {c: modified(".git/config"), before: gitBefore, after: gitBefore + "[core]\n\tsshCommand = ssh -i x\n", wantReason: "core.sshcommand"},
