@@ -663,3 +663,21 @@ func crashSupervisor(t *testing.T, e *env, name string, limit time.Duration) str
 	waitFor(t, limit, func() bool { return strings.Contains(e.run("ls").stdout, "crashed") })
 	return strings.TrimSpace(r.stdout)
 }
+
+// The host's network interfaces (names, addresses, counters) are not the
+// sandbox's business: /sys and /proc show only its own namespace's.
+func TestHostNetworkInterfacesAreInvisible(t *testing.T) {
+	e := newEnv(t)
+	r := e.sh(`ls /sys/class/net; tail -n +3 /proc/net/dev | cut -d: -f1; ls /sys/fs/cgroup >/dev/null && echo cgroups-visible`)
+	if r.code != 0 {
+		t.Fatal(r)
+	}
+	for _, f := range strings.Fields(r.stdout) {
+		if f != "lo" && f != "cgroups-visible" {
+			t.Errorf("interface %q visible inside: %v", f, r)
+		}
+	}
+	if !strings.Contains(r.stdout, "cgroups-visible") {
+		t.Errorf("/sys/fs/cgroup is gone: %v", r)
+	}
+}

@@ -128,6 +128,8 @@ func buildRoot(in *proto.Init) error {
 			err = b.proc(m.Target)
 		case proto.MountDev:
 			err = b.dev(m.Target, devNodes)
+		case proto.MountSysfs:
+			err = b.sysfs(m.Target)
 		default:
 			err = fmt.Errorf("unknown mount kind %q", m.Kind)
 		}
@@ -197,7 +199,7 @@ func newMount(fstype, opts string, readOnly bool) (int, error) {
 	if readOnly {
 		attr |= unix.MOUNT_ATTR_RDONLY
 	}
-	if fstype == "proc" {
+	if fstype == "proc" || fstype == "sysfs" {
 		attr |= unix.MOUNT_ATTR_NOEXEC
 	}
 	return unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, int(attr))
@@ -353,6 +355,16 @@ func (b *builder) proc(target string) error {
 		}
 	}
 	return nil
+}
+
+// sysfs mounts a fresh, read-only sysfs at target.
+func (b *builder) sysfs(target string) error {
+	fd, err := newMount("sysfs", "", true)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return b.attach(fd, target, true)
 }
 
 // readOnly re-mounts one existing path read-only in place (skipped if absent).

@@ -39,6 +39,9 @@ const (
 	MountTmpfs = "tmpfs" // fresh tmpfs at Target
 	MountProc  = "proc"  // fresh /proc with runtime masks
 	MountDev   = "dev"   // minimal /dev
+	// MountSysfs is a fresh read-only sysfs: it shows the sandbox's own
+	// network namespace (lo, eth0), not the host's interfaces.
+	MountSysfs = "sysfs"
 	// MountOverlay is overlayfs at Target: Source (a host directory) is the
 	// read-only lower layer, Upper (a host directory) takes every write,
 	// Work is overlayfs' scratch dir on Upper's filesystem.

@@ -112,6 +112,11 @@ func Plan(c Config, env func(string) string) (*proto.Init, error) {
 		{Kind: proto.MountTmpfs, Target: "/run", Mode: 0o755, SizeBytes: 16 << 20},
 		{Kind: proto.MountDev, Target: "/dev"},
 		{Kind: proto.MountProc, Target: "/proc"},
+		// A fresh sysfs: the host's would list the host's network interfaces.
+		// The host's cgroup tree stays visible (read-only) beneath it, as
+		// tools read their limits there.
+		{Kind: proto.MountSysfs, Target: "/sys"},
+		{Kind: proto.MountBind, Source: "/sys/fs/cgroup", Target: "/sys/fs/cgroup", ReadOnly: true, Optional: true},
 	}
 	// /root is hidden unless it is (or holds) the workspace or the home, in
 	// which case the read-only tmpfs over it still hides everything else.
