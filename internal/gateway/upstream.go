@@ -62,7 +62,7 @@ func newUpstream(g *Gateway, t target, scheme string) *upstream {
 			pr.Out.Host = pr.In.Host
 		},
 		Transport:      transport,
-		FlushInterval:  -1, // stream: server-sent events must not wait in a buffer
+		FlushInterval:  0, // sized bodies stream through the server's buffers; SSE and unsized (chunked) bodies are flushed at once (ReverseProxy does that for them)
 		BufferPool:     copyBuffers,
 		ModifyResponse: u.redact,
 		ErrorHandler:   u.fail,
