@@ -21,6 +21,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/link/fdbased"
+	"gvisor.dev/gvisor/pkg/tcpip/link/qdisc/fifo"
 	"gvisor.dev/gvisor/pkg/tcpip/network/arp"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
@@ -93,7 +94,10 @@ func New(cfg Config) (*Stack, error) {
 	s.SetTransportProtocolOption(tcp.ProtocolNumber, &sack)
 	moderate := tcpip.TCPModerateReceiveBufferOption(true)
 	s.SetTransportProtocolOption(tcp.ProtocolNumber, &moderate)
-	if e := s.CreateNIC(nicID, link); e != nil {
+	// Frames toward the sandbox are written by a queue's own goroutine, not
+	// by whichever goroutine wrote the data (an HTTP/2 frame writer is a new
+	// goroutine per frame: the whole stack below it would grow its stack).
+	if e := s.CreateNICWithOptions(nicID, link, stack.NICOptions{QDisc: fifo.New(link, 1, 1000)}); e != nil {
 		return fail("create NIC", e)
 	}
 	for _, a := range cfg.Addrs {
