@@ -3,7 +3,9 @@
 #  1. start-up of `airlock run --workspace-mode overlay -- /bin/true` in an
 #     empty workspace and in one of 100,000 files (goal: equal within noise;
 #     overlay takes its manifest in the background once the sandbox runs),
-#     with bind mode (manifest before start) beside them for contrast;
+#     with bind mode beside them (its manifest is also taken in the
+#     background, but a command as short as /bin/true waits for it and for
+#     the post-exit scan at exit);
 #  2. manifest hashing of the 100,000-file tree — cold (no cache) and warm
 #     (hash cache from a previous run) — beside `sha256sum` over the same
 #     files (goal: >= 1x, from parallel hashing and the cache).
