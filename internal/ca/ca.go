@@ -142,7 +142,11 @@ func loadOrCreateKey(dir, keyPath, certPath string) (*ecdsa.PrivateKey, error) {
 		}
 		// The key is published first, so a certificate without one is not a
 		// race in progress but a deleted key: a fresh key could never match.
+		// (Unless another process published both since our read: look again.)
 		if _, err := os.Lstat(certPath); err == nil {
+			if key, err := readKey(keyPath); err == nil {
+				return key, nil
+			}
 			return nil, fmt.Errorf("ca: %s exists without %s: remove it to create a new CA", certPath, keyPath)
 		}
 		key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
