@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -86,18 +87,25 @@ func buildRoot(in *proto.Init) error {
 		devNodes[n] = fd
 	}
 
-	rootTree, err := cloneTree("/")
-	if err != nil {
-		return step("clone host root", err)
-	}
-	defer unix.Close(rootTree)
-	if err := setAttr(rootTree, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, 0, true); err != nil {
-		return step("make root read-only", err)
-	}
-	if err := unix.MoveMount(rootTree, "", unix.AT_FDCWD, newRootAt, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-		return step("attach new root", err)
-	}
 	b := &builder{}
+	if tops := missingTops(in.Mounts); len(tops) > 0 {
+		if err := b.synthRoot(tops); err != nil {
+			return step("build root with "+strings.Join(tops, ", "), err)
+		}
+	} else {
+		rootTree, err := cloneTree("/")
+		if err != nil {
+			return step("clone host root", err)
+		}
+		defer unix.Close(rootTree)
+		if err := setAttr(rootTree, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, 0, true); err != nil {
+			return step("make root read-only", err)
+		}
+		if err := unix.MoveMount(rootTree, "", unix.AT_FDCWD, newRootAt, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return step("attach new root", err)
+		}
+	}
+	var err error
 	if b.root, err = unix.Open(newRootAt, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
 		return step("open new root", err)
 	}
@@ -148,6 +156,110 @@ func buildRoot(in *proto.Init) error {
 		}
 	}
 	return step("pivot_root", b.pivot())
+}
+
+// missingTops lists the top-level directories that mount targets need and
+// the host's root lacks (a programmatic API's /workspace): the read-only
+// root cannot hold a new mountpoint.
+func missingTops(mounts []proto.Mount) []string {
+	var out []string
+	for _, m := range mounts {
+		rel := strings.TrimPrefix(path.Clean("/"+m.Target), "/")
+		top, _, _ := strings.Cut(rel, "/")
+		if top == "" || slices.Contains(out, top) {
+			continue
+		}
+		if _, err := os.Lstat("/" + top); errors.Is(err, os.ErrNotExist) {
+			out = append(out, top)
+		}
+	}
+	return out
+}
+
+// synthRoot attaches at newRootAt a small tmpfs that holds every top-level
+// entry of the host's root (directories as read-only clones of their trees,
+// symlinks as copies) plus the directories in tops, and seals it read-only
+// once the plan's mounts are in place. Only sandboxes whose mounts need a
+// new top-level directory pay for it.
+func (b *builder) synthRoot(tops []string) error {
+	entries, err := os.ReadDir("/")
+	if err != nil {
+		return err
+	}
+	// Clone first, while the host's view is whole: newRootAt is the host's /tmp.
+	type clone struct {
+		name string
+		fd   int
+		dir  bool
+		link string
+	}
+	var clones []clone
+	defer func() {
+		for _, c := range clones {
+			if c.fd >= 0 {
+				unix.Close(c.fd)
+			}
+		}
+	}()
+	for _, e := range entries {
+		c := clone{name: e.Name(), fd: -1, dir: e.IsDir()}
+		switch {
+		case e.Type()&os.ModeSymlink != 0:
+			if c.link, err = os.Readlink("/" + c.name); err != nil {
+				return err
+			}
+		case e.IsDir() || e.Type().IsRegular():
+			if c.fd, err = cloneTree("/" + c.name); err != nil {
+				return fmt.Errorf("clone /%s: %w", c.name, err)
+			}
+			if err := setAttr(c.fd, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, 0, true); err != nil {
+				return fmt.Errorf("make /%s read-only: %w", c.name, err)
+			}
+		default:
+			continue // sockets, devices at the top level: not shown
+		}
+		clones = append(clones, c)
+	}
+	root, err := newTmpfs("size=64k,mode=0755", false)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(root)
+	if err := unix.MoveMount(root, "", unix.AT_FDCWD, newRootAt, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("attach: %w", err)
+	}
+	at, err := unix.Open(newRootAt, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	b.sealed = append(b.sealed, at) // closed when sealed
+	for _, c := range clones {
+		switch {
+		case c.link != "":
+			err = unix.Symlinkat(c.link, at, c.name)
+		case c.dir:
+			err = unix.Mkdirat(at, c.name, 0o755)
+		default:
+			var f int
+			if f, err = unix.Openat(at, c.name, unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644); err == nil {
+				unix.Close(f)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("mountpoint /%s: %w", c.name, err)
+		}
+		if c.fd >= 0 {
+			if err := unix.MoveMount(c.fd, "", at, c.name, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+				return fmt.Errorf("attach /%s: %w", c.name, err)
+			}
+		}
+	}
+	for _, t := range tops {
+		if err := unix.Mkdirat(at, t, 0o755); err != nil {
+			return fmt.Errorf("mountpoint /%s: %w", t, err)
+		}
+	}
+	return nil
 }
 
 func cloneTree(p string) (int, error) {
