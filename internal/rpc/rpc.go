@@ -1,0 +1,625 @@
+// Package rpc serves airlock's programmatic API as JSON-RPC 2.0 over a pair
+// of streams (stdin/stdout for `airlock rpc`), one message per line: one
+// sandbox per server, made by create and ended by close, end of input, or
+// the server's context.
+//
+// Requests run concurrently; responses, exec_stream chunks and event
+// notifications interleave on the output, each one line written whole.
+package rpc
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"sync"
+	"time"
+
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// MaxLine bounds one request line: room for write_file of sandbox.MaxFile
+// bytes in base64, plus the envelope. A longer line is answered -32600 and
+// skipped without being buffered.
+const MaxLine = 24 << 20
+
+// Bounds on what a client can make the server hold at once.
+const (
+	maxInFlight = 64 // requests being served; reading waits beyond
+	maxBig      = 4  // of which larger than bigLine
+	bigLine     = 1 << 20
+	// drainTimeout bounds how long shutdown waits for handlers once the
+	// sandbox is closed (they end at once: their calls fail).
+	drainTimeout = 10 * time.Second
+	// eofGrace is how long requests in flight at the end of input may run
+	// on before the sandbox is torn down under them.
+	eofGrace = 5 * time.Second
+)
+
+// JSON-RPC error codes.
+const (
+	CodeParse          = -32700
+	CodeInvalidRequest = -32600
+	CodeMethodNotFound = -32601
+	CodeInvalidParams  = -32602
+	CodeInternal       = -32603
+	CodeSandbox        = -32000
+)
+
+// Options adjust a server; the zero value is ready.
+type Options struct {
+	// Create makes the sandbox; default sandbox.Create.
+	Create func(context.Context, *sandbox.Config) (*sandbox.Sandbox, error)
+	// MaxLine overrides MaxLine (tests).
+	MaxLine int
+}
+
+// Server is one JSON-RPC session.
+type Server struct {
+	opts Options
+	out  io.Writer
+	wmu  sync.Mutex
+	werr error
+
+	mu       sync.Mutex
+	sb       *sandbox.Sandbox
+	creating chan struct{} // closed when a create in progress ends
+	closing  bool
+	pumped   chan struct{} // the event pump has finished
+
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// Serve reads requests from in and writes replies to out until close, the
+// end of in, or ctx; the sandbox is closed before it returns.
+func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error {
+	if opts.Create == nil {
+		opts.Create = sandbox.Create
+	}
+	if opts.MaxLine <= 0 {
+		opts.MaxLine = MaxLine
+	}
+	s := &Server{opts: opts, out: out}
+	s.ctx, s.cancel = context.WithCancel(ctx)
+	defer s.cancel()
+
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, maxInFlight)
+	big := make(chan struct{}, maxBig)
+	lines := make(chan lineOrErr)
+	go readLines(s.ctx, bufio.NewReaderSize(in, 64<<10), opts.MaxLine, lines)
+	var readErr error
+loop:
+	for {
+		var l lineOrErr
+		select {
+		case l = <-lines:
+		case <-s.ctx.Done():
+			break loop
+		}
+		if l.err != nil {
+			if !errors.Is(l.err, io.EOF) {
+				readErr = l.err
+			}
+			break
+		}
+		if l.tooLong {
+			s.reply(nil, nil, &Error{Code: CodeInvalidRequest, Message: fmt.Sprintf("request line over %d bytes: refused", opts.MaxLine)})
+			continue
+		}
+		req, rerr := DecodeRequest(l.line)
+		if rerr != nil {
+			s.reply(idOf(req), nil, rerr)
+			continue
+		}
+		if req.Method == "close" {
+			// Everything in flight ends (its calls fail once the sandbox is
+			// gone) and is answered before close is.
+			s.closeSandbox()
+			waitTimeout(&wg, drainTimeout)
+			s.reply(req.ID, struct{}{}, nil)
+			break
+		}
+		if req.Method == "create" {
+			req.create, req.createErr = s.beginCreate()
+		}
+		sem <- struct{}{}
+		isBig := len(l.line) > bigLine
+		if isBig {
+			big <- struct{}{}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				<-sem
+				if isBig {
+					<-big
+				}
+			}()
+			s.handle(req)
+		}()
+	}
+	// Input ended (or the context did): what is in flight gets a moment to
+	// finish and answer, then the sandbox goes, and with it whatever is left.
+	if s.ctx.Err() == nil {
+		waitTimeout(&wg, eofGrace)
+	}
+	s.cancel()
+	s.closeSandbox()
+	waitTimeout(&wg, drainTimeout)
+	return readErr
+}
+
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+	}
+}
+
+type lineOrErr struct {
+	line    []byte
+	tooLong bool
+	err     error
+}
+
+// readLines reads newline-terminated lines of at most max bytes; a longer
+// one is skipped (reported tooLong) without being held in memory.
+func readLines(ctx context.Context, r *bufio.Reader, max int, out chan<- lineOrErr) {
+	send := func(l lineOrErr) bool {
+		select {
+		case out <- l:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for {
+		var buf []byte
+		tooLong := false
+		for {
+			chunk, err := r.ReadSlice('\n')
+			if !tooLong {
+				if len(buf)+len(chunk) > max+1 { // +1: the newline
+					tooLong, buf = true, nil
+				} else {
+					buf = append(buf, chunk...)
+				}
+			}
+			if err == bufio.ErrBufferFull {
+				continue
+			}
+			if err != nil {
+				if len(buf) > 0 && !tooLong && len(bytes.TrimSpace(buf)) > 0 {
+					if !send(lineOrErr{line: buf}) {
+						return
+					}
+				}
+				send(lineOrErr{err: err})
+				return
+			}
+			break
+		}
+		if tooLong {
+			if !send(lineOrErr{tooLong: true}) {
+				return
+			}
+			continue
+		}
+		if len(bytes.TrimSpace(buf)) == 0 {
+			continue // blank lines are not requests
+		}
+		if !send(lineOrErr{line: buf}) {
+			return
+		}
+	}
+}
+
+// Request is one decoded JSON-RPC request.
+type Request struct {
+	Method string
+	Params json.RawMessage
+	// ID is the raw id (number or string), nil for a notification.
+	ID json.RawMessage
+
+	create    chan struct{} // create's claim on the session, made in reading order
+	createErr error
+}
+
+// Error is a JSON-RPC error object.
+type Error struct {
+	Code    int        `json:"code"`
+	Message string     `json:"message"`
+	Data    *errorData `json:"data,omitempty"`
+}
+
+type errorData struct {
+	Kind string `json:"kind"`
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// DecodeRequest parses one line. On error the returned request, if not
+// nil, carries the id to answer with.
+func DecodeRequest(line []byte) (*Request, *Error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(line, &raw); err != nil {
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) || !json.Valid(line) {
+			return nil, &Error{Code: CodeParse, Message: "parse error: " + err.Error()}
+		}
+		return nil, &Error{Code: CodeInvalidRequest, Message: "invalid request: expected one JSON object (batches are not supported)"}
+	}
+	req := &Request{}
+	if id, ok := raw["id"]; ok {
+		t := bytes.TrimSpace(id)
+		switch {
+		case len(t) == 0 || string(t) == "null":
+			req.ID = json.RawMessage("null")
+		case t[0] == '"' || t[0] == '-' || (t[0] >= '0' && t[0] <= '9'):
+			req.ID = json.RawMessage(t)
+		default:
+			return nil, &Error{Code: CodeInvalidRequest, Message: "invalid request: id must be a number or a string"}
+		}
+	}
+	var version string
+	if v, ok := raw["jsonrpc"]; !ok || json.Unmarshal(v, &version) != nil || version != "2.0" {
+		return req, &Error{Code: CodeInvalidRequest, Message: `invalid request: "jsonrpc" must be "2.0"`}
+	}
+	if m, ok := raw["method"]; !ok || json.Unmarshal(m, &req.Method) != nil || req.Method == "" {
+		return req, &Error{Code: CodeInvalidRequest, Message: `invalid request: "method" must be a non-empty string`}
+	}
+	if p, ok := raw["params"]; ok {
+		t := bytes.TrimSpace(p)
+		if len(t) > 0 && t[0] != '{' && string(t) != "null" {
+			return req, &Error{Code: CodeInvalidParams, Message: "invalid params: params must be an object"}
+		}
+		if string(t) != "null" {
+			req.Params = p
+		}
+	}
+	return req, nil
+}
+
+func idOf(r *Request) json.RawMessage {
+	if r == nil || r.ID == nil {
+		return json.RawMessage("null")
+	}
+	return r.ID
+}
+
+type response struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  any             `json:"result,omitempty"`
+	Error   *Error          `json:"error,omitempty"`
+}
+
+type notification struct {
+	JSONRPC string `json:"jsonrpc"`
+	Method  string `json:"method"`
+	Params  any    `json:"params"`
+}
+
+// reply writes a response; id nil means the request was a notification
+// and gets none (errors about unreadable requests are sent with id null).
+func (s *Server) reply(id json.RawMessage, result any, rerr *Error) {
+	if id == nil {
+		if rerr == nil {
+			return
+		}
+		id = json.RawMessage("null")
+	}
+	if rerr == nil && result == nil {
+		result = struct{}{}
+	}
+	s.write(response{JSONRPC: "2.0", ID: id, Result: result, Error: rerr})
+}
+
+func (s *Server) write(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b, _ = json.Marshal(response{JSONRPC: "2.0", ID: json.RawMessage("null"), Error: &Error{Code: CodeInternal, Message: "encode reply: " + err.Error()}})
+	}
+	b = append(b, '\n')
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.werr != nil {
+		return
+	}
+	if _, err := s.out.Write(b); err != nil {
+		// The client is gone: nothing more can reach it; end the session.
+		s.werr = err
+		s.cancel()
+	}
+}
+
+func (s *Server) handle(req *Request) {
+	result, err := s.dispatch(req)
+	var rerr *Error
+	if err != nil {
+		rerr = toRPCError(err)
+	}
+	if req.Method == "exec_stream" && rerr == nil {
+		return // the handler wrote its own final response
+	}
+	s.reply(req.ID, result, rerr)
+}
+
+func toRPCError(err error) *Error {
+	var re *Error
+	if errors.As(err, &re) {
+		return re
+	}
+	var se *sandbox.Error
+	if errors.As(err, &se) {
+		code := CodeSandbox
+		if se.Kind == sandbox.KindInvalidConfig || se.Kind == sandbox.KindInvalidParams {
+			code = CodeInvalidParams
+		}
+		return &Error{Code: code, Message: se.Message, Data: &errorData{Kind: se.Kind}}
+	}
+	return &Error{Code: CodeSandbox, Message: err.Error(), Data: &errorData{Kind: "internal"}}
+}
+
+func params[T any](req *Request, into *T) error {
+	if len(req.Params) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(req.Params, into); err != nil {
+		return &Error{Code: CodeInvalidParams, Message: fmt.Sprintf("invalid params for %s: %v", req.Method, cleanJSONErr(err)), Data: &errorData{Kind: sandbox.KindInvalidParams}}
+	}
+	return nil
+}
+
+func cleanJSONErr(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field != "" {
+			return fmt.Sprintf("%s must be %s, not %s", te.Field, te.Type, te.Value)
+		}
+		return fmt.Sprintf("expected %s, not %s", te.Type, te.Value)
+	}
+	return err.Error()
+}
+
+func (s *Server) sandbox() (*sandbox.Sandbox, error) {
+	s.mu.Lock()
+	if c := s.creating; c != nil {
+		// Requests pipelined behind create wait for it.
+		s.mu.Unlock()
+		select {
+		case <-c:
+		case <-s.ctx.Done():
+		}
+		s.mu.Lock()
+	}
+	defer s.mu.Unlock()
+	switch {
+	case s.closing:
+		return nil, &sandbox.Error{Kind: sandbox.KindClosed, Message: "the sandbox is closing"}
+	case s.sb == nil:
+		return nil, &sandbox.Error{Kind: sandbox.KindNotCreated, Message: "no sandbox yet: call create first"}
+	}
+	return s.sb, nil
+}
+
+func (s *Server) dispatch(req *Request) (any, error) {
+	switch req.Method {
+	case "create":
+		if req.create == nil {
+			return nil, req.createErr
+		}
+		return s.create(req, req.create)
+	case "exec":
+		sb, p, err := s.execParams(req)
+		if err != nil {
+			return nil, err
+		}
+		r, err := sb.ExecContext(s.ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		return wireExec(r), nil
+	case "exec_stream":
+		sb, p, err := s.execParams(req)
+		if err != nil {
+			return nil, err
+		}
+		r, err := sb.ExecStream(s.ctx, p, func(stream int, data []byte) {
+			key := "stdout"
+			if stream == sandbox.Stderr {
+				key = "stderr"
+			}
+			s.reply(req.ID, map[string]string{key: base64.StdEncoding.EncodeToString(data)}, nil)
+		})
+		if err != nil {
+			return nil, err
+		}
+		final := map[string]any{"exit_code": r.ExitCode, "duration_ms": r.DurationMS}
+		if r.Reason != "" {
+			final["reason"] = r.Reason
+		}
+		s.reply(req.ID, final, nil)
+		return nil, nil
+	case "write_file":
+		var p struct {
+			Path    string `json:"path"`
+			Content []byte `json:"content"`
+			Mode    uint32 `json:"mode"`
+		}
+		if err := params(req, &p); err != nil {
+			return nil, err
+		}
+		if p.Mode > 0o7777 {
+			return nil, &Error{Code: CodeInvalidParams, Message: "invalid params for write_file: mode is permission bits (0 to 4095, e.g. 420 for 0644)"}
+		}
+		sb, err := s.sandbox()
+		if err != nil {
+			return nil, err
+		}
+		if err := sb.WriteFile(s.ctx, p.Path, p.Content, fs.FileMode(p.Mode)); err != nil {
+			return nil, err
+		}
+		return map[string]any{"size": len(p.Content)}, nil
+	case "read_file":
+		var p struct {
+			Path string `json:"path"`
+		}
+		if err := params(req, &p); err != nil {
+			return nil, err
+		}
+		sb, err := s.sandbox()
+		if err != nil {
+			return nil, err
+		}
+		b, err := sb.ReadFile(s.ctx, p.Path)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"content": base64.StdEncoding.EncodeToString(b), "size": len(b)}, nil
+	case "list_files":
+		var p struct {
+			Path string `json:"path"`
+		}
+		if err := params(req, &p); err != nil {
+			return nil, err
+		}
+		sb, err := s.sandbox()
+		if err != nil {
+			return nil, err
+		}
+		files, err := sb.ListFiles(s.ctx, p.Path)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"files": files}, nil
+	}
+	return nil, &Error{Code: CodeMethodNotFound, Message: fmt.Sprintf("method %q not found: use create, exec, exec_stream, write_file, read_file, list_files or close", req.Method)}
+}
+
+func (s *Server) execParams(req *Request) (*sandbox.Sandbox, sandbox.ExecRequest, error) {
+	var p sandbox.ExecRequest
+	if err := params(req, &p); err != nil {
+		return nil, p, err
+	}
+	if p.Command == "" && len(p.Args) == 0 {
+		return nil, p, &Error{Code: CodeInvalidParams, Message: "invalid params for " + req.Method + ": command is required", Data: &errorData{Kind: sandbox.KindInvalidParams}}
+	}
+	if p.TimeoutMS < 0 {
+		return nil, p, &Error{Code: CodeInvalidParams, Message: "invalid params for " + req.Method + ": timeout_ms must not be negative", Data: &errorData{Kind: sandbox.KindInvalidParams}}
+	}
+	sb, err := s.sandbox()
+	return sb, p, err
+}
+
+// wireExec is exec's result: output in base64.
+func wireExec(r *sandbox.ExecResult) map[string]any {
+	m := map[string]any{
+		"exit_code":   r.ExitCode,
+		"stdout":      base64.StdEncoding.EncodeToString([]byte(r.Stdout)),
+		"stderr":      base64.StdEncoding.EncodeToString([]byte(r.Stderr)),
+		"duration_ms": r.DurationMS,
+	}
+	if r.Truncated {
+		m["truncated"] = true
+	}
+	if r.Reason != "" {
+		m["reason"] = r.Reason
+	}
+	return m
+}
+
+// beginCreate claims the session's one sandbox, in reading order, so that
+// requests read after create wait for it.
+func (s *Server) beginCreate() (chan struct{}, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sb != nil || s.creating != nil {
+		return nil, &sandbox.Error{Kind: sandbox.KindExists, Message: "a sandbox exists already: one per session (start another airlock rpc for another)"}
+	}
+	if s.closing {
+		return nil, &sandbox.Error{Kind: sandbox.KindClosed, Message: "the session is closing"}
+	}
+	s.creating = make(chan struct{})
+	return s.creating, nil
+}
+
+func (s *Server) create(req *Request, done chan struct{}) (any, error) {
+	s.mu.Lock()
+	unclaim := func() {
+		s.creating = nil
+		close(done)
+	}
+	s.mu.Unlock()
+	var c sandbox.Config
+	if err := params(req, &c); err != nil {
+		s.mu.Lock()
+		unclaim()
+		s.mu.Unlock()
+		err.(*Error).Data = &errorData{Kind: sandbox.KindInvalidConfig}
+		return nil, err
+	}
+	var explicit struct {
+		Network *struct {
+			BlockPrivateIPs *bool `json:"block_private_ips"`
+		} `json:"network"`
+	}
+	json.Unmarshal(req.Params, &explicit)
+	if n := explicit.Network; n != nil && n.BlockPrivateIPs != nil && !*n.BlockPrivateIPs {
+		s.mu.Lock()
+		unclaim()
+		s.mu.Unlock()
+		return nil, &sandbox.Error{Kind: sandbox.KindInvalidConfig, Message: "network.block_private_ips: false is not supported: private addresses are reachable only when allowed_hosts names them (IP or host:port)"}
+	}
+	sb, err := s.opts.Create(s.ctx, &c)
+	s.mu.Lock()
+	unclaim()
+	if err == nil && s.closing {
+		s.mu.Unlock()
+		sb.Close()
+		return nil, &sandbox.Error{Kind: sandbox.KindClosed, Message: "the session closed while the sandbox started"}
+	}
+	if err != nil {
+		s.mu.Unlock()
+		var se *sandbox.Error
+		if !errors.As(err, &se) {
+			err = &sandbox.Error{Kind: sandbox.KindStart, Message: err.Error()}
+		}
+		return nil, err
+	}
+	s.sb = sb
+	s.pumped = make(chan struct{})
+	s.mu.Unlock()
+	go func() {
+		defer close(s.pumped)
+		for e := range sb.Events() {
+			s.write(notification{JSONRPC: "2.0", Method: "event", Params: e})
+		}
+	}()
+	return sb.Info(), nil
+}
+
+// closeSandbox ends the sandbox (if any) and waits for its last events to
+// be written. Requests after it fail with kind closed.
+func (s *Server) closeSandbox() {
+	s.mu.Lock()
+	s.closing = true
+	sb, pumped := s.sb, s.pumped
+	s.mu.Unlock()
+	if sb != nil {
+		sb.Close()
+		<-pumped
+	}
+	// A create still starting sees closing and closes what it made; the
+	// server's context ending stops its start.
+}
