@@ -330,9 +330,24 @@ func (s *Sandbox) ExecStream(ctx context.Context, req ExecRequest, output func(s
 	return res, nil
 }
 
-// WriteFile writes data to path inside (relative paths start at the
+// WriteFile writes content to path inside with mode 0644.
+func (s *Sandbox) WriteFile(path string, content []byte) error {
+	return s.WriteFileContext(context.Background(), path, content, 0)
+}
+
+// ReadFile returns the contents of path inside.
+func (s *Sandbox) ReadFile(path string) ([]byte, error) {
+	return s.ReadFileContext(context.Background(), path)
+}
+
+// ListFiles lists a directory inside.
+func (s *Sandbox) ListFiles(path string) ([]FileInfo, error) {
+	return s.ListFilesContext(context.Background(), path)
+}
+
+// WriteFileContext writes data to path inside (relative paths start at the
 // workspace), creating missing parent directories. Mode 0 means 0644.
-func (s *Sandbox) WriteFile(ctx context.Context, name string, data []byte, mode fs.FileMode) error {
+func (s *Sandbox) WriteFileContext(ctx context.Context, name string, data []byte, mode fs.FileMode) error {
 	if len(data) > MaxFile {
 		return errorf(KindTooLarge, "write_file %s: %d bytes, over the limit of %d", name, len(data), MaxFile)
 	}
@@ -354,8 +369,8 @@ func (s *Sandbox) WriteFile(ctx context.Context, name string, data []byte, mode 
 	return nil
 }
 
-// ReadFile returns the contents of path inside (up to MaxFile bytes).
-func (s *Sandbox) ReadFile(ctx context.Context, name string) ([]byte, error) {
+// ReadFileContext returns the contents of path inside (up to MaxFile bytes).
+func (s *Sandbox) ReadFileContext(ctx context.Context, name string) ([]byte, error) {
 	p, err := s.path(name)
 	if err != nil {
 		return nil, err
@@ -370,8 +385,8 @@ func (s *Sandbox) ReadFile(ctx context.Context, name string) ([]byte, error) {
 	return r.Data, nil
 }
 
-// ListFiles lists a directory inside, sorted by name.
-func (s *Sandbox) ListFiles(ctx context.Context, name string) ([]FileInfo, error) {
+// ListFilesContext lists a directory inside, sorted by name.
+func (s *Sandbox) ListFilesContext(ctx context.Context, name string) ([]FileInfo, error) {
 	p, err := s.path(name)
 	if err != nil {
 		return nil, err

@@ -110,7 +110,13 @@ func (p *planned) network(n *NetworkConfig) error {
 	if len(n.Secrets) > maxSecrets {
 		return invalid("network.secrets: %d secrets, over the limit of %d", len(n.Secrets), maxSecrets)
 	}
-	p.net = supervisor.NetworkSpec{AllowHosts: n.AllowedHosts, DenyHosts: n.DeniedHosts}
+	p.net = supervisor.NetworkSpec{AllowHosts: n.AllowedHosts, DenyHosts: n.DeniedHosts, AddHosts: n.AddHosts}
+	if n.UpstreamCA != "" {
+		if !filepath.IsAbs(n.UpstreamCA) {
+			return invalid("network.upstream_ca: give an absolute host path to a PEM file")
+		}
+		p.net.UpstreamCA = n.UpstreamCA
+	}
 	ss, err := secretsOf(n)
 	if err != nil {
 		return err

@@ -50,21 +50,21 @@ func TestExecAndFiles(t *testing.T) {
 	if r.ExitCode != 3 || r.Stdout != "hi\n/workspace\n" || r.Stderr != "err\n" {
 		t.Fatalf("Exec = %+v", r)
 	}
-	if err := sb.WriteFile(ctx, "/workspace/sub/hello.txt", []byte("hello"), 0o600); err != nil {
+	if err := sb.WriteFileContext(ctx, "/workspace/sub/hello.txt", []byte("hello"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	b, err := sb.ReadFile(ctx, "sub/hello.txt")
+	b, err := sb.ReadFileContext(ctx, "sub/hello.txt")
 	if err != nil || string(b) != "hello" {
 		t.Fatalf("ReadFile = %q, %v", b, err)
 	}
-	ls, err := sb.ListFiles(ctx, "/workspace/sub")
+	ls, err := sb.ListFilesContext(ctx, "/workspace/sub")
 	if err != nil || len(ls) != 1 || ls[0].Name != "hello.txt" || ls[0].Mode != 0o600 || ls[0].Size != 5 {
 		t.Fatalf("ListFiles = %+v, %v", ls, err)
 	}
-	if _, err := sb.ReadFile(ctx, "/workspace/nope"); !errors.Is(err, &Error{Kind: KindNotFound}) {
+	if _, err := sb.ReadFileContext(ctx, "/workspace/nope"); !errors.Is(err, &Error{Kind: KindNotFound}) {
 		t.Fatalf("ReadFile(missing) = %v, want kind %s", err, KindNotFound)
 	}
-	if err := sb.WriteFile(ctx, "/etc/passwd", []byte("x"), 0); !errors.Is(err, &Error{Kind: KindPermission}) {
+	if err := sb.WriteFile("/etc/passwd", []byte("x")); !errors.Is(err, &Error{Kind: KindPermission}) {
 		t.Fatalf("WriteFile(/etc/passwd) = %v, want kind %s", err, KindPermission)
 	}
 	if _, err := sb.Exec("rm sub/hello.txt"); err != nil {

@@ -8,10 +8,32 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 )
+
+// API is what both the embedded Sandbox and package client's Sandbox do:
+// code written against it runs in-process or through `airlock rpc`.
+type API interface {
+	ID() string
+	Info() CreateResult
+	Exec(command string) (*ExecResult, error)
+	ExecContext(ctx context.Context, req ExecRequest) (*ExecResult, error)
+	ExecStream(ctx context.Context, req ExecRequest, output func(stream int, data []byte)) (*ExecResult, error)
+	WriteFile(path string, content []byte) error
+	WriteFileContext(ctx context.Context, path string, content []byte, mode fs.FileMode) error
+	ReadFile(path string) ([]byte, error)
+	ReadFileContext(ctx context.Context, path string) ([]byte, error)
+	ListFiles(path string) ([]FileInfo, error)
+	ListFilesContext(ctx context.Context, path string) ([]FileInfo, error)
+	Events() <-chan Event
+	Close() error
+}
+
+var _ API = (*Sandbox)(nil)
 
 // Config is the create method's params: what the sandbox is and may reach.
 type Config struct {
@@ -53,6 +75,12 @@ type NetworkConfig struct {
 	Secrets         map[string]Secret `json:"secrets,omitempty"`
 	// PolicyScript is not supported yet; a non-empty one is refused.
 	PolicyScript string `json:"policy_script,omitempty"`
+	// AddHosts (airlock's, beyond the ADR) resolve NAME:IP statically, which
+	// also allows that private address, as --add-host does.
+	AddHosts []string `json:"add_hosts,omitempty"`
+	// UpstreamCA (airlock's) is a host PEM file also trusted for upstream
+	// servers, as --upstream-ca.
+	UpstreamCA string `json:"upstream_ca,omitempty"`
 
 	// Hooks, embedded only, see and change intercepted HTTP.
 	Hooks HTTPHooks `json:"-"`

@@ -467,7 +467,7 @@ func (s *Server) dispatch(req *Request) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := sb.WriteFile(s.ctx, p.Path, p.Content, fs.FileMode(p.Mode)); err != nil {
+		if err := sb.WriteFileContext(s.ctx, p.Path, p.Content, fs.FileMode(p.Mode)); err != nil {
 			return nil, err
 		}
 		return map[string]any{"size": len(p.Content)}, nil
@@ -482,7 +482,7 @@ func (s *Server) dispatch(req *Request) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		b, err := sb.ReadFile(s.ctx, p.Path)
+		b, err := sb.ReadFileContext(s.ctx, p.Path)
 		if err != nil {
 			return nil, err
 		}
@@ -498,7 +498,7 @@ func (s *Server) dispatch(req *Request) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		files, err := sb.ListFiles(s.ctx, p.Path)
+		files, err := sb.ListFilesContext(s.ctx, p.Path)
 		if err != nil {
 			return nil, err
 		}
