@@ -126,7 +126,9 @@ func TestRPCGoClientEveryMethod(t *testing.T) {
 		})
 	})
 	for _, want := range []func(sandbox.Event) bool{
-		func(e sandbox.Event) bool { return e.File != nil && e.File.Op == "write" && e.File.Path == "/workspace/dir/bin.dat" },
+		func(e sandbox.Event) bool {
+			return e.File != nil && e.File.Op == "write" && e.File.Path == "/workspace/dir/bin.dat"
+		},
 		func(e sandbox.Event) bool { return e.Exec != nil && e.Exec.Phase == "exit" && e.Exec.ExitCode == 7 },
 	} {
 		if !ev.has(want) {
