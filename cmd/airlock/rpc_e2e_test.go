@@ -89,15 +89,15 @@ func TestRPCGoClientEveryMethod(t *testing.T) {
 		t.Fatalf("Exec = %+v", r)
 	}
 	ctx := context.Background()
-	var chunks []string
+	var chunks [3]string // each stream in order; the pipes' relative order is the kernel's
 	sr, err := sb.ExecStream(ctx, sandbox.ExecRequest{Command: "for i in 1 2 3; do echo $i; sleep 0.05; done; echo e >&2"}, func(stream int, b []byte) {
-		chunks = append(chunks, fmt.Sprintf("%d:%s", stream, b))
+		chunks[stream] += string(b)
 	})
 	if err != nil || sr.ExitCode != 0 {
 		t.Fatalf("ExecStream = %+v, %v", sr, err)
 	}
-	if got := strings.Join(chunks, ""); got != "1:1\n1:2\n1:3\n2:e\n" {
-		t.Fatalf("ExecStream chunks = %q", got)
+	if chunks[sandbox.Stdout] != "1\n2\n3\n" || chunks[sandbox.Stderr] != "e\n" {
+		t.Fatalf("ExecStream chunks = %q", chunks)
 	}
 	payload := bytes.Repeat([]byte{0, 1, 2, 255}, 1<<16)
 	if err := sb.WriteFile("/workspace/dir/bin.dat", payload); err != nil {
