@@ -145,6 +145,10 @@ func TestRPCReferenceTypeScriptExample(t *testing.T) {
 
 func TestRPCReferenceGoExample(t *testing.T) {
 	pythonInSandbox(t)
+	e := newEnv(t)
+	// The example's client starts airlock with this process's environment.
+	t.Setenv("HOME", e.home)
+	t.Setenv("AIRLOCK_STATE_DIR", e.state)
 	t.Setenv("AIRLOCK_BIN", airlockBin)
 	t.Setenv("OPENAI_API_KEY", fakeKey)
 	r, w, _ := os.Pipe()
