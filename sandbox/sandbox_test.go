@@ -2,9 +2,17 @@ package sandbox
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -85,5 +93,113 @@ func TestExecAndFiles(t *testing.T) {
 	}
 	if _, err := sb.Exec("true"); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Exec after Close = %v, want ErrClosed", err)
+	}
+}
+
+func TestContextCancelTearsDown(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sb, err := Create(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	pid := sb.nb.GuestPID()
+	dir := sb.dir
+	cancel()
+	select {
+	case <-sb.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the sandbox outlived its context")
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("private dir %s left behind: %v", dir, err)
+	}
+	if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+		if b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); !strings.Contains(string(b), ") Z") {
+			t.Errorf("guest %d still running", pid)
+		}
+	}
+}
+
+func TestExecTimeoutAndCancel(t *testing.T) {
+	sb := newSandbox(t, &Config{Resources: &Resources{TimeoutSeconds: 30}})
+	r, err := sb.ExecContext(context.Background(), ExecRequest{Command: "sleep 10", TimeoutMS: 100})
+	if err != nil || r.ExitCode == 0 || r.Reason == "" {
+		t.Fatalf("timed out exec = %+v, %v", r, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	r, err = sb.ExecContext(ctx, ExecRequest{Args: []string{"sleep", "10"}})
+	if err != nil || r.ExitCode != 137 || time.Since(start) > 5*time.Second {
+		t.Fatalf("canceled exec = %+v, %v after %s", r, err, time.Since(start))
+	}
+}
+
+// TestHTTPHooks: Go-function hooks see intercepted requests (placeholders,
+// never values) and responses, and can refuse a request.
+func TestHTTPHooks(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("the upstream listens on 127.0.0.3:443, which needs root")
+	}
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.URL.Path+" hook="+r.Header.Get("X-Hook")+" auth="+r.Header.Get("Authorization"))
+		mu.Unlock()
+		fmt.Fprintln(w, "ok")
+	}))
+	ln, err := net.Listen("tcp", "127.0.0.3:443")
+	if err != nil {
+		t.Skipf("listen 127.0.0.3:443: %v", err)
+	}
+	srv.Listener = ln
+	srv.StartTLS()
+	defer srv.Close()
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.TLS.Certificates[0].Certificate[0]}), 0o644)
+	var seenAuth []string
+	sb := newSandbox(t, &Config{
+		Network: &NetworkConfig{
+			AllowedHosts: []string{"example.com"},
+			AddHosts:     []string{"example.com:127.0.0.3"},
+			UpstreamCA:   caFile,
+			Secrets:      map[string]Secret{"TOKEN": {Value: "real-secret-value", Hosts: []string{"example.com"}}},
+			Hooks: HTTPHooks{
+				OnRequest: func(r *http.Request) (*http.Request, error) {
+					mu.Lock()
+					seenAuth = append(seenAuth, r.Header.Get("Authorization"))
+					mu.Unlock()
+					if strings.HasPrefix(r.URL.Path, "/admin") {
+						return nil, ErrBlocked
+					}
+					r.Header.Set("X-Hook", "yes")
+					return r, nil
+				},
+				OnResponse: func(resp *http.Response, req *http.Request) (*http.Response, error) {
+					resp.Header.Set("X-Seen", req.URL.Path)
+					return resp, nil
+				},
+			},
+		},
+		Env: map[string]string{"TOKEN": "${TOKEN}"},
+	})
+	r, err := sb.Exec(`curl -sS -D - -H "Authorization: Bearer $TOKEN" https://example.com/v1; curl -sS -o /dev/null -w '%{http_code}\n' https://example.com/admin`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.ToLower(r.Stdout), "x-seen: /v1") || !strings.HasSuffix(r.Stdout, "403\n") {
+		t.Fatalf("sandbox saw:\n%s%s", r.Stdout, r.Stderr)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || got[0] != "/v1 hook=yes auth=Bearer real-secret-value" {
+		t.Fatalf("upstream got %q", got)
+	}
+	for _, a := range seenAuth {
+		if strings.Contains(a, "real-secret-value") {
+			t.Fatalf("OnRequest saw the real secret: %q", a)
+		}
 	}
 }
