@@ -462,6 +462,14 @@ func (s *Sandbox) Close() error {
 		}
 		if s.nb != nil {
 			err = s.nb.Close()
+			// PID 1's end is complete only when the kernel has killed and
+			// reaped every process of its namespace: wait for it (native
+			// Close does so only when it must empty a cgroup), so nothing of
+			// the sandbox outlives Close.
+			select {
+			case <-s.nb.Done():
+			case <-time.After(5 * time.Second):
+			}
 			if s.nb.TAP != nil && s.nw == nil {
 				s.nb.TAP.Close()
 			}
