@@ -408,3 +408,21 @@ func cgroupDirs(name string) []string {
 	})
 	return out
 }
+
+// TestRPCKilledLeavesNoProcess: airlock rpc killed outright (no chance to
+// clean up) still takes every sandbox process with it: the guest dies with
+// its parent and, as PID 1, takes its namespace along.
+func TestRPCKilledLeavesNoProcess(t *testing.T) {
+	e := newEnv(t)
+	p := startRPC(t, e)
+	marker := fmt.Sprintf("%d.%d", 6000+os.Getpid()%1000, time.Now().UnixNano()%1000)
+	p.send(`{"jsonrpc":"2.0","method":"create","params":{},"id":1}`)
+	if r := p.reply(1); r["error"] != nil {
+		t.Fatalf("create: %v", r)
+	}
+	p.send(`{"jsonrpc":"2.0","method":"exec","params":{"command":"sleep ` + marker + ` & sleep ` + marker + `; wait"},"id":2}`)
+	waitFor(t, 5*time.Second, func() bool { return len(procsWith(marker)) >= 2 })
+	p.cmd.Process.Kill()
+	p.cmd.Wait()
+	waitFor(t, 5*time.Second, func() bool { return len(procsWith(marker)) == 0 })
+}
