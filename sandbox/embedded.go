@@ -97,7 +97,8 @@ func Create(ctx context.Context, c *Config) (_ *Sandbox, err error) {
 		}
 		return nil, &Error{Kind: kind, Message: err.Error()}
 	}
-	if s.dir, err = os.MkdirTemp("", "airlock-api-"+s.id+"-"); err != nil {
+	sweepStale()
+	if s.dir, err = os.MkdirTemp("", fmt.Sprintf("airlock-api-%d-%s-", os.Getpid(), s.id)); err != nil {
 		return fail(KindStart, fmt.Errorf("sandbox dir: %w", err))
 	}
 	if err := p.materialize(s.dir); err != nil {
@@ -488,6 +489,30 @@ func (s *Sandbox) Close() error {
 		close(s.closed)
 	})
 	return err
+}
+
+// sweepStale removes private dirs that sandboxes of processes killed
+// outright (no Close) left in the temp dir: their names carry the owner's
+// pid, and only this user's dirs of dead owners go.
+func sweepStale() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "airlock-api-*"))
+	for _, d := range dirs {
+		f := strings.SplitN(filepath.Base(d), "-", 4) // airlock, api, PID, ID-random
+		if len(f) != 4 {
+			continue
+		}
+		pid, err := strconv.Atoi(f[2])
+		if err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); err == nil || errors.Is(err, syscall.EPERM) {
+			continue // alive (or someone else's)
+		}
+		var st syscall.Stat_t
+		if syscall.Lstat(d, &st) == nil && int(st.Uid) == os.Getuid() && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+			os.RemoveAll(d)
+		}
+	}
 }
 
 // networkEvent turns a gateway audit record into an event.

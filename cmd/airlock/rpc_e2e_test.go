@@ -422,7 +422,23 @@ func TestRPCKilledLeavesNoProcess(t *testing.T) {
 	}
 	p.send(`{"jsonrpc":"2.0","method":"exec","params":{"command":"sleep ` + marker + ` & sleep ` + marker + `; wait"},"id":2}`)
 	waitFor(t, 5*time.Second, func() bool { return len(procsWith(marker)) >= 2 })
+	pid := p.cmd.Process.Pid
 	p.cmd.Process.Kill()
 	p.cmd.Wait()
 	waitFor(t, 5*time.Second, func() bool { return len(procsWith(marker)) == 0 })
+	// Its private dir is left, and the next sandbox of this user sweeps it.
+	// (env.environ sets no TMPDIR: airlock's temp dir is /tmp.)
+	pattern := fmt.Sprintf("/tmp/airlock-api-%d-*", pid)
+	left, _ := filepath.Glob(pattern)
+	if len(left) == 0 {
+		t.Fatal("no private dir of the killed airlock rpc found: the test no longer tests the sweep")
+	}
+	q := startRPC(t, e)
+	q.send(`{"jsonrpc":"2.0","method":"create","params":{},"id":1}`)
+	if r := q.reply(1); r["error"] != nil {
+		t.Fatalf("create: %v", r)
+	}
+	if left, _ := filepath.Glob(pattern); len(left) > 0 {
+		t.Fatalf("stale private dirs not swept: %v", left)
+	}
 }
