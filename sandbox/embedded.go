@@ -23,6 +23,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/audit"
 	"github.com/airlock-dev/airlock/internal/backend/guestclient"
 	"github.com/airlock-dev/airlock/internal/backend/native"
+	"github.com/airlock-dev/airlock/internal/cgroup"
 	"github.com/airlock-dev/airlock/internal/guest"
 	"github.com/airlock-dev/airlock/internal/proto"
 	"github.com/airlock-dev/airlock/internal/secrets"
@@ -491,10 +492,13 @@ func (s *Sandbox) Close() error {
 	return err
 }
 
-// sweepStale removes private dirs that sandboxes of processes killed
-// outright (no Close) left in the temp dir: their names carry the owner's
-// pid, and only this user's dirs of dead owners go.
+// sweepStale removes what sandboxes of processes killed outright (no
+// Close) left: empty cgroups of dead guests, and private dirs in the temp
+// dir, whose names carry the owner's pid (only this user's dirs of dead
+// owners go).
 func sweepStale() {
+	// The guest's cgroups too (named by the guest's pid; see native).
+	cgroup.SweepStale("airlock-")
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "airlock-api-*"))
 	for _, d := range dirs {
 		f := strings.SplitN(filepath.Base(d), "-", 4) // airlock, api, PID, ID-random

@@ -245,7 +245,18 @@ func startRPC(t *testing.T, e *env) *rpcProc {
 			p.lines <- m
 		}
 	}()
-	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	t.Cleanup(func() {
+		// End of input ends the session cleanly; kill only a hung one.
+		in.Close()
+		done := make(chan struct{})
+		go func() { c.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			c.Process.Kill()
+			<-done
+		}
+	})
 	return p
 }
 
@@ -423,9 +434,13 @@ func TestRPCKilledLeavesNoProcess(t *testing.T) {
 	p.send(`{"jsonrpc":"2.0","method":"exec","params":{"command":"sleep ` + marker + ` & sleep ` + marker + `; wait"},"id":2}`)
 	waitFor(t, 5*time.Second, func() bool { return len(procsWith(marker)) >= 2 })
 	pid := p.cmd.Process.Pid
+	guest := guestOf(pid)
 	p.cmd.Process.Kill()
 	p.cmd.Wait()
 	waitFor(t, 5*time.Second, func() bool { return len(procsWith(marker)) == 0 })
+	if guest > 0 { // reaped by whoever adopted it: only then is its pid free
+		waitFor(t, 5*time.Second, func() bool { _, err := os.Stat(fmt.Sprintf("/proc/%d", guest)); return err != nil })
+	}
 	// Its private dir is left, and the next sandbox of this user sweeps it.
 	// (env.environ sets no TMPDIR: airlock's temp dir is /tmp.)
 	pattern := fmt.Sprintf("/tmp/airlock-api-%d-*", pid)
@@ -440,5 +455,8 @@ func TestRPCKilledLeavesNoProcess(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(pattern); len(left) > 0 {
 		t.Fatalf("stale private dirs not swept: %v", left)
+	}
+	if cg := cgroupDirs("airlock-" + strconv.Itoa(guest)); guest > 0 && len(cg) > 0 {
+		t.Fatalf("stale cgroups not swept: %v", cg)
 	}
 }
