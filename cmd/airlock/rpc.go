@@ -29,7 +29,9 @@ A request line may be up to ` + strconv.Itoa(rpc.MaxLine>>20) + ` MiB (a 16 MiB 
 longer one is refused with -32600 and skipped. Errors use the JSON-RPC
 codes (-32700, -32600, -32601, -32602) and -32000 for sandbox failures,
 with data.kind saying which. close, the end of stdin, SIGINT or SIGTERM
-end the session: the sandbox and every process in it are torn down.
+end the session: the sandbox and every process in it are torn down
+(requests in flight at the end of stdin get 5 s to finish). A client that
+reads none of the output for 60 s while some is pending is taken as gone.
 Diagnostics go to stderr; stdout carries only protocol messages.`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return serveRPC() },

@@ -39,6 +39,9 @@ const (
 	// eofGrace is how long requests in flight at the end of input may run
 	// on before the sandbox is torn down under them.
 	eofGrace = 5 * time.Second
+	// writeStall: a client that takes none of a pending line for this long
+	// is taken as gone, and the session ends (its sandbox with it).
+	writeStall = 60 * time.Second
 )
 
 // JSON-RPC error codes.
@@ -57,14 +60,21 @@ type Options struct {
 	Create func(context.Context, *sandbox.Config) (*sandbox.Sandbox, error)
 	// MaxLine overrides MaxLine (tests).
 	MaxLine int
+	// WriteStall overrides writeStall (tests).
+	WriteStall time.Duration
 }
 
 // Server is one JSON-RPC session.
 type Server struct {
 	opts Options
 	out  io.Writer
-	wmu  sync.Mutex
-	werr error
+	// Lines go out through one writer goroutine, so that a client that
+	// stops reading can stall requests (backpressure) but never shutdown.
+	outq      chan outLine
+	gaveUp    chan struct{} // closed at shutdown: later lines are dropped
+	outDead   bool          // the writer failed: the client is gone
+	stalled   chan struct{} // closed when the client took nothing for WriteStall
+	stallOnce sync.Once
 
 	mu       sync.Mutex
 	sb       *sandbox.Sandbox
@@ -85,9 +95,18 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 	if opts.MaxLine <= 0 {
 		opts.MaxLine = MaxLine
 	}
-	s := &Server{opts: opts, out: out}
+	if opts.WriteStall <= 0 {
+		opts.WriteStall = writeStall
+	}
+	s := &Server{opts: opts, out: out, outq: make(chan outLine, 256), gaveUp: make(chan struct{}), stalled: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	defer s.cancel()
+	go s.writer()
+	// Whatever is still queued at the end gets a bounded chance to go out.
+	defer func() {
+		s.flush(drainTimeout)
+		close(s.gaveUp)
+	}()
 
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, maxInFlight)
@@ -129,10 +148,19 @@ loop:
 		if req.Method == "create" {
 			req.create, req.createErr = s.beginCreate()
 		}
-		sem <- struct{}{}
+		select {
+		case sem <- struct{}{}:
+		case <-s.ctx.Done():
+			break loop
+		}
 		isBig := len(l.line) > bigLine
 		if isBig {
-			big <- struct{}{}
+			select {
+			case big <- struct{}{}:
+			case <-s.ctx.Done():
+				<-sem
+				break loop
+			}
 		}
 		wg.Add(1)
 		go func() {
@@ -325,21 +353,74 @@ func (s *Server) reply(id json.RawMessage, result any, rerr *Error) {
 	s.write(response{JSONRPC: "2.0", ID: id, Result: result, Error: rerr})
 }
 
+// outLine is one line to write, or (flushed != nil) a marker that is
+// acknowledged once every line before it is written.
+type outLine struct {
+	b       []byte
+	flushed chan struct{}
+}
+
+func (s *Server) writer() {
+	for l := range s.outq {
+		if l.flushed != nil {
+			close(l.flushed)
+			continue
+		}
+		if s.outDead {
+			continue
+		}
+		watchdog := time.AfterFunc(s.opts.WriteStall, func() {
+			s.stallOnce.Do(func() { close(s.stalled) })
+			s.cancel()
+		})
+		_, err := s.out.Write(l.b)
+		watchdog.Stop()
+		if err != nil {
+			// The client is gone: nothing more can reach it; end the session.
+			s.outDead = true
+			s.cancel()
+		}
+	}
+}
+
 func (s *Server) write(v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		b, _ = json.Marshal(response{JSONRPC: "2.0", ID: json.RawMessage("null"), Error: &Error{Code: CodeInternal, Message: "encode reply: " + err.Error()}})
 	}
-	b = append(b, '\n')
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	if s.werr != nil {
+	var timeout <-chan time.Time
+	if s.ctx.Err() != nil || s.isClosing() {
+		// Shutdown never waits long on a client that stopped reading.
+		timeout = time.After(drainTimeout)
+	}
+	select {
+	case s.outq <- outLine{b: append(b, '\n')}:
+	case <-s.gaveUp:
+	case <-s.stalled:
+	case <-timeout:
+	}
+}
+
+func (s *Server) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
+// flush waits up to d for every line queued so far to be written.
+func (s *Server) flush(d time.Duration) {
+	done := make(chan struct{})
+	select {
+	case s.outq <- outLine{flushed: done}:
+	case <-s.stalled:
+		return
+	case <-time.After(d):
 		return
 	}
-	if _, err := s.out.Write(b); err != nil {
-		// The client is gone: nothing more can reach it; end the session.
-		s.werr = err
-		s.cancel()
+	select {
+	case <-done:
+	case <-s.stalled:
+	case <-time.After(d):
 	}
 }
 
@@ -618,7 +699,10 @@ func (s *Server) closeSandbox() {
 	s.mu.Unlock()
 	if sb != nil {
 		sb.Close()
-		<-pumped
+		select { // its last events, unless the client stopped reading
+		case <-pumped:
+		case <-time.After(drainTimeout):
+		}
 	}
 	// A create still starting sees closing and closes what it made; the
 	// server's context ending stops its start.

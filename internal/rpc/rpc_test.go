@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestDecodeRequest(t *testing.T) {
@@ -87,4 +90,23 @@ func FuzzDecodeRequest(f *testing.F) {
 			t.Fatalf("id %q is not JSON", req.ID)
 		}
 	})
+}
+
+// TestShutdownDoesNotWaitForAReaderThatStopped: a client that closes its
+// end of input and never reads replies cannot keep the server alive.
+func TestShutdownDoesNotWaitForAReaderThatStopped(t *testing.T) {
+	pr, pw := io.Pipe() // never read
+	defer pr.Close()
+	var lines strings.Builder
+	for i := range 2000 { // far more than the queue holds
+		fmt.Fprintf(&lines, `{"jsonrpc":"2.0","method":"nope","id":%d}`+"\n", i)
+	}
+	lines.WriteString(`{"jsonrpc":"2.0","method":"close","id":"end"}` + "\n")
+	done := make(chan error, 1)
+	go func() { done <- Serve(context.Background(), strings.NewReader(lines.String()), pw, Options{WriteStall: time.Second}) }()
+	select {
+	case <-done:
+	case <-time.After(3*drainTimeout + 10*time.Second):
+		t.Fatal("Serve did not return")
+	}
 }
