@@ -282,6 +282,36 @@ func (p *planned) vfs(v *VFSConfig) error {
 		}
 	}
 	sort.Slice(p.native.Binds, func(i, j int) bool { return p.native.Binds[i].Target < p.native.Binds[j].Target })
+	return p.hideInBinds()
+}
+
+// hideInBinds keeps what is always hidden (credentials, system secrets,
+// airlock's state) hidden when a mount shows its host directory elsewhere:
+// a source inside a hidden path is refused, and hidden paths inside a
+// source are hidden at their place under the target.
+func (p *planned) hideInBinds() error {
+	hidden := native.Hidden(p.native, os.Getenv)
+	type pair struct{ src, dst string }
+	pairs := []pair{}
+	for _, b := range p.native.Binds {
+		if b.Source != "" {
+			pairs = append(pairs, pair{b.Source, b.Target})
+		}
+	}
+	if p.native.WorkspaceSource != "" {
+		pairs = append(pairs, pair{p.native.WorkspaceSource, p.native.Workspace})
+	}
+	for _, m := range pairs {
+		for _, h := range hidden {
+			h = filepath.Clean(h)
+			switch {
+			case m.src == h || strings.HasPrefix(m.src, h+"/"):
+				return invalid("vfs: host_path %s is (inside) %s, which a sandbox never sees", m.src, h)
+			case strings.HasPrefix(h, m.src+"/"):
+				p.native.Hide = append(p.native.Hide, path.Join(m.dst, strings.TrimPrefix(h, m.src)))
+			}
+		}
+	}
 	return nil
 }
 

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -21,6 +22,7 @@ func TestPlanRefusesWhatDoesNotExist(t *testing.T) {
 		"a secret without hosts":          `{"network":{"secrets":{"K":{"value":"abcdefgh"}}}}`,
 		"a read-only workspace":           `{"vfs":{"mounts":{"/workspace":{"type":"real_fs","host_path":"/usr","readonly":true}}}}`,
 		"the same path twice (two kinds)": `{"vfs":{"mounts":{"/d":{"type":"memory"}},"direct_mounts":{"/d":{"host_path":"/usr"}}}}`,
+		"a hidden host path":              `{"vfs":{"direct_mounts":{"/d":{"host_path":"/etc/ssl/private"}}}}`,
 	} {
 		var c2 Config
 		if err := json.Unmarshal([]byte(c), &c2); err != nil {
@@ -68,4 +70,16 @@ func FuzzPlan(f *testing.F) {
 		}
 		plan(&c)
 	})
+}
+
+func TestPlanHidesHiddenPathsUnderABindsTarget(t *testing.T) {
+	var c Config
+	json.Unmarshal([]byte(`{"vfs":{"direct_mounts":{"/hostetc":{"host_path":"/etc","readonly":true}}}}`), &c)
+	p, err := plan(&c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(p.native.Hide, "/hostetc/shadow") {
+		t.Fatalf("Hide = %v, want /hostetc/shadow among them", p.native.Hide)
+	}
 }

@@ -203,3 +203,14 @@ func TestHTTPHooks(t *testing.T) {
 		}
 	}
 }
+
+func TestHiddenPathsStayHiddenUnderAMount(t *testing.T) {
+	sb := newSandbox(t, &Config{VFS: &VFSConfig{DirectMounts: map[string]DirectMount{"/hostetc": {HostPath: "/etc", Readonly: true}}}})
+	r, err := sb.Exec("cat /hostetc/hostname >/dev/null && echo visible; cat /hostetc/shadow 2>/dev/null | wc -c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Stdout != "visible\n0\n" {
+		t.Fatalf("got %q, want /hostetc/hostname readable and /hostetc/shadow empty", r.Stdout)
+	}
+}

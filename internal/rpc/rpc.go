@@ -433,6 +433,9 @@ func (s *Server) handle(req *Request) {
 	if req.Method == "exec_stream" && rerr == nil {
 		return // the handler wrote its own final response
 	}
+	if req.ID == nil {
+		return // a notification: never answered, not even with an error
+	}
 	s.reply(req.ID, result, rerr)
 }
 
