@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -212,5 +213,99 @@ func TestHiddenPathsStayHiddenUnderAMount(t *testing.T) {
 	}
 	if r.Stdout != "visible\n0\n" {
 		t.Fatalf("got %q, want /hostetc/hostname readable and /hostetc/shadow empty", r.Stdout)
+	}
+}
+
+func TestRealFSAndOverlayWorkspaces(t *testing.T) {
+	host := t.TempDir()
+	os.Chmod(host, 0o755)
+	os.WriteFile(filepath.Join(host, "base.txt"), []byte("base"), 0o644)
+
+	// real_fs: the host directory, live, at /workspace.
+	sb := newSandbox(t, &Config{VFS: &VFSConfig{Mounts: map[string]Mount{"/workspace": {Type: MountRealFS, HostPath: host}}}})
+	var mu sync.Mutex
+	var events []string
+	go func() {
+		for e := range sb.Events() {
+			if e.File != nil {
+				mu.Lock()
+				events = append(events, e.File.Op+" "+e.File.Path)
+				mu.Unlock()
+			}
+		}
+	}()
+	if r, err := sb.Exec("cat base.txt && echo new > made.txt"); err != nil || r.Stdout != "base" {
+		t.Fatalf("real_fs exec = %+v, %v", r, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(host, "made.txt")); err != nil || string(b) != "new\n" {
+		t.Fatalf("host sees %q, %v; want the sandbox's write", b, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		got := strings.Join(events, ",")
+		mu.Unlock()
+		if strings.Contains(got, "write /workspace/made.txt") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("file events = %s", got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	sb.Close()
+
+	// overlay: the host directory below, writes in memory above; the host sees nothing.
+	ov, err := Create(context.Background(), &Config{VFS: &VFSConfig{Mounts: map[string]Mount{"/workspace": {
+		Type: MountOverlay, Upper: &Mount{Type: MountMemory}, Lower: &Mount{Type: MountRealFS, HostPath: host}}}}})
+	if err != nil {
+		if strings.Contains(err.Error(), "overlay") {
+			t.Skipf("no overlay here: %v", err)
+		}
+		t.Fatal(err)
+	}
+	defer ov.Close()
+	if r, err := ov.Exec("cat base.txt && echo changed > base.txt && cat base.txt && rm made.txt"); err != nil || r.Stdout != "basechanged\n" || r.ExitCode != 0 {
+		t.Fatalf("overlay exec = %+v, %v", r, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(host, "base.txt")); string(b) != "base" {
+		t.Fatalf("host base.txt = %q after an overlay write", b)
+	}
+	if _, err := os.Stat(filepath.Join(host, "made.txt")); err != nil {
+		t.Fatalf("host made.txt gone after an overlay delete: %v", err)
+	}
+}
+
+// TestUnprivileged re-runs this package's tests as uid 65534 (where the
+// network is the proxy door and cgroups may be missing), as root only.
+func TestUnprivileged(t *testing.T) {
+	if os.Getuid() != 0 || os.Getenv("AIRLOCK_SANDBOX_TEST_NOBODY") != "" {
+		t.Skip("runs only as root, to re-run the tests as an unprivileged user")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("setpriv not installed")
+	}
+	dir, err := os.MkdirTemp("", "airlock-sandbox-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o1777)
+	bin := filepath.Join(dir, "sandbox.test")
+	b, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", bin, "-test.v", "-test.run=^Test", "-test.timeout=5m")
+	c.Dir = dir
+	c.Env = []string{"AIRLOCK_SANDBOX_TEST_NOBODY=1", "HOME=/nonexistent", "TMPDIR=" + dir, "PATH=" + os.Getenv("PATH")}
+	out, err := c.CombinedOutput()
+	t.Logf("as uid 65534:\n%s", out)
+	if err != nil {
+		t.Fatalf("tests failed as an unprivileged user: %v", err)
 	}
 }
