@@ -103,7 +103,9 @@ func TestShutdownDoesNotWaitForAReaderThatStopped(t *testing.T) {
 	}
 	lines.WriteString(`{"jsonrpc":"2.0","method":"close","id":"end"}` + "\n")
 	done := make(chan error, 1)
-	go func() { done <- Serve(context.Background(), strings.NewReader(lines.String()), pw, Options{WriteStall: time.Second}) }()
+	go func() {
+		done <- Serve(context.Background(), strings.NewReader(lines.String()), pw, Options{WriteStall: time.Second})
+	}()
 	select {
 	case <-done:
 	case <-time.After(3*drainTimeout + 10*time.Second):
