@@ -71,7 +71,13 @@ func (w *watcher) addTree(m watchMount, announce bool) error {
 		inside := path.Join(m.inside, strings.TrimPrefix(p, m.host))
 		if !d.IsDir() {
 			if announce {
+				// Made before the new directory's watch was in place: its
+				// close-after-write may be gone unseen, so a file with
+				// content counts as written too (possibly twice).
 				w.file("create", p, inside)
+				if info, err := d.Info(); err == nil && info.Size() > 0 {
+					w.file("write", p, inside)
+				}
 			}
 			return nil
 		}
