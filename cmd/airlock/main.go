@@ -19,6 +19,8 @@ func main() {
 			guest.Main()
 		case superviseCmd:
 			os.Exit(supervise(os.Args[2:]))
+		case "--rpc": // the ADR's spelling of `airlock rpc`
+			os.Args[1] = "rpc"
 		}
 	}
 	os.Exit(execute(os.Args[1:]))

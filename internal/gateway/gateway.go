@@ -57,6 +57,19 @@ type Config struct {
 	// Token is the per-sandbox proxy credential: clients send it as the
 	// password of Basic Proxy-Authorization (http://airlock:TOKEN@host:port).
 	Token string
+	// Hooks are optional Go functions called on every intercepted request
+	// and response (the embedded API's).
+	Hooks Hooks
+}
+
+// Hooks let an embedding program see and change intercepted HTTP. OnRequest
+// runs after policy allowed the request and before secrets are swapped in
+// (it sees placeholders, never real values); an error refuses the request
+// with 403. OnResponse runs after secret values were redacted; an error
+// answers 502. Both must be safe for concurrent use.
+type Hooks struct {
+	OnRequest  func(*http.Request) error
+	OnResponse func(*http.Response) error
 }
 
 // Gateway serves one sandbox.

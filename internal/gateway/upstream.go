@@ -64,7 +64,7 @@ func newUpstream(g *Gateway, t target, scheme string) *upstream {
 		Transport:      transport,
 		FlushInterval:  0, // sized bodies stream through the server's buffers; SSE and unsized (chunked) bodies are flushed at once (ReverseProxy does that for them)
 		BufferPool:     copyBuffers,
-		ModifyResponse: u.redact,
+		ModifyResponse: u.modifyResponse,
 		ErrorHandler:   u.fail,
 		ErrorLog:       discardLogger,
 	}
@@ -90,6 +90,12 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rec.Rule = d.Rule
 		deny(http.StatusForbidden, "deny", d.Reason)
 		return
+	}
+	if h := u.g.cfg.Hooks.OnRequest; h != nil {
+		if err := h(r); err != nil {
+			deny(http.StatusForbidden, "deny", "request hook: "+err.Error())
+			return
+		}
 	}
 	if s := u.g.cfg.Secrets; s != nil {
 		names, err := swapRequest(s, u.t.host, r)
@@ -166,6 +172,19 @@ func swapRequest(s *secrets.Set, host string, r *http.Request) ([]string, error)
 		r.Body = readCloser{s.SwapBody(host, r.Body), r.Body}
 	}
 	return all, nil
+}
+
+// modifyResponse redacts, then runs the embedding program's hook.
+func (u *upstream) modifyResponse(resp *http.Response) error {
+	if err := u.redact(resp); err != nil {
+		return err
+	}
+	if h := u.g.cfg.Hooks.OnResponse; h != nil {
+		if err := h(resp); err != nil {
+			return fmt.Errorf("response hook: %w", err)
+		}
+	}
+	return nil
 }
 
 // redact replaces real secret values an upstream echoes back (an echo

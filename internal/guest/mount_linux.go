@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -86,22 +87,37 @@ func buildRoot(in *proto.Init) error {
 		devNodes[n] = fd
 	}
 
-	rootTree, err := cloneTree("/")
-	if err != nil {
-		return step("clone host root", err)
-	}
-	defer unix.Close(rootTree)
-	if err := setAttr(rootTree, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, 0, true); err != nil {
-		return step("make root read-only", err)
-	}
-	if err := unix.MoveMount(rootTree, "", unix.AT_FDCWD, newRootAt, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-		return step("attach new root", err)
-	}
 	b := &builder{}
+	shadows, dirs := missingParents(in.Mounts)
+	if tops, ok := shadows["/"]; ok {
+		if err := b.shadow("/", tops); err != nil {
+			return step("build root with "+strings.Join(tops, ", "), err)
+		}
+	} else {
+		rootTree, err := cloneTree("/")
+		if err != nil {
+			return step("clone host root", err)
+		}
+		defer unix.Close(rootTree)
+		if err := setAttr(rootTree, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, 0, true); err != nil {
+			return step("make root read-only", err)
+		}
+		if err := unix.MoveMount(rootTree, "", unix.AT_FDCWD, newRootAt, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return step("attach new root", err)
+		}
+	}
+	var err error
 	if b.root, err = unix.Open(newRootAt, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
 		return step("open new root", err)
 	}
 	defer unix.Close(b.root)
+	for _, d := range dirs {
+		if d != "/" {
+			if err := b.shadow(d, shadows[d]); err != nil {
+				return step("make mountpoints "+strings.Join(shadows[d], ", ")+" in "+d, err)
+			}
+		}
+	}
 	if b.scratch, err = newTmpfs("size=4k,mode=0755", false); err != nil {
 		return step("scratch tmpfs", err)
 	}
@@ -150,6 +166,150 @@ func buildRoot(in *proto.Init) error {
 		}
 	}
 	return step("pivot_root", b.pivot())
+}
+
+// missingParents finds mount targets the host lacks whose nearest existing
+// ancestor is part of the read-only root (not a tmpfs or bind of the plan,
+// where the mountpoint can simply be made): such an ancestor is shadowed by
+// a tmpfs holding its entries plus the new directories. It returns the new
+// names by ancestor, and the ancestors, parents first.
+func missingParents(mounts []proto.Mount) (map[string][]string, []string) {
+	out := map[string][]string{}
+	var dirs []string
+	for _, m := range mounts {
+		t := path.Clean("/" + m.Target)
+		if t == "/" {
+			continue
+		}
+		if _, err := os.Lstat(t); err == nil || !errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		d, child := path.Dir(t), path.Base(t)
+		for d != "/" {
+			if _, err := os.Lstat(d); err == nil {
+				break
+			}
+			d, child = path.Dir(d), path.Base(d)
+		}
+		covered := false
+		for _, o := range mounts {
+			ot := path.Clean("/" + o.Target)
+			if ot != t && ot != "/" && (d == ot || strings.HasPrefix(d, ot+"/")) {
+				covered = true // made inside another mount of the plan
+			}
+		}
+		if covered || slices.Contains(out[d], child) {
+			continue
+		}
+		if _, ok := out[d]; !ok {
+			dirs = append(dirs, d)
+		}
+		out[d] = append(out[d], child)
+	}
+	slices.SortFunc(dirs, func(a, b string) int { return strings.Count(a, "/") - strings.Count(b, "/") })
+	if _, ok := out["/"]; ok {
+		dirs = slices.DeleteFunc(dirs, func(d string) bool { return d == "/" })
+		dirs = append([]string{"/"}, dirs...)
+	}
+	return out, dirs
+}
+
+// shadow covers dir (the host's, and so the new root's) with a small tmpfs
+// holding each of its entries (directories and files as read-only clones of
+// their trees, symlinks as copies) plus the directories in names, sealed
+// read-only once the plan's mounts are in place. For "/" the tmpfs is the
+// new root itself, attached at newRootAt. Only sandboxes whose mounts need
+// a directory the host lacks pay for it.
+func (b *builder) shadow(dir string, names []string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	// Clone first, while the host's view is whole: newRootAt is the host's /tmp.
+	type clone struct {
+		name string
+		fd   int
+		dir  bool
+		link string
+	}
+	var clones []clone
+	defer func() {
+		for _, c := range clones {
+			if c.fd >= 0 {
+				unix.Close(c.fd)
+			}
+		}
+	}()
+	for _, e := range entries {
+		c := clone{name: e.Name(), fd: -1, dir: e.IsDir()}
+		p := path.Join(dir, c.name)
+		switch {
+		case e.Type()&os.ModeSymlink != 0:
+			if c.link, err = os.Readlink(p); err != nil {
+				return err
+			}
+		case e.IsDir() || e.Type().IsRegular():
+			if c.fd, err = cloneTree(p); err != nil {
+				return fmt.Errorf("clone %s: %w", p, err)
+			}
+			if err := setAttr(c.fd, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, 0, true); err != nil {
+				return fmt.Errorf("make %s read-only: %w", p, err)
+			}
+		default:
+			continue // sockets and devices are not shown here
+		}
+		clones = append(clones, c)
+	}
+	tmp, err := newTmpfs("size=64k,mode=0755", false)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(tmp)
+	var at int
+	if dir == "/" {
+		if err := unix.MoveMount(tmp, "", unix.AT_FDCWD, newRootAt, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return fmt.Errorf("attach: %w", err)
+		}
+		at, err = unix.Open(newRootAt, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	} else {
+		rel := strings.TrimPrefix(dir, "/")
+		if err := unix.MoveMount(tmp, "", b.root, rel, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return fmt.Errorf("attach: %w", err)
+		}
+		how := &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS}
+		at, err = unix.Openat2(b.root, rel, how)
+	}
+	if err != nil {
+		return err
+	}
+	b.sealed = append(b.sealed, at) // closed when sealed
+	for _, c := range clones {
+		switch {
+		case c.link != "":
+			err = unix.Symlinkat(c.link, at, c.name)
+		case c.dir:
+			err = unix.Mkdirat(at, c.name, 0o755)
+		default:
+			var f int
+			if f, err = unix.Openat(at, c.name, unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644); err == nil {
+				unix.Close(f)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("mountpoint %s: %w", path.Join(dir, c.name), err)
+		}
+		if c.fd >= 0 {
+			if err := unix.MoveMount(c.fd, "", at, c.name, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+				return fmt.Errorf("attach %s: %w", path.Join(dir, c.name), err)
+			}
+		}
+	}
+	for _, n := range names {
+		if err := unix.Mkdirat(at, n, 0o755); err != nil {
+			return fmt.Errorf("mountpoint %s: %w", path.Join(dir, n), err)
+		}
+	}
+	return nil
 }
 
 func cloneTree(p string) (int, error) {

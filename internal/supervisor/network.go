@@ -45,6 +45,12 @@ type NetworkSpec struct {
 	// Mode is which door the sandbox's traffic takes: ModeTransparent,
 	// ModeProxy, or "" / ModeAuto for transparent where this user can have it.
 	Mode string `json:"mode,omitempty"`
+	// SecretValues are secrets given by value (the programmatic API makes
+	// them with secrets.New): never written anywhere, like Secrets' values.
+	SecretValues []*secrets.Secret `json:"-"`
+	// Hooks are Go functions the gateway calls on intercepted HTTP (the
+	// embedded API's).
+	Hooks gateway.Hooks `json:"-"`
 }
 
 // Network modes.
@@ -55,8 +61,11 @@ const (
 )
 
 func (n NetworkSpec) enabled() bool {
-	return len(n.AllowHosts)+len(n.Endpoints)+len(n.Secrets) > 0
+	return len(n.AllowHosts)+len(n.Endpoints)+len(n.Secrets)+len(n.SecretValues) > 0
 }
+
+// Enabled reports whether n lets anything out, so a gateway is needed.
+func (n NetworkSpec) Enabled() bool { return n.enabled() }
 
 // NetworkMode decides which door a sandbox gets: transparent wherever the
 // TAP device can be made, else the proxy, and why.
@@ -141,6 +150,10 @@ func newPipeline(n NetworkSpec, id, auditPath string) (_ *pipeline, err error) {
 		all = append(all, s)
 		allow = append(allow, s.Hosts...)
 	}
+	for _, s := range n.SecretValues {
+		all = append(all, s)
+		allow = append(allow, s.Hosts...)
+	}
 	set, err := secrets.NewSet(all...)
 	if err != nil {
 		return nil, fmt.Errorf("--secret: %w", err)
@@ -199,7 +212,7 @@ func newPipeline(n NetworkSpec, id, auditPath string) (_ *pipeline, err error) {
 	tok := make([]byte, 32) // 256 bits: the sandbox's only credential for its door
 	rand.Read(tok)
 	token := hex.EncodeToString(tok)
-	gw, err := gateway.New(gateway.Config{Policy: pol, CA: authority, Secrets: set, Audit: log, StaticHosts: static, Resolver: resolver, Upstream: roots, Token: token})
+	gw, err := gateway.New(gateway.Config{Policy: pol, CA: authority, Secrets: set, Audit: log, StaticHosts: static, Resolver: resolver, Upstream: roots, Token: token, Hooks: n.Hooks})
 	if err != nil {
 		return nil, err
 	}
@@ -365,3 +378,45 @@ func (nw *network) Close() {
 	}
 	nw.audit.Close()
 }
+
+// Network is a sandbox's running gateway for callers other than the CLI's
+// supervisor (the programmatic API): the same assembly, behind exported
+// accessors.
+type Network struct{ nw *network }
+
+// StartNetwork resolves n's mode (transparent where this user can have it)
+// and builds the gateway as a supervised sandbox gets it; see startNetwork.
+// In transparent mode call Attach with the sandbox's TAP device.
+func StartNetwork(n NetworkSpec, id, dir, sock string) (*Network, error) {
+	var err error
+	if n.Mode, _, err = NetworkMode(n.Mode); err != nil {
+		return nil, err
+	}
+	nw, err := startNetwork(n, id, dir, sock)
+	if err != nil {
+		return nil, err
+	}
+	return &Network{nw}, nil
+}
+
+// Env is what the sandbox needs in its environment: placeholders, CA paths
+// and, in proxy mode, the proxy variables.
+func (n *Network) Env() []string { return n.nw.env }
+
+// Files are the host files to bind inside (CA bundle, gateway socket, resolv.conf).
+func (n *Network) Files() []native.FileMount { return n.nw.files }
+
+// Relay is the guest's relay to the front door (proxy mode), or nil.
+func (n *Network) Relay() *proto.Relay { return n.nw.relay }
+
+// Net is the sandbox's interface plan (transparent mode), or nil.
+func (n *Network) Net() *proto.Net { return n.nw.net }
+
+// Audit is the gateway's log; Subscribe to it for live network records.
+func (n *Network) Audit() *audit.Log { return n.nw.audit }
+
+// Attach serves the transparent door on the sandbox's TAP device.
+func (n *Network) Attach(tap *os.File) error { return n.nw.attach(tap) }
+
+// Close stops the gateway and closes its audit log.
+func (n *Network) Close() { n.nw.Close() }

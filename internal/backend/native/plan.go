@@ -39,6 +39,16 @@ type Config struct {
 	// WorkspaceSource, if set, is the host directory shown at Workspace in
 	// its place (copy mode's copy).
 	WorkspaceSource string `json:"workspace_source,omitempty"`
+	// Binds show host paths at other paths inside (the programmatic API's
+	// mounts); a target missing on the host is created (see Init.Mkdirs).
+	Binds []Bind `json:"binds,omitempty"`
+}
+
+// Bind is one host path shown at Target inside.
+type Bind struct {
+	Source   string `json:"source"`
+	Target   string `json:"target"`
+	ReadOnly bool   `json:"read_only,omitempty"`
 }
 
 // Overlay holds an overlay workspace's writable layer: two directories on
@@ -136,11 +146,25 @@ func Plan(c Config, env func(string) string) (*proto.Init, error) {
 	}
 	switch {
 	case c.Overlay != nil:
-		mounts = append(mounts, proto.Mount{Kind: proto.MountOverlay, Source: c.Workspace, Upper: c.Overlay.Upper, Work: c.Overlay.Work, Target: c.Workspace})
+		lower := c.Workspace
+		if c.WorkspaceSource != "" {
+			lower = c.WorkspaceSource
+		}
+		mounts = append(mounts, proto.Mount{Kind: proto.MountOverlay, Source: lower, Upper: c.Overlay.Upper, Work: c.Overlay.Work, Target: c.Workspace})
 	case c.WorkspaceSource != "":
 		mounts = append(mounts, proto.Mount{Kind: proto.MountBind, Source: c.WorkspaceSource, Target: c.Workspace})
 	default:
 		mounts = append(mounts, proto.Mount{Kind: proto.MountBind, Source: c.Workspace, Target: c.Workspace})
+	}
+	var rwBinds []string
+	for _, b := range c.Binds {
+		if !filepath.IsAbs(b.Target) || filepath.Clean(b.Target) == "/" {
+			return nil, fmt.Errorf("mount target must be an absolute path other than /, got %q", b.Target)
+		}
+		mounts = append(mounts, proto.Mount{Kind: proto.MountBind, Source: b.Source, Target: filepath.Clean(b.Target), ReadOnly: b.ReadOnly})
+		if !b.ReadOnly {
+			rwBinds = append(rwBinds, filepath.Clean(b.Target))
+		}
 	}
 	for _, f := range c.Files {
 		mounts = append(mounts, proto.Mount{Kind: proto.MountBind, Source: f.Source, Target: f.Target, ReadOnly: true})
@@ -159,7 +183,7 @@ func Plan(c Config, env func(string) string) (*proto.Init, error) {
 		Net:      c.Net,
 		Landlock: proto.Landlock{
 			Enabled: true,
-			RWDirs:  append([]string{"/tmp", home, "/dev/shm", "/dev/pts"}, c.RW...),
+			RWDirs:  append(append([]string{"/tmp", home, "/dev/shm", "/dev/pts"}, c.RW...), rwBinds...),
 			RWFiles: []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/dev/urandom"},
 		},
 	}

@@ -348,3 +348,24 @@ func TestPlanWorkspaceModes(t *testing.T) {
 		t.Errorf("copy workspace mount = %+v", m)
 	}
 }
+
+func TestPlanBindsShowHostPathsElsewhereAndWritableOnesAreLandlocked(t *testing.T) {
+	c := Config{Workspace: "/workspace", WorkspaceSource: "/srv/mem0", HostHome: "/nonexistent-home",
+		Binds: []Bind{{Source: "/srv/data", Target: "/mnt/data", ReadOnly: true}, {Source: "/srv/out", Target: "/out/"}}}
+	in, err := Plan(c, envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := in.Mounts[mountIndex(t, in, "/workspace")]
+	data := in.Mounts[mountIndex(t, in, "/mnt/data")]
+	out := in.Mounts[mountIndex(t, in, "/out")]
+	if ws.Source != "/srv/mem0" || data.Source != "/srv/data" || !data.ReadOnly || out.Source != "/srv/out" || out.ReadOnly {
+		t.Fatalf("mounts = %+v", in.Mounts)
+	}
+	if !slices.Contains(in.Landlock.RWDirs, "/out") || slices.Contains(in.Landlock.RWDirs, "/mnt/data") {
+		t.Fatalf("Landlock RWDirs = %v, want /out and not /mnt/data", in.Landlock.RWDirs)
+	}
+	if _, err := Plan(Config{Workspace: "/w", Binds: []Bind{{Source: "/x", Target: "rel"}}}, envOf(nil)); err == nil {
+		t.Fatal("Plan took a relative bind target")
+	}
+}

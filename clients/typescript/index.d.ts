@@ -1,0 +1,122 @@
+/** create's params: the sandbox's shape (see ADR-0001 "RPC Methods"). */
+export interface Config {
+  image?: string;
+  resources?: { cpus?: number; memory_mb?: number; timeout_seconds?: number };
+  network?: {
+    allowed_hosts?: string[];
+    denied_hosts?: string[];
+    block_private_ips?: boolean;
+    secrets?: Record<string, { value: string; hosts: string[] }>;
+    add_hosts?: string[];
+    upstream_ca?: string;
+  };
+  vfs?: {
+    direct_mounts?: Record<string, { host_path: string; readonly?: boolean }>;
+    mounts?: Record<string, Mount>;
+  };
+  env?: Record<string, string>;
+}
+
+export interface Mount {
+  type: 'memory' | 'real_fs' | 'overlay' | string;
+  host_path?: string;
+  readonly?: boolean;
+  upper?: Mount;
+  lower?: Mount;
+}
+
+export interface CreateResult {
+  id: string;
+  env: Record<string, string>;
+  network?: 'transparent' | 'proxy';
+  workspace: string;
+  warnings?: string[];
+}
+
+export interface ExecResult {
+  exit_code: number;
+  stdout: string;
+  stderr: string;
+  duration_ms: number;
+  reason?: string;
+  truncated?: boolean;
+}
+
+export interface ExecOptions {
+  env?: Record<string, string>;
+  stdin?: string | Uint8Array;
+  timeoutMs?: number;
+}
+
+export interface FileInfo {
+  name: string;
+  size: number;
+  mode: number;
+  is_dir: boolean;
+  link?: string;
+  mod_time?: number;
+}
+
+export interface NetworkEvent {
+  kind: 'http' | 'network' | 'dns';
+  method?: string;
+  url?: string;
+  host?: string;
+  port?: number;
+  status_code: number;
+  request_bytes: number;
+  response_bytes: number;
+  duration_ms: number;
+  blocked: boolean;
+  decision?: string;
+  reason?: string;
+}
+
+export interface FileEvent {
+  op: 'create' | 'write' | 'delete';
+  path: string;
+  size: number;
+}
+
+export interface ExecEvent {
+  phase: 'start' | 'exit';
+  command: string;
+  pid?: number;
+  exit_code: number;
+  duration_ms?: number;
+}
+
+export type Event =
+  | { type: 'network'; timestamp: number; network: NetworkEvent }
+  | { type: 'file'; timestamp: number; file: FileEvent }
+  | { type: 'exec'; timestamp: number; exec: ExecEvent };
+
+export declare const MAX_LINE: number;
+
+export declare class SandboxError extends Error {
+  code: number;
+  /** The server's data.kind: not_found, permission, closed, invalid_config, ... */
+  kind: string;
+  constructor(message: string, code?: number, kind?: string);
+}
+
+export declare class Sandbox {
+  private constructor();
+  static create(config?: Config, options?: { binary?: string; env?: NodeJS.ProcessEnv }): Promise<Sandbox>;
+  readonly info: CreateResult;
+  readonly id: string;
+  readonly env: Record<string, string>;
+  exec(command: string, workingDir?: string, opts?: ExecOptions): Promise<ExecResult>;
+  execStream(
+    command: string,
+    onOutput: (stream: 'stdout' | 'stderr', data: Buffer) => void,
+    workingDir?: string,
+    opts?: ExecOptions,
+  ): Promise<{ exit_code: number; duration_ms: number; reason?: string }>;
+  writeFile(path: string, content: string | Uint8Array, mode?: number): Promise<void>;
+  readFile(path: string): Promise<Buffer>;
+  listFiles(path: string): Promise<FileInfo[]>;
+  onEvent(handler: (event: Event) => void): void;
+  close(): Promise<void>;
+  call<T = any>(method: string, params?: object): Promise<T>;
+}

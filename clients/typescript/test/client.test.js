@@ -1,0 +1,63 @@
+// Every method of the client against the real `airlock rpc`.
+// Run: AIRLOCK_BIN=/path/to/airlock node --test test/
+// (Go's cmd/airlock e2e suite runs it with the binary it builds.)
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Sandbox, SandboxError } from '../index.js';
+
+const skip = process.env.AIRLOCK_BIN ? false : 'set AIRLOCK_BIN to an airlock binary';
+
+test('every method', { skip }, async () => {
+  const sb = await Sandbox.create({ env: { GREETING: 'hi' }, resources: { memory_mb: 512 } });
+  const events = [];
+  sb.onEvent((e) => events.push(e));
+  try {
+    assert.equal(sb.env.GREETING, 'hi');
+    let r = await sb.exec('echo $GREETING; pwd; echo err >&2; exit 4');
+    assert.deepEqual([r.exit_code, r.stdout, r.stderr], [4, 'hi\n/workspace\n', 'err\n']);
+
+    r = await sb.exec('cat', undefined, { stdin: 'fed in' });
+    assert.equal(r.stdout, 'fed in');
+
+    const chunks = [];
+    const f = await sb.execStream('echo a; sleep 0.05; echo b; echo c >&2', (s, d) => chunks.push(`${s}:${d}`));
+    assert.equal(f.exit_code, 0);
+    // Each stream in order; the two pipes' relative order is the kernel's.
+    assert.equal(chunks.filter((c) => c.startsWith('stdout:')).join(''), 'stdout:a\nstdout:b\n');
+    assert.equal(chunks.filter((c) => c.startsWith('stderr:')).join(''), 'stderr:c\n');
+
+    const data = Buffer.alloc(100_000, 7);
+    await sb.writeFile('/workspace/d/bin.dat', data, 0o600);
+    assert.deepEqual(await sb.readFile('/workspace/d/bin.dat'), data);
+    const files = await sb.listFiles('/workspace/d');
+    assert.deepEqual(files.map((x) => [x.name, x.size, x.mode, x.is_dir]), [['bin.dat', 100_000, 0o600, false]]);
+
+    await assert.rejects(sb.readFile('/workspace/missing'), (e) => e instanceof SandboxError && e.kind === 'not_found');
+    await assert.rejects(sb.writeFile('/etc/passwd', 'x'), (e) => e.kind === 'permission');
+    await assert.rejects(sb.call('format_disk'), (e) => e.code === -32601);
+    await assert.rejects(sb.call('exec', { command: 5 }), (e) => e.code === -32602);
+
+    // Many requests in flight at once.
+    const all = await Promise.all([...Array(8).keys()].map((i) => sb.exec(`echo ${i}`)));
+    assert.deepEqual(all.map((x) => x.stdout), [...Array(8).keys()].map((i) => `${i}\n`));
+
+    await sb.exec('rm d/bin.dat');
+    const deadline = Date.now() + 5000;
+    while (!events.some((e) => e.type === 'file' && e.file.op === 'delete') && Date.now() < deadline) {
+      await new Promise((res) => setTimeout(res, 50));
+    }
+    assert.ok(events.some((e) => e.type === 'file' && e.file.op === 'write'), 'a write event');
+    assert.ok(events.some((e) => e.type === 'file' && e.file.op === 'delete'), 'a delete event');
+    assert.ok(events.some((e) => e.type === 'exec' && e.exec.phase === 'exit'), 'an exec event');
+  } finally {
+    await sb.close();
+  }
+  await assert.rejects(sb.exec('true'), (e) => e.kind === 'closed');
+});
+
+test('a bad config is -32602', { skip }, async () => {
+  await assert.rejects(
+    Sandbox.create({ vfs: { mounts: { '/data': { type: 's3' } } } }),
+    (e) => e instanceof SandboxError && e.code === -32602 && e.kind === 'invalid_config',
+  );
+});

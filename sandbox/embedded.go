@@ -1,0 +1,652 @@
+package sandbox
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/airlock-dev/airlock/internal/audit"
+	"github.com/airlock-dev/airlock/internal/backend/guestclient"
+	"github.com/airlock-dev/airlock/internal/backend/native"
+	"github.com/airlock-dev/airlock/internal/cgroup"
+	"github.com/airlock-dev/airlock/internal/guest"
+	"github.com/airlock-dev/airlock/internal/proto"
+	"github.com/airlock-dev/airlock/internal/secrets"
+	"github.com/airlock-dev/airlock/internal/supervisor"
+)
+
+// DefaultWorkspace is where the workspace is when the config names none.
+const DefaultWorkspace = "/workspace"
+
+// eventBuffer is how many events Events holds for a slow reader before it
+// misses some (Dropped counts them): a sandbox never waits for its client.
+const eventBuffer = 1024
+
+// GuestBinary is the program run as each sandbox's PID 1: an airlock
+// binary, or "" for this program, whose main must then call Init first.
+var GuestBinary string
+
+// Init runs this program as a sandbox's guest agent when it was started as
+// one, and never returns then; otherwise it returns at once. Call it first
+// in main when GuestBinary is "" (the sandbox re-executes this program).
+func Init() {
+	if len(os.Args) > 1 && os.Args[1] == "guest" {
+		guest.Main()
+	}
+}
+
+// Sandbox is one sandbox running in this process (native backend). Its
+// methods are safe for concurrent use.
+type Sandbox struct {
+	id        string
+	dir       string // private host dir: gateway socket, audit log, memory mounts
+	env       []string
+	result    CreateResult
+	timeout   time.Duration // default per-command limit
+	workspace string
+	nb        *native.Sandbox
+	nw        *supervisor.Network
+	watch     *watcher
+	onEvent   func(Event)
+
+	evMu     sync.Mutex
+	events   chan Event
+	evClosed bool
+	dropped  atomic.Uint64
+
+	stopCtx   func() bool
+	closeOnce sync.Once
+	closed    chan struct{}
+	wg        sync.WaitGroup // event pumps
+}
+
+// Create starts a sandbox shaped by c. It ends when Close is called or ctx
+// is done, whichever is first; everything it made goes with it.
+func Create(ctx context.Context, c *Config) (_ *Sandbox, err error) {
+	if c == nil {
+		c = &Config{}
+	}
+	p, err := plan(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, &Error{Kind: KindCanceled, Message: err.Error()}
+	}
+	s := &Sandbox{id: p.id, timeout: p.timeout, workspace: p.workspace, onEvent: c.OnEvent,
+		events: make(chan Event, eventBuffer), closed: make(chan struct{})}
+	fail := func(kind string, err error) (*Sandbox, error) {
+		s.Close()
+		var e *Error
+		if errors.As(err, &e) {
+			return nil, e
+		}
+		return nil, &Error{Kind: kind, Message: err.Error()}
+	}
+	sweepStale()
+	if s.dir, err = os.MkdirTemp("", fmt.Sprintf("airlock-api-%d-%s-", os.Getpid(), s.id)); err != nil {
+		return fail(KindStart, fmt.Errorf("sandbox dir: %w", err))
+	}
+	if err := p.materialize(s.dir); err != nil {
+		return fail(KindStart, err)
+	}
+	nc := p.native
+	nc.ID = s.id
+	spawned, err := native.Spawn(native.Options{Exe: GuestBinary, Stderr: os.Stderr}, nc.Limits)
+	if err != nil {
+		return fail(KindStart, err)
+	}
+	s.nb = spawned
+	env, _, err := supervisor.SandboxEnv(nil, native.SandboxHome(nc.HostHome), s.id, nil)
+	if err != nil {
+		return fail(KindStart, err)
+	}
+	if p.net.Enabled() {
+		p.net.Hooks = p.hooks
+		if s.nw, err = supervisor.StartNetwork(p.net, s.id, s.dir, filepath.Join(s.dir, "gw.sock")); err != nil {
+			return fail(KindStart, fmt.Errorf("network: %w", err))
+		}
+		nc.Files = append(nc.Files, s.nw.Files()...)
+		nc.Relay, nc.Net = s.nw.Relay(), s.nw.Net()
+		env = merge(env, s.nw.Env())
+		s.result.Network = supervisor.ModeProxy
+		if nc.Net != nil {
+			s.result.Network = supervisor.ModeTransparent
+		}
+	}
+	placeholders := map[string]string{}
+	for _, sec := range p.net.SecretValues {
+		placeholders[sec.Name] = sec.Placeholder
+	}
+	var user []string
+	for _, k := range sortedKeys(c.Env) {
+		v := os.Expand(c.Env[k], func(name string) string {
+			if ph, ok := placeholders[name]; ok {
+				return ph
+			}
+			return "${" + name + "}"
+		})
+		user = append(user, k+"="+v)
+	}
+	s.env = merge(env, user)
+	if err := s.nb.Start(ctx, nc, nil); err != nil {
+		return fail(KindStart, err)
+	}
+	if s.nb.TAP != nil {
+		if err := s.nw.Attach(s.nb.TAP); err != nil {
+			return fail(KindStart, fmt.Errorf("transparent network: %w", err))
+		}
+	}
+	if s.nw != nil {
+		recs, cancel := s.nw.Audit().Subscribe(eventBuffer)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer cancel()
+			for r := range recs {
+				if e, ok := networkEvent(r); ok {
+					s.emit(e)
+				}
+			}
+		}()
+	}
+	if s.watch, err = newWatcher(p.watched, s.emit); err != nil {
+		s.result.Warnings = append(s.result.Warnings, "no file events: "+err.Error())
+	}
+	s.result.ID, s.result.Workspace = s.id, s.workspace
+	s.result.Env = map[string]string{}
+	for _, kv := range s.env {
+		k, v, _ := strings.Cut(kv, "=")
+		s.result.Env[k] = v
+	}
+	s.result.Warnings = append(s.result.Warnings, s.nb.Warnings...)
+	s.stopCtx = context.AfterFunc(ctx, func() { s.Close() })
+	go func() {
+		select {
+		case <-s.nb.Done(): // the guest died: nothing more can run
+			s.Close()
+		case <-s.closed:
+		}
+	}()
+	return s, nil
+}
+
+// ID is the sandbox's id.
+func (s *Sandbox) ID() string { return s.id }
+
+// Info is what create returns: the env commands see, the network mode.
+func (s *Sandbox) Info() CreateResult { return s.result }
+
+// Env is the environment every command sees (secrets as placeholders).
+func (s *Sandbox) Env() map[string]string { return s.result.Env }
+
+// Events delivers every event until the sandbox is closed. A reader that
+// falls more than a thousand events behind misses some (see Dropped).
+func (s *Sandbox) Events() <-chan Event { return s.events }
+
+// Dropped counts events Events missed because nobody read them in time.
+func (s *Sandbox) Dropped() uint64 { return s.dropped.Load() }
+
+func (s *Sandbox) emit(e Event) {
+	if e.Timestamp == 0 {
+		e.Timestamp = time.Now().Unix()
+	}
+	if s.onEvent != nil {
+		s.onEvent(e)
+	}
+	s.evMu.Lock()
+	defer s.evMu.Unlock()
+	if s.evClosed {
+		return
+	}
+	select {
+	case s.events <- e:
+	default:
+		s.dropped.Add(1)
+	}
+}
+
+// Exec runs command with /bin/sh -c in the workspace and returns its result.
+func (s *Sandbox) Exec(command string) (*ExecResult, error) {
+	return s.ExecContext(context.Background(), ExecRequest{Command: command})
+}
+
+// ExecContext runs req and collects its output (up to MaxOutput a stream).
+// Canceling ctx kills the command.
+func (s *Sandbox) ExecContext(ctx context.Context, req ExecRequest) (*ExecResult, error) {
+	var out, errb capped
+	res, err := s.ExecStream(ctx, req, func(stream int, b []byte) {
+		if stream == Stderr {
+			errb.write(b)
+		} else {
+			out.write(b)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.Stdout, res.Stderr = string(out.b), string(errb.b)
+	res.Truncated = out.over || errb.over
+	return res, nil
+}
+
+type capped struct {
+	b    []byte
+	over bool
+}
+
+func (c *capped) write(b []byte) {
+	if n := MaxOutput - len(c.b); n < len(b) {
+		b, c.over = b[:max(n, 0)], true
+	}
+	c.b = append(c.b, b...)
+}
+
+// ExecStream runs req and hands its output to output (stream Stdout or
+// Stderr) as it arrives, from one goroutine; the result has no output.
+func (s *Sandbox) ExecStream(ctx context.Context, req ExecRequest, output func(stream int, data []byte)) (*ExecResult, error) {
+	argv := req.Args
+	if len(argv) == 0 {
+		if req.Command == "" {
+			return nil, errorf(KindInvalidParams, "exec: command is empty")
+		}
+		argv = []string{"/bin/sh", "-c", req.Command}
+	}
+	env := s.env
+	if len(req.Env) > 0 {
+		var extra []string
+		for _, k := range sortedKeys(req.Env) {
+			if k == "" || strings.ContainsAny(k, "=\x00") || strings.Contains(req.Env[k], "\x00") {
+				return nil, errorf(KindInvalidParams, "exec: env %q: a name without '=' and no NUL bytes", k)
+			}
+			extra = append(extra, k+"="+req.Env[k])
+		}
+		env = merge(env, extra)
+	}
+	for _, a := range argv {
+		if strings.Contains(a, "\x00") {
+			return nil, errorf(KindInvalidParams, "exec: the command contains a NUL byte")
+		}
+	}
+	dir := req.WorkingDir
+	if dir == "" {
+		dir = s.workspace
+	} else if !path.IsAbs(dir) {
+		dir = path.Join(s.workspace, dir)
+	}
+	timeout := s.timeout
+	if req.TimeoutMS > 0 {
+		timeout = time.Duration(req.TimeoutMS) * time.Millisecond
+	}
+	label := req.Command
+	if label == "" {
+		label = strings.Join(argv, " ")
+	}
+	start := time.Now()
+	p, err := s.nb.Exec(&proto.Exec{Argv: argv, Env: env, Dir: dir, Stdio: proto.StdioStream, TimeoutMS: timeout.Milliseconds()},
+		func(stream uint8, data []byte) {
+			if output != nil {
+				output(int(stream), data)
+			}
+		})
+	if err != nil {
+		return nil, s.guestErr(KindExec, err)
+	}
+	s.emit(Event{Type: "exec", Exec: &ExecEvent{Phase: "start", Command: label, PID: p.PID}})
+	if p.PID != 0 {
+		if len(req.Stdin) > 0 {
+			go func() {
+				p.Write(req.Stdin)
+				p.CloseStdin()
+			}()
+		} else {
+			p.CloseStdin()
+		}
+	}
+	stop := context.AfterFunc(ctx, func() { p.Signal(syscall.SIGKILL) })
+	defer stop()
+	e, err := p.Wait()
+	if err != nil {
+		return nil, s.guestErr(KindExec, err)
+	}
+	res := &ExecResult{ExitCode: e.Code, DurationMS: time.Since(start).Milliseconds(), Reason: e.Reason}
+	if ctx.Err() != nil && res.Reason == "" {
+		res.Reason = "canceled: " + ctx.Err().Error()
+	}
+	s.emit(Event{Type: "exec", Exec: &ExecEvent{Phase: "exit", Command: label, PID: p.PID, ExitCode: e.Code, DurationMS: res.DurationMS}})
+	return res, nil
+}
+
+// WriteFile writes content to path inside with mode 0644.
+func (s *Sandbox) WriteFile(path string, content []byte) error {
+	return s.WriteFileContext(context.Background(), path, content, 0)
+}
+
+// ReadFile returns the contents of path inside.
+func (s *Sandbox) ReadFile(path string) ([]byte, error) {
+	return s.ReadFileContext(context.Background(), path)
+}
+
+// ListFiles lists a directory inside.
+func (s *Sandbox) ListFiles(path string) ([]FileInfo, error) {
+	return s.ListFilesContext(context.Background(), path)
+}
+
+// WriteFileContext writes data to path inside (relative paths start at the
+// workspace), creating missing parent directories. Mode 0 means 0644.
+func (s *Sandbox) WriteFileContext(ctx context.Context, name string, data []byte, mode fs.FileMode) error {
+	if len(data) > MaxFile {
+		return errorf(KindTooLarge, "write_file %s: %d bytes, over the limit of %d", name, len(data), MaxFile)
+	}
+	p, err := s.path(name)
+	if err != nil {
+		return err
+	}
+	m := &proto.Msg{Op: proto.OpWriteFile, Path: p, Data: data, Mode: uint32(mode.Perm())}
+	_, err = s.nb.Call(ctx, m)
+	var pe *proto.Error
+	if errors.As(err, &pe) && pe.Errno == int(syscall.ENOENT) {
+		if _, merr := s.nb.Call(ctx, &proto.Msg{Op: proto.OpMkdir, Path: path.Dir(p), Mode: 0o755}); merr == nil {
+			_, err = s.nb.Call(ctx, m)
+		}
+	}
+	if err != nil {
+		return s.fileErr("write_file", name, err)
+	}
+	return nil
+}
+
+// ReadFileContext returns the contents of path inside (up to MaxFile bytes).
+func (s *Sandbox) ReadFileContext(ctx context.Context, name string) ([]byte, error) {
+	p, err := s.path(name)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.nb.Call(ctx, &proto.Msg{Op: proto.OpReadFile, Path: p})
+	if err != nil {
+		return nil, s.fileErr("read_file", name, err)
+	}
+	if r.Data == nil {
+		return []byte{}, nil
+	}
+	return r.Data, nil
+}
+
+// ListFilesContext lists a directory inside, sorted by name.
+func (s *Sandbox) ListFilesContext(ctx context.Context, name string) ([]FileInfo, error) {
+	p, err := s.path(name)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.nb.Call(ctx, &proto.Msg{Op: proto.OpListFiles, Path: p})
+	if err != nil {
+		return nil, s.fileErr("list_files", name, err)
+	}
+	out := make([]FileInfo, 0, len(r.Files))
+	for _, f := range r.Files {
+		m := fs.FileMode(f.Mode)
+		out = append(out, FileInfo{Name: f.Name, Size: f.Size, Mode: uint32(m.Perm()), IsDir: m.IsDir(), Link: f.Link, ModTime: f.ModTime / 1e9})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (s *Sandbox) path(name string) (string, error) {
+	if name == "" || strings.Contains(name, "\x00") {
+		return "", errorf(KindInvalidParams, "path %q: give a path inside the sandbox", name)
+	}
+	if !path.IsAbs(name) {
+		name = path.Join(s.workspace, name)
+	}
+	return path.Clean(name), nil
+}
+
+func (s *Sandbox) fileErr(op, name string, err error) error {
+	var pe *proto.Error
+	if errors.As(err, &pe) {
+		kind := KindIO
+		switch syscall.Errno(pe.Errno) {
+		case syscall.ENOENT, syscall.ENOTDIR:
+			kind = KindNotFound
+		case syscall.EACCES, syscall.EPERM, syscall.EROFS:
+			kind = KindPermission
+		case syscall.EFBIG:
+			kind = KindTooLarge
+		}
+		if strings.Contains(pe.Message, "larger than") {
+			kind = KindTooLarge
+		}
+		return &Error{Kind: kind, Message: fmt.Sprintf("%s %s: %s", op, name, pe.Message)}
+	}
+	return s.guestErr(KindIO, fmt.Errorf("%s %s: %w", op, name, err))
+}
+
+func (s *Sandbox) guestErr(kind string, err error) error {
+	switch {
+	case errors.Is(err, guestclient.ErrClosed):
+		return &Error{Kind: KindClosed, Message: "the sandbox has ended"}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return &Error{Kind: KindCanceled, Message: err.Error()}
+	case errors.Is(err, proto.ErrFrameTooLarge):
+		return &Error{Kind: KindTooLarge, Message: err.Error()}
+	}
+	return &Error{Kind: kind, Message: err.Error()}
+}
+
+// Done is closed when the sandbox has ended.
+func (s *Sandbox) Done() <-chan struct{} { return s.closed }
+
+// Close ends every process in the sandbox, stops its gateway, removes what
+// it made on the host and closes Events. It is safe to call more than once.
+func (s *Sandbox) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		if s.stopCtx != nil {
+			s.stopCtx()
+		}
+		if s.watch != nil {
+			s.watch.close()
+		}
+		if s.nb != nil {
+			err = s.nb.Close()
+			// PID 1's end is complete only when the kernel has killed and
+			// reaped every process of its namespace: wait for it (native
+			// Close does so only when it must empty a cgroup), so nothing of
+			// the sandbox outlives Close.
+			select {
+			case <-s.nb.Done():
+			case <-time.After(5 * time.Second):
+			}
+			if s.nb.TAP != nil && s.nw == nil {
+				s.nb.TAP.Close()
+			}
+		}
+		if s.nw != nil {
+			s.nw.Close() // closes the audit log: the pump ends
+		}
+		s.wg.Wait()
+		if s.dir != "" {
+			os.RemoveAll(s.dir)
+		}
+		s.evMu.Lock()
+		s.evClosed = true
+		close(s.events)
+		s.evMu.Unlock()
+		close(s.closed)
+	})
+	return err
+}
+
+// sweepStale removes what sandboxes of processes killed outright (no
+// Close) left: empty cgroups of dead guests, and private dirs in the temp
+// dir, whose names carry the owner's pid (only this user's dirs of dead
+// owners go).
+func sweepStale() {
+	// The guest's cgroups too (named by the guest's pid; see native).
+	cgroup.SweepStale("airlock-")
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "airlock-api-*"))
+	for _, d := range dirs {
+		f := strings.SplitN(filepath.Base(d), "-", 4) // airlock, api, PID, ID-random
+		if len(f) != 4 {
+			continue
+		}
+		pid, err := strconv.Atoi(f[2])
+		if err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); err == nil || errors.Is(err, syscall.EPERM) {
+			continue // alive (or someone else's)
+		}
+		var st syscall.Stat_t
+		if syscall.Lstat(d, &st) == nil && int(st.Uid) == os.Getuid() && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+			os.RemoveAll(d)
+		}
+	}
+}
+
+// networkEvent turns a gateway audit record into an event.
+func networkEvent(r audit.Record) (Event, bool) {
+	switch r.Kind {
+	case "http", "network", "dns":
+	default:
+		return Event{}, false
+	}
+	n := &NetworkEvent{Kind: r.Kind, Method: r.Method, Host: r.Host, Port: r.Port, StatusCode: r.Status,
+		RequestBytes: r.BytesOut, ResponseBytes: r.BytesIn, DurationMS: r.Duration.Duration().Milliseconds(),
+		Decision: r.Decision, Reason: r.Reason}
+	if n.Host == "" {
+		n.Host = r.Subject
+	}
+	if n.Host == "" {
+		n.Host = r.IP
+	}
+	n.Blocked = r.Decision != "" && r.Decision != "allow"
+	if r.Kind == "http" {
+		scheme, hostport := "https", r.Host
+		switch r.Port {
+		case 80:
+			scheme = "http"
+		case 443, 0:
+		default:
+			hostport += ":" + strconv.Itoa(r.Port)
+		}
+		n.URL = scheme + "://" + hostport + r.Path
+	}
+	return Event{Type: "network", Timestamp: r.Time.Unix(), Network: n}, true
+}
+
+func merge(base, extra []string) []string {
+	out := append([]string(nil), base...)
+	for _, e := range extra {
+		k, _, _ := strings.Cut(e, "=")
+		replaced := false
+		for i, b := range out {
+			if strings.HasPrefix(b, k+"=") {
+				out[i], replaced = e, true
+				break
+			}
+		}
+		if !replaced {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func newID() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// totalMemory is the machine's RAM, for the default memory limit.
+func totalMemory() int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 4 << 30
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if kb > 0 {
+				return kb << 10
+			}
+		}
+	}
+	return 4 << 30
+}
+
+// secretsOf makes the config's secrets, by value.
+func secretsOf(n *NetworkConfig) ([]*secrets.Secret, error) {
+	var out []*secrets.Secret
+	for _, name := range sortedKeys(n.Secrets) {
+		sec := n.Secrets[name]
+		if len(sec.Hosts) == 0 {
+			return nil, errorf(KindInvalidConfig, "network.secrets.%s: hosts is empty: name the hosts its value may go to", name)
+		}
+		s, err := secrets.New(name, []byte(sec.Value), sec.Hosts)
+		if err != nil {
+			return nil, errorf(KindInvalidConfig, "network.secrets: %v", err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// wrapHooks adapts the API's hooks to the gateway's.
+func wrapHooks(h HTTPHooks) (on func(*http.Request) error, onResp func(*http.Response) error) {
+	if h.OnRequest != nil {
+		on = func(r *http.Request) error {
+			nr, err := h.OnRequest(r)
+			if err != nil {
+				return err
+			}
+			if nr == nil {
+				return ErrBlocked
+			}
+			if nr != r {
+				*r = *nr.WithContext(r.Context())
+			}
+			return nil
+		}
+	}
+	if h.OnResponse != nil {
+		onResp = func(resp *http.Response) error {
+			nr, err := h.OnResponse(resp, resp.Request)
+			if err != nil {
+				return err
+			}
+			if nr != nil && nr != resp {
+				*resp = *nr
+			}
+			return nil
+		}
+	}
+	return on, onResp
+}

@@ -1,0 +1,373 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/airlock-dev/airlock/internal/backend/native"
+	"github.com/airlock-dev/airlock/internal/gateway"
+	"github.com/airlock-dev/airlock/internal/supervisor"
+)
+
+// Bounds on a config from a client.
+const (
+	maxMounts  = 64
+	maxEnv     = 4096
+	maxSecrets = 256
+	defaultPid = 1024
+)
+
+// planned is a checked config: the native shape and the host directories
+// still to make (memory mounts) once the sandbox's private dir exists.
+type planned struct {
+	id        string
+	native    native.Config
+	net       supervisor.NetworkSpec
+	hooks     gateway.Hooks
+	timeout   time.Duration
+	workspace string
+	memory    []memMount   // made under the private dir by materialize
+	watched   []watchMount // writable mounts: host dir → path inside
+}
+
+type memMount struct {
+	target string
+	bind   int // index into native.Binds, or -1: the workspace
+	upper  bool
+}
+
+type watchMount struct{ host, inside string }
+
+func invalid(format string, args ...any) error { return errorf(KindInvalidConfig, format, args...) }
+
+// plan checks c and shapes the sandbox. Nothing is created yet.
+func plan(c *Config) (*planned, error) {
+	p := &planned{id: newID()}
+	switch c.Image {
+	case "", "standard", "minimal", "host":
+	default:
+		return nil, invalid("image %q: the native backend shows the host's root read-only; use \"standard\" (or leave it out)", c.Image)
+	}
+	r := Resources{}
+	if c.Resources != nil {
+		r = *c.Resources
+	}
+	if r.CPUs < 0 || r.MemoryMB < 0 || r.TimeoutSeconds < 0 {
+		return nil, invalid("resources: cpus, memory_mb and timeout_seconds must not be negative")
+	}
+	if r.MemoryMB > 1<<30 || r.TimeoutSeconds > 1<<31 || r.CPUs > 4096 {
+		return nil, invalid("resources: out of range")
+	}
+	mem := r.MemoryMB << 20
+	if mem == 0 {
+		mem = totalMemory() / 2
+	}
+	if mem < 16<<20 {
+		return nil, invalid("resources.memory_mb %d: at least 16", r.MemoryMB)
+	}
+	p.timeout = time.Duration(r.TimeoutSeconds) * time.Second
+	home, _ := os.UserHomeDir()
+	p.native = native.Config{HostHome: home, TmpBytes: mem, Limits: native.Limits{MemoryBytes: mem, CPUs: r.CPUs, Pids: defaultPid}}
+	if cfg, err := os.UserConfigDir(); err == nil {
+		p.native.Hide = append(p.native.Hide, filepath.Join(cfg, "airlock"))
+	}
+	if root, err := stateRoot(); err == nil {
+		p.native.Hide = append(p.native.Hide, root)
+	}
+	if len(c.Env) > maxEnv {
+		return nil, invalid("env: %d variables, over the limit of %d", len(c.Env), maxEnv)
+	}
+	for k, v := range c.Env {
+		if !validEnvName(k) {
+			return nil, invalid("env %q: a variable name is letters, digits and _, not starting with a digit", k)
+		}
+		if strings.Contains(v, "\x00") {
+			return nil, invalid("env %s: the value contains a NUL byte", k)
+		}
+	}
+	if err := p.network(c.Network); err != nil {
+		return nil, err
+	}
+	if err := p.vfs(c.VFS); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *planned) network(n *NetworkConfig) error {
+	if n == nil {
+		return nil
+	}
+	if n.PolicyScript != "" {
+		return invalid("network.policy_script: policy scripts are not supported yet; use allowed_hosts and denied_hosts")
+	}
+	if len(n.Secrets) > maxSecrets {
+		return invalid("network.secrets: %d secrets, over the limit of %d", len(n.Secrets), maxSecrets)
+	}
+	p.net = supervisor.NetworkSpec{AllowHosts: n.AllowedHosts, DenyHosts: n.DeniedHosts, AddHosts: n.AddHosts}
+	if n.UpstreamCA != "" {
+		if !filepath.IsAbs(n.UpstreamCA) {
+			return invalid("network.upstream_ca: give an absolute host path to a PEM file")
+		}
+		p.net.UpstreamCA = n.UpstreamCA
+	}
+	ss, err := secretsOf(n)
+	if err != nil {
+		return err
+	}
+	p.net.SecretValues = ss
+	p.hooks.OnRequest, p.hooks.OnResponse = wrapHooks(n.Hooks)
+	return nil
+}
+
+// vfs maps mounts onto what the native backend has: the workspace (bind,
+// copy-on-write overlay, or an empty private directory) and bind mounts.
+func (p *planned) vfs(v *VFSConfig) error {
+	var mounts map[string]Mount
+	var direct map[string]DirectMount
+	if v != nil {
+		mounts, direct = v.Mounts, v.DirectMounts
+	}
+	if len(mounts)+len(direct) > maxMounts {
+		return invalid("vfs: %d mounts, over the limit of %d", len(mounts)+len(direct), maxMounts)
+	}
+	seen := map[string]string{}
+	clean := func(where, t string) (string, error) {
+		if !path.IsAbs(t) || path.Clean(t) == "/" || strings.Contains(t, "\x00") {
+			return "", invalid("%s %q: use an absolute path other than /", where, t)
+		}
+		t = path.Clean(t)
+		for _, bad := range []string{"/proc", "/dev", "/sys", "/run/airlock", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64"} {
+			if t == bad || strings.HasPrefix(t, bad+"/") {
+				return "", invalid("%s %q: cannot mount over the system's %s", where, t, bad)
+			}
+		}
+		if prev, ok := seen[t]; ok {
+			return "", invalid("%s %q: already mounted by %s", where, t, prev)
+		}
+		seen[t] = where
+		return t, nil
+	}
+	hostDir := func(where, hp string) (string, error) {
+		if hp == "" || !filepath.IsAbs(hp) {
+			return "", invalid("%s: host_path must be an absolute host path", where)
+		}
+		real, err := filepath.EvalSymlinks(hp)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return "", invalid("%s: host_path %s does not exist", where, hp)
+			}
+			return "", invalid("%s: host_path %s: %v", where, hp, err)
+		}
+		if real == "/" {
+			return "", invalid("%s: host_path cannot be /", where)
+		}
+		return real, nil
+	}
+
+	// The workspace: /workspace if mounted, else the first writable mount
+	// (by path), else an empty private directory at /workspace.
+	ws := ""
+	if _, ok := mounts[DefaultWorkspace]; ok {
+		ws = DefaultWorkspace
+	} else {
+		for _, t := range sortedKeys(mounts) {
+			if m := mounts[t]; !m.Readonly && m.Type != "" {
+				ws = t
+				break
+			}
+		}
+	}
+	if ws == "" {
+		ws = DefaultWorkspace
+		if mounts == nil {
+			mounts = map[string]Mount{}
+		} else {
+			mounts = copyMounts(mounts)
+		}
+		if _, ok := direct[ws]; !ok {
+			mounts[ws] = Mount{Type: MountMemory}
+		} else {
+			// A direct mount at /workspace is the workspace itself.
+			d := direct[ws]
+			mounts[ws] = Mount{Type: MountRealFS, HostPath: d.HostPath, Readonly: d.Readonly}
+			direct = copyDirect(direct)
+			delete(direct, ws)
+		}
+	}
+	for _, t := range sortedKeys(mounts) {
+		m := mounts[t]
+		where := fmt.Sprintf("vfs.mounts[%q]", t)
+		target, err := clean(where, t)
+		if err != nil {
+			return err
+		}
+		isWS := t == ws
+		if isWS {
+			p.workspace = target
+			p.native.Workspace = target
+		}
+		switch m.Type {
+		case MountMemory:
+			if m.Readonly {
+				return invalid("%s: a read-only memory mount would stay empty", where)
+			}
+			if isWS {
+				p.memory = append(p.memory, memMount{target: target, bind: -1})
+			} else {
+				p.native.Binds = append(p.native.Binds, native.Bind{Target: target})
+				p.memory = append(p.memory, memMount{target: target, bind: len(p.native.Binds) - 1})
+			}
+		case MountRealFS:
+			src, err := hostDir(where, m.HostPath)
+			if err != nil {
+				return err
+			}
+			if isWS && !m.Readonly {
+				p.native.WorkspaceSource = src
+				if src == target {
+					p.native.WorkspaceSource = ""
+				}
+			} else {
+				p.native.Binds = append(p.native.Binds, native.Bind{Source: src, Target: target, ReadOnly: m.Readonly})
+			}
+			if isWS && m.Readonly {
+				return invalid("%s: the workspace (%s) must be writable; mount read-only data elsewhere", where, target)
+			}
+			if !m.Readonly {
+				p.watched = append(p.watched, watchMount{host: src, inside: target})
+			}
+		case MountOverlay:
+			if !isWS {
+				return invalid("%s: overlay mounts are supported only as the workspace (%s)", where, ws)
+			}
+			if m.Lower == nil || m.Lower.Type != MountRealFS || (m.Upper != nil && m.Upper.Type != MountMemory) {
+				return invalid("%s: an overlay needs lower {type: real_fs, host_path} and upper {type: memory} (or none)", where)
+			}
+			src, err := hostDir(where+".lower", m.Lower.HostPath)
+			if err != nil {
+				return err
+			}
+			if fi, err := os.Stat(src); err != nil || !fi.IsDir() {
+				return invalid("%s.lower: %s is not a directory", where, src)
+			}
+			p.native.WorkspaceSource = src
+			p.memory = append(p.memory, memMount{target: target, bind: -1, upper: true})
+		case "":
+			return invalid("%s: type is missing: use memory, real_fs or overlay", where)
+		default:
+			return invalid("%s: mount type %q does not exist: use memory, real_fs or overlay", where, m.Type)
+		}
+	}
+	for _, t := range sortedKeys(direct) {
+		d := direct[t]
+		where := fmt.Sprintf("vfs.direct_mounts[%q]", t)
+		target, err := clean(where, t)
+		if err != nil {
+			return err
+		}
+		src, err := hostDir(where, d.HostPath)
+		if err != nil {
+			return err
+		}
+		p.native.Binds = append(p.native.Binds, native.Bind{Source: src, Target: target, ReadOnly: d.Readonly})
+		if !d.Readonly {
+			p.watched = append(p.watched, watchMount{host: src, inside: target})
+		}
+	}
+	sort.Slice(p.native.Binds, func(i, j int) bool { return p.native.Binds[i].Target < p.native.Binds[j].Target })
+	return p.hideInBinds()
+}
+
+// hideInBinds keeps what is always hidden (credentials, system secrets,
+// airlock's state) hidden when a mount shows its host directory elsewhere:
+// a source inside a hidden path is refused, and hidden paths inside a
+// source are hidden at their place under the target.
+func (p *planned) hideInBinds() error {
+	hidden := native.Hidden(p.native, os.Getenv)
+	type pair struct{ src, dst string }
+	pairs := []pair{}
+	for _, b := range p.native.Binds {
+		if b.Source != "" {
+			pairs = append(pairs, pair{b.Source, b.Target})
+		}
+	}
+	if p.native.WorkspaceSource != "" {
+		pairs = append(pairs, pair{p.native.WorkspaceSource, p.native.Workspace})
+	}
+	for _, m := range pairs {
+		for _, h := range hidden {
+			h = filepath.Clean(h)
+			switch {
+			case m.src == h || strings.HasPrefix(m.src, h+"/"):
+				return invalid("vfs: host_path %s is (inside) %s, which a sandbox never sees", m.src, h)
+			case strings.HasPrefix(h, m.src+"/"):
+				p.native.Hide = append(p.native.Hide, path.Join(m.dst, strings.TrimPrefix(h, m.src)))
+			}
+		}
+	}
+	return nil
+}
+
+// materialize makes the memory mounts' directories under dir.
+func (p *planned) materialize(dir string) error {
+	// Binds were sorted after memory mounts recorded their index: find by target.
+	for i, m := range p.memory {
+		host := filepath.Join(dir, fmt.Sprintf("mem%d", i))
+		if err := os.Mkdir(host, 0o755); err != nil {
+			return fmt.Errorf("memory mount %s: %w", m.target, err)
+		}
+		switch {
+		case m.upper:
+			work := filepath.Join(dir, fmt.Sprintf("work%d", i))
+			if err := os.Mkdir(work, 0o700); err != nil {
+				return fmt.Errorf("overlay %s: %w", m.target, err)
+			}
+			p.native.Overlay = &native.Overlay{Upper: host, Work: work}
+		case m.bind < 0:
+			p.native.WorkspaceSource = host
+		default:
+			for j := range p.native.Binds {
+				if p.native.Binds[j].Target == m.target {
+					p.native.Binds[j].Source = host
+				}
+			}
+		}
+		p.watched = append(p.watched, watchMount{host: host, inside: m.target})
+	}
+	return nil
+}
+
+func copyMounts(m map[string]Mount) map[string]Mount {
+	out := make(map[string]Mount, len(m)+1)
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func copyDirect(m map[string]DirectMount) map[string]DirectMount {
+	out := make(map[string]DirectMount, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func validEnvName(k string) bool {
+	if k == "" || (k[0] >= '0' && k[0] <= '9') {
+		return false
+	}
+	for _, c := range k {
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,85 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"testing"
+)
+
+func TestPlanRefusesWhatDoesNotExist(t *testing.T) {
+	for name, c := range map[string]string{
+		"an unknown mount type":           `{"vfs":{"mounts":{"/s3":{"type":"s3"}}}}`,
+		"a mount without a type":          `{"vfs":{"mounts":{"/a":{}}}}`,
+		"an overlay off the workspace":    `{"vfs":{"mounts":{"/workspace":{"type":"memory"},"/o":{"type":"overlay","lower":{"type":"real_fs","host_path":"/usr"}}}}}`,
+		"a mount over the system":         `{"vfs":{"mounts":{"/proc/x":{"type":"memory"}}}}`,
+		"a relative path":                 `{"vfs":{"direct_mounts":{"x":{"host_path":"/usr"}}}}`,
+		"a missing host path":             `{"vfs":{"direct_mounts":{"/x":{"host_path":"/nonexistent/y"}}}}`,
+		"a policy script":                 `{"network":{"policy_script":"x"}}`,
+		"a docker image":                  `{"image":"python:3.12"}`,
+		"negative memory":                 `{"resources":{"memory_mb":-1}}`,
+		"a bad env name":                  `{"env":{"1X":"y"}}`,
+		"a secret without hosts":          `{"network":{"secrets":{"K":{"value":"abcdefgh"}}}}`,
+		"a read-only workspace":           `{"vfs":{"mounts":{"/workspace":{"type":"real_fs","host_path":"/usr","readonly":true}}}}`,
+		"the same path twice (two kinds)": `{"vfs":{"mounts":{"/d":{"type":"memory"}},"direct_mounts":{"/d":{"host_path":"/usr"}}}}`,
+		"a hidden host path":              `{"vfs":{"direct_mounts":{"/d":{"host_path":"/etc/ssl/private"}}}}`,
+	} {
+		var c2 Config
+		if err := json.Unmarshal([]byte(c), &c2); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		_, err := plan(&c2)
+		if !errors.Is(err, &Error{Kind: KindInvalidConfig}) {
+			t.Errorf("%s: plan(%s) = %v, want an invalid_config error", name, c, err)
+		}
+	}
+}
+
+func TestPlanMapsMounts(t *testing.T) {
+	var c Config
+	json.Unmarshal([]byte(`{"vfs":{"mounts":{"/workspace":{"type":"overlay","upper":{"type":"memory"},"lower":{"type":"real_fs","host_path":"/usr/share"}},
+		"/config":{"type":"real_fs","host_path":"/etc","readonly":true}},"direct_mounts":{"/mnt/data":{"host_path":"/usr/lib","readonly":true}}}}`), &c)
+	p, err := plan(&c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.workspace != "/workspace" || p.native.WorkspaceSource != "/usr/share" || len(p.native.Binds) != 2 {
+		t.Fatalf("plan = workspace %q source %q binds %+v", p.workspace, p.native.WorkspaceSource, p.native.Binds)
+	}
+	for _, b := range p.native.Binds {
+		if !b.ReadOnly {
+			t.Errorf("bind %+v should be read-only", b)
+		}
+	}
+}
+
+// FuzzPlan: no config a client can send panics the planner.
+func FuzzPlan(f *testing.F) {
+	for _, s := range []string{
+		`{}`,
+		`{"image":"standard","resources":{"cpus":2,"memory_mb":1024,"timeout_seconds":300},"network":{"allowed_hosts":["api.openai.com"],"secrets":{"K":{"value":"sk-12345678","hosts":["api.openai.com"]}}},"vfs":{"mounts":{"/workspace":{"type":"memory"}}},"env":{"K":"${K}"}}`,
+		`{"vfs":{"mounts":{"/workspace":{"type":"overlay","upper":{"type":"memory"},"lower":{"type":"real_fs","host_path":"/usr"}}}}}`,
+		`{"vfs":{"direct_mounts":{"/workspace":{"host_path":"/tmp"}}}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var c Config
+		if json.Unmarshal(b, &c) != nil {
+			return
+		}
+		plan(&c)
+	})
+}
+
+func TestPlanHidesHiddenPathsUnderABindsTarget(t *testing.T) {
+	var c Config
+	json.Unmarshal([]byte(`{"vfs":{"direct_mounts":{"/hostetc":{"host_path":"/etc","readonly":true}}}}`), &c)
+	p, err := plan(&c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(p.native.Hide, "/hostetc/shadow") {
+		t.Fatalf("Hide = %v, want /hostetc/shadow among them", p.native.Hide)
+	}
+}

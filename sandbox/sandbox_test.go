@@ -1,0 +1,311 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The sandbox re-executes this test binary as its guest.
+func TestMain(m *testing.M) {
+	Init()
+	os.Exit(m.Run())
+}
+
+func newSandbox(t *testing.T, c *Config) *Sandbox {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sb, err := Create(context.Background(), c)
+	if err != nil {
+		if ctx.Err() == nil && strings.Contains(err.Error(), "create namespaces") {
+			t.Skipf("no user namespaces here: %v", err)
+		}
+		t.Fatalf("Create: %v", err)
+	}
+	t.Cleanup(func() { sb.Close() })
+	return sb
+}
+
+func TestExecAndFiles(t *testing.T) {
+	var files []FileEvent
+	done := make(chan struct{})
+	sb := newSandbox(t, &Config{Env: map[string]string{"GREETING": "hi"}})
+	go func() {
+		defer close(done)
+		for e := range sb.Events() {
+			if e.File != nil {
+				files = append(files, *e.File)
+			}
+		}
+	}()
+	ctx := context.Background()
+	r, err := sb.Exec("echo $GREETING; pwd; echo err >&2; exit 3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ExitCode != 3 || r.Stdout != "hi\n/workspace\n" || r.Stderr != "err\n" {
+		t.Fatalf("Exec = %+v", r)
+	}
+	if err := sb.WriteFileContext(ctx, "/workspace/sub/hello.txt", []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, err := sb.ReadFileContext(ctx, "sub/hello.txt")
+	if err != nil || string(b) != "hello" {
+		t.Fatalf("ReadFile = %q, %v", b, err)
+	}
+	ls, err := sb.ListFilesContext(ctx, "/workspace/sub")
+	if err != nil || len(ls) != 1 || ls[0].Name != "hello.txt" || ls[0].Mode != 0o600 || ls[0].Size != 5 {
+		t.Fatalf("ListFiles = %+v, %v", ls, err)
+	}
+	if _, err := sb.ReadFileContext(ctx, "/workspace/nope"); !errors.Is(err, &Error{Kind: KindNotFound}) {
+		t.Fatalf("ReadFile(missing) = %v, want kind %s", err, KindNotFound)
+	}
+	if err := sb.WriteFile("/etc/passwd", []byte("x")); !errors.Is(err, &Error{Kind: KindPermission}) {
+		t.Fatalf("WriteFile(/etc/passwd) = %v, want kind %s", err, KindPermission)
+	}
+	if _, err := sb.Exec("rm sub/hello.txt"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	sb.Close()
+	<-done
+	var ops []string
+	for _, f := range files {
+		ops = append(ops, f.Op+" "+f.Path)
+	}
+	got := strings.Join(ops, "\n")
+	for _, want := range []string{"create /workspace/sub", "write /workspace/sub/hello.txt", "delete /workspace/sub/hello.txt"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("file events lack %q; got:\n%s", want, got)
+		}
+	}
+	if _, err := sb.Exec("true"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Exec after Close = %v, want ErrClosed", err)
+	}
+}
+
+func TestContextCancelTearsDown(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sb, err := Create(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	pid := sb.nb.GuestPID()
+	dir := sb.dir
+	cancel()
+	select {
+	case <-sb.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the sandbox outlived its context")
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("private dir %s left behind: %v", dir, err)
+	}
+	if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+		if b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); !strings.Contains(string(b), ") Z") {
+			t.Errorf("guest %d still running", pid)
+		}
+	}
+}
+
+func TestExecTimeoutAndCancel(t *testing.T) {
+	sb := newSandbox(t, &Config{Resources: &Resources{TimeoutSeconds: 30}})
+	r, err := sb.ExecContext(context.Background(), ExecRequest{Command: "sleep 10", TimeoutMS: 100})
+	if err != nil || r.ExitCode == 0 || r.Reason == "" {
+		t.Fatalf("timed out exec = %+v, %v", r, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	r, err = sb.ExecContext(ctx, ExecRequest{Args: []string{"sleep", "10"}})
+	if err != nil || r.ExitCode != 137 || time.Since(start) > 5*time.Second {
+		t.Fatalf("canceled exec = %+v, %v after %s", r, err, time.Since(start))
+	}
+}
+
+// TestHTTPHooks: Go-function hooks see intercepted requests (placeholders,
+// never values) and responses, and can refuse a request.
+func TestHTTPHooks(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("the upstream listens on 127.0.0.3:443, which needs root")
+	}
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.URL.Path+" hook="+r.Header.Get("X-Hook")+" auth="+r.Header.Get("Authorization"))
+		mu.Unlock()
+		fmt.Fprintln(w, "ok")
+	}))
+	ln, err := net.Listen("tcp", "127.0.0.3:443")
+	if err != nil {
+		t.Skipf("listen 127.0.0.3:443: %v", err)
+	}
+	srv.Listener = ln
+	srv.StartTLS()
+	defer srv.Close()
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.TLS.Certificates[0].Certificate[0]}), 0o644)
+	var seenAuth []string
+	sb := newSandbox(t, &Config{
+		Network: &NetworkConfig{
+			AllowedHosts: []string{"example.com"},
+			AddHosts:     []string{"example.com:127.0.0.3"},
+			UpstreamCA:   caFile,
+			Secrets:      map[string]Secret{"TOKEN": {Value: "real-secret-value", Hosts: []string{"example.com"}}},
+			Hooks: HTTPHooks{
+				OnRequest: func(r *http.Request) (*http.Request, error) {
+					mu.Lock()
+					seenAuth = append(seenAuth, r.Header.Get("Authorization"))
+					mu.Unlock()
+					if strings.HasPrefix(r.URL.Path, "/admin") {
+						return nil, ErrBlocked
+					}
+					r.Header.Set("X-Hook", "yes")
+					return r, nil
+				},
+				OnResponse: func(resp *http.Response, req *http.Request) (*http.Response, error) {
+					resp.Header.Set("X-Seen", req.URL.Path)
+					return resp, nil
+				},
+			},
+		},
+		Env: map[string]string{"TOKEN": "${TOKEN}"},
+	})
+	r, err := sb.Exec(`curl -sS -D - -H "Authorization: Bearer $TOKEN" https://example.com/v1; curl -sS -o /dev/null -w '%{http_code}\n' https://example.com/admin`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.ToLower(r.Stdout), "x-seen: /v1") || !strings.HasSuffix(r.Stdout, "403\n") {
+		t.Fatalf("sandbox saw:\n%s%s", r.Stdout, r.Stderr)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || got[0] != "/v1 hook=yes auth=Bearer real-secret-value" {
+		t.Fatalf("upstream got %q", got)
+	}
+	for _, a := range seenAuth {
+		if strings.Contains(a, "real-secret-value") {
+			t.Fatalf("OnRequest saw the real secret: %q", a)
+		}
+	}
+}
+
+func TestHiddenPathsStayHiddenUnderAMount(t *testing.T) {
+	sb := newSandbox(t, &Config{VFS: &VFSConfig{DirectMounts: map[string]DirectMount{"/hostetc": {HostPath: "/etc", Readonly: true}}}})
+	r, err := sb.Exec("cat /hostetc/hostname >/dev/null && echo visible; cat /hostetc/shadow 2>/dev/null | wc -c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Stdout != "visible\n0\n" {
+		t.Fatalf("got %q, want /hostetc/hostname readable and /hostetc/shadow empty", r.Stdout)
+	}
+}
+
+func TestRealFSAndOverlayWorkspaces(t *testing.T) {
+	host := t.TempDir()
+	os.Chmod(host, 0o755)
+	os.WriteFile(filepath.Join(host, "base.txt"), []byte("base"), 0o644)
+
+	// real_fs: the host directory, live, at /workspace.
+	sb := newSandbox(t, &Config{VFS: &VFSConfig{Mounts: map[string]Mount{"/workspace": {Type: MountRealFS, HostPath: host}}}})
+	var mu sync.Mutex
+	var events []string
+	go func() {
+		for e := range sb.Events() {
+			if e.File != nil {
+				mu.Lock()
+				events = append(events, e.File.Op+" "+e.File.Path)
+				mu.Unlock()
+			}
+		}
+	}()
+	if r, err := sb.Exec("cat base.txt && echo new > made.txt"); err != nil || r.Stdout != "base" {
+		t.Fatalf("real_fs exec = %+v, %v", r, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(host, "made.txt")); err != nil || string(b) != "new\n" {
+		t.Fatalf("host sees %q, %v; want the sandbox's write", b, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		got := strings.Join(events, ",")
+		mu.Unlock()
+		if strings.Contains(got, "write /workspace/made.txt") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("file events = %s", got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	sb.Close()
+
+	// overlay: the host directory below, writes in memory above; the host sees nothing.
+	ov, err := Create(context.Background(), &Config{VFS: &VFSConfig{Mounts: map[string]Mount{"/workspace": {
+		Type: MountOverlay, Upper: &Mount{Type: MountMemory}, Lower: &Mount{Type: MountRealFS, HostPath: host}}}}})
+	if err != nil {
+		if strings.Contains(err.Error(), "overlay") {
+			t.Skipf("no overlay here: %v", err)
+		}
+		t.Fatal(err)
+	}
+	defer ov.Close()
+	if r, err := ov.Exec("cat base.txt && echo changed > base.txt && cat base.txt && rm made.txt"); err != nil || r.Stdout != "basechanged\n" || r.ExitCode != 0 {
+		t.Fatalf("overlay exec = %+v, %v", r, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(host, "base.txt")); string(b) != "base" {
+		t.Fatalf("host base.txt = %q after an overlay write", b)
+	}
+	if _, err := os.Stat(filepath.Join(host, "made.txt")); err != nil {
+		t.Fatalf("host made.txt gone after an overlay delete: %v", err)
+	}
+}
+
+// TestUnprivileged re-runs this package's tests as uid 65534 (where the
+// network is the proxy door and cgroups may be missing), as root only.
+func TestUnprivileged(t *testing.T) {
+	if os.Getuid() != 0 || os.Getenv("AIRLOCK_SANDBOX_TEST_NOBODY") != "" {
+		t.Skip("runs only as root, to re-run the tests as an unprivileged user")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("setpriv not installed")
+	}
+	dir, err := os.MkdirTemp("", "airlock-sandbox-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o1777)
+	bin := filepath.Join(dir, "sandbox.test")
+	b, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", bin, "-test.v", "-test.run=^Test", "-test.timeout=5m")
+	c.Dir = dir
+	c.Env = []string{"AIRLOCK_SANDBOX_TEST_NOBODY=1", "HOME=/nonexistent", "TMPDIR=" + dir, "PATH=" + os.Getenv("PATH")}
+	out, err := c.CombinedOutput()
+	t.Logf("as uid 65534:\n%s", out)
+	if err != nil {
+		t.Fatalf("tests failed as an unprivileged user: %v", err)
+	}
+}

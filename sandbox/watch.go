@@ -1,0 +1,163 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-dev/airlock/internal/state"
+)
+
+// maxWatches bounds the directories watched per sandbox: a sandbox making
+// more directories than that gets no events for the ones beyond.
+const maxWatches = 8192
+
+// watcher turns inotify events on the host side of the writable mounts into
+// file events: creates, writes (on close after writing) and deletes, by any
+// process inside or by write_file. It sees what lands in host directories:
+// bind and memory mounts fully; an overlay workspace's writes and creates
+// (its deletions are whiteouts, reported as creates of the name).
+type watcher struct {
+	f     *os.File
+	emit  func(Event)
+	mu    sync.Mutex
+	dirs  map[int]watchMount // watch descriptor → host dir and its path inside
+	full  bool
+	done  chan struct{}
+	close func()
+}
+
+func newWatcher(mounts []watchMount, emit func(Event)) (*watcher, error) {
+	if len(mounts) == 0 {
+		return nil, nil
+	}
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("inotify: %w", err)
+	}
+	w := &watcher{f: os.NewFile(uintptr(fd), "inotify"), emit: emit, dirs: map[int]watchMount{}, done: make(chan struct{})}
+	var once sync.Once
+	w.close = func() {
+		once.Do(func() {
+			w.f.Close()
+			<-w.done
+		})
+	}
+	for _, m := range mounts {
+		if err := w.addTree(m, false); err != nil {
+			w.f.Close()
+			return nil, err
+		}
+	}
+	go w.run()
+	return w, nil
+}
+
+const watchMask = unix.IN_CREATE | unix.IN_CLOSE_WRITE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO | unix.IN_ONLYDIR | unix.IN_DONT_FOLLOW | unix.IN_EXCL_UNLINK
+
+// addTree watches dir and the directories below it; announce reports the
+// files already there (made before the watch caught up with a new dir).
+func (w *watcher) addTree(m watchMount, announce bool) error {
+	return filepath.WalkDir(m.host, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		inside := path.Join(m.inside, strings.TrimPrefix(p, m.host))
+		if !d.IsDir() {
+			if announce {
+				// Made before the new directory's watch was in place: its
+				// close-after-write may be gone unseen, so a file with
+				// content counts as written too (possibly twice).
+				w.file("create", p, inside)
+				if info, err := d.Info(); err == nil && info.Size() > 0 {
+					w.file("write", p, inside)
+				}
+			}
+			return nil
+		}
+		w.mu.Lock()
+		if len(w.dirs) >= maxWatches {
+			w.full = true
+			w.mu.Unlock()
+			return filepath.SkipAll
+		}
+		wd, werr := unix.InotifyAddWatch(int(w.f.Fd()), p, watchMask)
+		if werr == nil {
+			w.dirs[wd] = watchMount{host: p, inside: inside}
+		}
+		w.mu.Unlock()
+		if werr != nil && p == m.host {
+			return fmt.Errorf("inotify watch %s: %w", p, werr)
+		}
+		if announce && p != m.host {
+			w.emit(Event{Type: "file", File: &FileEvent{Op: "create", Path: inside}})
+		}
+		return nil
+	})
+}
+
+func (w *watcher) file(op, host, inside string) {
+	var size int64
+	if op != "delete" {
+		if st, err := os.Lstat(host); err == nil {
+			size = st.Size()
+		}
+	}
+	w.emit(Event{Type: "file", File: &FileEvent{Op: op, Path: inside, Size: size}})
+}
+
+func (w *watcher) run() {
+	defer close(w.done)
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := w.f.Read(buf)
+		if err != nil {
+			return
+		}
+		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+			name := ""
+			if ev.Len > 0 {
+				end := off + unix.SizeofInotifyEvent + int(ev.Len)
+				if end > n {
+					break
+				}
+				name = strings.TrimRight(string(buf[off+unix.SizeofInotifyEvent:end]), "\x00")
+			}
+			off += unix.SizeofInotifyEvent + int(ev.Len)
+			w.mu.Lock()
+			dir, ok := w.dirs[int(ev.Wd)]
+			if ev.Mask&unix.IN_IGNORED != 0 {
+				delete(w.dirs, int(ev.Wd))
+			}
+			w.mu.Unlock()
+			if !ok || name == "" {
+				continue
+			}
+			host, inside := filepath.Join(dir.host, name), path.Join(dir.inside, name)
+			isDir := ev.Mask&unix.IN_ISDIR != 0
+			switch {
+			case ev.Mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0:
+				if isDir {
+					w.emit(Event{Type: "file", File: &FileEvent{Op: "create", Path: inside}})
+					w.addTree(watchMount{host: host, inside: inside}, true)
+				} else {
+					w.file("create", host, inside)
+				}
+			case ev.Mask&unix.IN_CLOSE_WRITE != 0:
+				w.file("write", host, inside)
+			case ev.Mask&(unix.IN_DELETE|unix.IN_MOVED_FROM) != 0:
+				w.file("delete", host, inside)
+			}
+		}
+	}
+}
+
+// stateRoot is airlock's state dir, hidden inside like the CLI's sandboxes.
+func stateRoot() (string, error) { return state.Root() }
