@@ -22,8 +22,10 @@ func acceptPair(t *testing.T, serve func(net.Conn)) net.Conn {
 		t.Fatal(err)
 	}
 	defer ln.Close()
+	accepted := make(chan struct{})
 	go func() {
 		c, err := ln.Accept()
+		close(accepted)
 		if err == nil {
 			serve(c)
 		}
@@ -33,6 +35,7 @@ func acceptPair(t *testing.T, serve func(net.Conn)) net.Conn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
+	<-accepted // closing the listener first would reset a connection not yet accepted
 	return c
 }
 
