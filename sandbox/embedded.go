@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -123,7 +122,7 @@ func Create(ctx context.Context, c *Config) (_ *Sandbox, err error) {
 		}
 		nc.Files = append(nc.Files, s.nw.Files()...)
 		nc.Relay, nc.Net = s.nw.Relay(), s.nw.Net()
-		env = merge(env, s.nw.Env())
+		env = supervisor.MergeEnv(env, s.nw.Env())
 		s.result.Network = supervisor.ModeProxy
 		if nc.Net != nil {
 			s.result.Network = supervisor.ModeTransparent
@@ -143,7 +142,7 @@ func Create(ctx context.Context, c *Config) (_ *Sandbox, err error) {
 		})
 		user = append(user, k+"="+v)
 	}
-	s.env = merge(env, user)
+	s.env = supervisor.MergeEnv(env, user)
 	if err := s.nb.Start(ctx, nc, nil); err != nil {
 		return fail(KindStart, err)
 	}
@@ -276,7 +275,7 @@ func (s *Sandbox) ExecStream(ctx context.Context, req ExecRequest, output func(s
 			}
 			extra = append(extra, k+"="+req.Env[k])
 		}
-		env = merge(env, extra)
+		env = supervisor.MergeEnv(env, extra)
 	}
 	for _, a := range argv {
 		if strings.Contains(a, "\x00") {
@@ -550,23 +549,6 @@ func networkEvent(r audit.Record) (Event, bool) {
 	return Event{Type: "network", Timestamp: r.Time.Unix(), Network: n}, true
 }
 
-func merge(base, extra []string) []string {
-	out := append([]string(nil), base...)
-	for _, e := range extra {
-		k, _, _ := strings.Cut(e, "=")
-		replaced := false
-		for i, b := range out {
-			if strings.HasPrefix(b, k+"=") {
-				out[i], replaced = e, true
-				break
-			}
-		}
-		if !replaced {
-			out = append(out, e)
-		}
-	}
-	return out
-}
 
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
@@ -583,24 +565,6 @@ func newID() string {
 	return hex.EncodeToString(b)
 }
 
-// totalMemory is the machine's RAM, for the default memory limit.
-func totalMemory() int64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 4 << 30
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if kb > 0 {
-				return kb << 10
-			}
-		}
-	}
-	return 4 << 30
-}
 
 // secretsOf makes the config's secrets, by value.
 func secretsOf(n *NetworkConfig) ([]*secrets.Secret, error) {

@@ -66,7 +66,7 @@ func plan(c *Config) (*planned, error) {
 	}
 	mem := r.MemoryMB << 20
 	if mem == 0 {
-		mem = totalMemory() / 2
+		mem = native.TotalMemory() / 2
 	}
 	if mem < 16<<20 {
 		return nil, invalid("resources.memory_mb %d: at least 16", r.MemoryMB)

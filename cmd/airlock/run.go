@@ -231,7 +231,7 @@ func (o *runOptions) limits() (native.Limits, error) {
 		return native.Limits{}, err
 	}
 	if mem == 0 {
-		mem = totalMemory() / 2
+		mem = native.TotalMemory() / 2
 	}
 	if o.cpus < 0 || o.pids < 0 {
 		return native.Limits{}, usageError{"--cpus and --pids must not be negative"}
@@ -394,23 +394,6 @@ func parseSize(s, flag string) (int64, error) {
 	return int64(v * float64(mult)), nil
 }
 
-func totalMemory() int64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 4 << 30
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if kb > 0 {
-				return kb << 10
-			}
-		}
-	}
-	return 4 << 30
-}
 
 func openStore() (*state.Store, error) {
 	root, err := state.Root()

@@ -72,7 +72,7 @@ func (sv *supervisor) client(c *proto.Conn) {
 					c.Send(&proto.Msg{ID: id, Op: proto.OpError, Err: &proto.Error{Step: "exec", Message: "empty command"}})
 					return
 				}
-				req.Env = mergeEnv(sv.spec.Env, req.Env)
+				req.Env = MergeEnv(sv.spec.Env, req.Env)
 				if req.Dir == "" {
 					req.Dir = sv.spec.Native.Workspace
 				}

@@ -21,18 +21,18 @@ func SandboxEnv(host []string, home, id string, extra []string) ([]string, []str
 	var env []string
 	for _, kv := range host {
 		if k, _, ok := strings.Cut(kv, "="); ok && (passedEnv[k] || strings.HasPrefix(k, "LC_")) {
-			env = mergeEnv(env, []string{kv})
+			env = MergeEnv(env, []string{kv})
 		}
 	}
 	if _, ok := lookupEnv(env, "PATH"); !ok {
 		env = append(env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
 	}
-	env = mergeEnv(env, []string{"HOME=" + home, "TMPDIR=/tmp", "AIRLOCK_SANDBOX=" + id})
+	env = MergeEnv(env, []string{"HOME=" + home, "TMPDIR=/tmp", "AIRLOCK_SANDBOX=" + id})
 	flags, warnings, err := EnvFlags(host, extra)
 	if err != nil {
 		return nil, nil, err
 	}
-	return mergeEnv(env, flags), warnings, nil
+	return MergeEnv(env, flags), warnings, nil
 }
 
 // EnvFlags resolves --env entries against the host's environment: NAME takes
@@ -81,7 +81,8 @@ func validEnvName(k string) bool {
 }
 
 // mergeEnv overlays extra NAME=VALUE entries on base.
-func mergeEnv(base, extra []string) []string {
+// MergeEnv returns base with extra's NAME=VALUE entries set over it.
+func MergeEnv(base, extra []string) []string {
 	if len(extra) == 0 {
 		return base
 	}

@@ -91,7 +91,7 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error), spawned *nativ
 		defer nw.Close()
 		spec.Native.Files = append(spec.Native.Files, nw.files...)
 		spec.Native.Relay, spec.Native.Net = nw.relay, nw.net
-		spec.Env = mergeEnv(spec.Env, nw.env)
+		spec.Env = MergeEnv(spec.Env, nw.env)
 		sv.spec = spec
 	}
 	ws, err := prepareWorkspace(h.Dir(), &spec, stdio.Stderr)

@@ -4,10 +4,12 @@
 package native
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/airlock-dev/airlock/internal/proto"
@@ -69,6 +71,26 @@ type Limits struct {
 	MemoryBytes int64   `json:"memory_bytes,omitempty"`
 	CPUs        float64 `json:"cpus,omitempty"`
 	Pids        int64   `json:"pids,omitempty"`
+}
+
+// TotalMemory is the machine's RAM (4 GiB if /proc/meminfo cannot say),
+// from which the default memory limit is taken.
+func TotalMemory() int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 4 << 30
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if kb > 0 {
+				return kb << 10
+			}
+		}
+	}
+	return 4 << 30
 }
 
 // Hostname is the sandbox's UTS name.
