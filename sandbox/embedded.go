@@ -549,7 +549,6 @@ func networkEvent(r audit.Record) (Event, bool) {
 	return Event{Type: "network", Timestamp: r.Time.Unix(), Network: n}, true
 }
 
-
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -564,7 +563,6 @@ func newID() string {
 	rand.Read(b)
 	return hex.EncodeToString(b)
 }
-
 
 // secretsOf makes the config's secrets, by value.
 func secretsOf(n *NetworkConfig) ([]*secrets.Secret, error) {

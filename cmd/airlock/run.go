@@ -394,7 +394,6 @@ func parseSize(s, flag string) (int64, error) {
 	return int64(v * float64(mult)), nil
 }
 
-
 func openStore() (*state.Store, error) {
 	root, err := state.Root()
 	if err != nil {
