@@ -84,7 +84,7 @@ func plan(c *Config) (*planned, error) {
 		return nil, invalid("env: %d variables, over the limit of %d", len(c.Env), maxEnv)
 	}
 	for k, v := range c.Env {
-		if !validEnvName(k) {
+		if !supervisor.ValidEnvName(k) {
 			return nil, invalid("env %q: a variable name is letters, digits and _, not starting with a digit", k)
 		}
 		if strings.Contains(v, "\x00") {
@@ -360,14 +360,3 @@ func copyDirect(m map[string]DirectMount) map[string]DirectMount {
 	return out
 }
 
-func validEnvName(k string) bool {
-	if k == "" || (k[0] >= '0' && k[0] <= '9') {
-		return false
-	}
-	for _, c := range k {
-		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			return false
-		}
-	}
-	return true
-}

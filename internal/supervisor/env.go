@@ -41,7 +41,7 @@ func SandboxEnv(host []string, home, id string, extra []string) ([]string, []str
 func EnvFlags(host, flags []string) (set, warnings []string, err error) {
 	for _, e := range flags {
 		k, _, hasValue := strings.Cut(e, "=")
-		if !validEnvName(k) {
+		if !ValidEnvName(k) {
 			return nil, nil, fmt.Errorf("--env %q: a variable name is letters, digits and _ , not starting with a digit", e)
 		}
 		if hasValue {
@@ -68,7 +68,8 @@ func lookupEnv(env []string, k string) (string, bool) {
 	return "", false
 }
 
-func validEnvName(k string) bool {
+// ValidEnvName reports whether k is a portable variable name ([A-Za-z_][A-Za-z0-9_]*).
+func ValidEnvName(k string) bool {
 	if k == "" || (k[0] >= '0' && k[0] <= '9') {
 		return false
 	}
@@ -80,7 +81,6 @@ func validEnvName(k string) bool {
 	return true
 }
 
-// mergeEnv overlays extra NAME=VALUE entries on base.
 // MergeEnv returns base with extra's NAME=VALUE entries set over it.
 func MergeEnv(base, extra []string) []string {
 	if len(extra) == 0 {
