@@ -359,4 +359,3 @@ func copyDirect(m map[string]DirectMount) map[string]DirectMount {
 	}
 	return out
 }
-
