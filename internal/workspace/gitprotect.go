@@ -74,13 +74,14 @@ func (s *Session) snapshotGit() error {
 	if err != nil {
 		return fmt.Errorf("workspace: --protect-git: %w (pass --protect-git=false to go without)", err)
 	}
+	if len(m) == 0 {
+		return nil // no repository: restoreGit removes whatever .git the run made
+	}
 	if err := os.Mkdir(s.path(gitDir), 0o700); err != nil {
 		return fmt.Errorf("workspace: %w", err)
 	}
-	if len(m) > 0 {
-		if _, err := CopyIn(s.m.Root, s.path(gitDir), m, nil); err != nil {
-			return fmt.Errorf("workspace: --protect-git: snapshot: %w", err)
-		}
+	if _, err := CopyIn(s.m.Root, s.path(gitDir), m, nil); err != nil {
+		return fmt.Errorf("workspace: --protect-git: snapshot: %w", err)
 	}
 	return SaveManifest(s.path(gitManifest), m)
 }
@@ -88,13 +89,17 @@ func (s *Session) snapshotGit() error {
 // restoreGit puts .git/config and .git/hooks back as they were at start and
 // returns what the sandbox had changed there, audited.
 func (s *Session) restoreGit() ([]Change, error) {
-	snap, err := LoadManifest(s.path(gitManifest))
-	if err != nil {
-		return nil, fmt.Errorf("workspace: --protect-git: %w", err)
-	}
 	cur, err := gitSubset(s.m.Root)
 	if err != nil {
 		return nil, fmt.Errorf("workspace: --protect-git: read .git after the run: %w", err)
+	}
+	snap := Manifest{} // no snapshot: there was no repository at start
+	if _, err := os.Lstat(s.path(gitManifest)); err == nil {
+		if snap, err = LoadManifest(s.path(gitManifest)); err != nil {
+			return nil, fmt.Errorf("workspace: --protect-git: %w", err)
+		}
+	} else if len(cur) == 0 {
+		return nil, nil
 	}
 	forward := Compare(snap, cur, nil)
 	if len(forward) == 0 {
