@@ -131,6 +131,9 @@ func Run(h *state.Handle, spec Spec, stdio IO, ready func(error), spawned *nativ
 			return fail(fmt.Errorf("transparent network: %w", err))
 		}
 	}
+	if err := ws.Ready(); err != nil {
+		return fail(err)
+	}
 	ws.Background()
 	if !spec.Quiet {
 		for _, w := range warnings {

@@ -69,7 +69,8 @@ type Session struct {
 	m   meta
 	ex  *Excluder
 
-	background func()        // overlay's manifest, to take once the sandbox runs
+	background func()        // the start manifest, to take once the sandbox runs
+	gitDone    chan error    // --protect-git's snapshot, taken while the sandbox starts
 	hurry      chan struct{} // closed when the manifest is waited for
 	hurryOnce  sync.Once
 
@@ -137,9 +138,11 @@ func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
 	switch cfg.Mode {
 	case Bind:
 		if cfg.ProtectGit {
-			if err := s.snapshotGit(); err != nil {
-				return nil, err
-			}
+			// .git/config and .git/hooks are read-only inside, so the copy
+			// can be made while the sandbox starts; Ready waits for it
+			// before anything runs inside.
+			s.gitDone = make(chan error, 1)
+			go func() { s.gitDone <- s.snapshotGit() }()
 		}
 		// The manifest is taken while the sandbox runs, so start-up does not
 		// grow with the tree. The sandbox may change a file before the scan
@@ -197,6 +200,17 @@ func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// Ready waits for what Prepare left running beside the sandbox's start (the
+// --protect-git snapshot). Call it before the sandbox runs anything.
+func (s *Session) Ready() error {
+	if s.gitDone == nil {
+		return nil
+	}
+	err := <-s.gitDone
+	s.gitDone = nil
+	return err
 }
 
 // takeBase takes the start manifest on half the CPUs (the agent keeps the
@@ -360,6 +374,9 @@ type Report struct {
 // protected git files; in every mode it computes and records the change set
 // and its audit.
 func (s *Session) Finish() (*Report, error) {
+	if err := s.Ready(); err != nil {
+		return nil, err
+	}
 	r := &Report{}
 	// overlayfs' scratch dir is of no use once the sandbox is gone, and it
 	// holds a mode-0 directory that a plain recursive delete cannot enter.
