@@ -33,9 +33,8 @@ func (g *Gateway) connect(w http.ResponseWriter, r *http.Request) {
 	if !t.intercept {
 		// Dial first: a refusal or a dead upstream is an HTTP error the client
 		// can show, not a tunnel that closes at once.
-		if upstream, err = g.dial(r.Context(), t.dialAddr()); err != nil {
+		if upstream, err = g.dialTunnel(r.Context(), t); err != nil {
 			http.Error(w, fmt.Sprintf("airlock: %s:%d: %v", host, port, err), http.StatusBadGateway)
-			g.record(audit.Record{Kind: "network", Host: host, IP: t.addr.String(), Port: int(port), Decision: "error", Rule: t.rule, Reason: err.Error()})
 			return
 		}
 	}
@@ -72,6 +71,16 @@ func (g *Gateway) connect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.tunnel(client, upstream, t)
+}
+
+// dialTunnel dials a raw tunnel's upstream (the address policy checked),
+// auditing a failure.
+func (g *Gateway) dialTunnel(ctx context.Context, t target) (net.Conn, error) {
+	c, err := g.dial(ctx, t.dialAddr())
+	if err != nil {
+		g.record(audit.Record{Kind: "network", Host: t.host, IP: t.addr.String(), Port: int(t.port), Decision: "error", Rule: t.rule, Reason: err.Error()})
+	}
+	return c, err
 }
 
 // tunnel copies both ways until either side is done, then audits the bytes.

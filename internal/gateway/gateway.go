@@ -228,7 +228,12 @@ func (g *Gateway) refuse(w http.ResponseWriter, host string, port uint16, d poli
 		reason = extra
 	}
 	http.Error(w, fmt.Sprintf("airlock: %s:%d refused: %s", host, port, reason), http.StatusForbidden)
-	g.record(audit.Record{Kind: "network", Host: host, Port: int(port), Decision: "deny", Rule: d.Rule, Reason: reason})
+	g.recordDeny(host, port, d.Rule, reason)
+}
+
+// recordDeny audits a connection refused by policy.
+func (g *Gateway) recordDeny(host string, port uint16, rule, reason string) {
+	g.record(audit.Record{Kind: "network", Host: host, Port: int(port), Decision: "deny", Rule: rule, Reason: reason})
 }
 
 func (g *Gateway) record(r audit.Record) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 
-	"github.com/airlock-dev/airlock/internal/audit"
 	"github.com/airlock-dev/airlock/internal/policy"
 )
 
@@ -18,15 +17,14 @@ import (
 func (g *Gateway) Accept(ctx context.Context, host string, port uint16) func(net.Conn) {
 	t, d := g.decide(ctx, host, port)
 	if d.Verdict != policy.Allow {
-		g.record(audit.Record{Kind: "network", Host: t.host, Port: int(port), Decision: "deny", Rule: d.Rule, Reason: d.Reason})
+		g.recordDeny(t.host, port, d.Rule, d.Reason)
 		return nil
 	}
 	if t.intercept {
 		return func(c net.Conn) { g.intercept(c, t) }
 	}
-	upstream, err := g.dial(ctx, t.dialAddr())
+	upstream, err := g.dialTunnel(ctx, t)
 	if err != nil {
-		g.record(audit.Record{Kind: "network", Host: t.host, IP: t.addr.String(), Port: int(port), Decision: "error", Rule: t.rule, Reason: err.Error()})
 		return nil
 	}
 	return func(c net.Conn) { g.tunnel(c, upstream, t) }
