@@ -1,0 +1,113 @@
+// Package config holds a sandbox's neutral spec: what every source (built-in
+// defaults, the global and project config files, a trusted .airlock.yaml,
+// command-line flags, the JSON-RPC create call, agent profiles) produces,
+// validated and merged here, and what the engine and every backend consume.
+// It does no I/O beyond reading config files and the paths they name.
+package config
+
+import "time"
+
+// Backends.
+const (
+	BackendNative = "native"
+	BackendDocker = "docker"
+)
+
+// DefaultImage is the docker backend's image when none is named.
+const DefaultImage = "airlock/minimal:latest"
+
+// Network modes.
+const (
+	ModeAuto        = "auto"
+	ModeTransparent = "transparent" // a network interface into the gateway's netstack: every packet
+	ModeProxy       = "proxy"       // the explicit front door, relayed in, with proxy variables
+)
+
+// Workspace modes.
+const (
+	WorkspaceBind    = "bind"
+	WorkspaceOverlay = "overlay"
+	WorkspaceCopy    = "copy"
+)
+
+// Spec is one sandbox's shape. Paths are absolute with symlinks resolved;
+// sizes are bytes. It is JSON so a detached sandbox's supervisor can read it
+// back from the state dir; nothing in it is a secret's value.
+type Spec struct {
+	Backend string `json:"backend,omitempty"` // BackendNative ("" too) or BackendDocker
+	Image   string `json:"image,omitempty"`   // docker: the image (default DefaultImage)
+
+	Workspace Workspace `json:"workspace"`
+	Home      string    `json:"home,omitempty"` // host dir kept as the sandbox's home; "" = a private tmpfs
+	RO        []string  `json:"ro,omitempty"`   // extra paths shown read-only
+	RW        []string  `json:"rw,omitempty"`   // extra paths made writable
+	Limits    Limits    `json:"limits"`
+	Network   Network   `json:"network,omitempty"`
+	// Env are --env entries: NAME takes the host's value, NAME=VALUE sets one.
+	Env   []string `json:"env,omitempty"`
+	Audit Audit    `json:"audit,omitempty"`
+}
+
+// Workspace is the directory the sandbox may change and how it is shown.
+type Workspace struct {
+	Path       string   `json:"path"`
+	Mode       string   `json:"mode,omitempty"` // WorkspaceBind ("" too), WorkspaceOverlay, WorkspaceCopy
+	Exclude    []string `json:"exclude,omitempty"`
+	ProtectGit bool     `json:"protect_git,omitempty"`
+	NoDelete   bool     `json:"no_delete,omitempty"`
+	AutoApply  bool     `json:"auto_apply,omitempty"`
+	ApplyRisky bool     `json:"apply_risky,omitempty"`
+}
+
+// Limits bound the sandbox's resources; zero means the default (memory:
+// half of RAM; tmp: the memory limit) or none (CPUs, timeout).
+type Limits struct {
+	MemoryBytes int64         `json:"memory_bytes,omitempty"`
+	CPUs        float64       `json:"cpus,omitempty"`
+	Pids        int64         `json:"pids,omitempty"`
+	TmpBytes    int64         `json:"tmp_bytes,omitempty"` // size of /tmp and the private home
+	Timeout     time.Duration `json:"timeout,omitempty"`
+}
+
+// Network is what the sandbox may reach. Without allow rules (or secrets)
+// there is no gateway at all and the sandbox has loopback only.
+type Network struct {
+	Mode       string   `json:"mode,omitempty"` // ModeAuto ("" too), ModeTransparent, ModeProxy
+	AllowHosts []string `json:"allow_hosts,omitempty"`
+	DenyHosts  []string `json:"deny_hosts,omitempty"`
+	Endpoints  []string `json:"endpoints,omitempty"` // "HOST METHOD /path/*"
+	// Secrets are in --secret's form (NAME@HOST[,HOST], NAME=file:PATH@HOST,
+	// NAME=cmd:COMMAND@HOST, :body). Values are read when the sandbox starts
+	// and never stored; each secret's hosts are allowed.
+	Secrets     []string `json:"secrets,omitempty"`
+	AddHosts    []string `json:"add_hosts,omitempty"` // NAME:IP
+	UpstreamCA  string   `json:"upstream_ca,omitempty"`
+	DNSUpstream string   `json:"dns_upstream,omitempty"` // IP:PORT; "" = the host's resolver
+}
+
+// Enabled reports whether n lets anything out, so a gateway is needed.
+func (n Network) Enabled() bool {
+	return len(n.AllowHosts)+len(n.Endpoints)+len(n.Secrets) > 0
+}
+
+// Audit bounds the sandbox's audit log.
+type Audit struct {
+	MaxBytes int64 `json:"max_bytes,omitempty"` // rotate past this size (0: the default)
+	Keep     int   `json:"keep,omitempty"`      // rotated files kept (0: the default)
+}
+
+// BackendName is s's backend, with the default filled in.
+func (s *Spec) BackendName() string {
+	if s.Backend == "" {
+		return BackendNative
+	}
+	return s.Backend
+}
+
+// WorkspaceMode is s's workspace mode, with the default filled in.
+func (s *Spec) WorkspaceMode() string {
+	if s.Workspace.Mode == "" {
+		return WorkspaceBind
+	}
+	return s.Workspace.Mode
+}
