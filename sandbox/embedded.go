@@ -2,15 +2,12 @@ package sandbox
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net/http"
 	"os"
 	"path"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,13 +17,16 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/audit"
+	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/backend/guestclient"
-	"github.com/airlock-dev/airlock/internal/backend/native"
 	"github.com/airlock-dev/airlock/internal/cgroup"
+	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/engine"
 	"github.com/airlock-dev/airlock/internal/guest"
 	"github.com/airlock-dev/airlock/internal/proto"
 	"github.com/airlock-dev/airlock/internal/secrets"
-	"github.com/airlock-dev/airlock/internal/supervisor"
+	"github.com/airlock-dev/airlock/internal/state"
+	"github.com/airlock-dev/airlock/internal/workspace"
 )
 
 // DefaultWorkspace is where the workspace is when the config names none.
@@ -49,18 +49,18 @@ func Init() {
 	}
 }
 
-// Sandbox is one sandbox running in this process (native backend). Its
-// methods are safe for concurrent use.
+// Sandbox is one sandbox running in this process, made by the same engine
+// as `airlock run` and registered in the same state dir: `airlock ls`,
+// `get`, `audit`, `kill` and workspace review work on it. Its methods are
+// safe for concurrent use.
 type Sandbox struct {
 	id        string
-	dir       string // private host dir: gateway socket, audit log, memory mounts
 	env       []string
 	result    CreateResult
 	timeout   time.Duration // default per-command limit
 	workspace string
-	nb        *native.Sandbox
-	nw        *supervisor.Network
-	watch     *watcher
+	h         *state.Handle
+	sb        *engine.Sandbox
 	onEvent   func(Event)
 
 	evMu     sync.Mutex
@@ -71,11 +71,12 @@ type Sandbox struct {
 	stopCtx   func() bool
 	closeOnce sync.Once
 	closed    chan struct{}
-	wg        sync.WaitGroup // event pumps
+	wg        sync.WaitGroup // event pump
 }
 
 // Create starts a sandbox shaped by c. It ends when Close is called or ctx
-// is done, whichever is first; everything it made goes with it.
+// is done, whichever is first; everything it made goes with it, except
+// overlay changes not yet reviewed (airlock diff ID, apply, discard).
 func Create(ctx context.Context, c *Config) (_ *Sandbox, err error) {
 	if c == nil {
 		c = &Config{}
@@ -87,7 +88,7 @@ func Create(ctx context.Context, c *Config) (_ *Sandbox, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, &Error{Kind: KindCanceled, Message: err.Error()}
 	}
-	s := &Sandbox{id: p.id, timeout: p.timeout, workspace: p.workspace, onEvent: c.OnEvent,
+	s := &Sandbox{timeout: p.timeout, workspace: p.workspace, onEvent: c.OnEvent,
 		events: make(chan Event, eventBuffer), closed: make(chan struct{})}
 	fail := func(kind string, err error) (*Sandbox, error) {
 		s.Close()
@@ -97,39 +98,32 @@ func Create(ctx context.Context, c *Config) (_ *Sandbox, err error) {
 		}
 		return nil, &Error{Kind: kind, Message: err.Error()}
 	}
-	sweepStale()
-	if s.dir, err = os.MkdirTemp("", fmt.Sprintf("airlock-api-%d-%s-", os.Getpid(), s.id)); err != nil {
-		return fail(KindStart, fmt.Errorf("sandbox dir: %w", err))
-	}
-	if err := p.materialize(s.dir); err != nil {
-		return fail(KindStart, err)
-	}
-	nc := p.native
-	nc.ID = s.id
-	spawned, err := native.Spawn(native.Options{Exe: GuestBinary, Stderr: os.Stderr}, nc.Limits)
+	// Empty cgroups of guests whose owner was killed outright.
+	cgroup.SweepStale("airlock-")
+	root, err := state.Root()
 	if err != nil {
 		return fail(KindStart, err)
 	}
-	s.nb = spawned
-	env, _, err := supervisor.SandboxEnv(nil, native.SandboxHome(nc.HostHome), s.id, nil)
+	store, err := state.Open(root)
 	if err != nil {
 		return fail(KindStart, err)
 	}
-	if p.net.Enabled() {
-		p.net.Hooks = p.hooks
-		if s.nw, err = supervisor.StartNetwork(p.net, s.id, s.dir, filepath.Join(s.dir, "gw.sock")); err != nil {
-			return fail(KindStart, fmt.Errorf("network: %w", err))
-		}
-		nc.Files = append(nc.Files, s.nw.Files()...)
-		nc.Relay, nc.Net = s.nw.Relay(), s.nw.Net()
-		env = supervisor.MergeEnv(env, s.nw.Env())
-		s.result.Network = supervisor.ModeProxy
-		if nc.Net != nil {
-			s.result.Network = supervisor.ModeTransparent
-		}
+	if s.h, err = store.Create(""); err != nil {
+		return fail(KindStart, err)
+	}
+	s.id = s.h.ID()
+	if err := p.materialize(s.h.Dir()); err != nil {
+		s.h.Remove()
+		return fail(KindStart, err)
+	}
+	hostHome, _ := os.UserHomeDir()
+	env, _, err := config.SandboxEnv(nil, backend.SandboxHome(hostHome), s.id, nil)
+	if err != nil {
+		s.h.Remove()
+		return fail(KindStart, err)
 	}
 	placeholders := map[string]string{}
-	for _, sec := range p.net.SecretValues {
+	for _, sec := range p.secrets {
 		placeholders[sec.Name] = sec.Placeholder
 	}
 	var user []string
@@ -142,42 +136,42 @@ func Create(ctx context.Context, c *Config) (_ *Sandbox, err error) {
 		})
 		user = append(user, k+"="+v)
 	}
-	s.env = supervisor.MergeEnv(env, user)
-	if err := s.nb.Start(ctx, nc, nil); err != nil {
+	p.spec.Env = config.MergeEnv(env, user)
+	p.spec.Origin = c.Origin
+	if p.spec.Origin == "" {
+		p.spec.Origin = engine.OriginAPI
+	}
+	s.sb, err = engine.Start(ctx, s.h, p.spec, engine.Options{
+		GuestExe: GuestBinary, Secrets: p.secrets, Hooks: p.hooks,
+		OnStop: func(string) { go s.Close() },
+	})
+	if err != nil { // the engine removed the state dir
 		return fail(KindStart, err)
 	}
-	if s.nb.TAP != nil {
-		if err := s.nw.Attach(s.nb.TAP); err != nil {
-			return fail(KindStart, fmt.Errorf("transparent network: %w", err))
-		}
-	}
-	if s.nw != nil {
-		recs, cancel := s.nw.Audit().Subscribe(eventBuffer)
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			defer cancel()
-			for r := range recs {
-				if e, ok := networkEvent(r); ok {
-					s.emit(e)
-				}
+	// Events are the audit stream's records: the same as airlock audit -f.
+	recs, cancel := s.sb.Audit().Subscribe(eventBuffer)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer cancel()
+		for r := range recs {
+			if e, ok := eventOf(r); ok {
+				s.emit(e)
 			}
-		}()
-	}
-	if s.watch, err = newWatcher(p.watched, s.emit); err != nil {
-		s.result.Warnings = append(s.result.Warnings, "no file events: "+err.Error())
-	}
-	s.result.ID, s.result.Workspace = s.id, s.workspace
+		}
+	}()
+	s.env = s.sb.Env()
+	s.result.ID, s.result.Workspace, s.result.Network = s.id, s.workspace, s.sb.NetworkMode()
 	s.result.Env = map[string]string{}
 	for _, kv := range s.env {
 		k, v, _ := strings.Cut(kv, "=")
 		s.result.Env[k] = v
 	}
-	s.result.Warnings = append(s.result.Warnings, s.nb.Warnings...)
+	s.result.Warnings = append(s.result.Warnings, s.sb.Warnings()...)
 	s.stopCtx = context.AfterFunc(ctx, func() { s.Close() })
 	go func() {
 		select {
-		case <-s.nb.Done(): // the guest died: nothing more can run
+		case <-s.sb.Done(): // the guest died: nothing more can run
 			s.Close()
 		case <-s.closed:
 		}
@@ -275,7 +269,7 @@ func (s *Sandbox) ExecStream(ctx context.Context, req ExecRequest, output func(s
 			}
 			extra = append(extra, k+"="+req.Env[k])
 		}
-		env = supervisor.MergeEnv(env, extra)
+		env = config.MergeEnv(env, extra)
 	}
 	for _, a := range argv {
 		if strings.Contains(a, "\x00") {
@@ -297,7 +291,7 @@ func (s *Sandbox) ExecStream(ctx context.Context, req ExecRequest, output func(s
 		label = strings.Join(argv, " ")
 	}
 	start := time.Now()
-	p, err := s.nb.Exec(&proto.Exec{Argv: argv, Env: env, Dir: dir, Stdio: proto.StdioStream, TimeoutMS: timeout.Milliseconds()},
+	p, err := s.sb.ExecLabel(label, &proto.Exec{Argv: argv, Env: env, Dir: dir, Stdio: proto.StdioStream, TimeoutMS: timeout.Milliseconds()},
 		func(stream uint8, data []byte) {
 			if output != nil {
 				output(int(stream), data)
@@ -306,7 +300,6 @@ func (s *Sandbox) ExecStream(ctx context.Context, req ExecRequest, output func(s
 	if err != nil {
 		return nil, s.guestErr(KindExec, err)
 	}
-	s.emit(Event{Type: "exec", Exec: &ExecEvent{Phase: "start", Command: label, PID: p.PID}})
 	if p.PID != 0 {
 		if len(req.Stdin) > 0 {
 			go func() {
@@ -327,7 +320,6 @@ func (s *Sandbox) ExecStream(ctx context.Context, req ExecRequest, output func(s
 	if ctx.Err() != nil && res.Reason == "" {
 		res.Reason = "canceled: " + ctx.Err().Error()
 	}
-	s.emit(Event{Type: "exec", Exec: &ExecEvent{Phase: "exit", Command: label, PID: p.PID, ExitCode: e.Code, DurationMS: res.DurationMS}})
 	return res, nil
 }
 
@@ -357,11 +349,11 @@ func (s *Sandbox) WriteFileContext(ctx context.Context, name string, data []byte
 		return err
 	}
 	m := &proto.Msg{Op: proto.OpWriteFile, Path: p, Data: data, Mode: uint32(mode.Perm())}
-	_, err = s.nb.Call(ctx, m)
+	_, err = s.sb.Call(ctx, m)
 	var pe *proto.Error
 	if errors.As(err, &pe) && pe.Errno == int(syscall.ENOENT) {
-		if _, merr := s.nb.Call(ctx, &proto.Msg{Op: proto.OpMkdir, Path: path.Dir(p), Mode: 0o755}); merr == nil {
-			_, err = s.nb.Call(ctx, m)
+		if _, merr := s.sb.Call(ctx, &proto.Msg{Op: proto.OpMkdir, Path: path.Dir(p), Mode: 0o755}); merr == nil {
+			_, err = s.sb.Call(ctx, m)
 		}
 	}
 	if err != nil {
@@ -376,7 +368,7 @@ func (s *Sandbox) ReadFileContext(ctx context.Context, name string) ([]byte, err
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.nb.Call(ctx, &proto.Msg{Op: proto.OpReadFile, Path: p})
+	r, err := s.sb.Call(ctx, &proto.Msg{Op: proto.OpReadFile, Path: p})
 	if err != nil {
 		return nil, s.fileErr("read_file", name, err)
 	}
@@ -392,7 +384,7 @@ func (s *Sandbox) ListFilesContext(ctx context.Context, name string) ([]FileInfo
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.nb.Call(ctx, &proto.Msg{Op: proto.OpListFiles, Path: p})
+	r, err := s.sb.Call(ctx, &proto.Msg{Op: proto.OpListFiles, Path: p})
 	if err != nil {
 		return nil, s.fileErr("list_files", name, err)
 	}
@@ -451,36 +443,28 @@ func (s *Sandbox) guestErr(kind string, err error) error {
 func (s *Sandbox) Done() <-chan struct{} { return s.closed }
 
 // Close ends every process in the sandbox, stops its gateway, removes what
-// it made on the host and closes Events. It is safe to call more than once.
+// it made on the host and closes Events. Overlay changes not yet applied
+// are kept for review (airlock diff ID). It is safe to call more than once.
 func (s *Sandbox) Close() error {
-	var err error
 	s.closeOnce.Do(func() {
 		if s.stopCtx != nil {
 			s.stopCtx()
 		}
-		if s.watch != nil {
-			s.watch.close()
-		}
-		if s.nb != nil {
-			err = s.nb.Close()
-			// PID 1's end is complete only when the kernel has killed and
-			// reaped every process of its namespace: wait for it (native
-			// Close does so only when it must empty a cgroup), so nothing of
-			// the sandbox outlives Close.
-			select {
-			case <-s.nb.Done():
-			case <-time.After(5 * time.Second):
-			}
-			if s.nb.TAP != nil && s.nw == nil {
-				s.nb.TAP.Close()
-			}
-		}
-		if s.nw != nil {
-			s.nw.Close() // closes the audit log: the pump ends
+		keep := false
+		if s.sb != nil {
+			s.sb.Stop() // every process is gone: the workspace can be read
+			keep = s.review()
+			s.sb.Close() // closes the audit stream: the pump ends
 		}
 		s.wg.Wait()
-		if s.dir != "" {
-			os.RemoveAll(s.dir)
+		if s.h != nil {
+			if keep {
+				now := time.Now().UTC()
+				s.h.SetStatus(state.Status{State: state.Exited, FinishedAt: &now})
+				s.h.Release()
+			} else if s.sb != nil {
+				s.h.Remove()
+			}
 		}
 		s.evMu.Lock()
 		s.evClosed = true
@@ -488,65 +472,43 @@ func (s *Sandbox) Close() error {
 		s.evMu.Unlock()
 		close(s.closed)
 	})
-	return err
+	return nil
 }
 
-// sweepStale removes what sandboxes of processes killed outright (no
-// Close) left: empty cgroups of dead guests, and private dirs in the temp
-// dir, whose names carry the owner's pid (only this user's dirs of dead
-// owners go).
-func sweepStale() {
-	// The guest's cgroups too (named by the guest's pid; see native).
-	cgroup.SweepStale("airlock-")
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "airlock-api-*"))
-	for _, d := range dirs {
-		f := strings.SplitN(filepath.Base(d), "-", 4) // airlock, api, PID, ID-random
-		if len(f) != 4 {
-			continue
-		}
-		pid, err := strconv.Atoi(f[2])
-		if err != nil || pid <= 0 || pid == os.Getpid() {
-			continue
-		}
-		if err := syscall.Kill(pid, 0); err == nil || errors.Is(err, syscall.EPERM) {
-			continue // alive (or someone else's)
-		}
-		var st syscall.Stat_t
-		if syscall.Lstat(d, &st) == nil && int(st.Uid) == os.Getuid() && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-			os.RemoveAll(d)
-		}
+// review finishes the workspace session: an overlay's changes stay for
+// airlock diff/apply/discard; it reports whether any do.
+func (s *Sandbox) review() bool {
+	ws := s.sb.Session()
+	if ws == nil {
+		return false
 	}
+	if _, err := ws.Finish(); err != nil {
+		return ws.Mode() != workspace.Bind
+	}
+	left, err := ws.Changes()
+	if err != nil || ws.Mode() == workspace.Bind {
+		return false
+	}
+	n := workspace.Count(left)
+	if n.Applicable() == 0 {
+		return false
+	}
+	s.sb.RecordWorkspace("kept", n)
+	return true
 }
 
-// networkEvent turns a gateway audit record into an event.
-func networkEvent(r audit.Record) (Event, bool) {
+// eventOf maps an audit record to the API's event, if it is one.
+func eventOf(r audit.Record) (Event, bool) {
 	switch r.Kind {
-	case "http", "network", "dns":
-	default:
-		return Event{}, false
+	case "exec":
+		e := &ExecEvent{Phase: r.Extra["phase"], Command: r.Subject, DurationMS: r.Duration.Duration().Milliseconds()}
+		e.PID, _ = strconv.Atoi(r.Extra["pid"])
+		e.ExitCode, _ = strconv.Atoi(r.Extra["exit_code"])
+		return Event{Type: "exec", Timestamp: r.Time.Unix(), Exec: e}, true
+	case "file":
+		return Event{Type: "file", Timestamp: r.Time.Unix(), File: &FileEvent{Op: r.Decision, Path: r.Path, Size: r.BytesOut}}, true
 	}
-	n := &NetworkEvent{Kind: r.Kind, Method: r.Method, Host: r.Host, Port: r.Port, StatusCode: r.Status,
-		RequestBytes: r.BytesOut, ResponseBytes: r.BytesIn, DurationMS: r.Duration.Duration().Milliseconds(),
-		Decision: r.Decision, Reason: r.Reason}
-	if n.Host == "" {
-		n.Host = r.Subject
-	}
-	if n.Host == "" {
-		n.Host = r.IP
-	}
-	n.Blocked = r.Decision != "" && r.Decision != "allow"
-	if r.Kind == "http" {
-		scheme, hostport := "https", r.Host
-		switch r.Port {
-		case 80:
-			scheme = "http"
-		case 443, 0:
-		default:
-			hostport += ":" + strconv.Itoa(r.Port)
-		}
-		n.URL = scheme + "://" + hostport + r.Path
-	}
-	return Event{Type: "network", Timestamp: r.Time.Unix(), Network: n}, true
+	return networkEvent(r)
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -556,12 +518,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-func newID() string {
-	b := make([]byte, 8)
-	rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // secretsOf makes the config's secrets, by value.
@@ -611,4 +567,35 @@ func wrapHooks(h HTTPHooks) (on func(*http.Request) error, onResp func(*http.Res
 		}
 	}
 	return on, onResp
+}
+
+// networkEvent turns a gateway audit record into an event.
+func networkEvent(r audit.Record) (Event, bool) {
+	switch r.Kind {
+	case "http", "network", "dns":
+	default:
+		return Event{}, false
+	}
+	n := &NetworkEvent{Kind: r.Kind, Method: r.Method, Host: r.Host, Port: r.Port, StatusCode: r.Status,
+		RequestBytes: r.BytesOut, ResponseBytes: r.BytesIn, DurationMS: r.Duration.Duration().Milliseconds(),
+		Decision: r.Decision, Reason: r.Reason}
+	if n.Host == "" {
+		n.Host = r.Subject
+	}
+	if n.Host == "" {
+		n.Host = r.IP
+	}
+	n.Blocked = r.Decision != "" && r.Decision != "allow"
+	if r.Kind == "http" {
+		scheme, hostport := "https", r.Host
+		switch r.Port {
+		case 80:
+			scheme = "http"
+		case 443, 0:
+		default:
+			hostport += ":" + strconv.Itoa(r.Port)
+		}
+		n.URL = scheme + "://" + hostport + r.Path
+	}
+	return Event{Type: "network", Timestamp: r.Time.Unix(), Network: n}, true
 }

@@ -10,9 +10,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/airlock-dev/airlock/internal/backend/native"
+	"github.com/airlock-dev/airlock/internal/backend"
+	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/engine"
 	"github.com/airlock-dev/airlock/internal/gateway"
-	"github.com/airlock-dev/airlock/internal/supervisor"
+	"github.com/airlock-dev/airlock/internal/secrets"
+	"github.com/airlock-dev/airlock/internal/state"
 )
 
 // Bounds on a config from a client.
@@ -23,32 +26,23 @@ const (
 	defaultPid = 1024
 )
 
-// planned is a checked config: the native shape and the host directories
-// still to make (memory mounts) once the sandbox's private dir exists.
+// planned is a checked config: the engine's spec, what cannot be stored
+// (secret values, hooks), and whether the workspace is a memory mount still
+// to make once the sandbox's state dir exists.
 type planned struct {
-	id        string
-	native    native.Config
-	net       supervisor.NetworkSpec
+	spec      engine.Spec
+	secrets   []*secrets.Secret
 	hooks     gateway.Hooks
 	timeout   time.Duration
-	workspace string
-	memory    []memMount   // made under the private dir by materialize
-	watched   []watchMount // writable mounts: host dir → path inside
+	workspace string // where it is inside
+	memoryWS  bool
 }
-
-type memMount struct {
-	target string
-	bind   int // index into native.Binds, or -1: the workspace
-	upper  bool
-}
-
-type watchMount struct{ host, inside string }
 
 func invalid(format string, args ...any) error { return errorf(KindInvalidConfig, format, args...) }
 
 // plan checks c and shapes the sandbox. Nothing is created yet.
 func plan(c *Config) (*planned, error) {
-	p := &planned{id: newID()}
+	p := &planned{spec: engine.Spec{Watch: true}}
 	switch c.Image {
 	case "", "standard", "minimal", "host":
 	default:
@@ -66,25 +60,18 @@ func plan(c *Config) (*planned, error) {
 	}
 	mem := r.MemoryMB << 20
 	if mem == 0 {
-		mem = native.TotalMemory() / 2
+		mem = backend.TotalMemory() / 2
 	}
 	if mem < 16<<20 {
 		return nil, invalid("resources.memory_mb %d: at least 16", r.MemoryMB)
 	}
 	p.timeout = time.Duration(r.TimeoutSeconds) * time.Second
-	home, _ := os.UserHomeDir()
-	p.native = native.Config{HostHome: home, TmpBytes: mem, Limits: native.Limits{MemoryBytes: mem, CPUs: r.CPUs, Pids: defaultPid}}
-	if cfg, err := os.UserConfigDir(); err == nil {
-		p.native.Hide = append(p.native.Hide, filepath.Join(cfg, "airlock"))
-	}
-	if root, err := stateRoot(); err == nil {
-		p.native.Hide = append(p.native.Hide, root)
-	}
+	p.spec.Config.Limits = config.Limits{MemoryBytes: mem, TmpBytes: mem, CPUs: r.CPUs, Pids: defaultPid}
 	if len(c.Env) > maxEnv {
 		return nil, invalid("env: %d variables, over the limit of %d", len(c.Env), maxEnv)
 	}
 	for k, v := range c.Env {
-		if !supervisor.ValidEnvName(k) {
+		if !config.ValidEnvName(k) {
 			return nil, invalid("env %q: a variable name is letters, digits and _, not starting with a digit", k)
 		}
 		if strings.Contains(v, "\x00") {
@@ -110,24 +97,26 @@ func (p *planned) network(n *NetworkConfig) error {
 	if len(n.Secrets) > maxSecrets {
 		return invalid("network.secrets: %d secrets, over the limit of %d", len(n.Secrets), maxSecrets)
 	}
-	p.net = supervisor.NetworkSpec{AllowHosts: n.AllowedHosts, DenyHosts: n.DeniedHosts, AddHosts: n.AddHosts}
+	net := &p.spec.Config.Network
+	net.AllowHosts, net.DenyHosts, net.AddHosts = n.AllowedHosts, n.DeniedHosts, n.AddHosts
 	if n.UpstreamCA != "" {
 		if !filepath.IsAbs(n.UpstreamCA) {
 			return invalid("network.upstream_ca: give an absolute host path to a PEM file")
 		}
-		p.net.UpstreamCA = n.UpstreamCA
+		net.UpstreamCA = n.UpstreamCA
 	}
 	ss, err := secretsOf(n)
 	if err != nil {
 		return err
 	}
-	p.net.SecretValues = ss
+	p.secrets = ss
 	p.hooks.OnRequest, p.hooks.OnResponse = wrapHooks(n.Hooks)
 	return nil
 }
 
-// vfs maps mounts onto what the native backend has: the workspace (bind,
-// copy-on-write overlay, or an empty private directory) and bind mounts.
+// vfs maps mounts onto the engine's: the workspace (a host directory shown
+// live, copy-on-write over one with its changes kept for review, or an empty
+// scratch directory), binds and scratch directories.
 func (p *planned) vfs(v *VFSConfig) error {
 	var mounts map[string]Mount
 	var direct map[string]DirectMount
@@ -201,6 +190,7 @@ func (p *planned) vfs(v *VFSConfig) error {
 			delete(direct, ws)
 		}
 	}
+	wsc := &p.spec.Config.Workspace
 	for _, t := range sortedKeys(mounts) {
 		m := mounts[t]
 		where := fmt.Sprintf("vfs.mounts[%q]", t)
@@ -211,7 +201,7 @@ func (p *planned) vfs(v *VFSConfig) error {
 		isWS := t == ws
 		if isWS {
 			p.workspace = target
-			p.native.Workspace = target
+			p.spec.Inside = target
 		}
 		switch m.Type {
 		case MountMemory:
@@ -219,29 +209,22 @@ func (p *planned) vfs(v *VFSConfig) error {
 				return invalid("%s: a read-only memory mount would stay empty", where)
 			}
 			if isWS {
-				p.memory = append(p.memory, memMount{target: target, bind: -1})
+				p.memoryWS = true // made by materialize under the state dir
 			} else {
-				p.native.Binds = append(p.native.Binds, native.Bind{Target: target})
-				p.memory = append(p.memory, memMount{target: target, bind: len(p.native.Binds) - 1})
+				p.spec.Scratch = append(p.spec.Scratch, target)
 			}
 		case MountRealFS:
 			src, err := hostDir(where, m.HostPath)
 			if err != nil {
 				return err
 			}
-			if isWS && !m.Readonly {
-				p.native.WorkspaceSource = src
-				if src == target {
-					p.native.WorkspaceSource = ""
-				}
-			} else {
-				p.native.Binds = append(p.native.Binds, native.Bind{Source: src, Target: target, ReadOnly: m.Readonly})
-			}
 			if isWS && m.Readonly {
 				return invalid("%s: the workspace (%s) must be writable; mount read-only data elsewhere", where, target)
 			}
-			if !m.Readonly {
-				p.watched = append(p.watched, watchMount{host: src, inside: target})
+			if isWS {
+				wsc.Path, wsc.Mode = src, config.WorkspaceBind
+			} else {
+				p.spec.Binds = append(p.spec.Binds, backend.Bind{Source: src, Target: target, ReadOnly: m.Readonly})
 			}
 		case MountOverlay:
 			if !isWS {
@@ -257,8 +240,9 @@ func (p *planned) vfs(v *VFSConfig) error {
 			if fi, err := os.Stat(src); err != nil || !fi.IsDir() {
 				return invalid("%s.lower: %s is not a directory", where, src)
 			}
-			p.native.WorkspaceSource = src
-			p.memory = append(p.memory, memMount{target: target, bind: -1, upper: true})
+			// The engine's overlay workspace: its changes are kept for
+			// review (airlock diff ID) when the sandbox closes.
+			wsc.Path, wsc.Mode = src, config.WorkspaceOverlay
 		case "":
 			return invalid("%s: type is missing: use memory, real_fs or overlay", where)
 		default:
@@ -276,12 +260,9 @@ func (p *planned) vfs(v *VFSConfig) error {
 		if err != nil {
 			return err
 		}
-		p.native.Binds = append(p.native.Binds, native.Bind{Source: src, Target: target, ReadOnly: d.Readonly})
-		if !d.Readonly {
-			p.watched = append(p.watched, watchMount{host: src, inside: target})
-		}
+		p.spec.Binds = append(p.spec.Binds, backend.Bind{Source: src, Target: target, ReadOnly: d.Readonly})
 	}
-	sort.Slice(p.native.Binds, func(i, j int) bool { return p.native.Binds[i].Target < p.native.Binds[j].Target })
+	sort.Slice(p.spec.Binds, func(i, j int) bool { return p.spec.Binds[i].Target < p.spec.Binds[j].Target })
 	return p.hideInBinds()
 }
 
@@ -290,16 +271,22 @@ func (p *planned) vfs(v *VFSConfig) error {
 // a source inside a hidden path is refused, and hidden paths inside a
 // source are hidden at their place under the target.
 func (p *planned) hideInBinds() error {
-	hidden := native.Hidden(p.native, os.Getenv)
+	home, _ := os.UserHomeDir()
+	probe := &backend.Spec{HostHome: home, Workspace: p.workspace}
+	if cfg, err := os.UserConfigDir(); err == nil {
+		probe.Hide = append(probe.Hide, filepath.Join(cfg, "airlock"))
+	}
+	if root, err := state.Root(); err == nil {
+		probe.Hide = append(probe.Hide, root)
+	}
+	hidden := backend.Hidden(probe, os.Getenv)
 	type pair struct{ src, dst string }
 	pairs := []pair{}
-	for _, b := range p.native.Binds {
-		if b.Source != "" {
-			pairs = append(pairs, pair{b.Source, b.Target})
-		}
+	for _, b := range p.spec.Binds {
+		pairs = append(pairs, pair{b.Source, b.Target})
 	}
-	if p.native.WorkspaceSource != "" {
-		pairs = append(pairs, pair{p.native.WorkspaceSource, p.native.Workspace})
+	if src := p.spec.Config.Workspace.Path; src != "" && src != p.workspace {
+		pairs = append(pairs, pair{src, p.workspace})
 	}
 	for _, m := range pairs {
 		for _, h := range hidden {
@@ -308,39 +295,24 @@ func (p *planned) hideInBinds() error {
 			case m.src == h || strings.HasPrefix(m.src, h+"/"):
 				return invalid("vfs: host_path %s is (inside) %s, which a sandbox never sees", m.src, h)
 			case strings.HasPrefix(h, m.src+"/"):
-				p.native.Hide = append(p.native.Hide, path.Join(m.dst, strings.TrimPrefix(h, m.src)))
+				p.spec.Hide = append(p.spec.Hide, path.Join(m.dst, strings.TrimPrefix(h, m.src)))
 			}
 		}
 	}
 	return nil
 }
 
-// materialize makes the memory mounts' directories under dir.
+// materialize makes a memory workspace's directory under the sandbox's
+// state dir.
 func (p *planned) materialize(dir string) error {
-	// Binds were sorted after memory mounts recorded their index: find by target.
-	for i, m := range p.memory {
-		host := filepath.Join(dir, fmt.Sprintf("mem%d", i))
-		if err := os.Mkdir(host, 0o755); err != nil {
-			return fmt.Errorf("memory mount %s: %w", m.target, err)
-		}
-		switch {
-		case m.upper:
-			work := filepath.Join(dir, fmt.Sprintf("work%d", i))
-			if err := os.Mkdir(work, 0o700); err != nil {
-				return fmt.Errorf("overlay %s: %w", m.target, err)
-			}
-			p.native.Overlay = &native.Overlay{Upper: host, Work: work}
-		case m.bind < 0:
-			p.native.WorkspaceSource = host
-		default:
-			for j := range p.native.Binds {
-				if p.native.Binds[j].Target == m.target {
-					p.native.Binds[j].Source = host
-				}
-			}
-		}
-		p.watched = append(p.watched, watchMount{host: host, inside: m.target})
+	if !p.memoryWS {
+		return nil
 	}
+	host := filepath.Join(dir, "memws")
+	if err := os.Mkdir(host, 0o755); err != nil {
+		return fmt.Errorf("memory workspace %s: %w", p.workspace, err)
+	}
+	p.spec.Config.Workspace = config.Workspace{Path: host, Mode: config.WorkspaceBind}
 	return nil
 }
 

@@ -43,10 +43,11 @@ func TestPlanMapsMounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.workspace != "/workspace" || p.native.WorkspaceSource != "/usr/share" || len(p.native.Binds) != 2 {
-		t.Fatalf("plan = workspace %q source %q binds %+v", p.workspace, p.native.WorkspaceSource, p.native.Binds)
+	ws := p.spec.Config.Workspace
+	if p.workspace != "/workspace" || ws.Path != "/usr/share" || ws.Mode != "overlay" || len(p.spec.Binds) != 2 {
+		t.Fatalf("plan = workspace %q source %+v binds %+v", p.workspace, ws, p.spec.Binds)
 	}
-	for _, b := range p.native.Binds {
+	for _, b := range p.spec.Binds {
 		if !b.ReadOnly {
 			t.Errorf("bind %+v should be read-only", b)
 		}
@@ -79,7 +80,7 @@ func TestPlanHidesHiddenPathsUnderABindsTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(p.native.Hide, "/hostetc/shadow") {
-		t.Fatalf("Hide = %v, want /hostetc/shadow among them", p.native.Hide)
+	if !slices.Contains(p.spec.Hide, "/hostetc/shadow") {
+		t.Fatalf("Hide = %v, want /hostetc/shadow among them", p.spec.Hide)
 	}
 }

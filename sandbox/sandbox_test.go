@@ -104,8 +104,8 @@ func TestContextCancelTearsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sb.Close()
-	pid := sb.nb.GuestPID()
-	dir := sb.dir
+	pid := sb.sb.GuestPID()
+	dir := sb.sb.Dir()
 	cancel()
 	select {
 	case <-sb.Done():

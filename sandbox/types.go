@@ -51,6 +51,9 @@ type Config struct {
 	// OnEvent, embedded only, is called for every event, in order, on the
 	// goroutine that observed it: keep it quick.
 	OnEvent func(Event) `json:"-"`
+	// Origin is what made the sandbox, shown by `airlock ls`: "api" (the
+	// default) or "rpc".
+	Origin string `json:"-"`
 }
 
 // Resources bound the sandbox. Zero means the default: no CPU limit, half

@@ -11,9 +11,10 @@ import (
 	"sort"
 	"time"
 
+	"github.com/airlock-dev/airlock/internal/control"
 	"github.com/airlock-dev/airlock/internal/proto"
 	"github.com/airlock-dev/airlock/internal/state"
-	"github.com/airlock-dev/airlock/internal/supervisor"
+	"github.com/airlock-dev/airlock/internal/term"
 )
 
 func main() {
@@ -29,12 +30,12 @@ func main() {
 	check(err)
 	e, err := store.Resolve(flag.Arg(0))
 	check(err)
-	cl, err := supervisor.Dial(e.SocketPath())
+	cl, err := control.Dial(e.SocketPath())
 	check(err)
 	defer cl.Close()
 	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	check(err)
-	io := supervisor.IO{Stdin: null, Stdout: null, Stderr: null}
+	io := term.IO{Stdin: null, Stdout: null, Stderr: null}
 	lat := make([]time.Duration, 0, *n)
 	for i := 0; i < *n+50; i++ {
 		t0 := time.Now()

@@ -6,9 +6,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/control"
 	"github.com/airlock-dev/airlock/internal/proto"
 	"github.com/airlock-dev/airlock/internal/state"
-	"github.com/airlock-dev/airlock/internal/supervisor"
+	"github.com/airlock-dev/airlock/internal/term"
 )
 
 func newExecCmd() *cobra.Command {
@@ -42,20 +44,20 @@ with its status. It gets the sandbox's environment plus --env.`,
 			if err != nil {
 				return err
 			}
-			extra, warnings, err := supervisor.EnvFlags(os.Environ(), env)
+			extra, warnings, err := config.EnvFlags(os.Environ(), env)
 			if err != nil {
 				return usageError{err.Error()}
 			}
 			for _, w := range warnings {
 				fmt.Fprintf(os.Stderr, "airlock: warning: %s\n", w)
 			}
-			cl, err := supervisor.Dial(e.SocketPath())
+			cl, err := control.Dial(e.SocketPath())
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
 			code, err := cl.Exec(&proto.Exec{Argv: args[1:], Env: extra, Dir: dir, TTY: tty},
-				supervisor.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
+				term.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
 			if err != nil {
 				return err
 			}

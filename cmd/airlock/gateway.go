@@ -9,14 +9,15 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/egress"
 	"github.com/airlock-dev/airlock/internal/state"
-	"github.com/airlock-dev/airlock/internal/supervisor"
 )
 
 func newGatewayCmd() *cobra.Command {
 	var (
-		listen, config string
-		flags          supervisor.NetworkSpec
+		listen, configFile string
+		flags              config.Network
 	)
 	c := &cobra.Command{
 		Use:   "gateway --listen unix:PATH|tcp:127.0.0.1:PORT [--config FILE] [flags]",
@@ -38,10 +39,10 @@ serves until interrupted. A request without the token gets 407.
 			if listen == "" {
 				return usageError{"--listen is required: unix:PATH or tcp:127.0.0.1:PORT"}
 			}
-			var n supervisor.NetworkSpec
-			if config != "" {
+			var n config.Network
+			if configFile != "" {
 				var err error
-				if n, err = supervisor.ReadGatewayConfig(config); err != nil {
+				if n, err = egress.ReadGatewayConfig(configFile); err != nil {
 					return err
 				}
 			}
@@ -59,14 +60,14 @@ serves until interrupted. A request without the token gets 407.
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return supervisor.ServeGateway(ctx, supervisor.GatewayOptions{
+			return egress.ServeGateway(ctx, egress.GatewayOptions{
 				Listen: listen, Network: n, Dir: filepath.Join(root, "gateway"), Out: c.OutOrStdout(),
 			})
 		},
 	}
 	f := c.Flags()
 	f.StringVar(&listen, "listen", "", "where to listen: unix:`PATH` or tcp:127.0.0.1:PORT (port 0 picks one)")
-	f.StringVar(&config, "config", "", "rules from a JSON `FILE` (see above)")
+	f.StringVar(&configFile, "config", "", "rules from a JSON `FILE` (see above)")
 	f.StringArrayVar(&flags.AllowHosts, "allow-host", nil, "let clients reach `HOST` (as airlock run)")
 	f.StringArrayVar(&flags.DenyHosts, "deny-host", nil, "never reach `HOST`")
 	f.StringArrayVar(&flags.Endpoints, "allow-endpoint", nil, "only these requests to a host: 'HOST METHOD /path/*'")

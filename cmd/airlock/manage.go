@@ -15,8 +15,10 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/backend/docker"
 	"github.com/airlock-dev/airlock/internal/cgroup"
+	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/control"
+	"github.com/airlock-dev/airlock/internal/engine"
 	"github.com/airlock-dev/airlock/internal/state"
-	"github.com/airlock-dev/airlock/internal/supervisor"
 	"github.com/airlock-dev/airlock/internal/workspace"
 )
 
@@ -46,10 +48,10 @@ func newLsCmd() *cobra.Command {
 				return writeJSON(c.OutOrStdout(), listing(shown))
 			}
 			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tNAME\tSTATUS\tCREATED\tCOMMAND\tWORKSPACE")
+			fmt.Fprintln(w, "ID\tNAME\tSTATUS\tCREATED\tFROM\tCOMMAND\tWORKSPACE")
 			for _, e := range shown {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Record.ID, dash(e.Record.Name), statusText(e.Status),
-					ago(e.Record.CreatedAt), dash(shorten(strings.Join(e.Record.Command, " "), 40)), e.Record.Workspace)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Record.ID, dash(e.Record.Name), statusText(e.Status),
+					ago(e.Record.CreatedAt), origin(e.Record), dash(shorten(strings.Join(e.Record.Command, " "), 40)), e.Record.Workspace)
 			}
 			return w.Flush()
 		},
@@ -57,6 +59,18 @@ func newLsCmd() *cobra.Command {
 	c.Flags().BoolVar(&running, "running", false, "only running sandboxes")
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
+}
+
+// origin says what made a sandbox, and its backend when not the default.
+func origin(r state.Record) string {
+	o := r.Origin
+	if o == "" {
+		o = "cli"
+	}
+	if r.Backend != "" && r.Backend != config.BackendNative {
+		o += "/" + r.Backend
+	}
+	return o
 }
 
 // entryJSON is the stable JSON shape of a sandbox for ls and get.
@@ -197,7 +211,7 @@ func kill(e state.Entry) error {
 	if e.Status.State != state.Running {
 		return fmt.Errorf("not running (%s)", statusText(e.Status))
 	}
-	cl, err := supervisor.Dial(e.SocketPath())
+	cl, err := control.Dial(e.SocketPath())
 	if err != nil {
 		return err
 	}
@@ -309,14 +323,14 @@ func remove(e state.Entry) error {
 	if err := cgroup.Remove(e.Record.Cgroups); err != nil {
 		return err
 	}
-	if err := workspace.Release(supervisor.WorkspaceDir(e.Dir)); err != nil {
+	if err := workspace.Release(engine.WorkspaceDir(e.Dir)); err != nil {
 		return err
 	}
 	store, err := openStore()
 	if err != nil {
 		return err
 	}
-	if e.Record.Backend == supervisor.BackendDocker {
+	if e.Record.Backend == config.BackendDocker {
 		id := e.Record.ID
 		if _, err := pruneContainers(store, func(other string) bool { return other != id }); err != nil {
 			return err
@@ -366,7 +380,7 @@ discarded: those are named, and kept.`,
 			}
 			n, usesDocker := 0, false
 			for _, e := range targets {
-				usesDocker = usesDocker || e.Record.Backend == supervisor.BackendDocker
+				usesDocker = usesDocker || e.Record.Backend == config.BackendDocker
 				if k, ok := pendingChanges(e); ok {
 					fmt.Fprintf(c.ErrOrStderr(), "airlock: kept %s: its workspace changes (%s) wait for airlock apply or discard\n", e.Record.ID, k)
 					continue

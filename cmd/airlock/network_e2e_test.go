@@ -26,7 +26,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airlock-dev/airlock/internal/supervisor"
+	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/engine"
 )
 
 // upstream is the HTTPS server the sandbox talks to. Its certificate is
@@ -190,10 +191,10 @@ func (u *upstream) flags(extra ...string) []string {
 // networkModes are the doors this user's sandboxes can take: both where the
 // TAP device can be made (root here), else the proxy only.
 func networkModes() []string {
-	if mode, _, _ := supervisor.NetworkMode(supervisor.ModeAuto); mode == supervisor.ModeTransparent {
-		return []string{supervisor.ModeTransparent, supervisor.ModeProxy}
+	if mode, _ := engine.NetworkMode(); mode == config.ModeTransparent {
+		return []string{config.ModeTransparent, config.ModeProxy}
 	}
-	return []string{supervisor.ModeProxy}
+	return []string{config.ModeProxy}
 }
 
 // eachMode runs f once per network mode, as a subtest.
@@ -205,7 +206,7 @@ func eachMode(t *testing.T, f func(t *testing.T, mode string)) {
 
 func needTransparent(t *testing.T) {
 	t.Helper()
-	if mode, why, _ := supervisor.NetworkMode(supervisor.ModeAuto); mode != supervisor.ModeTransparent {
+	if mode, why := engine.NetworkMode(); mode != config.ModeTransparent {
 		t.Skip("no transparent network for this user: " + why)
 	}
 }
@@ -223,7 +224,7 @@ func TestClientsInsideReachAllowedHostsThroughTheGateway(t *testing.T) {
 		curl -sS -o /dev/null -w "port 8443 %{http_connect} %{exitcode}\n" https://example.com:8443/ 2>/dev/null
 		true`
 		want := []string{"echo \necho \necho\n", "hello from upstream"}
-		if mode == supervisor.ModeTransparent {
+		if mode == config.ModeTransparent {
 			// No proxy: a refused name does not resolve (curl: 6), a refused
 			// port is reset (7), and clients that ignore HTTPS_PROXY work.
 			want = append(want, "other.test 000 6", "port 8443 000 7")

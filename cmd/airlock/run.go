@@ -14,9 +14,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/airlock-dev/airlock/internal/backend/native"
+	"github.com/airlock-dev/airlock/internal/backend"
+	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/engine"
 	"github.com/airlock-dev/airlock/internal/state"
 	"github.com/airlock-dev/airlock/internal/supervisor"
+	"github.com/airlock-dev/airlock/internal/term"
 	"github.com/airlock-dev/airlock/internal/workspace"
 )
 
@@ -35,11 +38,13 @@ type runOptions struct {
 	detach    bool
 	name      string
 	quiet     bool
-	net       supervisor.NetworkSpec
+	net       config.Network
 	wsMode    string
-	ws        supervisor.WorkspaceSpec
+	ws        config.Workspace
 	backend   string
 	image     string
+	watch     bool
+	scratch   []string
 }
 
 const (
@@ -136,86 +141,71 @@ Limits default to ` + strconv.Itoa(defaultPids) + ` processes and half of the ma
 	f.BoolVar(&o.ws.AutoApply, "auto-apply", false, "overlay and copy: apply the changes at exit without asking, except risky ones")
 	f.BoolVar(&o.ws.ApplyRisky, "apply-risky", false, "with --auto-apply: apply risky changes too")
 	f.BoolVar(&o.ws.ProtectGit, "protect-git", true, "bind: make .git/config and .git/hooks read-only inside, and restore them after if they changed anyway")
-	f.StringVar(&o.backend, "backend", supervisor.BackendNative, "where the sandbox runs: native (namespaces on this kernel) or docker (a hardened container; see airlock images)")
-	f.StringVar(&o.image, "image", "", "docker backend: the image to run in (default "+supervisor.DefaultImage+")")
+	f.StringVar(&o.backend, "backend", config.BackendNative, "where the sandbox runs: native (namespaces on this kernel) or docker (a hardened container; see airlock images)")
+	f.StringVar(&o.image, "image", "", "docker backend: the image to run in (default "+config.DefaultImage+")")
+	f.BoolVar(&o.watch, "watch-files", false, "record every file created, written or deleted in the workspace and writable mounts in the audit log (airlock audit ID)")
+	f.StringArrayVar(&o.scratch, "scratch", nil, "an empty writable directory at `PATH` inside that lives as long as the sandbox (repeatable)")
 	return c
 }
 
 func run(o *runOptions, args []string) error {
-	// A foreground run is latency-bound: the guest's namespaces and runtime
-	// come up (milliseconds) while the flags are checked and the sandbox is
-	// registered.
-	type spawnResult struct {
-		sb  *native.Sandbox
-		err error
-	}
 	limits, err := o.limits()
 	if err != nil {
 		return err
 	}
-	if o.backend != supervisor.BackendNative && o.backend != supervisor.BackendDocker {
+	if o.backend != config.BackendNative && o.backend != config.BackendDocker {
 		return usageError{fmt.Sprintf("--backend %q: use native or docker", o.backend)}
 	}
-	if o.image != "" && o.backend != supervisor.BackendDocker {
+	if o.image != "" && o.backend != config.BackendDocker {
 		return usageError{"--image needs --backend docker"}
-	}
-	var spawning chan spawnResult
-	if !o.detach && o.backend == supervisor.BackendNative {
-		spawning = make(chan spawnResult, 1)
-		go func() {
-			sb, err := native.Spawn(native.Options{Stderr: os.Stderr}, limits)
-			spawning <- spawnResult{sb, err}
-		}()
-		defer func() {
-			if spawning != nil { // never handed on: an error came first
-				if r := <-spawning; r.sb != nil {
-					r.sb.Close()
-				}
-			}
-		}()
 	}
 	store, err := openStore()
 	if err != nil {
 		return err
 	}
-	spec, err := o.spec(args, limits, store.Root())
+	spec, err := o.spec(args, limits)
 	if err != nil {
 		return err
 	}
+	// A foreground run is latency-bound: the sandbox is prepared (a native
+	// guest's namespaces and runtime come up, milliseconds) while it is
+	// registered and its environment built.
+	var pending backend.Pending
+	if !o.detach {
+		if pending, err = engine.Prepare(&spec, ""); err != nil {
+			return err
+		}
+	}
 	h, err := store.Create(o.name)
 	if err != nil {
+		if pending != nil {
+			pending.Close()
+		}
 		if errors.Is(err, state.ErrNameTaken) {
 			return fmt.Errorf("a sandbox named %q exists already: pick another --name, or remove it with airlock rm %s", o.name, o.name)
 		}
 		return err
 	}
-	spec.Native.ID = h.ID()
 	if spec.Env, err = sandboxEnv(spec, h.ID(), o.env); err != nil {
+		if pending != nil {
+			pending.Close()
+		}
 		h.Remove()
 		return err
 	}
 	if o.detach {
 		return detach(h, spec)
 	}
-	var sb *native.Sandbox
-	if spawning != nil {
-		r := <-spawning
-		spawning = nil
-		if r.err != nil {
-			h.Remove()
-			return r.err
-		}
-		sb = r.sb
-	}
-	code, err := supervisor.Run(h, spec, supervisor.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, nil, sb)
+	code, err := supervisor.Run(h, spec, term.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, nil, pending)
 	if err != nil {
 		return err
 	}
 	return exitError{code}
 }
 
-func sandboxEnv(spec supervisor.Spec, id string, extra []string) ([]string, error) {
-	env, warnings, err := supervisor.SandboxEnv(os.Environ(), native.SandboxHome(spec.Native.HostHome), id, extra)
+func sandboxEnv(spec engine.Spec, id string, extra []string) ([]string, error) {
+	hostHome, _ := os.UserHomeDir()
+	env, warnings, err := config.SandboxEnv(os.Environ(), backend.SandboxHome(hostHome), id, extra)
 	if !spec.Quiet {
 		for _, w := range warnings {
 			fmt.Fprintf(os.Stderr, "airlock: warning: %s\n", w)
@@ -225,24 +215,33 @@ func sandboxEnv(spec supervisor.Spec, id string, extra []string) ([]string, erro
 }
 
 // limits reads --memory, --cpus and --pids, with their defaults.
-func (o *runOptions) limits() (native.Limits, error) {
+func (o *runOptions) limits() (config.Limits, error) {
 	mem, err := parseSize(o.memory, "--memory")
 	if err != nil {
-		return native.Limits{}, err
+		return config.Limits{}, err
 	}
 	if mem == 0 {
-		mem = native.TotalMemory() / 2
+		mem = backend.TotalMemory() / 2
 	}
 	if o.cpus < 0 || o.pids < 0 {
-		return native.Limits{}, usageError{"--cpus and --pids must not be negative"}
+		return config.Limits{}, usageError{"--cpus and --pids must not be negative"}
 	}
-	return native.Limits{MemoryBytes: mem, CPUs: o.cpus, Pids: o.pids}, nil
+	tmp, err := parseSize(o.tmpSize, "--tmp-size")
+	if err != nil {
+		return config.Limits{}, err
+	}
+	if tmp == 0 {
+		tmp = mem
+	}
+	if o.timeout < 0 {
+		return config.Limits{}, usageError{"--timeout must not be negative"}
+	}
+	return config.Limits{MemoryBytes: mem, CPUs: o.cpus, Pids: o.pids, TmpBytes: tmp, Timeout: o.timeout}, nil
 }
 
-// spec checks the flags and builds the sandbox's shape; stateRoot (with the
-// control sockets of every sandbox) is hidden inside.
-func (o *runOptions) spec(args []string, limits native.Limits, stateRoot string) (supervisor.Spec, error) {
-	var s supervisor.Spec
+// spec checks the flags and builds the sandbox's spec.
+func (o *runOptions) spec(args []string, limits config.Limits) (engine.Spec, error) {
+	s := engine.Spec{Origin: engine.OriginCLI}
 	ws := o.workspace
 	if ws == "" {
 		var err error
@@ -257,32 +256,19 @@ func (o *runOptions) spec(args []string, limits native.Limits, stateRoot string)
 	if ws == "/" {
 		return s, usageError{"the workspace cannot be / (the whole machine): cd into a project or pass --workspace DIR"}
 	}
-	tmp, err := parseSize(o.tmpSize, "--tmp-size")
-	if err != nil {
-		return s, err
-	}
-	if tmp == 0 {
-		tmp = limits.MemoryBytes
-	}
-	if o.timeout < 0 {
-		return s, usageError{"--timeout must not be negative"}
-	}
 	if o.name != "" && !state.ValidName(o.name) {
 		return s, usageError{fmt.Sprintf("--name %q: use letters, digits, '_', '.' and '-' (up to 63, starting with a letter or digit)", o.name)}
 	}
 	if o.detach && o.tty {
 		return s, usageError{"-t and -d do not mix: start with -d, then airlock exec -t ID -- CMD"}
 	}
-	hostHome, _ := os.UserHomeDir()
-	s.Native = native.Config{
-		Workspace: ws, HostHome: hostHome, NoDelete: o.noDelete, TmpBytes: tmp,
-		Limits: limits,
-	}
+	c := &s.Config
+	c.Limits = limits
 	if o.home != "" {
 		if err := os.MkdirAll(o.home, 0o700); err != nil {
 			return s, fmt.Errorf("--home %s: %v", o.home, err)
 		}
-		if s.Native.Home, err = existingDir(o.home, "--home", ""); err != nil {
+		if c.Home, err = existingDir(o.home, "--home", ""); err != nil {
 			return s, err
 		}
 	}
@@ -291,21 +277,23 @@ func (o *runOptions) spec(args []string, limits native.Limits, stateRoot string)
 		if err != nil {
 			return s, err
 		}
-		s.Native.RO = append(s.Native.RO, abs)
+		c.RO = append(c.RO, abs)
 	}
 	for _, p := range o.rw {
 		abs, err := existingPath(p, "--rw")
 		if err != nil {
 			return s, err
 		}
-		s.Native.RW = append(s.Native.RW, abs)
+		c.RW = append(c.RW, abs)
 	}
-	s.Native.Hide = append(s.Native.Hide, stateRoot)
-	if cfg, err := os.UserConfigDir(); err == nil {
-		s.Native.Hide = append(s.Native.Hide, filepath.Join(cfg, "airlock"))
+	for _, p := range o.scratch {
+		if !filepath.IsAbs(p) || filepath.Clean(p) == "/" {
+			return s, usageError{fmt.Sprintf("--scratch %q: use an absolute path inside the sandbox other than /", p)}
+		}
+		s.Scratch = append(s.Scratch, filepath.Clean(p))
 	}
-	s.Command, s.TTY, s.Timeout, s.Detached, s.Quiet = args, o.tty, o.timeout, o.detach, o.quiet
-	s.Network = o.net
+	s.Command, s.TTY, s.Detached, s.Quiet, s.Watch = args, o.tty, o.detach, o.quiet, o.watch
+	c.Network = o.net
 	mode, err := workspace.ParseMode(o.wsMode)
 	if err != nil {
 		return s, usageError{err.Error()}
@@ -319,11 +307,11 @@ func (o *runOptions) spec(args []string, limits native.Limits, stateRoot string)
 	if _, err := workspace.NewExcluder(o.ws.Exclude); err != nil {
 		return s, usageError{err.Error()}
 	}
-	s.Workspace = o.ws
-	s.Workspace.Mode, s.Workspace.StateRoot = mode, stateRoot
-	s.Backend, s.Image = o.backend, o.image
+	c.Workspace = o.ws
+	c.Workspace.Path, c.Workspace.Mode, c.Workspace.NoDelete = ws, string(mode), o.noDelete
+	c.Backend, c.Image = o.backend, o.image
 	if o.net.UpstreamCA != "" {
-		if s.Network.UpstreamCA, err = existingPath(o.net.UpstreamCA, "--upstream-ca"); err != nil {
+		if c.Network.UpstreamCA, err = existingPath(o.net.UpstreamCA, "--upstream-ca"); err != nil {
 			return s, err
 		}
 	}
@@ -404,8 +392,8 @@ func openStore() (*state.Store, error) {
 
 // detach starts a background supervisor that inherits the sandbox's lock and
 // reports on a pipe whether the sandbox started; then prints the ID.
-func detach(h *state.Handle, spec supervisor.Spec) error {
-	if err := h.WriteRecord(state.Record{Backend: spec.Backend, Workspace: spec.Native.Workspace, Command: spec.Command, Detached: true, Config: mustJSON(spec)}); err != nil {
+func detach(h *state.Handle, spec engine.Spec) error {
+	if err := h.WriteRecord(state.Record{Backend: spec.Config.BackendName(), Origin: spec.Origin, Workspace: spec.Config.Workspace.Path, Command: spec.Command, Detached: true, Config: mustJSON(spec)}); err != nil {
 		h.Remove()
 		return err
 	}

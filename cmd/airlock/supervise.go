@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/airlock-dev/airlock/internal/engine"
 	"github.com/airlock-dev/airlock/internal/state"
 	"github.com/airlock-dev/airlock/internal/supervisor"
+	"github.com/airlock-dev/airlock/internal/term"
 )
 
 func mustJSON(v any) json.RawMessage {
@@ -38,7 +40,7 @@ func supervise(args []string) int {
 		report(err)
 		return supervisor.ExitAirlock
 	}
-	var spec supervisor.Spec
+	var spec engine.Spec
 	rec, err := h.ReadRecord()
 	if err == nil {
 		err = json.Unmarshal(rec.Config, &spec)
@@ -49,7 +51,7 @@ func supervise(args []string) int {
 		return supervisor.ExitAirlock
 	}
 	devnull, _ := os.Open(os.DevNull)
-	code, err := supervisor.Run(h, spec, supervisor.IO{Stdin: devnull, Stdout: os.Stdout, Stderr: os.Stderr}, report, nil)
+	code, err := supervisor.Run(h, spec, term.IO{Stdin: devnull, Stdout: os.Stdout, Stderr: os.Stderr}, report, nil)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "airlock: %v\n", err)
 	}

@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/airlock-dev/airlock/internal/engine"
 	"github.com/airlock-dev/airlock/internal/state"
-	"github.com/airlock-dev/airlock/internal/supervisor"
 	"github.com/airlock-dev/airlock/internal/workspace"
 )
 
@@ -22,7 +22,7 @@ func openSession(ref string) (state.Entry, *workspace.Session, error) {
 	if err != nil {
 		return e, nil, err
 	}
-	s, err := workspace.Open(supervisor.WorkspaceDir(e.Dir))
+	s, err := workspace.Open(engine.WorkspaceDir(e.Dir))
 	if errors.Is(err, fs.ErrNotExist) {
 		return e, nil, fmt.Errorf("sandbox %s has no workspace record (it started before airlock kept them, or its start failed)", ref)
 	}
@@ -214,5 +214,5 @@ func newDiscardCmd() *cobra.Command {
 
 // pendingChanges says whether a stopped sandbox still holds changes to review.
 func pendingChanges(e state.Entry) (workspace.Counts, bool) {
-	return workspace.PendingIn(supervisor.WorkspaceDir(e.Dir))
+	return workspace.PendingIn(engine.WorkspaceDir(e.Dir))
 }

@@ -90,6 +90,18 @@ func (s *Set) Env() []string {
 	return env
 }
 
+// Hosts lists every host some secret may be sent to: each is allowed.
+func (s *Set) Hosts() []string {
+	if s == nil {
+		return nil
+	}
+	var hosts []string
+	for _, c := range s.secrets {
+		hosts = append(hosts, c.Hosts...)
+	}
+	return hosts
+}
+
 // Names lists the secrets' names in order.
 func (s *Set) Names() []string {
 	if s == nil {

@@ -40,6 +40,7 @@ type Record struct {
 	Workspace string          `json:"workspace"`
 	Command   []string        `json:"command"`
 	Detached  bool            `json:"detached"`
+	Origin    string          `json:"origin,omitempty"`  // cli, rpc or api: what made it
 	Cgroups   []string        `json:"cgroups,omitempty"` // dirs to clean after a crash
 	Config    json.RawMessage `json:"config,omitempty"`
 }

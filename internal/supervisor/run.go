@@ -1,196 +1,98 @@
+// Package supervisor hosts one engine sandbox for the CLI: it runs the main
+// command with the user's terminal or stdio, forwards signals, enforces the
+// timeout, reviews the workspace after, and records how the sandbox ended
+// in the state dir. Detached sandboxes run the same host in the background.
 package supervisor
 
 import (
-	"encoding/json"
-	"errors"
+	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/airlock-dev/airlock/internal/backend/native"
+	"github.com/airlock-dev/airlock/internal/backend"
+	"github.com/airlock-dev/airlock/internal/engine"
 	"github.com/airlock-dev/airlock/internal/proto"
 	"github.com/airlock-dev/airlock/internal/state"
-	"github.com/airlock-dev/airlock/internal/workspace"
+	"github.com/airlock-dev/airlock/internal/term"
 )
 
-// IO is the supervisor's own stdio: the main command gets it.
-type IO struct {
-	Stdin, Stdout, Stderr *os.File
-}
+// Exit codes airlock itself uses, as docker and timeout(1) do.
+const (
+	ExitAirlock = 125 // airlock failed, not the command
+	ExitTimeout = 124 // --timeout ended the sandbox
+)
 
 type supervisor struct {
 	h    *state.Handle
-	spec Spec
-	io   IO
-	sb   sandbox
+	spec engine.Spec
+	io   term.IO
+	sb   *engine.Sandbox
 
 	stopOnce sync.Once
 	stop     chan string // why the sandbox is being stopped from outside
 }
 
-// forwarded are the signals passed on to the main command.
-var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH}
-
 // Run runs the sandbox described by spec until its main command ends (or,
 // with no command, until it is killed) and returns the exit code. ready, if
 // set, is called once: with nil when the sandbox runs, or with the error that
 // stopped it from starting — in which case nothing is left in the state dir.
-// spawned, if not nil, is a guest from native.Spawn that the caller started
-// early to overlap its start with the caller's own work; Run owns it.
-func Run(h *state.Handle, spec Spec, stdio IO, ready func(error), spawned *native.Sandbox) (int, error) {
+// pending, if not nil, is a sandbox engine.Prepare began early; Run owns it.
+func Run(h *state.Handle, spec engine.Spec, stdio term.IO, ready func(error), pending backend.Pending) (int, error) {
 	sv := &supervisor{h: h, spec: spec, io: stdio, stop: make(chan string, 1)}
-	var err error
-	notify := func(err error) {
-		if ready != nil {
-			ready(err)
-			ready = nil
-		}
+	o := engine.Options{Stderr: stdio.Stderr, OnStop: sv.requestStop, Pending: pending}
+	if !spec.Quiet && term.IsTerminal(stdio.Stderr) {
+		o.Progress = ProgressBar(stdio.Stderr)
 	}
-	fail := func(err error) (int, error) {
-		if spawned != nil {
-			spawned.Close() // idempotent: Start closes it on its own errors too
-		}
-		workspace.Release(WorkspaceDir(h.Dir())) // an overlay that was mounted leaves a mode-0 dir
-		h.Remove()
-		notify(err)
+	sb, err := engine.Start(context.Background(), h, spec, o)
+	if ready != nil {
+		ready(err)
+	}
+	if err != nil {
 		return ExitAirlock, err
 	}
-	if spec.Network.enabled() {
-		switch {
-		case spec.backend() != BackendDocker:
-			if spec.Network.Mode, _, err = NetworkMode(spec.Network.Mode); err != nil {
-				return fail(err)
-			}
-		case spec.Network.Mode == ModeTransparent:
-			return fail(errors.New("--network-mode transparent: a docker sandbox reaches the gateway through its proxy door; use --network-mode proxy (or auto)"))
-		default:
-			spec.Network.Mode = ModeProxy
-		}
-		sv.spec = spec
-	}
-	config, err := json.Marshal(spec)
-	if err != nil {
-		return fail(err)
-	}
-	rec := state.Record{
-		ID: h.ID(), Name: h.Name(), CreatedAt: time.Now().UTC(), PID: os.Getpid(), Backend: spec.backend(),
-		Workspace: spec.Native.Workspace, Command: spec.Command, Detached: spec.Detached, Config: config,
-	}
-	sock := h.SocketPath()
-	var nw *network
-	if spec.Network.enabled() {
-		if nw, err = startNetwork(spec.Network, h.ID(), h.Dir(), gatewaySocket(sock)); err != nil {
-			return fail(err)
-		}
-		defer nw.Close()
-		spec.Native.Files = append(spec.Native.Files, nw.files...)
-		spec.Native.Relay, spec.Native.Net = nw.relay, nw.net
-		spec.Env = MergeEnv(spec.Env, nw.env)
-		sv.spec = spec
-	}
-	ws, err := prepareWorkspace(h.Dir(), &spec, stdio.Stderr)
-	if err != nil {
-		return fail(err)
-	}
-	sv.spec = spec
-	var ln *net.UnixListener
-	register := func(cgroups []string) error {
-		rec.Cgroups = cgroups
-		if err := h.WriteRecord(rec); err != nil {
-			return err
-		}
-		os.Remove(sock)
-		var err error
-		if ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"}); err != nil {
-			return fmt.Errorf("control socket: %w", err)
-		}
-		return nil
-	}
-	var warnings []string
-	if spec.backend() == BackendDocker {
-		sv.sb, warnings, err = startDocker(h, spec, register)
-	} else {
-		sv.sb, warnings, err = startNative(spawned, spec, stdio, register)
-	}
-	if err != nil {
-		if ln != nil {
-			ln.Close()
-		}
-		return fail(err)
-	}
-	defer sv.sb.Close()
-	defer func() { ln.Close(); os.Remove(sock) }()
-	if nb, ok := sv.sb.(*native.Sandbox); ok && nb.TAP != nil {
-		if err := nw.attach(nb.TAP); err != nil {
-			return fail(fmt.Errorf("transparent network: %w", err))
-		}
-	}
-	if err := ws.Ready(); err != nil {
-		return fail(err)
-	}
-	ws.Background()
-	if !spec.Quiet {
-		for _, w := range warnings {
-			fmt.Fprintf(stdio.Stderr, "airlock: warning: %s\n", w)
-		}
-	}
-	go sv.serveControl(ln)
-	if err := h.SetStatus(state.Status{State: state.Running}); err != nil {
-		return fail(err)
-	}
-	notify(nil)
+	sv.sb = sb
 
 	code, reason := sv.main()
-	oom := sv.sb.OOMKilled()
-	closed := make(chan struct{})
-	go func() { sv.sb.Close(); close(closed) }()
-	defer func() { <-closed }() // teardown overlaps with the state updates below
+	oom := sb.Stop()
 	if oom && reason == "" {
-		reason = fmt.Sprintf("the sandbox reached its memory limit (%d MiB) and the kernel killed a process", spec.Native.Limits.MemoryBytes>>20)
+		reason = fmt.Sprintf("the sandbox reached its memory limit (%d MiB) and the kernel killed a process", memoryLimit(spec)>>20)
 	}
-	if reason != "" && !spec.Quiet {
-		fmt.Fprintf(stdio.Stderr, "airlock: %s\n", reason)
+	if reason != "" {
+		if !spec.Quiet {
+			fmt.Fprintf(stdio.Stderr, "airlock: %s\n", reason)
+		}
+		sb.RecordCrash(reason)
 	}
-	// Every process is gone before the workspace is read: nothing can
-	// change it while it is reviewed. Natively that is when the guest is
-	// reaped (the kernel reaps a PID namespace's processes before its init);
-	// removing the cgroups goes on meanwhile. A container is gone when closed.
-	if _, ok := sv.sb.(*native.Sandbox); ok {
-		<-sv.sb.Done()
-	} else {
-		<-closed
-	}
-	keep := sv.reviewWorkspace(ws, h.ID())
+	// Every process is gone before the workspace is read (Stop): nothing can
+	// change it while it is reviewed; the backend's cleanup goes on meanwhile.
+	keep := sv.reviewWorkspace(sb.Session(), h.ID())
 	now := time.Now().UTC()
 	st := state.Status{State: state.Exited, ExitCode: &code, FinishedAt: &now, Error: reason}
-	if !spec.Detached && !spec.Network.enabled() && !keep {
+	network := sb.NetworkMode() != ""
+	if !spec.Detached && !network && !keep {
 		// A foreground sandbox leaves nothing behind; its result is its exit
 		// code. One with network keeps its audit log for `airlock audit`.
+		sb.Close()
 		h.Remove()
 		return code, nil
 	}
 	// `airlock kill` (and then rm) waits for this status: write it only when
 	// all is torn down (a container's removal takes a while).
-	<-closed
+	sb.Close()
 	h.SetStatus(st)
 	h.Release()
 	return code, nil
 }
 
-// gatewaySocket is where the gateway's front door listens: beside the
-// control socket under a name no longer than its, so it fits sun_path
-// (108 bytes) wherever the control socket does.
-func gatewaySocket(ctl string) string {
-	if dir, base := filepath.Split(ctl); base == "ctl.sock" {
-		return dir + "gw.sock"
+func memoryLimit(spec engine.Spec) int64 {
+	if m := spec.Config.Limits.MemoryBytes; m > 0 {
+		return m
 	}
-	return strings.TrimSuffix(ctl, ".sock") + ".gw"
+	return backend.TotalMemory() / 2
 }
 
 // requestStop ends the sandbox from outside (airlock kill, a signal to an idle one).
@@ -202,15 +104,16 @@ func (sv *supervisor) requestStop(why string) {
 // ended it, why.
 func (sv *supervisor) main() (int, string) {
 	var timeout <-chan time.Time
-	if sv.spec.Timeout > 0 {
-		t := time.NewTimer(sv.spec.Timeout)
+	limit := sv.spec.Config.Limits.Timeout
+	if limit > 0 {
+		t := time.NewTimer(limit)
 		defer t.Stop()
 		timeout = t.C
 	}
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, forwarded...)
+	signal.Notify(sigs, term.Forwarded...)
 	defer signal.Stop(sigs)
-	timedOut := fmt.Sprintf("stopped the sandbox: --timeout %s reached", sv.spec.Timeout)
+	timedOut := fmt.Sprintf("stopped the sandbox: --timeout %s reached", limit)
 
 	if len(sv.spec.Command) == 0 { // idle until stopped
 		for {
@@ -230,14 +133,14 @@ func (sv *supervisor) main() (int, string) {
 		}
 	}
 
-	req := &proto.Exec{Argv: sv.spec.Command, Env: sv.spec.Env, Dir: sv.spec.Native.Workspace, TTY: sv.spec.TTY}
+	req := &proto.Exec{Argv: sv.spec.Command, Env: sv.sb.Env(), TTY: sv.spec.TTY}
 	var (
-		p   *native.Process
+		p   *engine.Process
 		err error
-		t   *terminal
+		t   *term.Terminal
 	)
 	if sv.spec.TTY {
-		req.Rows, req.Cols = termSize(sv.io.Stdin)
+		req.Rows, req.Cols = term.Size(sv.io.Stdin)
 		p, err = sv.sb.Exec(req, nil)
 	} else {
 		req.Stdio = proto.StdioFDs
@@ -253,10 +156,10 @@ func (sv *supervisor) main() (int, string) {
 	}
 	drain := func() {}
 	if p.PTY != nil {
-		t = openTerminal(sv.io.Stdin, sv.io.Stdout)
-		defer t.restore()
+		t = term.Open(sv.io.Stdin, sv.io.Stdout)
+		defer t.Restore()
 		defer p.PTY.Close()
-		drain = t.relay(p.PTY)
+		drain = t.Relay(p.PTY)
 	}
 	type result struct {
 		e   *proto.Exit
@@ -278,7 +181,7 @@ func (sv *supervisor) main() (int, string) {
 		case s := <-sigs:
 			if s == syscall.SIGWINCH {
 				if p.PTY != nil {
-					t.resize(p.PTY)
+					t.Resize(p.PTY)
 				}
 				continue
 			}
@@ -290,5 +193,3 @@ func (sv *supervisor) main() (int, string) {
 		}
 	}
 }
-
-var errNotRunning = errors.New("sandbox is not running")

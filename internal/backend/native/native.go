@@ -14,9 +14,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/backend/guestclient"
 	"github.com/airlock-dev/airlock/internal/cgroup"
 	"github.com/airlock-dev/airlock/internal/guest"
+	"github.com/airlock-dev/airlock/internal/link"
 	"github.com/airlock-dev/airlock/internal/proto"
 )
 
@@ -36,13 +38,13 @@ type Options struct {
 // Sandbox is one running native sandbox.
 type Sandbox struct {
 	ID       string
-	Warnings []string // what is not enforced here, for the user
-	// TAP is the sandbox's network interface, when Config.Net asked for one:
+	warnings []string // what is not enforced here, for the user
+	// tap is the sandbox's network interface, when Spec.Net asked for one:
 	// the caller serves it (the gateway's netstack) and closes it.
-	TAP *os.File
+	tap *os.File
 
 	opts      Options
-	limits    Limits
+	limits    backend.Limits
 	unlimited []string   // limits no cgroup enforces here (rlimits stand in)
 	joined    chan error // the guest's move into its cgroup, done
 	conn      *proto.Conn
@@ -55,12 +57,12 @@ type Sandbox struct {
 }
 
 // Start creates the sandbox and returns once its guest is ready for requests.
-func Start(ctx context.Context, c Config, o Options) (*Sandbox, error) {
+func Start(ctx context.Context, c *backend.Spec, o Options) (*Sandbox, error) {
 	s, err := Spawn(o, c.Limits)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.Start(ctx, c, nil); err != nil {
+	if _, err := s.Start(ctx, c, nil); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -70,7 +72,7 @@ func Start(ctx context.Context, c Config, o Options) (*Sandbox, error) {
 // at once: its namespaces exist and its runtime is starting (milliseconds)
 // while the caller prepares the rest, then calls Start. Close ends a guest
 // that is never started.
-func Spawn(o Options, l Limits) (*Sandbox, error) {
+func Spawn(o Options, l backend.Limits) (*Sandbox, error) {
 	if o.Exe == "" {
 		o.Exe = "/proc/self/exe"
 	}
@@ -108,7 +110,7 @@ func (s *Sandbox) joinCgroup() error {
 	case err == nil:
 		s.cg, s.unlimited = cg, cg.Unenforced()
 		for _, u := range s.unlimited {
-			s.Warnings = append(s.Warnings, fmt.Sprintf("the %s limit is not enforced: no writable cgroup controller for it", u))
+			s.warnings = append(s.warnings, fmt.Sprintf("the %s limit is not enforced: no writable cgroup controller for it", u))
 		}
 		go func() { s.joined <- cg.Add(s.guest.Pid) }()
 	case errors.Is(err, cgroup.ErrUnavailable):
@@ -116,7 +118,7 @@ func (s *Sandbox) joinCgroup() error {
 		// process's memory and the sandbox's process count instead.
 		s.unlimited = []string{"memory", "pids", "cpu"}
 		if l.CPUs > 0 {
-			s.Warnings = append(s.Warnings, "--cpus is not enforced: no writable cgroup (run as root or delegate a cgroup v2 subtree to this user)")
+			s.warnings = append(s.warnings, "--cpus is not enforced: no writable cgroup (run as root or delegate a cgroup v2 subtree to this user)")
 		}
 		s.joined <- nil
 	default:
@@ -129,27 +131,27 @@ func (s *Sandbox) joinCgroup() error {
 // whileSetup, if set, runs while the guest builds the sandbox (milliseconds),
 // with the cgroup dirs to record for crash cleanup; its error aborts the
 // start. On error the sandbox is closed.
-func (s *Sandbox) Start(ctx context.Context, c Config, whileSetup func(cgroupPaths []string) error) (err error) {
+func (s *Sandbox) Start(ctx context.Context, c *backend.Spec, whileSetup func(cgroupPaths []string) error) (_ backend.Instance, err error) {
 	defer func() {
 		if err != nil {
 			s.Close()
-			if s.TAP != nil {
-				s.TAP.Close()
-				s.TAP = nil
+			if s.tap != nil {
+				s.tap.Close()
+				s.tap = nil
 			}
 		}
 	}()
 	if c.Limits != s.limits {
-		return fmt.Errorf("native: start with limits %+v, but spawned with %+v", c.Limits, s.limits)
+		return nil, fmt.Errorf("native: start with limits %+v, but spawned with %+v", c.Limits, s.limits)
 	}
 	s.ID = c.ID
 	init, err := Plan(c, s.opts.Env)
 	if err != nil {
-		return fmt.Errorf("native: plan: %w", err)
+		return nil, fmt.Errorf("native: plan: %w", err)
 	}
 	init.Rlimits = rlimits(c.Limits, s.unlimited)
 	if err := s.conn.Send(&proto.Msg{Op: proto.OpInit, Init: init}); err != nil {
-		return fmt.Errorf("native: send plan: %w", err)
+		return nil, fmt.Errorf("native: send plan: %w", err)
 	}
 	type reply struct {
 		m     *proto.Msg
@@ -158,7 +160,7 @@ func (s *Sandbox) Start(ctx context.Context, c Config, whileSetup func(cgroupPat
 	ready := make(chan reply, 1)
 	if whileSetup != nil {
 		if err := whileSetup(s.CgroupPaths()); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	go func() {
@@ -174,29 +176,29 @@ func (s *Sandbox) Start(ctx context.Context, c Config, whileSetup func(cgroupPat
 	case r := <-ready:
 		m := r.m
 		if m.Op == proto.OpReady && c.Net != nil && len(r.files) == 1 {
-			s.TAP, r.files = r.files[0], nil
+			s.tap, r.files = r.files[0], nil
 		}
 		proto.CloseFiles(r.files)
-		if m.Op == proto.OpReady && c.Net != nil && s.TAP == nil {
-			return errors.New("native: the guest made no network interface")
+		if m.Op == proto.OpReady && c.Net != nil && s.tap == nil {
+			return nil, errors.New("native: the guest made no network interface")
 		}
 		if m.Op != proto.OpReady {
 			if m.Err == nil {
 				m.Err = &proto.Error{Message: "unexpected " + m.Op.String()}
 			}
-			return fmt.Errorf("native: sandbox setup: %w", m.Err)
+			return nil, fmt.Errorf("native: sandbox setup: %w", m.Err)
 		}
-		s.Warnings = append(s.Warnings, m.Warnings...)
+		s.warnings = append(s.warnings, m.Warnings...)
 		if err := <-s.joined; err != nil {
-			return fmt.Errorf("native: join cgroup: %w", err)
+			return nil, fmt.Errorf("native: join cgroup: %w", err)
 		}
 	case <-ctx.Done():
-		return fmt.Errorf("native: sandbox setup: %w", ctx.Err())
+		return nil, fmt.Errorf("native: sandbox setup: %w", ctx.Err())
 	case <-timer.C:
-		return fmt.Errorf("native: sandbox setup took longer than %s", setupTimeout)
+		return nil, fmt.Errorf("native: sandbox setup took longer than %s", setupTimeout)
 	}
 	s.client = guestclient.New(s.conn)
-	return nil
+	return s, nil
 }
 
 func (s *Sandbox) startGuest(o Options, sock *os.File) error {
@@ -252,7 +254,7 @@ func (s *Sandbox) startGuest(o Options, sock *os.File) error {
 }
 
 // rlimits stands in for the cgroup limits listed in missing.
-func rlimits(l Limits, missing []string) []proto.Rlimit {
+func rlimits(l backend.Limits, missing []string) []proto.Rlimit {
 	out := []proto.Rlimit{{Resource: unix.RLIMIT_CORE, Cur: 0, Max: 0}}
 	for _, m := range missing {
 		switch {
@@ -325,3 +327,41 @@ func (s *Sandbox) Close() error {
 	})
 	return err
 }
+
+// Warnings are what is not enforced here, for the user.
+func (s *Sandbox) Warnings() []string { return s.warnings }
+
+// Link is the sandbox's TAP device when Spec.Net asked for one: the caller
+// serves it and closes it.
+func (s *Sandbox) Link() *link.Link {
+	if s.tap == nil {
+		return nil
+	}
+	return &link.Link{Kind: link.TAP, File: s.tap}
+}
+
+// Backend runs sandboxes in namespaces on this kernel.
+type Backend struct{ Options Options }
+
+// Name is "native".
+func (Backend) Name() string { return "native" }
+
+// Caps: a TAP link where this user can make one; overlayfs inside; the
+// guest is reaped only once every process in its PID namespace is gone.
+func (Backend) Caps() backend.Caps {
+	c := backend.Caps{ReapedWhenDone: true}
+	if err := CanMakeTAP(); err != nil {
+		c.NoLink = "no TAP device for this user: " + err.Error()
+	}
+	return c
+}
+
+// Prepare spawns the guest in its namespaces and cgroup; its runtime starts
+// while the engine prepares the rest.
+func (b Backend) Prepare(_ context.Context, spec *backend.Spec) (backend.Pending, error) {
+	return Spawn(b.Options, spec.Limits)
+}
+
+// Prune has nothing to do: a native sandbox dies with its supervisor, and
+// the state dir's sweep removes cgroups a killed one left.
+func (Backend) Prune(context.Context, string, func(string) bool) ([]string, error) { return nil, nil }

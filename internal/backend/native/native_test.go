@@ -26,11 +26,13 @@ import (
 	"syscall"
 	"testing"
 
-	"golang.org/x/sys/unix"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/creack/pty"
 
+	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/proto"
 )
 
@@ -82,19 +84,19 @@ func build(out string) error {
 
 // sandbox starts one sandbox on a fresh workspace and home; change edits
 // the config first. It is closed when the test ends.
-func sandbox(t *testing.T, change func(*Config)) (*Sandbox, string) {
+func sandbox(t *testing.T, change func(*backend.Spec)) (*Sandbox, string) {
 	t.Helper()
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
 	ws, home := t.TempDir(), t.TempDir()
-	c := Config{ID: fmt.Sprintf("t%d", time.Now().UnixNano()), Workspace: ws, HostHome: home}
+	c := backend.Spec{ID: fmt.Sprintf("t%d", time.Now().UnixNano()), Workspace: ws, HostHome: home}
 	if change != nil {
 		change(&c)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	sb, err := Start(ctx, c, Options{Exe: airlockBin, Env: func(string) string { return "" }})
+	sb, err := Start(ctx, &c, Options{Exe: airlockBin, Env: func(string) string { return "" }})
 	if err != nil {
 		t.Fatalf("start sandbox: %v", err)
 	}
@@ -652,7 +654,7 @@ func TestFileWritesOutsideTheWritablePlacesFail(t *testing.T) {
 }
 
 func TestReadingAHiddenFileGivesEmptyContent(t *testing.T) {
-	sb, _ := sandbox(t, func(c *Config) {
+	sb, _ := sandbox(t, func(c *backend.Spec) {
 		// A credential file in the (exposed) home: masked although readable.
 		os.MkdirAll(filepath.Join(c.HostHome, ".ssh"), 0o700)
 		os.WriteFile(filepath.Join(c.HostHome, ".ssh", "id_ed25519"), []byte("SECRET"), 0o600)
@@ -832,7 +834,7 @@ func TestClosingTheSandboxEndsItsProcessesAndWaitReturnsErrClosed(t *testing.T) 
 }
 
 func TestAPidsLimitMakesForksFailButLeavesTheSandboxUsable(t *testing.T) {
-	sb, _ := sandbox(t, func(c *Config) { c.Limits.Pids = 20 })
+	sb, _ := sandbox(t, func(c *backend.Spec) { c.Limits.Pids = 20 })
 	r := run(t, sb, sh(`for i in $(seq 50); do sleep 1 & done; wait`), nil)
 	if !strings.Contains(strings.ToLower(r.stderr.String()), "fork") {
 		t.Errorf("no fork failure reported with 50 processes under a limit of 20: stderr %q exit %+v", r.stderr.String(), r.exit)
@@ -848,7 +850,7 @@ func TestAPidsLimitMakesForksFailButLeavesTheSandboxUsable(t *testing.T) {
 }
 
 func TestTheSandboxHasItsOwnHostnameAndPIDsAndStartsInTheWorkspace(t *testing.T) {
-	sb, ws := sandbox(t, func(c *Config) { c.ID = "abcdef0123456789" })
+	sb, ws := sandbox(t, func(c *backend.Spec) { c.ID = "abcdef0123456789" })
 	r := run(t, sb, sh(`cat /proc/sys/kernel/hostname; echo $$; pwd`), nil)
 	lines := strings.Split(strings.TrimSpace(r.stdout.String()), "\n")
 	if len(lines) != 3 || lines[0] != "airlock-abcdef01" || lines[2] != ws {
@@ -863,13 +865,13 @@ func TestNetAsksTheGuestForATAPInterfaceWhoseFramesReachTheHost(t *testing.T) {
 	if err := CanMakeTAP(); err != nil {
 		t.Skip(err)
 	}
-	sb, _ := sandbox(t, func(c *Config) {
+	sb, _ := sandbox(t, func(c *backend.Spec) {
 		c.Net = &proto.Net{Device: "eth0", Addr: "10.0.2.15/24", Gateway: "10.0.2.2", MTU: 9000}
 	})
-	if sb.TAP == nil {
+	if sb.Link() == nil {
 		t.Fatal("no TAP descriptor returned")
 	}
-	defer sb.TAP.Close()
+	defer sb.Link().File.Close()
 	r := run(t, sb, sh(`python3 -c 'import socket, fcntl, struct; s = socket.socket(); print(struct.unpack("16si", fcntl.ioctl(s, 0x8921, struct.pack("16si", b"eth0", 0)))[1])' # SIOCGIFMTU
 		grep -c eth0 /proc/net/route
 		grep -c . /proc/net/if_inet6 2>/dev/null || echo 0
@@ -884,7 +886,7 @@ func TestNetAsksTheGuestForATAPInterfaceWhoseFramesReachTheHost(t *testing.T) {
 	}
 	// The datagram's ARP request for 10.0.2.3 (unanswered here) arrives as
 	// an Ethernet frame on the host's end of the TAP device.
-	fd := int(sb.TAP.Fd())
+	fd := int(sb.Link().File.Fd())
 	buf := make([]byte, 65536)
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
 		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}

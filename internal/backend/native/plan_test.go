@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/proto"
 )
 
@@ -29,22 +30,22 @@ func TestPlanMountsEveryParentBeforeItsChildren(t *testing.T) {
 	home := t.TempDir() // exists: the private home appears at this very path
 	cases := []struct {
 		name   string
-		c      Config
+		c      backend.Spec
 		before [][2]string // [parent, child]: parent must be mounted first
 	}{
-		{"workspace under /tmp", Config{Workspace: "/tmp/a/ws", HostHome: "/nonexistent-home"},
+		{"workspace under /tmp", backend.Spec{Workspace: "/tmp/a/ws", HostHome: "/nonexistent-home"},
 			[][2]string{{"/tmp", "/tmp/a/ws"}, {"/tmp", "/tmp/home"}}},
-		{"workspace under the home", Config{Workspace: filepath.Join(home, "src/proj"), HostHome: home},
+		{"workspace under the home", backend.Spec{Workspace: filepath.Join(home, "src/proj"), HostHome: home},
 			[][2]string{{"/tmp", home}, {home, filepath.Join(home, "src/proj")}}},
-		{"extra ro and rw paths under the home", Config{Workspace: "/srv/ws", HostHome: home,
+		{"extra ro and rw paths under the home", backend.Spec{Workspace: "/srv/ws", HostHome: home,
 			RO: []string{filepath.Join(home, "ro")}, RW: []string{filepath.Join(home, "a/b/rw")}},
 			[][2]string{{home, filepath.Join(home, "ro")}, {home, filepath.Join(home, "a/b/rw")}}},
-		{"private home dir bound in", Config{Workspace: "/tmp/ws", HostHome: home, Home: "/var/lib/airlock/h1"},
+		{"private home dir bound in", backend.Spec{Workspace: "/tmp/ws", HostHome: home, Home: "/var/lib/airlock/h1"},
 			[][2]string{{"/tmp", home}, {"/tmp", "/tmp/ws"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			in, err := Plan(tc.c, envOf(nil))
+			in, err := Plan(&tc.c, envOf(nil))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -56,7 +57,7 @@ func TestPlanMountsEveryParentBeforeItsChildren(t *testing.T) {
 			// And in general: no mount comes after one of its descendants.
 			for i, a := range in.Mounts {
 				for _, b := range in.Mounts[:i] {
-					if a.Target != b.Target && within(b.Target, a.Target) {
+					if a.Target != b.Target && backend.Within(b.Target, a.Target) {
 						t.Errorf("%s is mounted after %s, which lies inside it", a.Target, b.Target)
 					}
 				}
@@ -69,7 +70,7 @@ func TestPlanMountsEveryParentBeforeItsChildren(t *testing.T) {
 }
 
 func TestPlanMountsTheWorkspaceWritableAndExtraROPathsReadOnly(t *testing.T) {
-	in, err := Plan(Config{Workspace: "/srv/ws", HostHome: "/nonexistent", RO: []string{"/opt/ro"}, RW: []string{"/opt/rw"}}, envOf(nil))
+	in, err := Plan(&backend.Spec{Workspace: "/srv/ws", HostHome: "/nonexistent", RO: []string{"/opt/ro"}, RW: []string{"/opt/rw"}}, envOf(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +103,7 @@ func TestPlanHidesCredentialPathsAndSystemSecrets(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			in, err := Plan(Config{Workspace: "/srv/ws", HostHome: tc.hostHome, Hide: []string{"/var/lib/airlock-state"}}, envOf(nil))
+			in, err := Plan(&backend.Spec{Workspace: "/srv/ws", HostHome: tc.hostHome, Hide: []string{"/var/lib/airlock-state"}}, envOf(nil))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -126,35 +127,35 @@ func TestPlanDoesNotHideAParentOfTheWorkspace(t *testing.T) {
 	home := t.TempDir()
 	cases := []struct {
 		name      string
-		c         Config
+		c         backend.Spec
 		env       map[string]string
 		dropped   []string // parents of the workspace: must not be hidden
 		stillHide []string
 	}{
 		{"configured hide above the workspace",
-			Config{Workspace: "/srv/data/ws", HostHome: home, Hide: []string{"/srv/data", "/srv/other"}}, nil,
+			backend.Spec{Workspace: "/srv/data/ws", HostHome: home, Hide: []string{"/srv/data", "/srv/other"}}, nil,
 			[]string{"/srv/data"}, []string{"/srv/other"}},
 		{"workspace inside a credential dir",
-			Config{Workspace: filepath.Join(home, ".config/gh/repo"), HostHome: home}, nil,
+			backend.Spec{Workspace: filepath.Join(home, ".config/gh/repo"), HostHome: home}, nil,
 			[]string{filepath.Join(home, ".config/gh")}, []string{filepath.Join(home, ".ssh")}},
 		{"workspace inside XDG_RUNTIME_DIR",
-			Config{Workspace: "/run/user/1000/ws", HostHome: home}, map[string]string{"XDG_RUNTIME_DIR": "/run/user/1000"},
+			backend.Spec{Workspace: "/run/user/1000/ws", HostHome: home}, map[string]string{"XDG_RUNTIME_DIR": "/run/user/1000"},
 			[]string{"/run/user/1000"}, []string{"/etc/shadow"}},
 		{"unclean hide path above the workspace",
-			Config{Workspace: "/srv/data/ws", HostHome: home, Hide: []string{"/srv/data/"}}, nil,
+			backend.Spec{Workspace: "/srv/data/ws", HostHome: home, Hide: []string{"/srv/data/"}}, nil,
 			[]string{"/srv/data", "/srv/data/"}, nil},
 		{"a sibling with a common prefix is still hidden",
-			Config{Workspace: "/srv/data-ws", HostHome: home, Hide: []string{"/srv/data"}}, nil,
+			backend.Spec{Workspace: "/srv/data-ws", HostHome: home, Hide: []string{"/srv/data"}}, nil,
 			nil, []string{"/srv/data"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			in, err := Plan(tc.c, envOf(tc.env))
+			in, err := Plan(&tc.c, envOf(tc.env))
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, p := range in.Hide {
-				if p != tc.c.Workspace && within(tc.c.Workspace, p) {
+				if p != tc.c.Workspace && backend.Within(tc.c.Workspace, p) {
 					t.Errorf("Hide has %s, a parent of the workspace %s", p, tc.c.Workspace)
 				}
 			}
@@ -176,23 +177,23 @@ func TestPlanWithNoDeleteTakesDeletionFromTheWorkspaceAndItsWritableAncestors(t 
 	home := t.TempDir()
 	cases := []struct {
 		name         string
-		c            Config
+		c            backend.Spec
 		noDelete     []string
 		stillRW      []string
 		notRWAnymore []string
 	}{
-		{"workspace under /tmp", Config{Workspace: "/tmp/ws", HostHome: "/nonexistent", NoDelete: true},
+		{"workspace under /tmp", backend.Spec{Workspace: "/tmp/ws", HostHome: "/nonexistent", NoDelete: true},
 			[]string{"/tmp/ws", "/tmp"}, []string{"/tmp/home", "/dev/shm", "/dev/pts"}, []string{"/tmp", "/tmp/ws"}},
-		{"workspace under the home", Config{Workspace: filepath.Join(home, "proj"), HostHome: home, NoDelete: true},
+		{"workspace under the home", backend.Spec{Workspace: filepath.Join(home, "proj"), HostHome: home, NoDelete: true},
 			[]string{filepath.Join(home, "proj"), home}, []string{"/dev/shm", "/dev/pts"}, []string{home, filepath.Join(home, "proj")}},
-		{"workspace under an extra rw path", Config{Workspace: "/srv/rw/ws", HostHome: home, RW: []string{"/srv/rw", "/opt/x"}, NoDelete: true},
+		{"workspace under an extra rw path", backend.Spec{Workspace: "/srv/rw/ws", HostHome: home, RW: []string{"/srv/rw", "/opt/x"}, NoDelete: true},
 			[]string{"/srv/rw/ws", "/srv/rw"}, []string{"/opt/x", "/tmp", home}, []string{"/srv/rw", "/srv/rw/ws"}},
-		{"workspace elsewhere", Config{Workspace: "/srv/ws", HostHome: home, NoDelete: true},
+		{"workspace elsewhere", backend.Spec{Workspace: "/srv/ws", HostHome: home, NoDelete: true},
 			[]string{"/srv/ws"}, []string{"/tmp", home, "/dev/shm", "/dev/pts"}, []string{"/srv/ws"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			in, err := Plan(tc.c, envOf(nil))
+			in, err := Plan(&tc.c, envOf(nil))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -208,12 +209,12 @@ func TestPlanWithNoDeleteTakesDeletionFromTheWorkspaceAndItsWritableAncestors(t 
 			// Only the workspace and its ancestors lose deletion, and no
 			// writable place left holds the workspace.
 			for _, d := range l.NoDelete {
-				if !within(tc.c.Workspace, d) {
+				if !backend.Within(tc.c.Workspace, d) {
 					t.Errorf("NoDelete has %s, which does not hold the workspace", d)
 				}
 			}
 			for _, d := range l.RWDirs {
-				if within(tc.c.Workspace, d) {
+				if backend.Within(tc.c.Workspace, d) {
 					t.Errorf("RWDirs has %s, which holds the workspace", d)
 				}
 			}
@@ -232,7 +233,7 @@ func TestPlanWithNoDeleteTakesDeletionFromTheWorkspaceAndItsWritableAncestors(t 
 }
 
 func TestPlanWithoutNoDeleteMakesTheWorkspaceWritable(t *testing.T) {
-	in, err := Plan(Config{Workspace: "/tmp/ws", HostHome: "/nonexistent"}, envOf(nil))
+	in, err := Plan(&backend.Spec{Workspace: "/tmp/ws", HostHome: "/nonexistent"}, envOf(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +253,7 @@ func TestPlanWithoutNoDeleteMakesTheWorkspaceWritable(t *testing.T) {
 
 func TestPlanRefusesAWorkspaceThatIsRootOrNotAbsolute(t *testing.T) {
 	for _, ws := range []string{"/", "", "relative/ws", ".", "/tmp/..", "//"} {
-		if in, err := Plan(Config{Workspace: ws, HostHome: "/nonexistent"}, envOf(nil)); err == nil {
+		if in, err := Plan(&backend.Spec{Workspace: ws, HostHome: "/nonexistent"}, envOf(nil)); err == nil {
 			t.Errorf("Plan accepted workspace %q: %+v", ws, in)
 		}
 	}
@@ -275,7 +276,7 @@ func TestPlanHidesTheAgentAndDockerSocketsNamedInTheEnvironment(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			in, err := Plan(Config{Workspace: "/srv/ws", HostHome: "/nonexistent"}, envOf(tc.env))
+			in, err := Plan(&backend.Spec{Workspace: "/srv/ws", HostHome: "/nonexistent"}, envOf(tc.env))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -299,15 +300,15 @@ func TestPlanHidesTheAgentAndDockerSocketsNamedInTheEnvironment(t *testing.T) {
 }
 
 func TestPlanKeepsTheHostnameShortAndAirlockPrefixed(t *testing.T) {
-	in, err := Plan(Config{ID: "0123456789abcdef", Workspace: "/srv/ws", HostHome: "/nonexistent"}, envOf(nil))
+	in, err := Plan(&backend.Spec{ID: "0123456789abcdef", Workspace: "/srv/ws", HostHome: "/nonexistent"}, envOf(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if in.Hostname != "airlock-01234567" {
 		t.Errorf("Hostname = %q", in.Hostname)
 	}
-	if h := Hostname("ab"); h != "airlock-ab" {
-		t.Errorf("Hostname(ab) = %q", h)
+	if h := backend.Hostname("ab"); h != "airlock-ab" {
+		t.Errorf("backend.Hostname(ab) = %q", h)
 	}
 }
 
@@ -321,15 +322,15 @@ func TestSandboxHomeIsTheHostHomeOnlyWhenItIsADirectory(t *testing.T) {
 		{dir, dir}, {"", "/tmp/home"}, {"/", "/tmp/home"}, {"/nonexistent-home", "/tmp/home"},
 		{file, "/tmp/home"},
 	} {
-		if got := SandboxHome(tc.in); got != tc.want {
-			t.Errorf("SandboxHome(%q) = %q, want %q", tc.in, got, tc.want)
+		if got := backend.SandboxHome(tc.in); got != tc.want {
+			t.Errorf("backend.SandboxHome(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }
 
 func TestPlanWorkspaceModes(t *testing.T) {
-	ov := Config{Workspace: "/srv/ws", HostHome: "/nonexistent-home", Overlay: &Overlay{Upper: "/state/up", Work: "/state/work"}}
-	in, err := Plan(ov, envOf(nil))
+	ov := backend.Spec{Workspace: "/srv/ws", HostHome: "/nonexistent-home", Overlay: &backend.Overlay{Upper: "/state/up", Work: "/state/work"}}
+	in, err := Plan(&ov, envOf(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,8 +341,8 @@ func TestPlanWorkspaceModes(t *testing.T) {
 	if !slices.Contains(in.Landlock.RWDirs, "/srv/ws") {
 		t.Errorf("overlay workspace not writable under Landlock: %v", in.Landlock.RWDirs)
 	}
-	cp := Config{Workspace: "/srv/ws", HostHome: "/nonexistent-home", WorkspaceSource: "/state/copy"}
-	if in, err = Plan(cp, envOf(nil)); err != nil {
+	cp := backend.Spec{Workspace: "/srv/ws", HostHome: "/nonexistent-home", WorkspaceSource: "/state/copy"}
+	if in, err = Plan(&cp, envOf(nil)); err != nil {
 		t.Fatal(err)
 	}
 	if m := in.Mounts[mountIndex(t, in, "/srv/ws")]; m.Kind != proto.MountBind || m.Source != "/state/copy" {
@@ -350,9 +351,9 @@ func TestPlanWorkspaceModes(t *testing.T) {
 }
 
 func TestPlanBindsShowHostPathsElsewhereAndWritableOnesAreLandlocked(t *testing.T) {
-	c := Config{Workspace: "/workspace", WorkspaceSource: "/srv/mem0", HostHome: "/nonexistent-home",
-		Binds: []Bind{{Source: "/srv/data", Target: "/mnt/data", ReadOnly: true}, {Source: "/srv/out", Target: "/out/"}}}
-	in, err := Plan(c, envOf(nil))
+	c := backend.Spec{Workspace: "/workspace", WorkspaceSource: "/srv/mem0", HostHome: "/nonexistent-home",
+		Binds: []backend.Bind{{Source: "/srv/data", Target: "/mnt/data", ReadOnly: true}, {Source: "/srv/out", Target: "/out/"}}}
+	in, err := Plan(&c, envOf(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +366,7 @@ func TestPlanBindsShowHostPathsElsewhereAndWritableOnesAreLandlocked(t *testing.
 	if !slices.Contains(in.Landlock.RWDirs, "/out") || slices.Contains(in.Landlock.RWDirs, "/mnt/data") {
 		t.Fatalf("Landlock RWDirs = %v, want /out and not /mnt/data", in.Landlock.RWDirs)
 	}
-	if _, err := Plan(Config{Workspace: "/w", Binds: []Bind{{Source: "/x", Target: "rel"}}}, envOf(nil)); err == nil {
+	if _, err := Plan(&backend.Spec{Workspace: "/w", Binds: []backend.Bind{{Source: "/x", Target: "rel"}}}, envOf(nil)); err == nil {
 		t.Fatal("Plan took a relative bind target")
 	}
 }

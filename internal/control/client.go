@@ -1,4 +1,4 @@
-package supervisor
+package control
 
 import (
 	"errors"
@@ -9,7 +9,11 @@ import (
 	"syscall"
 
 	"github.com/airlock-dev/airlock/internal/proto"
+	"github.com/airlock-dev/airlock/internal/term"
 )
+
+// exitAirlock is the exit status when airlock itself fails.
+const exitAirlock = 125
 
 // Client talks to a running sandbox's supervisor over its control socket.
 type Client struct {
@@ -20,7 +24,7 @@ type Client struct {
 func Dial(path string) (*Client, error) {
 	uc, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
-		return nil, fmt.Errorf("%w (its supervisor is gone: `airlock ls` shows it as crashed; `airlock prune` cleans up)", errNotRunning)
+		return nil, fmt.Errorf("%w (its supervisor is gone: `airlock ls` shows it as crashed; `airlock prune` cleans up)", ErrNotRunning)
 	}
 	return &Client{r: proto.NewRouter(proto.NewConn(uc))}, nil
 }
@@ -36,38 +40,38 @@ func (cl *Client) Kill() error {
 	}
 	defer cl.r.Done(id)
 	if _, ok := <-ch; !ok {
-		return errNotRunning
+		return ErrNotRunning
 	}
 	return nil
 }
 
 // Exec runs argv in the sandbox with this process's stdio (or, with tty, a
 // pty relayed to this terminal), forwarding signals, and returns the exit code.
-func (cl *Client) Exec(req *proto.Exec, stdio IO) (int, error) {
+func (cl *Client) Exec(req *proto.Exec, stdio term.IO) (int, error) {
 	var files []*os.File
 	if req.TTY {
-		req.Rows, req.Cols = termSize(stdio.Stdin)
+		req.Rows, req.Cols = term.Size(stdio.Stdin)
 	} else {
 		req.Stdio = proto.StdioFDs
 		files = []*os.File{stdio.Stdin, stdio.Stdout, stdio.Stderr}
 	}
 	id, replies, err := cl.r.Request(&proto.Msg{Op: proto.OpExec, Exec: req}, files...)
 	if err != nil {
-		return ExitAirlock, err
+		return exitAirlock, err
 	}
 	defer cl.r.Done(id)
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, forwarded...)
+	signal.Notify(sigs, term.Forwarded...)
 	defer signal.Stop(sigs)
 
 	var (
-		t     *terminal
+		t     *term.Terminal
 		pty   *os.File
 		drain = func() {}
 	)
 	defer func() {
 		if t != nil {
-			t.restore()
+			t.Restore()
 		}
 		if pty != nil {
 			pty.Close()
@@ -77,14 +81,14 @@ func (cl *Client) Exec(req *proto.Exec, stdio IO) (int, error) {
 		select {
 		case r, ok := <-replies:
 			if !ok {
-				return ExitAirlock, errors.New("the sandbox stopped while the command ran")
+				return exitAirlock, errors.New("the sandbox stopped while the command ran")
 			}
 			switch r.Op {
 			case proto.OpStarted:
 				if len(r.Files) > 0 {
 					pty = r.Files[0]
-					t = openTerminal(stdio.Stdin, stdio.Stdout)
-					drain = t.relay(pty)
+					t = term.Open(stdio.Stdin, stdio.Stdout)
+					drain = t.Relay(pty)
 				}
 			case proto.OpExit:
 				drain()
@@ -93,12 +97,12 @@ func (cl *Client) Exec(req *proto.Exec, stdio IO) (int, error) {
 				}
 				return r.Exit.Code, nil
 			case proto.OpError:
-				return ExitAirlock, r.Err
+				return exitAirlock, r.Err
 			}
 		case s := <-sigs:
 			if s == syscall.SIGWINCH {
 				if t != nil {
-					t.resize(pty)
+					t.Resize(pty)
 				}
 				continue
 			}

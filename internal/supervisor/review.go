@@ -1,89 +1,19 @@
 package supervisor
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
-	"golang.org/x/term"
+	"github.com/airlock-dev/airlock/internal/term"
 
-	"github.com/airlock-dev/airlock/internal/backend/native"
 	"github.com/airlock-dev/airlock/internal/workspace"
 )
 
-// WorkspaceSpec is how the workspace is shown inside and reviewed after.
-type WorkspaceSpec struct {
-	Mode       workspace.Mode `json:"mode,omitempty"` // "" is bind
-	Exclude    []string       `json:"exclude,omitempty"`
-	ProtectGit bool           `json:"protect_git,omitempty"`
-	AutoApply  bool           `json:"auto_apply,omitempty"`
-	ApplyRisky bool           `json:"apply_risky,omitempty"`
-	// StateRoot holds the hash cache shared by runs on the same workspace.
-	StateRoot string `json:"state_root,omitempty"`
-}
-
-// WorkspaceDir is where a sandbox's workspace session lives in its state dir.
-func WorkspaceDir(sandboxDir string) string { return filepath.Join(sandboxDir, "workspace") }
-
-// prepareWorkspace takes the manifest (and the copy, or the overlay's
-// layers) before the sandbox starts and shapes spec.Native to match.
-func prepareWorkspace(dir string, spec *Spec, stderr *os.File) (*workspace.Session, error) {
-	w := spec.Workspace
-	mode := w.Mode
-	if mode == "" {
-		mode = workspace.Bind
-	}
-	if mode == workspace.Overlay && spec.backend() == BackendDocker {
-		// overlayfs is mounted inside the native sandbox's own namespaces; a
-		// container gets the same review through a staged copy instead.
-		mode = workspace.Copy
-		if !spec.Quiet && stderr != nil {
-			fmt.Fprintln(stderr, "airlock: --workspace-mode overlay: the docker backend stages a copy of the workspace instead; the host is untouched until you apply, as with overlay")
-		}
-	}
-	cfg := workspace.Config{
-		Mode: mode, Root: spec.Native.Workspace, Exclude: w.Exclude, ProtectGit: w.ProtectGit && mode == workspace.Bind,
-	}
-	// What the sandbox never sees is neither hashed, copied nor applied.
-	for _, p := range append(native.Hidden(spec.Native, os.Getenv), spec.Native.Hide...) {
-		if p != cfg.Root && strings.HasPrefix(p, cfg.Root+"/") {
-			cfg.Skip = append(cfg.Skip, p)
-		}
-	}
-	if w.StateRoot != "" {
-		h := sha256.Sum256([]byte(cfg.Root))
-		cfg.CacheFile = filepath.Join(w.StateRoot, "cache", "hashes-"+hex.EncodeToString(h[:8]))
-		if mode != workspace.Bind && strings.HasPrefix(w.StateRoot+"/", cfg.Root+"/") {
-			return nil, fmt.Errorf("the state dir %s lies inside the workspace, which %s mode cannot layer over: set AIRLOCK_STATE_DIR to a directory outside it", w.StateRoot, mode)
-		}
-	}
-	var progress workspace.Progress
-	if mode == workspace.Copy && !spec.Quiet && stderr != nil && term.IsTerminal(int(stderr.Fd())) {
-		progress = progressBar(stderr)
-	}
-	s, err := workspace.Prepare(WorkspaceDir(dir), cfg, progress)
-	if err != nil {
-		return nil, err
-	}
-	switch mode {
-	case workspace.Overlay:
-		spec.Native.Overlay = &native.Overlay{Upper: s.UpperDir(), Work: s.WorkDir()}
-	case workspace.Copy:
-		spec.Native.WorkspaceSource = s.CopyDir()
-	case workspace.Bind:
-		spec.Native.RO = append(spec.Native.RO, s.ReadOnlyPaths()...)
-	}
-	return s, nil
-}
-
-// progressBar draws copy-in progress on a terminal, once a copy has taken
+// ProgressBar draws copy-in progress on a terminal, once a copy has taken
 // long enough (a second) for it to matter, and clears it at the end.
-func progressBar(w io.Writer) workspace.Progress {
+func ProgressBar(w io.Writer) workspace.Progress {
 	start := time.Now()
 	shown := false
 	return func(phase string, done, total, bytes int64) {
@@ -111,6 +41,7 @@ func progressBar(w io.Writer) workspace.Progress {
 // prompt) or kept for airlock diff/apply/discard. It reports whether
 // anything is kept for review, so the sandbox's state must stay.
 func (sv *supervisor) reviewWorkspace(ws *workspace.Session, id string) (keep bool) {
+	defer func() { sv.recordReview(ws, keep) }()
 	out := sv.io.Stderr
 	const prefix = "airlock: "
 	rep, err := ws.Finish()
@@ -147,8 +78,8 @@ func (sv *supervisor) reviewWorkspace(ws *workspace.Session, id string) (keep bo
 		workspace.WriteFindings(out, prefix, cs)
 		return false
 	}
-	spec := sv.spec.Workspace
-	interactive := !sv.spec.Detached && term.IsTerminal(int(sv.io.Stdin.Fd())) && term.IsTerminal(int(out.Fd()))
+	spec := sv.spec.Config.Workspace
+	interactive := !sv.spec.Detached && term.IsTerminal(sv.io.Stdin) && term.IsTerminal(out)
 	switch {
 	case spec.AutoApply:
 		workspace.WriteFindings(out, prefix, cs)
@@ -183,4 +114,22 @@ func (sv *supervisor) reviewWorkspace(ws *workspace.Session, id string) (keep bo
 		return true
 	}
 	return false
+}
+
+// recordReview puts the review's outcome in the audit stream.
+func (sv *supervisor) recordReview(ws *workspace.Session, keep bool) {
+	left, err := ws.Changes()
+	if err != nil {
+		return
+	}
+	outcome := "clean"
+	switch {
+	case keep:
+		outcome = "kept"
+	case ws.Mode() == workspace.Bind && len(left) > 0:
+		outcome = "in place"
+	case len(left) == 0 && ws.Mode() != workspace.Bind:
+		outcome = "applied or none"
+	}
+	sv.sb.RecordWorkspace(outcome, workspace.Count(left))
 }

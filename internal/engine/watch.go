@@ -1,4 +1,4 @@
-package sandbox
+package engine
 
 import (
 	"fmt"
@@ -10,8 +10,6 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/airlock-dev/airlock/internal/state"
 )
 
 // maxWatches bounds the directories watched per sandbox: a sandbox making
@@ -25,7 +23,7 @@ const maxWatches = 8192
 // (its deletions are whiteouts, reported as creates of the name).
 type watcher struct {
 	f     *os.File
-	emit  func(Event)
+	emit  func(op, path string, size int64)
 	mu    sync.Mutex
 	dirs  map[int]watchMount // watch descriptor → host dir and its path inside
 	full  bool
@@ -33,7 +31,7 @@ type watcher struct {
 	close func()
 }
 
-func newWatcher(mounts []watchMount, emit func(Event)) (*watcher, error) {
+func newWatcher(mounts []watchMount, emit func(op, path string, size int64)) (*watcher, error) {
 	if len(mounts) == 0 {
 		return nil, nil
 	}
@@ -96,7 +94,7 @@ func (w *watcher) addTree(m watchMount, announce bool) error {
 			return fmt.Errorf("inotify watch %s: %w", p, werr)
 		}
 		if announce && p != m.host {
-			w.emit(Event{Type: "file", File: &FileEvent{Op: "create", Path: inside}})
+			w.emit("create", inside, 0)
 		}
 		return nil
 	})
@@ -109,7 +107,7 @@ func (w *watcher) file(op, host, inside string) {
 			size = st.Size()
 		}
 	}
-	w.emit(Event{Type: "file", File: &FileEvent{Op: op, Path: inside, Size: size}})
+	w.emit(op, inside, size)
 }
 
 func (w *watcher) run() {
@@ -145,7 +143,7 @@ func (w *watcher) run() {
 			switch {
 			case ev.Mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0:
 				if isDir {
-					w.emit(Event{Type: "file", File: &FileEvent{Op: "create", Path: inside}})
+					w.emit("create", inside, 0)
 					w.addTree(watchMount{host: host, inside: inside}, true)
 				} else {
 					w.file("create", host, inside)
@@ -160,4 +158,6 @@ func (w *watcher) run() {
 }
 
 // stateRoot is airlock's state dir, hidden inside like the CLI's sandboxes.
-func stateRoot() (string, error) { return state.Root() }
+
+// watchMount is a writable host dir and where it is inside.
+type watchMount struct{ host, inside string }

@@ -1,4 +1,4 @@
-package supervisor
+package egress
 
 import (
 	"bytes"
@@ -15,21 +15,25 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/airlock-dev/airlock/internal/audit"
+	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/gateway"
 )
 
 // GatewayOptions run the gateway's explicit front door on its own, for any
 // client that honours HTTP(S)_PROXY.
 type GatewayOptions struct {
-	Listen  string      // unix:PATH or tcp:127.0.0.1:PORT (loopback only; port 0 picks one)
-	Network NetworkSpec // policy, secrets, hosts, upstream CA
-	Dir     string      // where the audit log and CA bundle go (created, private)
-	Out     io.Writer   // the client's settings, one NAME=VALUE a line
+	Listen  string         // unix:PATH or tcp:127.0.0.1:PORT (loopback only; port 0 picks one)
+	Network config.Network // policy, secrets, hosts, upstream CA
+	Dir     string         // where the audit log and CA bundle go (created, private)
+	Out     io.Writer      // the client's settings, one NAME=VALUE a line
 }
 
-// ReadGatewayConfig reads a JSON file with NetworkSpec's fields
+// ReadGatewayConfig reads a JSON file with config.Network's fields
 // (allow_hosts, deny_hosts, endpoints, secrets, add_hosts, upstream_ca).
-func ReadGatewayConfig(path string) (NetworkSpec, error) {
-	var n NetworkSpec
+func ReadGatewayConfig(path string) (config.Network, error) {
+	var n config.Network
 	f, err := os.Open(path)
 	if err != nil {
 		return n, fmt.Errorf("--config: %w", err)
@@ -100,7 +104,7 @@ func ServeGateway(ctx context.Context, o GatewayOptions) error {
 	if _, _, err := parseListen(o.Listen); err != nil {
 		return err
 	}
-	if !o.Network.enabled() {
+	if !o.Network.Enabled() {
 		return errors.New("the gateway would refuse everything: allow something with --allow-host or --secret (or in --config)")
 	}
 	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
@@ -110,11 +114,19 @@ func ServeGateway(ctx context.Context, o GatewayOptions) error {
 	rand.Read(idb)
 	id := "gw-" + hex.EncodeToString(idb)
 	auditPath := filepath.Join(o.Dir, id+".audit.jsonl")
-	p, err := newPipeline(o.Network, id, auditPath)
+	set, err := LoadSecrets(o.Network.Secrets, nil)
 	if err != nil {
 		return err
 	}
-	defer p.audit.Close()
+	log, err := audit.Open(auditPath, id, set.RedactString)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	p, err := newPipeline(o.Network, config.ModeProxy, set, log, gateway.Hooks{})
+	if err != nil {
+		return err
+	}
 	bundle, err := p.authority.Bundle()
 	if err != nil {
 		return err
@@ -130,7 +142,7 @@ func ServeGateway(ctx context.Context, o GatewayOptions) error {
 	served := make(chan error, 1)
 	go func() { served <- p.gw.ServeProxy(ln) }()
 
-	env := p.secrets.Env()
+	env := set.Env()
 	if tcp, ok := ln.Addr().(*net.TCPAddr); ok {
 		proxy := "http://airlock:" + p.token + "@" + tcp.String()
 		env = append(env, "HTTPS_PROXY="+proxy, "HTTP_PROXY="+proxy, "https_proxy="+proxy, "http_proxy="+proxy,

@@ -1,7 +1,11 @@
-package supervisor
+// Package control is a sandbox's control socket: the server a sandbox's
+// host runs (exec, signals, stdin, file requests, kill) and the client that
+// airlock exec, kill and others use. Both speak the guest's framed protocol.
+package control
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"sync"
@@ -9,14 +13,31 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/airlock-dev/airlock/internal/backend/native"
 	"github.com/airlock-dev/airlock/internal/proto"
 )
 
-// serveControl answers airlock commands (exec, kill, file requests) on the
-// sandbox's control socket. Each client speaks the same framed protocol as
-// the guest; the supervisor relays, adding the sandbox's environment.
-func (sv *supervisor) serveControl(ln *net.UnixListener) {
+// ErrNotRunning is the one answer for a sandbox that has stopped.
+var ErrNotRunning = errors.New("sandbox is not running")
+
+// Process is a command started through the socket.
+type Process interface {
+	Wait() (*proto.Exit, error)
+	Signal(sig syscall.Signal) error
+	Write(b []byte) (int, error)
+	CloseStdin() error
+	Started() (pid int, pty *os.File)
+}
+
+// Target is the sandbox the socket serves.
+type Target interface {
+	// Exec starts req with the sandbox's environment merged under req.Env.
+	Exec(req *proto.Exec, output func(stream uint8, data []byte), files ...*os.File) (Process, error)
+	Call(ctx context.Context, m *proto.Msg) (*proto.Msg, error)
+}
+
+// Serve answers clients on ln until it is closed. Only the sandbox's own
+// user may connect. stop, if set, is called for airlock kill.
+func Serve(ln *net.UnixListener, t Target, stop func(why string)) {
 	for {
 		uc, err := ln.AcceptUnix()
 		if err != nil {
@@ -26,7 +47,7 @@ func (sv *supervisor) serveControl(ln *net.UnixListener) {
 			uc.Close()
 			continue
 		}
-		go sv.client(proto.NewConn(uc))
+		go serveClient(proto.NewConn(uc), t, stop)
 	}
 }
 
@@ -44,10 +65,10 @@ func sameUser(uc *net.UnixConn) bool {
 	return err == nil && cred != nil && int(cred.Uid) == os.Getuid()
 }
 
-func (sv *supervisor) client(c *proto.Conn) {
+func serveClient(c *proto.Conn, t Target, stop func(why string)) {
 	var (
 		mu    sync.Mutex
-		procs = map[uint32]*native.Process{}
+		procs = map[uint32]Process{}
 	)
 	defer func() {
 		// A client that goes away takes its processes with it: no leftovers
@@ -72,27 +93,23 @@ func (sv *supervisor) client(c *proto.Conn) {
 					c.Send(&proto.Msg{ID: id, Op: proto.OpError, Err: &proto.Error{Step: "exec", Message: "empty command"}})
 					return
 				}
-				req.Env = MergeEnv(sv.spec.Env, req.Env)
-				if req.Dir == "" {
-					req.Dir = sv.spec.Native.Workspace
-				}
 				output := func(stream uint8, data []byte) {
 					c.Send(&proto.Msg{ID: id, Op: proto.OpOutput, Stream: stream, Data: data})
 				}
-				p, err := sv.sb.Exec(req, output, files...)
+				p, err := t.Exec(req, output, files...)
 				proto.CloseFiles(files)
 				if err != nil {
 					c.Send(&proto.Msg{ID: id, Op: proto.OpError, Err: &proto.Error{Step: "exec", Message: err.Error()}})
 					return
 				}
-				if p.PID != 0 {
+				if pid, pty := p.Started(); pid != 0 {
 					mu.Lock()
 					procs[id] = p
 					mu.Unlock()
-					started := &proto.Msg{ID: id, Op: proto.OpStarted, PID: p.PID}
-					if p.PTY != nil {
-						c.Send(started, p.PTY)
-						p.PTY.Close()
+					started := &proto.Msg{ID: id, Op: proto.OpStarted, PID: pid}
+					if pty != nil {
+						c.Send(started, pty)
+						pty.Close()
 					} else {
 						c.Send(started)
 					}
@@ -125,13 +142,15 @@ func (sv *supervisor) client(c *proto.Conn) {
 			}
 		case proto.OpKill:
 			proto.CloseFiles(files)
-			sv.requestStop("stopped by airlock kill")
+			if stop != nil {
+				stop("stopped by airlock kill")
+			}
 			c.Send(&proto.Msg{ID: m.ID, Op: proto.OpResult})
 		default:
 			proto.CloseFiles(files)
 			go func(m proto.Msg) {
 				id := m.ID
-				r, err := sv.sb.Call(context.Background(), &m)
+				r, err := t.Call(context.Background(), &m)
 				if err != nil {
 					perr, ok := err.(*proto.Error)
 					if !ok {

@@ -1,0 +1,72 @@
+// Package backend is the contract every sandbox backend meets (native
+// namespaces, a docker container, later a VM): start a sandbox from the
+// neutral Spec, hand back the guest's control channel and a network link or
+// proxy relay, say what it can and cannot do as data, stop, and remove its
+// own leftovers. Policy, gateway, workspace review and audit stay with the
+// engine: a backend never sees them.
+package backend
+
+import (
+	"context"
+	"os"
+
+	"github.com/airlock-dev/airlock/internal/backend/guestclient"
+	"github.com/airlock-dev/airlock/internal/link"
+	"github.com/airlock-dev/airlock/internal/proto"
+)
+
+// Caps is what a backend can do here, as data: the engine decides with it
+// and no code outside internal/backend asks which backend runs.
+type Caps struct {
+	// NoLink says why this backend cannot hand back a network link (so the
+	// sandbox takes the gateway's proxy door); "" when it can.
+	NoLink string
+	// NoOverlay says why an overlay workspace cannot be mounted inside (the
+	// engine stages a copy instead, reviewed the same way); "" when it can.
+	NoOverlay string
+	// ReapedWhenDone: Done means every process of the sandbox is gone (a
+	// native guest is reaped after its PID namespace empties). Otherwise
+	// only Close guarantees that.
+	ReapedWhenDone bool
+}
+
+// Backend starts sandboxes of one kind.
+type Backend interface {
+	Name() string
+	Caps() Caps
+	// Prepare begins a sandbox with spec's limits and returns at once, so
+	// its start overlaps the engine's own preparation (native spawns its
+	// guest here); Start on the result finishes it.
+	Prepare(ctx context.Context, spec *Spec) (Pending, error)
+	// Prune removes what this backend left behind for sandboxes under
+	// stateRoot that are no longer running, and names what it removed.
+	Prune(ctx context.Context, stateRoot string, running func(id string) bool) ([]string, error)
+}
+
+// Pending is a prepared sandbox not yet running.
+type Pending interface {
+	// Start brings the sandbox up as spec (now final) says. register runs
+	// while it starts, with the sandbox's cgroups if the backend made any;
+	// an error from it stops the start.
+	Start(ctx context.Context, spec *Spec, register func(cgroups []string) error) (Instance, error)
+	// Close abandons a sandbox that was never started (or failed to start).
+	Close() error
+}
+
+// Instance is a running sandbox: its guest agent, whatever the backend.
+type Instance interface {
+	Exec(req *proto.Exec, output func(stream uint8, data []byte), files ...*os.File) (*guestclient.Process, error)
+	Call(ctx context.Context, m *proto.Msg) (*proto.Msg, error)
+	// Link is the sandbox's network link when Spec.Net asked for one; the
+	// caller serves and closes it. Nil otherwise.
+	Link() *link.Link
+	// Done is closed when the guest is gone.
+	Done() <-chan struct{}
+	OOMKilled() bool
+	// GuestPID is the guest agent's pid on the host (0 if unknown).
+	GuestPID() int
+	// Warnings are what is not enforced here, for the user.
+	Warnings() []string
+	// Close stops the sandbox and removes what the backend made for it.
+	Close() error
+}

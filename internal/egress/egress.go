@@ -1,0 +1,336 @@
+// Package egress assembles one sandbox's way out: the gateway pipeline
+// (policy, host-side resolution, TLS interception, secrets, audit) and its
+// door — the transparent netstack on a link from the backend, or the
+// explicit proxy on a socket the guest relays into the sandbox. It also runs
+// that pipeline standalone (`airlock gateway`).
+package egress
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/airlock-dev/airlock/internal/audit"
+	"github.com/airlock-dev/airlock/internal/backend"
+	"github.com/airlock-dev/airlock/internal/ca"
+	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/dnsserver"
+	"github.com/airlock-dev/airlock/internal/gateway"
+	"github.com/airlock-dev/airlock/internal/link"
+	"github.com/airlock-dev/airlock/internal/netstack"
+	"github.com/airlock-dev/airlock/internal/policy"
+	"github.com/airlock-dev/airlock/internal/proto"
+	"github.com/airlock-dev/airlock/internal/secrets"
+)
+
+// The transparent network's fixed plan: the sandbox is 10.0.2.15 behind a
+// gateway at 10.0.2.2 that also answers DNS at 10.0.2.3; names get
+// addresses from 198.18.0.0/15 (the benchmarking range, never routed).
+var (
+	tapNet     = proto.Net{Device: "eth0", Addr: "10.0.2.15/24", Gateway: "10.0.2.2", MTU: 65520}
+	gatewayIP  = netip.MustParseAddr("10.0.2.2")
+	dnsIP      = netip.MustParseAddr("10.0.2.3")
+	namePool   = netip.MustParsePrefix("198.18.0.0/15")
+	maxUDPLogs = 100 // distinct dropped UDP destinations audited, then one note
+)
+
+// Inside the sandbox: where the guest relays from, and where the gateway's
+// socket and the CA bundle appear.
+const (
+	relayListen  = "127.0.0.1:3128"
+	proxyInside  = "/run/airlock/proxy.sock"
+	bundleInside = "/run/airlock/ca-bundle.pem"
+)
+
+// systemBundles are the usual trust-store files; the ones that exist on the
+// host are covered by a bundle that adds airlock's CA.
+var systemBundles = []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"}
+
+// Egress is a sandbox's running gateway and what the sandbox needs to use it.
+type Egress struct {
+	// Env is what the sandbox needs in its environment: placeholders, CA
+	// paths and, in proxy mode, the proxy variables.
+	Env []string
+	// Files are host files to bind inside (CA bundle, gateway socket, resolv.conf).
+	Files []backend.FileMount
+	Relay *proto.Relay // proxy mode: the guest's relay to the front door
+	Net   *proto.Net   // transparent mode: the sandbox's interface
+
+	gw     *gateway.Gateway
+	dns    *dnsserver.Server
+	audit  *audit.Log
+	ln     net.Listener // proxy mode: the front door
+	stack  *netstack.Stack
+	dnsUDP net.PacketConn // transparent mode: DNS, served until closed
+	dnsTCP net.Listener
+}
+
+// Config is one sandbox's egress.
+type Config struct {
+	Network config.Network
+	Mode    string // config.ModeTransparent or config.ModeProxy, decided already
+	ID      string
+	// Dir is the sandbox's private state dir (CA bundle, resolv.conf, hosts).
+	Dir string
+	// ProxySocket is where the front door listens in proxy mode.
+	ProxySocket string
+	Secrets     *secrets.Set // from LoadSecrets
+	Audit       *audit.Log   // the sandbox's one audit stream
+	Hooks       gateway.Hooks
+}
+
+// LoadSecrets reads the values of flags (--secret's form: from the host's
+// environment, a file or a command) and adds values given directly. An error
+// names the secret, never its value.
+func LoadSecrets(flags []string, values []*secrets.Secret) (*secrets.Set, error) {
+	all := append([]*secrets.Secret(nil), values...)
+	for _, f := range flags {
+		s, err := secrets.ParseFlag(f, secrets.DefaultSources())
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, s)
+	}
+	set, err := secrets.NewSet(all...)
+	if err != nil {
+		return nil, fmt.Errorf("--secret: %w", err)
+	}
+	return set, nil
+}
+
+// pipeline is one gateway before it has a door: its policy, secrets, CA,
+// audit log and proxy token. A sandbox's egress and `airlock gateway` make
+// it the same way.
+type pipeline struct {
+	gw        *gateway.Gateway
+	policy    *policy.Policy
+	authority *ca.CA
+	token     string
+}
+
+// newPipeline builds a gateway from n, its secrets and audit log.
+func newPipeline(n config.Network, mode string, set *secrets.Set, log *audit.Log, hooks gateway.Hooks) (*pipeline, error) {
+	allow := append([]string(nil), n.AllowHosts...)
+	allow = append(allow, set.Hosts()...)
+	pc := policy.Config{AllowHosts: allow, DenyHosts: n.DenyHosts, Endpoints: n.Endpoints}
+	if mode == config.ModeTransparent {
+		pc.GatewayAddrs = []netip.AddrPort{netip.AddrPortFrom(gatewayIP, 0), netip.AddrPortFrom(dnsIP, 0)}
+	}
+	pol, err := policy.New(pc)
+	if err != nil {
+		return nil, err
+	}
+	static := map[string]netip.Addr{}
+	for _, a := range n.AddHosts {
+		name, ip, ok := strings.Cut(a, ":")
+		addr, perr := netip.ParseAddr(strings.Trim(ip, "[]"))
+		if !ok || name == "" || perr != nil {
+			return nil, fmt.Errorf("--add-host %q: use NAME:IP, e.g. api.local:127.0.0.1", a)
+		}
+		static[strings.ToLower(strings.TrimSuffix(name, "."))] = addr
+	}
+	resolver, err := hostResolver(n.DNSUpstream)
+	if err != nil {
+		return nil, err
+	}
+	roots, err := x509.SystemCertPool()
+	if err != nil || roots == nil {
+		roots = x509.NewCertPool()
+	}
+	if n.UpstreamCA != "" {
+		pem, err := os.ReadFile(n.UpstreamCA)
+		if err != nil {
+			return nil, fmt.Errorf("--upstream-ca: %w", err)
+		}
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--upstream-ca %s: no PEM certificate in it", n.UpstreamCA)
+		}
+	}
+	caDir, err := ca.Dir()
+	if err != nil {
+		return nil, err
+	}
+	authority, err := ca.Load(caDir)
+	if err != nil {
+		return nil, err
+	}
+	tok := make([]byte, 32) // 256 bits: the sandbox's only credential for its door
+	rand.Read(tok)
+	token := hex.EncodeToString(tok)
+	gw, err := gateway.New(gateway.Config{Policy: pol, CA: authority, Secrets: set, Audit: log, StaticHosts: static, Resolver: resolver, Upstream: roots, Token: token, Hooks: hooks})
+	if err != nil {
+		return nil, err
+	}
+	return &pipeline{gw: gw, policy: pol, authority: authority, token: token}, nil
+}
+
+// Start builds the sandbox's gateway. In transparent mode it starts serving
+// when Attach gets the sandbox's link; in proxy mode its front door listens
+// on c.ProxySocket now.
+func Start(c Config) (_ *Egress, err error) {
+	p, err := newPipeline(c.Network, c.Mode, c.Secrets, c.Audit, c.Hooks)
+	if err != nil {
+		return nil, err
+	}
+	gw, token := p.gw, p.token
+	bundle, err := p.authority.Bundle()
+	if err != nil {
+		return nil, err
+	}
+	bundlePath := filepath.Join(c.Dir, "ca-bundle.pem")
+	if err := os.WriteFile(bundlePath, bundle, 0o644); err != nil {
+		return nil, err
+	}
+	e := &Egress{gw: gw, audit: c.Audit}
+	e.Files = []backend.FileMount{{Source: bundlePath, Target: bundleInside}}
+	for _, b := range systemBundles {
+		if st, err := os.Stat(b); err == nil && st.Mode().IsRegular() {
+			e.Files = append(e.Files, backend.FileMount{Source: bundlePath, Target: b})
+		}
+	}
+	e.Env = append(c.Secrets.Env(),
+		"SSL_CERT_FILE="+bundleInside, "NODE_EXTRA_CA_CERTS="+bundleInside, "REQUESTS_CA_BUNDLE="+bundleInside,
+		"CURL_CA_BUNDLE="+bundleInside, "GIT_SSL_CAINFO="+bundleInside)
+
+	if c.Mode == config.ModeTransparent {
+		e.Net = &tapNet
+		e.dns = &dnsserver.Server{Policy: p.policy, Pool: dnsserver.NewPool(namePool), Audit: c.Audit}
+		for _, f := range []struct{ name, target, text string }{
+			{"resolv.conf", "/etc/resolv.conf", "# airlock: the gateway answers DNS for the names policy allows\nnameserver " + dnsIP.String() + "\noptions edns0\n"},
+			{"hosts", "/etc/hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + backend.Hostname(c.ID) + "\n"},
+		} {
+			p := filepath.Join(c.Dir, f.name)
+			if err := os.WriteFile(p, []byte(f.text), 0o644); err != nil {
+				return nil, err
+			}
+			e.Files = append(e.Files, backend.FileMount{Source: p, Target: hostTarget(f.target)})
+		}
+		return e, nil
+	}
+	os.Remove(c.ProxySocket)
+	if e.ln, err = net.Listen("unix", c.ProxySocket); err != nil {
+		return nil, fmt.Errorf("gateway socket: %w", err)
+	}
+	go gw.ServeProxy(e.ln)
+	e.Relay = &proto.Relay{Listen: relayListen, Socket: proxyInside}
+	e.Files = append(e.Files, backend.FileMount{Source: c.ProxySocket, Target: proxyInside})
+	proxy := "http://airlock:" + token + "@" + relayListen
+	e.Env = append(e.Env,
+		"HTTPS_PROXY="+proxy, "HTTP_PROXY="+proxy, "https_proxy="+proxy, "http_proxy="+proxy,
+		"NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1")
+	return e, nil
+}
+
+// hostResolver is the resolver the gateway uses for allowed names: the
+// host's, or the one --dns-upstream names.
+func hostResolver(upstream string) (gateway.Resolver, error) {
+	if upstream == "" {
+		return net.DefaultResolver, nil
+	}
+	ap, err := netip.ParseAddrPort(upstream)
+	if err != nil {
+		return nil, fmt.Errorf("--dns-upstream %q: use IP:PORT, e.g. 192.168.1.1:53", upstream)
+	}
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return d.DialContext(ctx, network, ap.String())
+	}}, nil
+}
+
+// hostTarget follows a host path's symlinks (resolv.conf is often one into
+// /run) to the file a sandbox process opening the path would reach, so the
+// mount lands there even when the link dangles inside the sandbox's /run.
+func hostTarget(p string) string {
+	for range 8 {
+		link, err := os.Readlink(p)
+		if err != nil {
+			return p
+		}
+		if !path.IsAbs(link) {
+			link = path.Join(path.Dir(p), link)
+		}
+		p = path.Clean(link)
+	}
+	return p
+}
+
+// Attach starts the transparent door on the sandbox's link: its netstack
+// takes every frame, DNS is answered at dnsIP, and every TCP connection goes
+// to the gateway under the name its address stands for. Attach owns l.File.
+func (nw *Egress) Attach(l link.Link) error {
+	if nw.dns == nil {
+		l.File.Close()
+		return errors.New("egress: a link in proxy mode")
+	}
+	var mu sync.Mutex
+	udpSeen := map[netip.AddrPort]bool{}
+	st, err := netstack.New(netstack.Config{
+		TAP: l.File, MTU: uint32(tapNet.MTU), Addrs: []netip.Addr{gatewayIP, dnsIP},
+		Connect: func(ctx context.Context, dst netip.AddrPort) func(net.Conn) {
+			host := dst.Addr().String()
+			if name, ok := nw.dns.Pool.Name(dst.Addr()); ok {
+				host = name
+			}
+			return nw.gw.Accept(ctx, host, dst.Port())
+		},
+		DroppedUDP: func(_, dst netip.AddrPort) {
+			mu.Lock()
+			defer mu.Unlock()
+			if udpSeen[dst] || len(udpSeen) > maxUDPLogs {
+				return
+			}
+			udpSeen[dst] = true
+			r := audit.Record{Kind: "network", IP: dst.Addr().String(), Port: int(dst.Port()), Decision: "deny", Rule: "udp",
+				Reason: "UDP is not forwarded; only DNS to " + dnsIP.String() + " is answered"}
+			if len(udpSeen) > maxUDPLogs {
+				r.Reason += fmt.Sprintf("; more than %d destinations, further ones not recorded", maxUDPLogs)
+			}
+			nw.audit.Write(r)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	nw.stack = st
+	dnsAddr := netip.AddrPortFrom(dnsIP, 53)
+	pc, err := st.ListenPacket(dnsAddr)
+	if err != nil {
+		return fmt.Errorf("DNS over UDP: %w", err)
+	}
+	ln, err := st.Listen(dnsAddr)
+	if err != nil {
+		pc.Close()
+		return fmt.Errorf("DNS over TCP: %w", err)
+	}
+	nw.dnsUDP, nw.dnsTCP = pc, ln
+	go (&dns.Server{PacketConn: pc, Handler: nw.dns}).ActivateAndServe()
+	go (&dns.Server{Listener: ln, Handler: nw.dns, ReadTimeout: 10 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }}).ActivateAndServe()
+	return nil
+}
+
+// Close stops the gateway; the audit log is the caller's.
+func (nw *Egress) Close() {
+	if nw.ln != nil {
+		nw.ln.Close()
+	}
+	if nw.dnsUDP != nil {
+		nw.dnsUDP.Close()
+		nw.dnsTCP.Close()
+	}
+	if nw.stack != nil {
+		nw.stack.Close()
+	}
+}

@@ -1,0 +1,660 @@
+// Package engine is the one place a sandbox is assembled, in named steps:
+// check the spec → backend prepare → workspace session → egress (gateway
+// pipeline and its door) → backend start → attach the network link → audit
+// stream; and torn down in reverse. The CLI's supervisor and the public
+// sandbox API are thin hosts around it. Only the engine imports backends.
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/airlock-dev/airlock/internal/audit"
+	"github.com/airlock-dev/airlock/internal/backend"
+	"github.com/airlock-dev/airlock/internal/backend/docker"
+	"github.com/airlock-dev/airlock/internal/backend/guestclient"
+	"github.com/airlock-dev/airlock/internal/backend/native"
+	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/control"
+	"github.com/airlock-dev/airlock/internal/egress"
+	"github.com/airlock-dev/airlock/internal/gateway"
+	"github.com/airlock-dev/airlock/internal/proto"
+	"github.com/airlock-dev/airlock/internal/secrets"
+	"github.com/airlock-dev/airlock/internal/state"
+	"github.com/airlock-dev/airlock/internal/workspace"
+)
+
+// Where a sandbox was made: the state dir records it and `airlock ls` shows it.
+const (
+	OriginCLI = "cli"
+	OriginRPC = "rpc"
+	OriginAPI = "api"
+)
+
+// ErrNotRunning is the one answer for a sandbox that has stopped.
+var ErrNotRunning = control.ErrNotRunning
+
+// Spec is everything the engine needs to make a sandbox. It is JSON: a
+// detached sandbox's background supervisor reads it back from the state dir.
+type Spec struct {
+	Config config.Spec `json:"config"`
+	Origin string      `json:"origin,omitempty"`
+	// Env is the sandbox's environment before the gateway's additions
+	// (see config.SandboxEnv).
+	Env      []string `json:"env"`
+	Command  []string `json:"command,omitempty"` // empty: an idle sandbox
+	TTY      bool     `json:"tty,omitempty"`
+	Detached bool     `json:"detached,omitempty"`
+	Quiet    bool     `json:"quiet,omitempty"`
+
+	// Inside is where the workspace appears in the sandbox; "" is its host
+	// path (Config.Workspace.Path).
+	Inside string `json:"inside,omitempty"`
+	// Binds show host paths at other paths inside (the API's mounts).
+	Binds []backend.Bind `json:"binds,omitempty"`
+	// Scratch are empty writable directories inside that live as long as
+	// the sandbox (the API's memory mounts).
+	Scratch []string `json:"scratch,omitempty"`
+	// Hide are more host paths never shown.
+	Hide []string `json:"hide,omitempty"`
+	// Watch records every file created, written or deleted in a writable
+	// mount in the audit stream (kind file).
+	Watch bool `json:"watch,omitempty"`
+}
+
+// Options are what a host gives the engine that cannot be stored.
+type Options struct {
+	// Stderr hears warnings and progress (nil: nowhere).
+	Stderr io.Writer
+	// Progress draws the workspace copy's progress, if set.
+	Progress workspace.Progress
+	// GuestExe is the airlock binary run as the guest; "" is this program.
+	GuestExe string
+	// Secrets given by value (the API makes them with secrets.New); never
+	// written anywhere.
+	Secrets []*secrets.Secret
+	// Hooks are Go functions the gateway calls on intercepted HTTP.
+	Hooks gateway.Hooks
+	// OnStop is called when `airlock kill` asks the sandbox to stop.
+	OnStop func(why string)
+	// Pending is a sandbox Prepared early (see Prepare) to overlap its start
+	// with the host's own work; Start owns it.
+	Pending backend.Pending
+}
+
+// Sandbox is one running sandbox.
+type Sandbox struct {
+	h       *state.Handle
+	spec    Spec
+	bspec   *backend.Spec
+	be      backend.Backend
+	inst    backend.Instance
+	ws      *workspace.Session
+	eg      *egress.Egress
+	log     *audit.Log
+	redact  atomic.Pointer[secrets.Set]
+	ctl     *net.UnixListener
+	watch   *watcher
+	env     []string
+	mode    string // network mode, "" without network
+	started time.Time
+
+	warnings []string
+	stopOnce sync.Once
+	stopped  chan struct{}
+	closeMu  sync.Mutex
+	closed   bool
+}
+
+// backendFor is the only place a backend is chosen by name.
+func backendFor(name, exe string) (backend.Backend, error) {
+	switch name {
+	case config.BackendNative:
+		return native.Backend{Options: native.Options{Exe: exe}}, nil
+	case config.BackendDocker:
+		return docker.Backend{}, nil
+	}
+	return nil, fmt.Errorf("backend %q: use native or docker", name)
+}
+
+// Prepare starts preparing a sandbox of spec's backend and limits early (a
+// native guest's namespaces come up meanwhile); pass the result to Start
+// in Options.Pending, or Close it.
+func Prepare(spec *Spec, exe string) (backend.Pending, error) {
+	be, err := backendFor(spec.Config.BackendName(), exe)
+	if err != nil {
+		return nil, err
+	}
+	return be.Prepare(context.Background(), &backend.Spec{Limits: limitsOf(&spec.Config)})
+}
+
+// Prune removes what every backend left behind for sandboxes under
+// stateRoot that running says are gone.
+func Prune(ctx context.Context, stateRoot string, running func(id string) bool, docker bool) ([]string, error) {
+	names := []string{config.BackendNative}
+	if docker {
+		names = append(names, config.BackendDocker)
+	}
+	var removed []string
+	for _, n := range names {
+		be, _ := backendFor(n, "")
+		r, err := be.Prune(ctx, stateRoot, running)
+		if err != nil {
+			return removed, err
+		}
+		removed = append(removed, r...)
+	}
+	return removed, nil
+}
+
+// step names a failed step in its error.
+func step(name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", name, err)
+}
+
+// Start makes the sandbox spec describes, registered in h, and returns once
+// it runs. On error nothing is left: not in the state dir, not a process.
+func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandbox, err error) {
+	s := &Sandbox{h: h, spec: spec, stopped: make(chan struct{}), started: time.Now()}
+	pending := o.Pending
+	defer func() {
+		if err != nil {
+			if pending != nil {
+				pending.Close()
+			}
+			s.teardown()
+			workspace.Release(WorkspaceDir(h.Dir())) // an overlay that was mounted leaves a mode-0 dir
+			h.Remove()
+		}
+	}()
+	warn := func(w string) {
+		if !spec.Quiet && o.Stderr != nil {
+			fmt.Fprintf(o.Stderr, "airlock: warning: %s\n", w)
+		}
+	}
+
+	// Check the spec and decide what the backend's capabilities allow.
+	if s.be, err = backendFor(spec.Config.BackendName(), o.GuestExe); err != nil {
+		return nil, step("check spec", err)
+	}
+	caps := s.be.Caps()
+	secretsOn := len(o.Secrets) > 0
+	if spec.Config.Network.Enabled() || secretsOn {
+		if s.mode, err = networkMode(spec.Config.Network.Mode, caps); err != nil {
+			return nil, step("check spec", err)
+		}
+	}
+	wsMode := spec.Config.WorkspaceMode()
+	if wsMode == config.WorkspaceOverlay && caps.NoOverlay != "" {
+		wsMode = config.WorkspaceCopy
+		if !spec.Quiet && o.Stderr != nil {
+			fmt.Fprintf(o.Stderr, "airlock: --workspace-mode overlay: %s\n", caps.NoOverlay)
+		}
+	}
+	if s.bspec, err = s.backendSpec(); err != nil {
+		return nil, step("check spec", err)
+	}
+
+	// Backend prepare: a native guest's namespaces come up meanwhile.
+	if pending == nil {
+		if pending, err = s.be.Prepare(ctx, s.bspec); err != nil {
+			return nil, step("backend prepare", err)
+		}
+	}
+
+	// The audit stream: every record of this sandbox, redacted with its
+	// secrets once they are known.
+	if s.log, err = audit.Open(filepath.Join(h.Dir(), "audit.jsonl"), h.ID(), s.redactString); err != nil {
+		return nil, step("audit", err)
+	}
+	s.record(audit.Record{Kind: "lifecycle", Subject: "create", Extra: map[string]string{"backend": s.be.Name(), "origin": spec.Origin}})
+
+	// Workspace session: the manifest, copy or overlay layers.
+	if err := s.makeScratch(); err != nil {
+		return nil, step("workspace", err)
+	}
+	if s.ws, err = s.prepareWorkspace(wsMode, o.Progress); err != nil {
+		return nil, step("workspace", err)
+	}
+
+	// Egress: the gateway pipeline and its door.
+	s.env = spec.Env
+	if s.mode != "" {
+		set, err := egress.LoadSecrets(spec.Config.Network.Secrets, o.Secrets)
+		if err != nil {
+			return nil, step("egress", err)
+		}
+		s.redact.Store(set)
+		s.eg, err = egress.Start(egress.Config{
+			Network: spec.Config.Network, Mode: s.mode, ID: h.ID(), Dir: h.Dir(),
+			ProxySocket: gatewaySocket(h.SocketPath()), Secrets: set, Audit: s.log, Hooks: o.Hooks,
+		})
+		if err != nil {
+			return nil, step("egress", err)
+		}
+		s.bspec.Files = append(s.bspec.Files, s.eg.Files...)
+		s.bspec.Relay, s.bspec.Net = s.eg.Relay, s.eg.Net
+		s.env = config.MergeEnv(s.env, s.eg.Env)
+	}
+
+	// Backend start; the sandbox is registered while it sets up.
+	inst, err := pending.Start(ctx, s.bspec, s.register)
+	pending = nil // Start closes it on its own errors
+	if err != nil {
+		return nil, step("backend start", err)
+	}
+	s.inst = inst
+	s.warnings = append(s.warnings, inst.Warnings()...)
+
+	// Attach the network link to the gateway's netstack.
+	if l := inst.Link(); l != nil {
+		if s.eg == nil {
+			l.File.Close()
+		} else if err := s.eg.Attach(*l); err != nil {
+			return nil, step("attach network", err)
+		}
+	}
+	if err := s.ws.Ready(); err != nil {
+		return nil, step("workspace", err)
+	}
+	s.ws.Background()
+	if spec.Watch {
+		if s.watch, err = newWatcher(s.watched(), s.recordFile); err != nil {
+			s.warnings = append(s.warnings, "no file events: "+err.Error())
+		}
+	}
+	for _, w := range s.warnings {
+		warn(w)
+	}
+	go control.Serve(s.ctl, (*controlTarget)(s), o.OnStop)
+	if err := h.SetStatus(state.Status{State: state.Running}); err != nil {
+		return nil, step("register", err)
+	}
+	s.record(audit.Record{Kind: "lifecycle", Subject: "start", Duration: audit.Millis(time.Since(s.started)),
+		Extra: map[string]string{"backend": s.be.Name(), "network": s.mode, "workspace": wsMode}})
+	return s, nil
+}
+
+// networkMode decides which door a sandbox gets: transparent wherever the
+// backend can hand back a link, else the proxy.
+func networkMode(requested string, caps backend.Caps) (string, error) {
+	switch requested {
+	case "", config.ModeAuto:
+		if caps.NoLink != "" {
+			return config.ModeProxy, nil
+		}
+		return config.ModeTransparent, nil
+	case config.ModeTransparent:
+		if caps.NoLink != "" {
+			return "", fmt.Errorf("--network-mode transparent: %s; use --network-mode proxy (or auto)", caps.NoLink)
+		}
+		return config.ModeTransparent, nil
+	case config.ModeProxy:
+		return config.ModeProxy, nil
+	}
+	return "", fmt.Errorf("--network-mode %q: use auto, transparent or proxy", requested)
+}
+
+// NetworkMode says which door a native sandbox would get here, and why.
+func NetworkMode() (mode, why string) {
+	caps := native.Backend{}.Caps()
+	if caps.NoLink != "" {
+		return config.ModeProxy, caps.NoLink
+	}
+	return config.ModeTransparent, "every packet goes through the gateway's network stack"
+}
+
+func limitsOf(c *config.Spec) backend.Limits {
+	mem := c.Limits.MemoryBytes
+	if mem == 0 {
+		mem = backend.TotalMemory() / 2
+	}
+	return backend.Limits{MemoryBytes: mem, CPUs: c.Limits.CPUs, Pids: c.Limits.Pids}
+}
+
+// backendSpec translates the config into the neutral backend shape.
+func (s *Sandbox) backendSpec() (*backend.Spec, error) {
+	c := &s.spec.Config
+	if c.Workspace.Path == "" || !filepath.IsAbs(c.Workspace.Path) || c.Workspace.Path == "/" {
+		return nil, fmt.Errorf("the workspace must be an absolute directory other than /, got %q", c.Workspace.Path)
+	}
+	hostHome, _ := os.UserHomeDir()
+	b := &backend.Spec{
+		ID: s.h.ID(), Workspace: c.Workspace.Path, Home: c.Home, HostHome: hostHome,
+		RO: c.RO, RW: c.RW, NoDelete: c.Workspace.NoDelete, TmpBytes: c.Limits.TmpBytes, Limits: limitsOf(c),
+		Binds: append([]backend.Bind(nil), s.spec.Binds...), Image: c.Image, StateRoot: stateRoot(s.h), RunDir: runDir(s.h.SocketPath()),
+	}
+	if b.TmpBytes == 0 {
+		b.TmpBytes = b.Limits.MemoryBytes
+	}
+	if b.Image == "" && c.BackendName() == config.BackendDocker {
+		b.Image = config.DefaultImage
+	}
+	if s.spec.Inside != "" && s.spec.Inside != c.Workspace.Path {
+		b.Workspace, b.WorkspaceSource = s.spec.Inside, c.Workspace.Path
+	}
+	// airlock's own state and config are never visible inside.
+	b.Hide = append(append(b.Hide, s.spec.Hide...), b.StateRoot)
+	if cfg, err := os.UserConfigDir(); err == nil {
+		b.Hide = append(b.Hide, filepath.Join(cfg, "airlock"))
+	}
+	return b, nil
+}
+
+// makeScratch makes the scratch dirs under the sandbox's state dir.
+func (s *Sandbox) makeScratch() error {
+	for i, target := range s.spec.Scratch {
+		host := filepath.Join(s.h.Dir(), fmt.Sprintf("scratch%d", i))
+		if err := os.Mkdir(host, 0o755); err != nil {
+			return fmt.Errorf("scratch %s: %w", target, err)
+		}
+		s.bspec.Binds = append(s.bspec.Binds, backend.Bind{Source: host, Target: target})
+	}
+	return nil
+}
+
+// WorkspaceDir is where a sandbox's workspace session lives in its state dir.
+func WorkspaceDir(sandboxDir string) string { return filepath.Join(sandboxDir, "workspace") }
+
+// prepareWorkspace takes the manifest (and the copy, or the overlay's
+// layers) before the sandbox starts and shapes the backend spec to match.
+func (s *Sandbox) prepareWorkspace(mode string, progress workspace.Progress) (*workspace.Session, error) {
+	w := s.spec.Config.Workspace
+	cfg := workspace.Config{
+		Mode: workspace.Mode(mode), Root: w.Path, Exclude: w.Exclude, ProtectGit: w.ProtectGit && mode == config.WorkspaceBind,
+	}
+	// What the sandbox never sees is neither hashed, copied nor applied.
+	for _, p := range backend.Hidden(s.bspec, os.Getenv) {
+		if p != cfg.Root && strings.HasPrefix(p, cfg.Root+"/") {
+			cfg.Skip = append(cfg.Skip, p)
+		}
+	}
+	if root := s.bspec.StateRoot; root != "" {
+		sum := sha256.Sum256([]byte(cfg.Root))
+		cfg.CacheFile = filepath.Join(root, "cache", "hashes-"+hex.EncodeToString(sum[:8]))
+		if mode != config.WorkspaceBind && strings.HasPrefix(root+"/", cfg.Root+"/") {
+			return nil, fmt.Errorf("the state dir %s lies inside the workspace, which %s mode cannot layer over: set AIRLOCK_STATE_DIR to a directory outside it", root, mode)
+		}
+	}
+	if mode != config.WorkspaceCopy {
+		progress = nil
+	}
+	ws, err := workspace.Prepare(WorkspaceDir(s.h.Dir()), cfg, progress)
+	if err != nil {
+		return nil, err
+	}
+	switch mode {
+	case config.WorkspaceOverlay:
+		s.bspec.Overlay = &backend.Overlay{Upper: ws.UpperDir(), Work: ws.WorkDir()}
+	case config.WorkspaceCopy:
+		s.bspec.WorkspaceSource = ws.CopyDir()
+	case config.WorkspaceBind:
+		s.bspec.RO = append(s.bspec.RO, ws.ReadOnlyPaths()...)
+	}
+	return ws, nil
+}
+
+// register records the sandbox in the state dir and opens its control
+// socket; the backend calls it while the sandbox sets up.
+func (s *Sandbox) register(cgroups []string) error {
+	config, err := json.Marshal(s.spec)
+	if err != nil {
+		return err
+	}
+	c := &s.spec.Config
+	rec := state.Record{
+		ID: s.h.ID(), Name: s.h.Name(), CreatedAt: time.Now().UTC(), PID: os.Getpid(), Backend: c.BackendName(),
+		Workspace: c.Workspace.Path, Command: s.spec.Command, Detached: s.spec.Detached, Config: config,
+		Cgroups: cgroups, Origin: s.spec.Origin,
+	}
+	if err := s.h.WriteRecord(rec); err != nil {
+		return err
+	}
+	sock := s.h.SocketPath()
+	os.Remove(sock)
+	if s.ctl, err = net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"}); err != nil {
+		return fmt.Errorf("control socket: %w", err)
+	}
+	return nil
+}
+
+func (s *Sandbox) redactString(v string) string {
+	if set := s.redact.Load(); set != nil {
+		return set.RedactString(v)
+	}
+	return v
+}
+
+func (s *Sandbox) record(r audit.Record) {
+	if s.log != nil {
+		s.log.Write(r)
+	}
+}
+
+func (s *Sandbox) recordFile(op, path string, size int64) {
+	r := audit.Record{Kind: "file", Subject: path, Path: path, Decision: op}
+	if size > 0 {
+		r.BytesOut = size
+	}
+	s.record(r)
+}
+
+// watched are the writable mounts' host dirs and where they are inside.
+func (s *Sandbox) watched() []watchMount {
+	inside := s.bspec.Workspace
+	host := s.spec.Config.Workspace.Path
+	switch {
+	case s.bspec.Overlay != nil:
+		host = s.bspec.Overlay.Upper
+	case s.bspec.WorkspaceSource != "":
+		host = s.bspec.WorkspaceSource
+	}
+	out := []watchMount{{host: host, inside: inside}}
+	for _, b := range s.bspec.Binds {
+		if !b.ReadOnly && b.Source != "" {
+			out = append(out, watchMount{host: b.Source, inside: b.Target})
+		}
+	}
+	return out
+}
+
+// ID is the sandbox's id.
+func (s *Sandbox) ID() string { return s.h.ID() }
+
+// Dir is the sandbox's private state dir.
+func (s *Sandbox) Dir() string { return s.h.Dir() }
+
+// Env is the environment every command gets (secrets as placeholders).
+func (s *Sandbox) Env() []string { return s.env }
+
+// Workspace is where the workspace is inside.
+func (s *Sandbox) Workspace() string { return s.bspec.Workspace }
+
+// NetworkMode is the door the sandbox's traffic takes; "" without network.
+func (s *Sandbox) NetworkMode() string { return s.mode }
+
+// Warnings are what is not enforced for this sandbox.
+func (s *Sandbox) Warnings() []string { return s.warnings }
+
+// Audit is the sandbox's audit stream; Subscribe for live records.
+func (s *Sandbox) Audit() *audit.Log { return s.log }
+
+// Workspace session, for review once the sandbox has stopped.
+func (s *Sandbox) Session() *workspace.Session { return s.ws }
+
+// GuestPID is the guest agent's pid on the host (0 if unknown).
+func (s *Sandbox) GuestPID() int { return s.inst.GuestPID() }
+
+// Done is closed when the guest is gone.
+func (s *Sandbox) Done() <-chan struct{} { return s.inst.Done() }
+
+// Process is a command running in the sandbox; its Wait records the exit.
+type Process struct {
+	*guestclient.Process
+	s     *Sandbox
+	label string
+	start time.Time
+	once  sync.Once
+}
+
+// Wait waits for the command and records its exit in the audit stream.
+func (p *Process) Wait() (*proto.Exit, error) {
+	e, err := p.Process.Wait()
+	p.once.Do(func() {
+		r := audit.Record{Kind: "exec", Subject: p.label, Duration: audit.Millis(time.Since(p.start)),
+			Extra: map[string]string{"phase": "exit", "pid": fmt.Sprint(p.PID)}}
+		switch {
+		case err != nil:
+			r.Decision, r.Reason = "error", err.Error()
+		default:
+			r.Extra["exit_code"] = fmt.Sprint(e.Code)
+			r.Reason = e.Reason
+		}
+		p.s.record(r)
+	})
+	return e, err
+}
+
+// Exec starts req in the sandbox (see guestclient.Client.Exec) and records
+// it in the audit stream. An empty env or dir means the sandbox's own.
+func (s *Sandbox) Exec(req *proto.Exec, output func(stream uint8, data []byte), files ...*os.File) (*Process, error) {
+	return s.ExecLabel(strings.Join(req.Argv, " "), req, output, files...)
+}
+
+// ExecLabel is Exec with the command recorded as label (the shell command
+// a caller gave, rather than /bin/sh -c and it).
+func (s *Sandbox) ExecLabel(label string, req *proto.Exec, output func(stream uint8, data []byte), files ...*os.File) (*Process, error) {
+	if req.Dir == "" {
+		req.Dir = s.bspec.Workspace
+	}
+	p, err := s.inst.Exec(req, output, files...)
+	if err != nil {
+		return nil, err
+	}
+	s.record(audit.Record{Kind: "exec", Subject: label, Extra: map[string]string{"phase": "start", "pid": fmt.Sprint(p.PID)}})
+	return &Process{Process: p, s: s, label: label, start: time.Now()}, nil
+}
+
+// Call sends one file request to the guest.
+func (s *Sandbox) Call(ctx context.Context, m *proto.Msg) (*proto.Msg, error) {
+	return s.inst.Call(ctx, m)
+}
+
+// Stop ends every process in the sandbox and returns once they are gone,
+// so nothing can change the workspace while it is reviewed; whether the
+// memory limit killed a process is reported. The rest (cgroups, container)
+// is removed by Close, which may overlap the review.
+func (s *Sandbox) Stop() (oomKilled bool) {
+	oom := s.inst.OOMKilled()
+	s.stopOnce.Do(func() {
+		if s.watch != nil {
+			s.watch.close()
+		}
+		closed := make(chan struct{})
+		go func() { s.inst.Close(); close(closed) }()
+		if s.be.Caps().ReapedWhenDone {
+			<-s.inst.Done()
+		} else {
+			<-closed
+		}
+		go func() { <-closed; close(s.stopped) }()
+	})
+	return oom
+}
+
+// Close tears the sandbox down in reverse order of assembly: processes,
+// backend leftovers, the gateway, the control socket, the audit stream.
+// The state dir stays (the host decides: Release or Remove).
+func (s *Sandbox) Close() {
+	s.Stop()
+	<-s.stopped
+	s.teardown()
+}
+
+func (s *Sandbox) teardown() {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	if s.closed {
+		return
+	}
+	s.closed = true
+	if s.inst != nil {
+		s.inst.Close()
+	}
+	if s.watch != nil {
+		s.watch.close()
+	}
+	if s.eg != nil {
+		s.eg.Close()
+	}
+	if s.ctl != nil {
+		s.ctl.Close()
+		os.Remove(s.h.SocketPath())
+	}
+	if s.log != nil {
+		s.record(audit.Record{Kind: "lifecycle", Subject: "stop", Duration: audit.Millis(time.Since(s.started))})
+		s.log.Close()
+	}
+}
+
+// RecordCrash notes in the audit stream that the sandbox ended on its own.
+func (s *Sandbox) RecordCrash(why string) {
+	s.record(audit.Record{Kind: "lifecycle", Subject: "crash", Reason: why})
+}
+
+// RecordWorkspace notes a review outcome in the audit stream.
+func (s *Sandbox) RecordWorkspace(outcome string, n workspace.Counts) {
+	s.record(audit.Record{Kind: "workspace", Subject: s.spec.Config.Workspace.Path, Decision: outcome, Reason: n.String()})
+}
+
+// gatewaySocket is where the gateway's front door listens: beside the
+// control socket under a name no longer than its, so it fits sun_path
+// (108 bytes) wherever the control socket does.
+func gatewaySocket(ctl string) string {
+	if dir, base := filepath.Split(ctl); base == "ctl.sock" {
+		return dir + "gw.sock"
+	}
+	return strings.TrimSuffix(ctl, ".sock") + ".gw"
+}
+
+// stateRoot is the store a sandbox's directory (ROOT/sandboxes/ID) is in.
+func stateRoot(h *state.Handle) string { return filepath.Dir(filepath.Dir(h.Dir())) }
+
+// runDir holds a container's control socket, beside the supervisor's own
+// under a path no longer than it (so it fits sun_path wherever that does).
+func runDir(ctl string) string {
+	if dir, base := filepath.Split(ctl); base == "ctl.sock" {
+		return dir + "g"
+	}
+	return strings.TrimSuffix(ctl, ".sock") + ".g"
+}
+
+// controlTarget is the sandbox as the control socket serves it.
+type controlTarget Sandbox
+
+func (t *controlTarget) Exec(req *proto.Exec, output func(uint8, []byte), files ...*os.File) (control.Process, error) {
+	s := (*Sandbox)(t)
+	req.Env = config.MergeEnv(s.env, req.Env)
+	return s.Exec(req, output, files...)
+}
+
+func (t *controlTarget) Call(ctx context.Context, m *proto.Msg) (*proto.Msg, error) {
+	return (*Sandbox)(t).Call(ctx, m)
+}
+
+// Started is the command's pid (0 if it never started) and its pty, if any.
+func (p *Process) Started() (int, *os.File) { return p.PID, p.PTY }
