@@ -28,6 +28,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/airlock-dev/airlock/internal/backend/docker"
+	"github.com/airlock-dev/airlock/internal/dockerengine"
 )
 
 const testImage = "airlock/minimal:latest"
@@ -118,7 +119,7 @@ func testImagesBuild(t *testing.T, cli *client.Client) {
 		}
 	}
 	in, err := cli.ImageInspect(context.Background(), testImage)
-	if err != nil || in.Config == nil || in.Config.Labels[docker.LabelImage] != "minimal" {
+	if err != nil || in.Config == nil || in.Config.Labels[dockerengine.LabelImage] != "minimal" {
 		t.Fatalf("built image: %v, labels %v", err, in.Config)
 	}
 	if r := e.run("images", "ls"); !strings.Contains(r.stdout, testImage) || !strings.Contains(r.stdout, "minimal") {

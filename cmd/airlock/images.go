@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/airlock-dev/airlock/internal/backend/docker"
+	"github.com/airlock-dev/airlock/internal/dockerengine"
 	"github.com/airlock-dev/airlock/internal/images"
 )
 
@@ -47,7 +47,7 @@ func newImagesBuildCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			cli, err := docker.Connect(ctx)
+			cli, err := dockerengine.Connect(ctx)
 			if err != nil {
 				return err
 			}
@@ -78,7 +78,7 @@ func newImagesLsCmd() *cobra.Command {
 		Args:    noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx := context.Background()
-			cli, err := docker.Connect(ctx)
+			cli, err := dockerengine.Connect(ctx)
 			if err != nil {
 				return err
 			}
@@ -115,7 +115,7 @@ func newImagesRmCmd() *cobra.Command {
 		},
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := context.Background()
-			cli, err := docker.Connect(ctx)
+			cli, err := dockerengine.Connect(ctx)
 			if err != nil {
 				return err
 			}

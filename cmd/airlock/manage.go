@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/airlock-dev/airlock/internal/backend/docker"
 	"github.com/airlock-dev/airlock/internal/cgroup"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/control"
@@ -344,16 +343,7 @@ func remove(e state.Entry) error {
 func pruneContainers(store *state.Store, live func(id string) bool) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	// A prune with no docker sandbox asks too: an engine that does not
-	// answer soon is not waited for.
-	pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
-	defer pcancel()
-	cli, err := docker.Connect(pctx)
-	if err != nil {
-		return 0, err
-	}
-	defer cli.Close()
-	removed, err := docker.Prune(ctx, cli, store.Root(), live)
+	removed, err := engine.Prune(ctx, store.Root(), live, true)
 	return len(removed), err
 }
 

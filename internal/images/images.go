@@ -19,11 +19,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/airlock-dev/airlock/internal/dockerengine"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
-
-	"github.com/airlock-dev/airlock/internal/backend/docker"
 )
 
 // Packages per variant, beyond debootstrap's minbase: the tools agents
@@ -154,7 +153,7 @@ func importTree(ctx context.Context, cli *client.Client, root string, o BuildOpt
 		}
 	}()
 	changes := []string{
-		"LABEL " + docker.LabelImage + "=" + o.Variant,
+		"LABEL " + dockerengine.LabelImage + "=" + o.Variant,
 		"ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"ENV LANG=C.UTF-8",
 		`CMD ["/bin/bash"]`,
@@ -165,7 +164,7 @@ func importTree(ctx context.Context, cli *client.Client, root string, o BuildOpt
 		close(done)
 		tar.Process.Kill()
 		tar.Wait()
-		return fmt.Errorf("import: %w", docker.EngineError(cli.DaemonHost(), err))
+		return fmt.Errorf("import: %w", dockerengine.EngineError(cli.DaemonHost(), err))
 	}
 	err = readImport(rc, o.Progress)
 	rc.Close()
@@ -263,13 +262,13 @@ type Image struct {
 
 // List returns the images `airlock images build` made.
 func List(ctx context.Context, cli *client.Client) ([]Image, error) {
-	ims, err := cli.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", docker.LabelImage))})
+	ims, err := cli.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", dockerengine.LabelImage))})
 	if err != nil {
-		return nil, docker.EngineError(cli.DaemonHost(), err)
+		return nil, dockerengine.EngineError(cli.DaemonHost(), err)
 	}
 	out := make([]Image, 0, len(ims))
 	for _, im := range ims {
-		out = append(out, Image{Tags: slices.Clone(im.RepoTags), Variant: im.Labels[docker.LabelImage], ID: im.ID, Created: time.Unix(im.Created, 0), Size: im.Size})
+		out = append(out, Image{Tags: slices.Clone(im.RepoTags), Variant: im.Labels[dockerengine.LabelImage], ID: im.ID, Created: time.Unix(im.Created, 0), Size: im.Size})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Created.After(out[j].Created) })
 	return out, nil
@@ -286,13 +285,13 @@ func Remove(ctx context.Context, cli *client.Client, ref string) error {
 		if strings.Contains(strings.ToLower(err.Error()), "no such image") {
 			return fmt.Errorf("image %s does not exist (airlock images ls lists them)", ref)
 		}
-		return docker.EngineError(cli.DaemonHost(), err)
+		return dockerengine.EngineError(cli.DaemonHost(), err)
 	}
-	if in.Config == nil || in.Config.Labels[docker.LabelImage] == "" {
+	if in.Config == nil || in.Config.Labels[dockerengine.LabelImage] == "" {
 		return fmt.Errorf("image %s was not built by airlock: remove it with docker rmi", ref)
 	}
 	if _, err := cli.ImageRemove(ctx, ref, image.RemoveOptions{PruneChildren: true}); err != nil {
-		return fmt.Errorf("remove %s: %w", ref, docker.EngineError(cli.DaemonHost(), err))
+		return fmt.Errorf("remove %s: %w", ref, dockerengine.EngineError(cli.DaemonHost(), err))
 	}
 	return nil
 }

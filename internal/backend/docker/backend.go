@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/link"
@@ -36,7 +37,11 @@ func (b Backend) Prepare(context.Context, *backend.Spec) (backend.Pending, error
 
 // Prune removes containers of stateRoot's sandboxes that are not running.
 func (Backend) Prune(ctx context.Context, stateRoot string, running func(id string) bool) ([]string, error) {
-	cli, err := Connect(ctx)
+	// A prune with no docker sandbox asks too: an engine that does not
+	// answer soon is not waited for.
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	cli, err := Connect(cctx)
 	if err != nil {
 		return nil, err
 	}

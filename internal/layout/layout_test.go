@@ -1,0 +1,110 @@
+package layout
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const mod = "github.com/airlock-dev/airlock/"
+
+// rule forbids packages matching from to import packages matching to.
+type rule struct {
+	from, to []string // prefixes under the module; "!" before one excludes it
+	why      string
+}
+
+var rules = []rule{
+	{[]string{"internal/policy"}, []string{"internal/", "sandbox", "cmd/"},
+		"policy decides from data alone: it imports nothing of ours, so it can be table-tested and fuzzed without any I/O"},
+	{[]string{"internal/backend/"}, []string{"internal/policy", "internal/gateway", "internal/egress", "internal/workspace", "internal/engine", "internal/supervisor", "internal/audit", "internal/config", "internal/secrets"},
+		"a backend only starts a sandbox from the neutral spec: policy, gateway, workspace review and audit are the engine's and never know which backend runs"},
+	{[]string{"internal/", "sandbox", "cmd/", "!internal/engine", "!internal/backend/", "!internal/layout"}, []string{"internal/backend/native", "internal/backend/docker"},
+		"only the engine chooses and assembles backends: no backend branch anywhere else"},
+	{[]string{"sandbox"}, []string{"internal/supervisor", "cmd/"},
+		"the public API is a host of the engine, not of the CLI's runner"},
+	{[]string{"internal/guest", "internal/proto", "internal/seccomp"}, []string{"internal/gateway", "internal/netstack", "internal/dnsserver", "internal/egress", "internal/engine", "internal/backend/", "internal/dockerengine"},
+		"the guest (PID 1 inside) needs the protocol and lockdown only: host-side networking and backends stay out of it"},
+	{[]string{"internal/link"}, []string{"internal/", "gvisor.dev/"},
+		"a link is a leaf type so backends can hand one over without importing the network stack"},
+	{[]string{"internal/config"}, []string{"internal/", "sandbox", "cmd/"},
+		"config is pure data, validation and merging: everything else depends on it, not the other way"},
+}
+
+func matches(pkg string, prefixes []string) bool {
+	in := false
+	for _, p := range prefixes {
+		if ex, ok := strings.CutPrefix(p, "!"); ok {
+			if strings.HasPrefix(pkg, mod+ex) {
+				return false
+			}
+			continue
+		}
+		if strings.HasPrefix(pkg, mod+p) || strings.HasPrefix(pkg, p) {
+			in = true
+		}
+	}
+	return in
+}
+
+func TestDependenciesPointDown(t *testing.T) {
+	out, err := exec.Command("go", "list", "-json", mod+"...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	seen := 0
+	for dec.More() {
+		var p struct {
+			ImportPath string
+			Imports    []string
+		}
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		seen++
+		for _, r := range rules {
+			if !matches(p.ImportPath, r.from) {
+				continue
+			}
+			for _, imp := range p.Imports {
+				if strings.HasPrefix(imp, mod) || strings.HasPrefix(imp, "gvisor.dev/") {
+					if matches(imp, r.to) && imp != p.ImportPath {
+						t.Errorf("%s imports %s: %s", strings.TrimPrefix(p.ImportPath, mod), strings.TrimPrefix(imp, mod), r.why)
+					}
+				}
+			}
+		}
+	}
+	if seen < 20 {
+		t.Fatalf("go list saw %d packages: the test is not looking at the module", seen)
+	}
+}
+
+// The rules must be able to fail: each one, applied to an import it forbids,
+// reports it.
+func TestRulesCatchWhatTheyForbid(t *testing.T) {
+	cases := []struct{ from, to string }{
+		{"internal/policy", "internal/audit"},
+		{"internal/backend/native", "internal/gateway"},
+		{"cmd/airlock", "internal/backend/docker"},
+		{"sandbox", "internal/supervisor"},
+		{"internal/guest", "internal/netstack"},
+		{"internal/config", "internal/state"},
+	}
+	for _, c := range cases {
+		caught := false
+		for _, r := range rules {
+			if matches(mod+c.from, r.from) && matches(mod+c.to, r.to) {
+				caught = true
+			}
+		}
+		if !caught {
+			t.Errorf("no rule forbids %s importing %s", c.from, c.to)
+		}
+	}
+	if matches(mod+"internal/engine", rules[2].from) {
+		t.Error("the engine must be allowed to import backends")
+	}
+}
