@@ -90,6 +90,12 @@ var defaultMasked = []string{
 	"/sys/firmware", "/sys/devices/virtual/powercap",
 }
 
+// defaultReadonly is the engine's own list of /proc paths made read-only,
+// named here so that no engine's default can leave them out: a container
+// that runs as uid 0 owns them, and writing /proc/sysrq-trigger takes no
+// capability.
+var defaultReadonly = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
+
 // Sandbox is one running container sandbox.
 type Sandbox struct {
 	ID       string
@@ -419,11 +425,17 @@ func containerSpec(c Config) (*container.Config, *container.HostConfig) {
 	//   - airlock's binary, the control socket's directory, Files and --ro
 	//     paths are read-only binds, which only CAP_SYS_ADMIN could remount
 	//     writable (chmod and chown there fail with EROFS);
-	//   - /proc and /sys keep the engine's read-only and masked paths, and
-	//     their writable knobs want a capability beyond ownership; the guest
-	//     (PID 1) is not dumpable, so its memory needs CAP_SYS_PTRACE;
+	//   - /sys is read-only; /proc keeps the engine's read-only paths
+	//     (defaultReadonly: /proc/sysrq-trigger wants no capability, only
+	//     ownership) and masked ones, its other knobs mostly want a
+	//     capability beyond ownership, and Landlock, where the kernel has
+	//     it, refuses every write there; the guest (PID 1) is not dumpable,
+	//     so its memory and environment need CAP_SYS_PTRACE;
 	//   - /dev, /tmp and the home tmpfs are the container's own, not the
-	//     host's, and Landlock leaves only the device files in /dev writable.
+	//     host's (in /dev Landlock leaves writable only /dev/shm, /dev/pts
+	//     and the usual device files). Root may chmod the container's own
+	//     device nodes, which Landlock does not govern: that spoils only its
+	//     own sandbox.
 	// The host paths it can write are the workspace, the --rw paths and a
 	// bound home: those the user asked the sandbox to write.
 	hc := &container.HostConfig{
@@ -436,6 +448,7 @@ func containerSpec(c Config) (*container.Config, *container.HostConfig) {
 		Tmpfs:          tmpfs,
 		Mounts:         mounts,
 		MaskedPaths:    append(append([]string(nil), defaultMasked...), c.Mask...),
+		ReadonlyPaths:  append([]string(nil), defaultReadonly...),
 		LogConfig:      container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "1m", "max-file": "1"}},
 		Resources: container.Resources{
 			Memory:     c.Limits.MemoryBytes,

@@ -53,6 +53,7 @@ func testContainerSpecIsHardened(t *testing.T, user string) {
 		"home is a private tmpfs":      strings.Contains(hc.Tmpfs["/home/u"], "uid="+uid+",") && strings.Contains(hc.Tmpfs["/home/u"], "mode=0700") && strings.Contains(hc.Tmpfs["/home/u"], "nosuid"),
 		"engine's masks kept":          slices.Contains(hc.MaskedPaths, "/proc/kcore") && slices.Contains(hc.MaskedPaths, "/sys/firmware"),
 		"airlock's masks added":        slices.Contains(hc.MaskedPaths, "/home/u/.ssh"),
+		"engine's read-only paths":     slices.Contains(hc.ReadonlyPaths, "/proc/sysrq-trigger") && slices.Contains(hc.ReadonlyPaths, "/proc/sys"),
 		"the user User picked":         cfg.User == user,
 		"no capability added":          len(hc.CapAdd) == 0 && len(hc.DeviceCgroupRules) == 0 && len(hc.Devices) == 0,
 		"seccomp and AppArmor kept":    !slices.ContainsFunc(hc.SecurityOpt, func(o string) bool { return strings.Contains(o, "unconfined") }),
