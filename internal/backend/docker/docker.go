@@ -466,7 +466,7 @@ func containerSpec(c Config) (*container.Config, *container.HostConfig) {
 // sandbox writes is theirs; else (the workspace is root's, or cannot be
 // read) the caller. So root's workspace, run by root, is run as uid 0 — the
 // way the native backend runs it — and containerSpec makes that root without
-// power (see containerSpec).
+// power.
 func User(workspace string) string {
 	owner := -1
 	var ownerGID uint32
