@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -382,5 +383,167 @@ func TestDockerSocketWithoutPermission(t *testing.T) {
 	if r.code != 125 || !strings.Contains(r.stderr, "permission denied on the Docker socket") || !strings.Contains(r.stderr, "docker group") ||
 		len(strings.Split(strings.TrimSpace(r.stderr), "\n")) != 1 {
 		t.Fatalf("want exit 125 and one line about the socket's permission: %v", r)
+	}
+}
+
+// TestDockerRootWorkspace: root runs a workspace of root's, as `sudo airlock
+// run --backend docker` in a root-owned directory does. The container runs
+// as uid 0 — it can write the workspace, and what it writes is root's — but
+// with no capability at all: root without power. It runs as root, beside the
+// suite's docker re-run (which is uid 65534's).
+func TestDockerRootWorkspace(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root: it runs airlock as root in a workspace of root's")
+	}
+	cli, err := docker.Connect(context.Background())
+	if err != nil {
+		t.Skipf("dockerd is not reachable, so the docker backend is not tested: %v", err)
+	}
+	defer cli.Close()
+	img := os.Getenv("AIRLOCK_TEST_IMAGE")
+	if img == "" {
+		img = testImage
+	}
+	if _, err := cli.ImageInspect(context.Background(), img); err != nil {
+		t.Skipf("no image %s (TestDockerBackend builds it, as `airlock images build --variant minimal` does): %v", img, err)
+	}
+	e := newEnv(t)
+	ws := filepath.Join(t.TempDir(), "rootws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(ws, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	// A file of another user's, which root without power may not touch, and
+	// one only that user may read.
+	for name, mode := range map[string]os.FileMode{"other": 0o644, "secret": 0o600} {
+		p := filepath.Join(ws, name)
+		if err := os.WriteFile(p, []byte(name), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(p, 1234, 1234); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := `touch f && id -u && grep -E '^Cap(Eff|Prm|Bnd|Amb|Inh):' /proc/self/status || exit 1
+grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status
+for p in /etc/x /usr/x /run/airlock/x /run/airlock/ctl/x /dev/x; do touch "$p" 2>/dev/null && echo "WROTE $p"; done
+mount -t tmpfs none /mnt 2>/dev/null && echo "SHELL mount ok"
+chown 0:0 other 2>/dev/null && echo "SHELL chown ok"
+python3 -c '
+import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+def call(name, f):
+    try:
+        f()
+        print(name, "ok")
+    except OSError as e:
+        print(name, errno.errorcode[e.errno])
+def c(name, r):
+    print(name, "ok" if r == 0 else errno.errorcode[ctypes.get_errno()])
+c("mount", libc.mount(b"none", b"/mnt", b"tmpfs", 0, None))
+call("chown-other", lambda: os.chown("other", 0, 0))
+call("chown-own", lambda: os.chown("f", 1234, -1))
+call("chmod-other", lambda: os.chmod("other", 0o777))
+call("read-secret", lambda: open("secret").read())
+call("chmod-airlock", lambda: os.chmod("/run/airlock/airlock", 0o777))
+call("setuid", lambda: os.setuid(1234))
+c("unshare-user", libc.unshare(0x10000000))
+'
+echo MOUNTINFO
+cat /proc/self/mountinfo`
+	c := e.cmd("run", "--backend", "docker", "--image", img, "--", "sh", "-c", script)
+	c.Dir = ws
+	r := e.runCmd(c)
+	if r.code != 0 {
+		t.Fatalf("run in root's workspace: %v", r)
+	}
+	out, mountinfo, _ := strings.Cut(r.stdout, "MOUNTINFO\n")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if lines[0] != "0" {
+		t.Errorf("id -u inside = %q, want 0: %v", lines[0], r)
+	}
+	st, err := os.Stat(filepath.Join(ws, "f"))
+	if err != nil {
+		t.Fatalf("f was not written to the workspace: %v", err)
+	}
+	if sys := st.Sys().(*syscall.Stat_t); sys.Uid != 0 || sys.Gid != 0 {
+		t.Errorf("f is %d:%d on the host, want root's", sys.Uid, sys.Gid)
+	}
+	// Every capability set is empty: bounding, permitted, effective,
+	// inheritable and ambient.
+	caps := map[string]string{}
+	for _, l := range lines {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.HasPrefix(k, "Cap") {
+			caps[k] = strings.TrimSpace(v)
+		}
+	}
+	for _, k := range []string{"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"} {
+		if v, ok := caps[k]; !ok || strings.Trim(v, "0") != "" {
+			t.Errorf("%s = %q inside, want all zeros", k, v)
+		}
+	}
+	for _, want := range []string{"NoNewPrivs:\t1", "Seccomp:\t2"} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("no %q inside: %v", want, r)
+		}
+	}
+	// What root without power may not do: write outside the workspace (the
+	// rootfs, airlock's read-only binds, /dev), mount, chown, chmod or read
+	// what is not its own, become another user, or make a user namespace.
+	for _, bad := range []string{"WROTE", "SHELL"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("root without power did what it may not: %v", r)
+		}
+	}
+	want := map[string]string{
+		"mount": "EPERM", "chown-other": "EPERM", "chown-own": "EPERM", "chmod-other": "EPERM",
+		"read-secret": "EACCES", "chmod-airlock": "EROFS", "setuid": "EPERM", "unshare-user": "EPERM",
+	}
+	for _, l := range lines {
+		if name, got, ok := strings.Cut(l, " "); ok {
+			if w, known := want[name]; known {
+				if got != w {
+					t.Errorf("%s inside: %s, want %s", name, got, w)
+				}
+				delete(want, name)
+			}
+		}
+	}
+	if len(want) != 0 {
+		t.Errorf("no result for %v: %v", want, r)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "other")); string(b) != "other" {
+		t.Errorf("the other user's file changed: %q", b)
+	}
+	// The only writable mount from the host's filesystems is the workspace:
+	// every other host path the container sees (airlock's binary, the
+	// control socket's directory, the engine's /etc files) is read-only.
+	for _, l := range strings.Split(strings.TrimSpace(mountinfo), "\n") {
+		f := strings.Fields(l)
+		dash := slices.Index(f, "-")
+		if len(f) < 6 || dash < 0 || dash+1 >= len(f) {
+			t.Fatalf("mountinfo line %q", l)
+		}
+		point, opts, fstype := f[4], strings.Split(f[5], ","), f[dash+1]
+		switch fstype {
+		case "proc", "sysfs", "tmpfs", "devpts", "mqueue", "cgroup", "cgroup2":
+			continue // the container's own
+		}
+		if slices.Contains(opts, "rw") && point != ws {
+			t.Errorf("%s (%s) is mounted writable: %s", point, fstype, l)
+		}
+	}
+	t.Logf("inside:\n%s", r)
+
+	// Another user's workspace, run by root, is still run as that user.
+	if err := os.Chown(ws, 1234, 5678); err != nil {
+		t.Fatal(err)
+	}
+	c = e.cmd("run", "--backend", "docker", "--image", img, "--", "sh", "-c", "id -u; id -g")
+	c.Dir = ws
+	if r := e.runCmd(c); r.code != 0 || r.stdout != "1234\n5678\n" {
+		t.Errorf("run as root in a workspace of 1234:5678: %v, want that user", r)
 	}
 }

@@ -37,7 +37,10 @@ func lockDown(in *proto.Init, r *reaper) (warnings []string, err error) {
 	if in.Contained {
 		// The runtime dropped every capability (cap-drop ALL) and set
 		// no_new_privs; locking securebits would need CAP_SETPCAP, so the
-		// guest checks that nothing is left instead.
+		// guest checks that nothing is left instead. The bounding set
+		// matters most: the container may run as uid 0 (a workspace of
+		// root's), and only its being empty keeps an execve as root from
+		// filling the permitted set.
 		if err := checkNoCapabilities(); err != nil {
 			return nil, step("check capabilities", err)
 		}
@@ -124,8 +127,8 @@ func dropCapabilities() error {
 	return nil
 }
 
-// checkNoCapabilities fails unless the permitted, effective, inheritable and
-// ambient sets are empty.
+// checkNoCapabilities fails unless the permitted, effective, inheritable,
+// ambient and bounding sets are empty.
 func checkNoCapabilities() error {
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
@@ -140,6 +143,9 @@ func checkNoCapabilities() error {
 	for c := 0; c <= LastCap(); c++ {
 		if on, err := unix.PrctlRetInt(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_IS_SET, uintptr(c), 0, 0); err == nil && on != 0 {
 			return fmt.Errorf("ambient capability %d is set", c)
+		}
+		if in, err := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0); err == nil && in != 0 {
+			return fmt.Errorf("capability %d is in the bounding set: the container must drop them all", c)
 		}
 	}
 	return nil

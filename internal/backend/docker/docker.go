@@ -90,6 +90,12 @@ var defaultMasked = []string{
 	"/sys/firmware", "/sys/devices/virtual/powercap",
 }
 
+// defaultReadonly is the engine's own list of /proc paths made read-only,
+// named here so that no engine's default can leave them out: a container
+// that runs as uid 0 owns them, and writing /proc/sysrq-trigger takes no
+// capability.
+var defaultReadonly = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
+
 // Sandbox is one running container sandbox.
 type Sandbox struct {
 	ID       string
@@ -122,10 +128,7 @@ func Start(ctx context.Context, c Config, whileStarting func() error) (_ *Sandbo
 	}
 	s := &Sandbox{ID: c.ID, runDir: c.RunDir, exited: make(chan struct{})}
 	if c.User == "" {
-		var warning string
-		if c.User, warning = User(c.Workspace); warning != "" {
-			s.Warnings = append(s.Warnings, warning)
-		}
+		c.User = User(c.Workspace)
 	}
 	defer func() {
 		if err != nil {
@@ -398,6 +401,43 @@ func containerSpec(c Config) (*container.Config, *container.HostConfig) {
 	}
 	pids := c.Limits.Pids
 	no := false
+	// The same shape serves every user, root included: User picks uid 0 for
+	// root's own workspace, as the native backend runs it, and this makes
+	// that root without power.
+	//
+	// Capabilities: cap-drop ALL and no cap-add, so the runtime starts the
+	// guest with empty bounding, permitted, effective, inheritable and
+	// ambient sets (the guest checks all five before it serves). With the
+	// bounding set empty no execve gives any back: not root's, for which the
+	// kernel fills the permitted set from the bounding set, and not a file's
+	// capabilities, which no-new-privileges ignores along with setuid bits.
+	// The native guest also locks the securebits (SECBIT_NOROOT and the
+	// rest); that needs CAP_SETPCAP, which the container never holds, and
+	// with the bounding set empty those bits would take nothing more away.
+	// Seccomp is the engine's default profile (no mount, no new user
+	// namespace without CAP_SYS_ADMIN) and airlock's own filter, which the
+	// guest installs with Landlock, as natively.
+	//
+	// What uid 0 keeps is the ownership of root's files, so what a container
+	// can see of the host's must not be writable unless it was asked to be:
+	//   - the image is the read-only rootfs, and with it read-only the
+	//     engine's /etc/hosts, /etc/hostname and /etc/resolv.conf are too;
+	//   - airlock's binary, the control socket's directory, Files and --ro
+	//     paths are read-only binds, which only CAP_SYS_ADMIN could remount
+	//     writable (chmod and chown there fail with EROFS);
+	//   - /sys is read-only; /proc keeps the engine's read-only paths
+	//     (defaultReadonly: /proc/sysrq-trigger wants no capability, only
+	//     ownership) and masked ones, its other knobs mostly want a
+	//     capability beyond ownership, and Landlock, where the kernel has
+	//     it, refuses every write there; the guest (PID 1) is not dumpable,
+	//     so its memory and environment need CAP_SYS_PTRACE;
+	//   - /dev, /tmp and the home tmpfs are the container's own, not the
+	//     host's (in /dev Landlock leaves writable only /dev/shm, /dev/pts
+	//     and the usual device files). Root may chmod the container's own
+	//     device nodes, which Landlock does not govern: that spoils only its
+	//     own sandbox.
+	// The host paths it can write are the workspace, the --rw paths and a
+	// bound home: those the user asked the sandbox to write.
 	hc := &container.HostConfig{
 		NetworkMode:    "none",
 		ReadonlyRootfs: true,
@@ -408,6 +448,7 @@ func containerSpec(c Config) (*container.Config, *container.HostConfig) {
 		Tmpfs:          tmpfs,
 		Mounts:         mounts,
 		MaskedPaths:    append(append([]string(nil), defaultMasked...), c.Mask...),
+		ReadonlyPaths:  append([]string(nil), defaultReadonly...),
 		LogConfig:      container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "1m", "max-file": "1"}},
 		Resources: container.Resources{
 			Memory:     c.Limits.MemoryBytes,
@@ -422,18 +463,29 @@ func containerSpec(c Config) (*container.Config, *container.HostConfig) {
 }
 
 // User picks the container's user: the workspace's owner, so that what the
-// sandbox writes is theirs; else the caller; never root. When both are root
-// it is nobody (65534), who cannot write the workspace: the warning says so.
-func User(workspace string) (user, warning string) {
+// sandbox writes is theirs; else (the workspace is root's, or cannot be
+// read) the caller. So root's workspace, run by root, is run as uid 0 — the
+// way the native backend runs it — and containerSpec makes that root without
+// power.
+func User(workspace string) string {
+	owner := -1
+	var ownerGID uint32
 	if st, err := os.Stat(workspace); err == nil {
-		if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Uid != 0 {
-			return fmt.Sprintf("%d:%d", sys.Uid, sys.Gid), ""
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			owner, ownerGID = int(sys.Uid), sys.Gid
 		}
 	}
-	if uid := os.Getuid(); uid != 0 {
-		return fmt.Sprintf("%d:%d", uid, os.Getgid()), ""
+	return pickUser(owner, ownerGID, os.Getuid(), os.Getgid())
+}
+
+// pickUser is User's choice, given the workspace's owner (uid -1: unknown)
+// and the caller. Another user's workspace is theirs; a workspace of root's
+// is the caller's, which is root only when root runs it.
+func pickUser(owner int, ownerGID uint32, uid, gid int) string {
+	if owner > 0 {
+		return fmt.Sprintf("%d:%d", owner, ownerGID)
 	}
-	return "65534:65534", fmt.Sprintf("the workspace %s belongs to root and the container never runs as root: it runs as nobody (65534), who cannot write there (chown the workspace to a user to let the sandbox write)", workspace)
+	return fmt.Sprintf("%d:%d", uid, gid)
 }
 
 // checkStatic refuses a dynamically linked airlock: it would need the host's

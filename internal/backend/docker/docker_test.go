@@ -25,7 +25,18 @@ func testConfig() Config {
 }
 
 func TestContainerSpecIsHardened(t *testing.T) {
-	cfg, hc := containerSpec(testConfig())
+	// The same hardening for every user: root (a workspace of root's, run by
+	// root) gets no capability, privilege or writable path more.
+	for _, user := range []string{"1000:1000", "0:0"} {
+		t.Run(user, func(t *testing.T) { testContainerSpecIsHardened(t, user) })
+	}
+}
+
+func testContainerSpecIsHardened(t *testing.T, user string) {
+	c := testConfig()
+	c.User = user
+	uid, _, _ := strings.Cut(user, ":")
+	cfg, hc := containerSpec(c)
 	checks := map[string]bool{
 		"read-only rootfs":             hc.ReadonlyRootfs,
 		"network none":                 hc.NetworkMode == "none",
@@ -39,10 +50,14 @@ func TestContainerSpecIsHardened(t *testing.T) {
 		"pids limit":                   hc.PidsLimit != nil && *hc.PidsLimit == 100,
 		"/tmp noexec nosuid nodev":     strings.Contains(hc.Tmpfs["/tmp"], "noexec") && strings.Contains(hc.Tmpfs["/tmp"], "nosuid") && strings.Contains(hc.Tmpfs["/tmp"], "nodev"),
 		"/tmp sized":                   strings.Contains(hc.Tmpfs["/tmp"], "size=67108864"),
-		"home is a private tmpfs":      strings.Contains(hc.Tmpfs["/home/u"], "uid=1000") && strings.Contains(hc.Tmpfs["/home/u"], "mode=0700") && strings.Contains(hc.Tmpfs["/home/u"], "nosuid"),
+		"home is a private tmpfs":      strings.Contains(hc.Tmpfs["/home/u"], "uid="+uid+",") && strings.Contains(hc.Tmpfs["/home/u"], "mode=0700") && strings.Contains(hc.Tmpfs["/home/u"], "nosuid"),
 		"engine's masks kept":          slices.Contains(hc.MaskedPaths, "/proc/kcore") && slices.Contains(hc.MaskedPaths, "/sys/firmware"),
 		"airlock's masks added":        slices.Contains(hc.MaskedPaths, "/home/u/.ssh"),
-		"non-root user":                cfg.User == "1000:1000",
+		"engine's read-only paths":     slices.Contains(hc.ReadonlyPaths, "/proc/sysrq-trigger") && slices.Contains(hc.ReadonlyPaths, "/proc/sys"),
+		"the user User picked":         cfg.User == user,
+		"no capability added":          len(hc.CapAdd) == 0 && len(hc.DeviceCgroupRules) == 0 && len(hc.Devices) == 0,
+		"seccomp and AppArmor kept":    !slices.ContainsFunc(hc.SecurityOpt, func(o string) bool { return strings.Contains(o, "unconfined") }),
+		"no user namespace opt-out":    hc.UsernsMode == "" && hc.PidMode == "" && hc.CgroupnsMode != "host",
 		"label with the sandbox's id":  cfg.Labels[LabelSandbox] == "0123456789ab" && cfg.Labels[LabelState] == "/state",
 		"guest is the entrypoint":      slices.Equal(cfg.Entrypoint, []string{"/run/airlock/airlock", "guest", "--connect", "/run/airlock/ctl/s"}),
 		"no environment of the host's": len(cfg.Env) == 0,
@@ -60,6 +75,17 @@ func TestContainerSpecIsHardened(t *testing.T) {
 			mode = "ro"
 		}
 		mounts[m.Target] = m.Source + " " + mode
+		// uid 0 owns root's host files: the only host paths bound writable
+		// are those the sandbox is meant to write.
+		if !m.ReadOnly && m.Source != c.Workspace && !slices.Contains(c.RW, m.Source) && m.Source != c.HomeDir {
+			t.Errorf("%s is bound writable at %s", m.Source, m.Target)
+		}
+		if m.Type != "bind" {
+			t.Errorf("mount at %s is a %s, not a bind", m.Target, m.Type)
+		}
+	}
+	if len(hc.Binds) != 0 || len(hc.VolumesFrom) != 0 {
+		t.Errorf("binds or volumes beside Mounts: %v %v", hc.Binds, hc.VolumesFrom)
 	}
 	want := map[string]string{
 		"/run/airlock/airlock":    "/usr/local/bin/airlock ro",
@@ -87,21 +113,53 @@ func TestHomeThatIsTheWorkspaceIsNotHidden(t *testing.T) {
 	}
 }
 
-func TestUserIsNeverRoot(t *testing.T) {
-	dir := t.TempDir()
-	u, _ := User(dir)
-	if strings.HasPrefix(u, "0:") {
-		t.Errorf("User(%s) = %s", dir, u)
+func TestPickUser(t *testing.T) {
+	cases := []struct {
+		name     string
+		owner    int
+		ownerGID uint32
+		uid, gid int
+		want     string
+	}{
+		{"another user's workspace, run by root", 1234, 5678, 0, 0, "1234:5678"},
+		{"another user's workspace, run by a user", 1234, 5678, 1000, 1001, "1234:5678"},
+		{"the caller's own workspace", 1000, 1001, 1000, 1001, "1000:1001"},
+		{"root's workspace, run by root: root without power", 0, 0, 0, 0, "0:0"},
+		{"root's workspace, run by a user: that user", 0, 0, 1000, 1001, "1000:1001"},
+		{"an unreadable workspace, run by a user", -1, 0, 1000, 1001, "1000:1001"},
+		{"an unreadable workspace, run by root", -1, 0, 0, 0, "0:0"},
 	}
-	if os.Getuid() == 0 {
-		os.Chown(dir, 1234, 5678)
-		if u, w := User(dir); u != "1234:5678" || w != "" {
-			t.Errorf("User of a dir owned by 1234 = %q, %q", u, w)
+	for _, c := range cases {
+		if got := pickUser(c.owner, c.ownerGID, c.uid, c.gid); got != c.want {
+			t.Errorf("%s: pickUser(%d, %d, %d, %d) = %q, want %q", c.name, c.owner, c.ownerGID, c.uid, c.gid, got, c.want)
 		}
-		os.Chown(dir, 0, 0)
-		if u, w := User(dir); u != "65534:65534" || !strings.Contains(w, "cannot write") {
-			t.Errorf("User of root's dir as root = %q, %q", u, w)
+	}
+}
+
+func TestUserIsTheWorkspacesOwner(t *testing.T) {
+	dir := t.TempDir()
+	self := fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
+	if u := User(dir); u != self {
+		t.Errorf("User of the caller's own dir = %q, want %q", u, self)
+	}
+	if os.Getuid() != 0 {
+		// A dir of root's is not the caller's to write: still the caller.
+		if u := User("/"); u != self {
+			t.Errorf("User(/) as uid %d = %q, want %q", os.Getuid(), u, self)
 		}
+		return
+	}
+	if err := os.Chown(dir, 1234, 5678); err != nil {
+		t.Fatal(err)
+	}
+	if u := User(dir); u != "1234:5678" {
+		t.Errorf("User of a dir owned by 1234:5678 = %q", u)
+	}
+	if err := os.Chown(dir, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if u := User(dir); u != "0:0" {
+		t.Errorf("User of root's dir as root = %q, want 0:0", u)
 	}
 }
 
