@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -605,6 +606,37 @@ func TestFormat(t *testing.T) {
 			"15:04:05.123 workspace         [2001:db8::1]:53",
 		},
 		{
+			withTime(ExecExit([]string{"go", "test", "./...", "-run", "Test It's"}, 2, 1234567*time.Microsecond), at),
+			"     15:04:05.123 exec              go test ./... -run 'Test It'\\''s' exit 2 1.235s",
+			"15:04:05.123 exec              go test ./... -run 'Test It'\\''s' exit 2 1.235s",
+		},
+		{
+			withTime(File(OpWrite, "/work/main.go"), at),
+			"     15:04:05.123 file              write /work/main.go",
+			"15:04:05.123 file              write /work/main.go",
+		},
+		{
+			withTime(Workspace(OpReview, "apply", 3, 8, 1), at),
+			"     15:04:05.123 workspace apply   review +3 ~8 -1",
+			"15:04:05.123 workspace apply   review +3 ~8 -1",
+		},
+		{
+			withTime(Lifecycle(OpCrash, "docker", "exit status 137"), at),
+			"ERR  15:04:05.123 lifecycle error   crash docker exit status 137",
+			"\x1b[1;31m15:04:05.123 lifecycle error   crash docker exit status 137\x1b[0m",
+		},
+		{
+			Record{Time: at, Kind: "dns", Decision: "deny", Host: "same.example", Extra: map[string]string{"qtype": "A"},
+				Count: 29999, Since: at.Add(-time.Second)},
+			"DENY 15:04:05.123 dns       deny    same.example A (×29999 since 15:04:04.123)",
+			"\x1b[1;31m15:04:05.123 dns       deny    same.example A (×29999 since 15:04:04.123)\x1b[0m",
+		},
+		{
+			Record{Time: at, Kind: KindAudit, Decision: DecisionSuppressed, Subject: "dns deny", Count: 5, Reason: "5 more"},
+			"     15:04:05.123 audit     suppressed dns deny 5 more",
+			"15:04:05.123 audit     suppressed dns deny 5 more",
+		},
+		{
 			// Sandbox-controlled text must not reach the terminal as escape sequences.
 			Record{Time: at, Kind: "file", Decision: "deny", Path: "/tmp/\x1b[2J\u202eevil\xff\n"},
 			`DENY 15:04:05.123 file      deny    /tmp/\x1b[2J\u202eevil\xff\x0a`,
@@ -619,6 +651,11 @@ func TestFormat(t *testing.T) {
 			t.Errorf("color:\n got %q\nwant %q", got, c.color)
 		}
 	}
+}
+
+func withTime(r Record, at time.Time) Record {
+	r.Time = at
+	return r
 }
 
 func FuzzRead(f *testing.F) {
@@ -655,7 +692,8 @@ func FuzzWrite(f *testing.F) {
 			kind = "k"
 		}
 		rep = max(0, min(rep, 2000))
-		r := Record{Kind: kind, Subject: strings.Repeat(subject, rep), Extra: map[string]string{extra: extra}}
+		r := Record{Kind: kind, Subject: strings.Repeat(subject, rep), Extra: map[string]string{extra: extra},
+			Argv: slices.Repeat([]string{subject, extra}, rep)}
 		_, line, err := encode(applyRedact(r, nil))
 		if err != nil {
 			t.Fatal(err)
