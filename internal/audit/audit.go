@@ -1,4 +1,5 @@
-// Package audit records what a sandbox did, one JSON line per decision or action, and reads it back.
+// Package audit records what a sandbox did, one JSON line per decision or action, and
+// reads it back. A Log is bounded against a sandbox that floods it (see Options).
 package audit
 
 import (
