@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,8 +21,16 @@ import (
 
 func openTemp(t *testing.T, redact func(string) string) (*Log, string) {
 	t.Helper()
+	return openTempWith(t, redact, Options{})
+}
+
+// unbounded writes every record to one file: for tests of what the bounds sit on.
+var unbounded = Options{MaxBytes: -1, Interval: -1, MaxKeys: -1}
+
+func openTempWith(t *testing.T, redact func(string) string, o Options) (*Log, string) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	l, err := Open(path, "sb-1", redact)
+	l, err := OpenWith(path, "sb-1", redact, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,8 +139,14 @@ func TestHelperWriter(t *testing.T) {
 	if spec == "" {
 		t.Skip("helper process only")
 	}
-	path, id, _ := strings.Cut(spec, "|")
-	l, err := Open(path, id, nil)
+	path, rest, _ := strings.Cut(spec, "|")
+	id, maxBytes, _ := strings.Cut(rest, "|")
+	o := unbounded
+	if maxBytes != "" { // rotating, keeping every file
+		o.MaxBytes, _ = strconv.ParseInt(maxBytes, 10, 64)
+		o.Keep = 1000
+	}
+	l, err := OpenWith(path, id, nil, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,13 +171,27 @@ func TestConcurrentWriters(t *testing.T) {
 	if os.Getenv(helperEnv) != "" {
 		t.Skip()
 	}
-	l, path := openTemp(t, nil)
+	t.Run("one file", func(t *testing.T) { concurrentWriters(t, 0) })
+	// Rotation by several processes at once: serialized, nothing lost or torn.
+	t.Run("rotating every 256 KiB", func(t *testing.T) { concurrentWriters(t, 256<<10) })
+}
+
+func concurrentWriters(t *testing.T, maxBytes int64) {
+	o := unbounded
+	if maxBytes > 0 {
+		o.MaxBytes, o.Keep = maxBytes, 1000
+	}
+	l, path := openTempWith(t, nil, o)
 	const procs, goroutines, each = 4, 50, 100
 
 	var cmds []*exec.Cmd
 	for p := range procs {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperWriter$", "-test.count=1")
-		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|proc%d", helperEnv, path, p))
+		spec := fmt.Sprintf("%s=%s|proc%d", helperEnv, path, p)
+		if maxBytes > 0 {
+			spec += "|" + strconv.FormatInt(maxBytes, 10)
+		}
+		cmd.Env = append(os.Environ(), spec)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
@@ -192,9 +221,29 @@ func TestConcurrentWriters(t *testing.T) {
 		}
 	}
 
-	recs, bad := readAll(t, path)
-	if len(bad) != 0 {
-		t.Fatalf("corrupt lines: %v", bad)
+	var recs []Record
+	files, _ := filepath.Glob(path + "*")
+	for _, f := range files {
+		rs, bad := readAll(t, f)
+		if len(bad) != 0 {
+			t.Fatalf("%s: corrupt lines: %v", f, bad)
+		}
+		for _, r := range rs {
+			if r.Kind != KindAudit {
+				recs = append(recs, r)
+			}
+		}
+	}
+	if maxBytes > 0 {
+		if len(files) < 10 {
+			t.Errorf("only %d files: rotation did not happen", len(files))
+		}
+		for _, f := range files {
+			// A line from another process may land after a rotation it raced with.
+			if fi, _ := os.Stat(f); fi.Size() > maxBytes+procs*MaxLine {
+				t.Errorf("%s has %d bytes, limit %d", f, fi.Size(), maxBytes)
+			}
+		}
 	}
 	if want := (procs + goroutines) * each; len(recs) != want {
 		t.Fatalf("%d records, want %d", len(recs), want)
@@ -228,6 +277,7 @@ func TestRedaction(t *testing.T) {
 		*p = "x" + canary + "y"
 	}
 	r.Extra = map[string]string{"authorization": "Bearer " + canary, "key-" + canary: "v"}
+	r.Argv = []string{canary, "--token=" + canary, "plain"}
 	caller := r.Extra["authorization"]
 	if err := l.Write(r); err != nil {
 		t.Fatal(err)
@@ -243,8 +293,11 @@ func TestRedaction(t *testing.T) {
 		t.Fatalf("canary in file: %s", raw)
 	}
 	first, _, _ := bytes.Cut(raw, []byte{'\n'})
-	if n := bytes.Count(first, []byte("[REDACTED]")); n != 12 {
-		t.Errorf("%d redactions, want 12 (10 fields, an Extra key and value)", n)
+	if n, want := bytes.Count(first, []byte("[REDACTED]")), len(stringFields(&r))+4; n != want {
+		t.Errorf("%d redactions, want %d (%d fields, two arguments, an Extra key and value)", n, want, want-4)
+	}
+	if r.Argv[1] != "--token="+canary {
+		t.Error("Write changed the caller's Argv")
 	}
 	if r.Extra["authorization"] != caller {
 		t.Error("Write changed the caller's Extra map")
@@ -440,7 +493,7 @@ func TestFollowStop(t *testing.T) {
 }
 
 func TestSubscribe(t *testing.T) {
-	l, _ := openTemp(t, nil)
+	l, _ := openTempWith(t, nil, unbounded) // 2000 distinct records: all must be sent
 	live, cancelLive := l.Subscribe(16)
 	_, cancelSlow := l.Subscribe(1) // never read
 	defer cancelSlow()
@@ -553,6 +606,37 @@ func TestFormat(t *testing.T) {
 			"15:04:05.123 workspace         [2001:db8::1]:53",
 		},
 		{
+			withTime(ExecExit([]string{"go", "test", "./...", "-run", "Test It's"}, 2, 1234567*time.Microsecond), at),
+			"     15:04:05.123 exec              go test ./... -run 'Test It'\\''s' exit 2 1.235s",
+			"15:04:05.123 exec              go test ./... -run 'Test It'\\''s' exit 2 1.235s",
+		},
+		{
+			withTime(File(OpWrite, "/work/main.go"), at),
+			"     15:04:05.123 file              write /work/main.go",
+			"15:04:05.123 file              write /work/main.go",
+		},
+		{
+			withTime(Workspace(OpReview, "apply", 3, 8, 1), at),
+			"     15:04:05.123 workspace apply   review +3 ~8 -1",
+			"15:04:05.123 workspace apply   review +3 ~8 -1",
+		},
+		{
+			withTime(Lifecycle(OpCrash, "docker", "exit status 137"), at),
+			"ERR  15:04:05.123 lifecycle error   crash docker exit status 137",
+			"\x1b[1;31m15:04:05.123 lifecycle error   crash docker exit status 137\x1b[0m",
+		},
+		{
+			Record{Time: at, Kind: "dns", Decision: "deny", Host: "same.example", Extra: map[string]string{"qtype": "A"},
+				Count: 29999, Since: at.Add(-time.Second)},
+			"DENY 15:04:05.123 dns       deny    same.example A (×29999 since 15:04:04.123)",
+			"\x1b[1;31m15:04:05.123 dns       deny    same.example A (×29999 since 15:04:04.123)\x1b[0m",
+		},
+		{
+			Record{Time: at, Kind: KindAudit, Decision: DecisionSuppressed, Subject: "dns deny", Count: 5, Reason: "5 more"},
+			"     15:04:05.123 audit     suppressed dns deny 5 more",
+			"15:04:05.123 audit     suppressed dns deny 5 more",
+		},
+		{
 			// Sandbox-controlled text must not reach the terminal as escape sequences.
 			Record{Time: at, Kind: "file", Decision: "deny", Path: "/tmp/\x1b[2J\u202eevil\xff\n"},
 			`DENY 15:04:05.123 file      deny    /tmp/\x1b[2J\u202eevil\xff\x0a`,
@@ -567,6 +651,11 @@ func TestFormat(t *testing.T) {
 			t.Errorf("color:\n got %q\nwant %q", got, c.color)
 		}
 	}
+}
+
+func withTime(r Record, at time.Time) Record {
+	r.Time = at
+	return r
 }
 
 func FuzzRead(f *testing.F) {
@@ -603,7 +692,8 @@ func FuzzWrite(f *testing.F) {
 			kind = "k"
 		}
 		rep = max(0, min(rep, 2000))
-		r := Record{Kind: kind, Subject: strings.Repeat(subject, rep), Extra: map[string]string{extra: extra}}
+		r := Record{Kind: kind, Subject: strings.Repeat(subject, rep), Extra: map[string]string{extra: extra},
+			Argv: slices.Repeat([]string{subject, extra}, rep)}
 		_, line, err := encode(applyRedact(r, nil))
 		if err != nil {
 			t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -20,7 +21,9 @@ const (
 )
 
 // Format renders one record for a terminal: time (local, HH:MM:SS.mmm), kind, decision,
-// subject/method/path/status, rule/reason; with color, deny/secret_blocked/error in red
+// what it concerns (subject/method/path/status; for exec the command line, exit code and
+// duration; for file and workspace the op and path or counts; for lifecycle the op and
+// backend), rule/reason, and "(×N since HH:MM:SS.mmm)" for N aggregated repeats; with color, deny/secret_blocked/error in red
 // and bold, ask in yellow, allow dim; without color, a refusal is prefixed "DENY " (an
 // error "ERR  ", anything else five spaces, to keep columns) so it stands out in plain
 // text too. Text from the sandbox is escaped: it must not drive the operator's terminal.
@@ -50,11 +53,30 @@ func Format(r Record, color bool) string {
 		}
 	}
 	parts := []string{subject, r.Method, r.Path}
-	if r.Kind == "dns" { // name, query type, and the synthetic address answered
+	switch r.Kind {
+	case KindDNS: // name, query type, and the synthetic address answered
 		parts = []string{r.Host, r.Extra["qtype"]}
 		if r.IP != "" {
 			parts = append(parts, "-> "+r.IP)
 		}
+	case KindExec:
+		if len(r.Argv) > 0 {
+			parts = []string{quoteArgv(r.Argv)}
+		}
+		if r.ExitCode != nil {
+			parts = append(parts, "exit "+strconv.Itoa(*r.ExitCode))
+		}
+	case KindFile:
+		parts = []string{r.Op, r.Path}
+	case KindWorkspace:
+		parts = []string{r.Op, subject}
+		if r.Added != 0 || r.Modified != 0 || r.Deleted != 0 {
+			parts = append(parts, fmt.Sprintf("+%d ~%d -%d", r.Added, r.Modified, r.Deleted))
+		}
+	case KindLifecycle:
+		parts = []string{r.Op, subject, r.Backend}
+	case KindAudit:
+		parts = []string{subject}
 	}
 	for _, s := range parts {
 		if s != "" {
@@ -64,11 +86,21 @@ func Format(r Record, color bool) string {
 	if r.Status != 0 {
 		b.WriteString(" " + strconv.Itoa(r.Status))
 	}
+	if r.Kind == KindExec && r.Duration != 0 {
+		b.WriteString(" " + r.Duration.Duration().Round(time.Millisecond).String())
+	}
 	if r.Rule != "" {
 		b.WriteString(" [" + clean(r.Rule) + "]")
 	}
 	if r.Reason != "" {
 		b.WriteString(" " + clean(r.Reason))
+	}
+	if r.Count > 0 && r.Kind != KindAudit { // an audit record's reason already says it
+		fmt.Fprintf(&b, " (×%d", r.Count)
+		if !r.Since.IsZero() {
+			b.WriteString(" since " + r.Since.Local().Format("15:04:05.000"))
+		}
+		b.WriteString(")")
 	}
 
 	line := strings.TrimRight(b.String(), " ")
@@ -93,6 +125,20 @@ func UseColor(f *os.File) bool {
 		return false
 	}
 	return term.IsTerminal(int(f.Fd()))
+}
+
+// quoteArgv joins argv as a shell would read it back, quoting what needs it.
+func quoteArgv(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		if a == "" || strings.ContainsFunc(a, func(r rune) bool {
+			return !(unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("-_./=:,+@%", r))
+		}) {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		q[i] = a
+	}
+	return strings.Join(q, " ")
 }
 
 func refusal(decision string) bool {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strconv"
 	"time"
 )
 
@@ -49,6 +50,11 @@ func Read(r io.Reader, fn func(Record) error, onErr func(line int, err error)) e
 // Corrupt lines are skipped. It returns nil when told to stop: that is how following
 // ends; errors come only from fn or I/O. After stop reports true, lines already
 // appended are still delivered, so a sandbox's last records are not lost.
+//
+// Follow survives rotation (see Options): when path names a new file, it reads the
+// rest of the old one, then any file rotated in between (path.k-1 … path.1, if the old
+// one is now path.k), then the new one from its start. With one writing process this
+// loses and repeats nothing, unless files are rotated past Keep faster than they are read.
 func Follow(ctx context.Context, path string, fn func(Record) error, stop func() bool) error {
 	var f *os.File
 	for {
@@ -62,7 +68,7 @@ func Follow(ctx context.Context, path string, fn func(Record) error, stop func()
 			return nil
 		}
 	}
-	defer f.Close()
+	defer func() { f.Close() }()
 
 	lr := newLineReader(f)
 	stopping := false
@@ -80,6 +86,15 @@ func Follow(ctx context.Context, path string, fn func(Record) error, stop func()
 		case err != io.EOF:
 			return fmt.Errorf("audit: read %s: %w", path, err)
 		}
+		nf, err := rotated(path, f, lr, fn)
+		if err != nil {
+			return err
+		}
+		if nf != nil {
+			f.Close()
+			f, lr = nf, newLineReader(nf)
+			continue
+		}
 		// At EOF a partial last line is kept: it is a record being written.
 		if stopping {
 			return nil
@@ -90,6 +105,72 @@ func Follow(ctx context.Context, path string, fn func(Record) error, stop func()
 		}
 		if !sleep(ctx) {
 			return nil
+		}
+	}
+}
+
+// maxRotated bounds how far Follow looks (path.1 … path.maxRotated) for the file it was
+// reading after a rotation.
+const maxRotated = 100
+
+// rotated is called at EOF of f: if path now names another file, it delivers the rest
+// of f and of every file rotated since, and returns path opened anew; otherwise nil.
+func rotated(path string, f *os.File, lr *lineReader, fn func(Record) error) (*os.File, error) {
+	pi, err := os.Stat(path)
+	if err != nil {
+		return nil, nil // between a rename and the new file's creation: look again later
+	}
+	fi, err := f.Stat()
+	if err != nil || os.SameFile(pi, fi) {
+		return nil, nil
+	}
+	// Lines written before the rename are all in f now.
+	if err := drain(lr, fn); err != nil {
+		return nil, err
+	}
+	for k := 1; k <= maxRotated; k++ {
+		ki, err := os.Stat(path + "." + strconv.Itoa(k))
+		if err != nil {
+			break
+		}
+		if !os.SameFile(ki, fi) {
+			continue
+		}
+		for j := k - 1; j >= 1; j-- { // rotated after f, so newer: oldest first
+			g, err := os.Open(path + "." + strconv.Itoa(j))
+			if err != nil {
+				continue
+			}
+			err = drain(newLineReader(g), fn)
+			g.Close()
+			if err != nil {
+				return nil, err
+			}
+		}
+		break
+	}
+	nf, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("audit: reopen %s after rotation: %w", path, err)
+	}
+	return nf, nil
+}
+
+// drain delivers lr's remaining lines, a torn last one included (skipped as corrupt).
+func drain(lr *lineReader, fn func(Record) error) error {
+	for {
+		line, n, bad, err := lr.next()
+		if err == io.EOF {
+			if line, n, bad = lr.rest(); n > 0 {
+				return deliver(line, n, bad, fn, nil)
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := deliver(line, n, bad, fn, nil); err != nil {
+			return err
 		}
 	}
 }

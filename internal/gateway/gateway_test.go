@@ -77,7 +77,7 @@ func newFixture(t *testing.T, o options, upstreamRoots ...*x509.Certificate) *fi
 	if o.secrets != nil {
 		redact = o.secrets.RedactString
 	}
-	al, err := audit.Open(logPath, "test", redact)
+	al, err := audit.OpenWith(logPath, "test", redact, audit.Options{Interval: -1}) // every record, as the tests count them
 	if err != nil {
 		t.Fatal(err)
 	}
