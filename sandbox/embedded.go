@@ -500,13 +500,18 @@ func (s *Sandbox) review() bool {
 // eventOf maps an audit record to the API's event, if it is one.
 func eventOf(r audit.Record) (Event, bool) {
 	switch r.Kind {
-	case "exec":
-		e := &ExecEvent{Phase: r.Extra["phase"], Command: r.Subject, DurationMS: r.Duration.Duration().Milliseconds()}
+	case audit.KindExec:
+		e := &ExecEvent{Phase: "start", Command: r.Subject}
 		e.PID, _ = strconv.Atoi(r.Extra["pid"])
-		e.ExitCode, _ = strconv.Atoi(r.Extra["exit_code"])
+		if r.ExitCode != nil || r.Decision == audit.Error {
+			e.Phase, e.DurationMS = "exit", r.Duration.Duration().Milliseconds()
+		}
+		if r.ExitCode != nil {
+			e.ExitCode = *r.ExitCode
+		}
 		return Event{Type: "exec", Timestamp: r.Time.Unix(), Exec: e}, true
-	case "file":
-		return Event{Type: "file", Timestamp: r.Time.Unix(), File: &FileEvent{Op: r.Decision, Path: r.Path, Size: r.BytesOut}}, true
+	case audit.KindFile:
+		return Event{Type: "file", Timestamp: r.Time.Unix(), File: &FileEvent{Op: r.Op, Path: r.Path, Size: r.BytesOut}}, true
 	}
 	return networkEvent(r)
 }

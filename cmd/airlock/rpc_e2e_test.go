@@ -438,25 +438,40 @@ func TestRPCKilledLeavesNoProcess(t *testing.T) {
 	p.cmd.Process.Kill()
 	p.cmd.Wait()
 	waitFor(t, 5*time.Second, func() bool { return len(procsWith(marker)) == 0 })
-	if guest > 0 { // reaped by whoever adopted it: only then is its pid free
+	if guest == 0 {
+		t.Fatal("the sandbox's guest was not found among airlock rpc's children")
+	}
+	{ // reaped by whoever adopted it: only then is its pid free
 		waitFor(t, 5*time.Second, func() bool { _, err := os.Stat(fmt.Sprintf("/proc/%d", guest)); return err != nil })
 	}
-	// Its private dir is left, and the next sandbox of this user sweeps it.
-	// (env.environ sets no TMPDIR: airlock's temp dir is /tmp.)
-	pattern := fmt.Sprintf("/tmp/airlock-api-%d-*", pid)
-	left, _ := filepath.Glob(pattern)
-	if len(left) == 0 {
-		t.Fatal("no private dir of the killed airlock rpc found: the test no longer tests the sweep")
+	// Its sandbox is in the state dir, made by rpc, and shows as crashed
+	// (the lock died with the process); prune removes it and its cgroups.
+	var listed []struct {
+		ID     string `json:"id"`
+		Origin string `json:"origin"`
+		Status struct {
+			State string `json:"state"`
+		} `json:"status"`
+	}
+	r := e.run("ls", "--json")
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &listed) != nil || len(listed) != 1 {
+		t.Fatalf("ls --json after the kill = %d %q, want one sandbox", r.code, r.stdout)
+	}
+	if listed[0].Origin != "rpc" || listed[0].Status.State != "crashed" {
+		t.Fatalf("ls shows %+v, want origin rpc, crashed", listed[0])
+	}
+	if r := e.run("prune"); r.code != 0 {
+		t.Fatalf("prune = %d: %s", r.code, r.stderr)
+	}
+	if r := e.run("ls", "--json"); strings.Contains(r.stdout, listed[0].ID) {
+		t.Fatalf("prune left the crashed sandbox: %s", r.stdout)
 	}
 	q := startRPC(t, e)
 	q.send(`{"jsonrpc":"2.0","method":"create","params":{},"id":1}`)
 	if r := q.reply(1); r["error"] != nil {
-		t.Fatalf("create: %v", r)
+		t.Fatalf("create after the prune: %v", r)
 	}
-	if left, _ := filepath.Glob(pattern); len(left) > 0 {
-		t.Fatalf("stale private dirs not swept: %v", left)
-	}
-	if cg := cgroupDirs("airlock-" + strconv.Itoa(guest)); guest > 0 && len(cg) > 0 {
+	if cg := cgroupDirs("airlock-" + strconv.Itoa(guest)); len(cg) > 0 {
 		t.Fatalf("stale cgroups not swept: %v", cg)
 	}
 }

@@ -218,10 +218,13 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 
 	// The audit stream: every record of this sandbox, redacted with its
 	// secrets once they are known.
-	if s.log, err = audit.Open(filepath.Join(h.Dir(), "audit.jsonl"), h.ID(), s.redactString); err != nil {
+	bounds := audit.Options{MaxBytes: spec.Config.Audit.MaxBytes, Keep: spec.Config.Audit.Keep}
+	if s.log, err = audit.OpenWith(filepath.Join(h.Dir(), "audit.jsonl"), h.ID(), s.redactString, bounds); err != nil {
 		return nil, step("audit", err)
 	}
-	s.record(audit.Record{Kind: "lifecycle", Subject: "create", Extra: map[string]string{"backend": s.be.Name(), "origin": spec.Origin}})
+	created := audit.Lifecycle(audit.OpCreate, s.be.Name(), "")
+	created.Extra = map[string]string{"origin": spec.Origin}
+	s.record(created)
 
 	// Workspace session: the manifest, copy or overlay layers.
 	if err := s.makeScratch(); err != nil {
@@ -284,8 +287,10 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 	if err := h.SetStatus(state.Status{State: state.Running}); err != nil {
 		return nil, step("register", err)
 	}
-	s.record(audit.Record{Kind: "lifecycle", Subject: "start", Duration: audit.Millis(time.Since(s.started)),
-		Extra: map[string]string{"backend": s.be.Name(), "network": s.mode, "workspace": wsMode}})
+	started := audit.Lifecycle(audit.OpStart, s.be.Name(), "")
+	started.Duration = audit.Millis(time.Since(s.started))
+	started.Extra = map[string]string{"network": s.mode, "workspace": wsMode}
+	s.record(started)
 	return s, nil
 }
 
@@ -446,10 +451,8 @@ func (s *Sandbox) record(r audit.Record) {
 }
 
 func (s *Sandbox) recordFile(op, path string, size int64) {
-	r := audit.Record{Kind: "file", Subject: path, Path: path, Decision: op}
-	if size > 0 {
-		r.BytesOut = size
-	}
+	r := audit.File(op, path)
+	r.BytesOut = size
 	s.record(r)
 }
 
@@ -506,6 +509,7 @@ func (s *Sandbox) Done() <-chan struct{} { return s.inst.Done() }
 type Process struct {
 	*guestclient.Process
 	s     *Sandbox
+	argv  []string
 	label string
 	start time.Time
 	once  sync.Once
@@ -515,15 +519,15 @@ type Process struct {
 func (p *Process) Wait() (*proto.Exit, error) {
 	e, err := p.Process.Wait()
 	p.once.Do(func() {
-		r := audit.Record{Kind: "exec", Subject: p.label, Duration: audit.Millis(time.Since(p.start)),
-			Extra: map[string]string{"phase": "exit", "pid": fmt.Sprint(p.PID)}}
-		switch {
-		case err != nil:
-			r.Decision, r.Reason = "error", err.Error()
-		default:
-			r.Extra["exit_code"] = fmt.Sprint(e.Code)
+		var r audit.Record
+		if err != nil {
+			r = audit.Exec(p.argv)
+			r.Decision, r.Reason, r.Duration = audit.Error, err.Error(), audit.Millis(time.Since(p.start))
+		} else {
+			r = audit.ExecExit(p.argv, e.Code, time.Since(p.start))
 			r.Reason = e.Reason
 		}
+		r.Subject, r.Extra = p.label, map[string]string{"pid": fmt.Sprint(p.PID)}
 		p.s.record(r)
 	})
 	return e, err
@@ -545,8 +549,10 @@ func (s *Sandbox) ExecLabel(label string, req *proto.Exec, output func(stream ui
 	if err != nil {
 		return nil, err
 	}
-	s.record(audit.Record{Kind: "exec", Subject: label, Extra: map[string]string{"phase": "start", "pid": fmt.Sprint(p.PID)}})
-	return &Process{Process: p, s: s, label: label, start: time.Now()}, nil
+	r := audit.Exec(req.Argv)
+	r.Subject, r.Extra = label, map[string]string{"pid": fmt.Sprint(p.PID)}
+	s.record(r)
+	return &Process{Process: p, s: s, argv: req.Argv, label: label, start: time.Now()}, nil
 }
 
 // Call sends one file request to the guest.
@@ -606,19 +612,23 @@ func (s *Sandbox) teardown() {
 		os.Remove(s.h.SocketPath())
 	}
 	if s.log != nil {
-		s.record(audit.Record{Kind: "lifecycle", Subject: "stop", Duration: audit.Millis(time.Since(s.started))})
+		stopped := audit.Lifecycle(audit.OpStop, s.be.Name(), "")
+		stopped.Duration = audit.Millis(time.Since(s.started))
+		s.record(stopped)
 		s.log.Close()
 	}
 }
 
 // RecordCrash notes in the audit stream that the sandbox ended on its own.
 func (s *Sandbox) RecordCrash(why string) {
-	s.record(audit.Record{Kind: "lifecycle", Subject: "crash", Reason: why})
+	s.record(audit.Lifecycle(audit.OpCrash, s.be.Name(), why))
 }
 
-// RecordWorkspace notes a review outcome in the audit stream.
+// RecordWorkspace notes a review's outcome in the audit stream.
 func (s *Sandbox) RecordWorkspace(outcome string, n workspace.Counts) {
-	s.record(audit.Record{Kind: "workspace", Subject: s.spec.Config.Workspace.Path, Decision: outcome, Reason: n.String()})
+	r := audit.Workspace(audit.OpReview, outcome, n.Created, n.Modified, n.Deleted)
+	r.Path = s.spec.Config.Workspace.Path
+	s.record(r)
 }
 
 // gatewaySocket is where the gateway's front door listens: beside the
