@@ -19,6 +19,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/audit"
 	"github.com/airlock-dev/airlock/internal/backend/native"
+	"github.com/airlock-dev/airlock/internal/broker"
 	"github.com/airlock-dev/airlock/internal/ca"
 	"github.com/airlock-dev/airlock/internal/dnsserver"
 	"github.com/airlock-dev/airlock/internal/gateway"
@@ -212,7 +213,12 @@ func newPipeline(n NetworkSpec, id, auditPath string) (_ *pipeline, err error) {
 	tok := make([]byte, 32) // 256 bits: the sandbox's only credential for its door
 	rand.Read(tok)
 	token := hex.EncodeToString(tok)
-	gw, err := gateway.New(gateway.Config{Policy: pol, CA: authority, Secrets: set, Audit: log, StaticHosts: static, Resolver: resolver, Upstream: roots, Token: token, Hooks: n.Hooks})
+	info := broker.Info{Sandbox: id, Network: broker.Network{Mode: n.Mode, Default: pc.Default.String(), AllowHosts: allow, DenyHosts: n.DenyHosts, Endpoints: n.Endpoints}}
+	for _, s := range all {
+		info.Network.Secrets = append(info.Network.Secrets, broker.Secret{Name: s.Name, Hosts: s.Hosts}) // names only, never values
+	}
+	gw, err := gateway.New(gateway.Config{Policy: pol, CA: authority, Secrets: set, Audit: log, StaticHosts: static, Resolver: resolver, Upstream: roots, Token: token, Hooks: n.Hooks,
+		Sandbox: id, Broker: broker.New(info)})
 	if err != nil {
 		return nil, err
 	}
@@ -255,7 +261,7 @@ func startNetwork(n NetworkSpec, id, dir, sock string) (_ *network, err error) {
 
 	if n.Mode == ModeTransparent {
 		nw.net = &tapNet
-		nw.dns = &dnsserver.Server{Policy: p.policy, Pool: dnsserver.NewPool(namePool), Audit: p.audit}
+		nw.dns = &dnsserver.Server{Policy: p.policy, Pool: dnsserver.NewPool(namePool), Audit: p.audit, Broker: true}
 		for _, f := range []struct{ name, target, text string }{
 			{"resolv.conf", "/etc/resolv.conf", "# airlock: the gateway answers DNS for the names policy allows\nnameserver " + dnsIP.String() + "\noptions edns0\n"},
 			{"hosts", "/etc/hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + native.Hostname(id) + "\n"},
