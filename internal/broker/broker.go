@@ -7,6 +7,7 @@ package broker
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 )
 
 // Info is what GET /v1/info answers: the sandbox's id and a summary of its
@@ -42,7 +43,7 @@ type Broker struct {
 // New returns a broker that serves info at GET /v1/info.
 func New(info Info) *Broker {
 	b := &Broker{mux: http.NewServeMux()}
-	body, err := json.MarshalIndent(nonNil(info), "", "  ")
+	body, err := json.MarshalIndent(tidy(info), "", "  ")
 	if err != nil {
 		panic("broker: info does not encode: " + err.Error()) // strings and slices only: cannot happen
 	}
@@ -60,18 +61,22 @@ func (b *Broker) Handle(pattern string, h http.Handler) { b.mux.Handle(pattern, 
 // ServeHTTP implements http.Handler.
 func (b *Broker) ServeHTTP(w http.ResponseWriter, r *http.Request) { b.mux.ServeHTTP(w, r) }
 
-// nonNil makes empty lists encode as [] rather than null, so a reader can
+// tidy drops repeated rules (a secret's hosts are allowed as well as
+// listed, so they often repeat an allow rule), keeping the first of each,
+// and makes empty lists encode as [] rather than null, so a reader can
 // range over every list without checking.
-func nonNil(i Info) Info {
+func tidy(i Info) Info {
 	n := &i.Network
 	for _, l := range []*[]string{&n.AllowHosts, &n.DenyHosts, &n.Endpoints} {
-		if *l == nil {
-			*l = []string{}
+		out := []string{}
+		for _, s := range *l {
+			if !slices.Contains(out, s) {
+				out = append(out, s)
+			}
 		}
+		*l = out
 	}
-	if n.Secrets == nil {
-		n.Secrets = []Secret{}
-	}
+	n.Secrets = append([]Secret{}, n.Secrets...)
 	for k := range n.Secrets {
 		if n.Secrets[k].Hosts == nil {
 			n.Secrets[k].Hosts = []string{}

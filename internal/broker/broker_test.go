@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -38,6 +39,16 @@ func TestInfoAnswersTheSandboxAndItsPolicyAsJSON(t *testing.T) {
 	}
 	if got.Sandbox != "sb-123" || got.Network.AllowHosts[0] != "x.test" || got.Network.Secrets[0].Name != "API_KEY" || got.Network.Secrets[0].Hosts[0] != "api.x.test" {
 		t.Errorf("info = %+v", got)
+	}
+}
+
+func TestRepeatedRulesAreListedOnce(t *testing.T) {
+	resp := get(t, New(Info{Network: Network{AllowHosts: []string{"a.test", "b.test", "a.test"}}}), "GET", "/v1/info")
+	var got Info
+	json.NewDecoder(resp.Body).Decode(&got)
+	resp.Body.Close()
+	if !slices.Equal(got.Network.AllowHosts, []string{"a.test", "b.test"}) {
+		t.Errorf("allow_hosts = %q", got.Network.AllowHosts)
 	}
 }
 
