@@ -1,8 +1,10 @@
 // Package dnsserver answers the sandbox's DNS queries inside the gateway. A
 // name the policy allows gets a synthetic address from a private pool that
 // maps back to the name, so the gateway knows which host every later
-// connection is meant for and resolves it on the host itself; any other name
-// gets NXDOMAIN. No query is ever forwarded, so DNS cannot carry data out.
+// connection is meant for and resolves it on the host itself; so does a name
+// policy asks about when there is an approver (the connection waits, not the
+// query), and airlock.internal, the gateway's broker; any other name gets
+// NXDOMAIN. No query is ever forwarded, so DNS cannot carry data out.
 package dnsserver
 
 import (
@@ -72,6 +74,15 @@ type Server struct {
 	Policy *policy.Policy
 	Pool   *Pool
 	Audit  *audit.Log // nil: nothing recorded
+	// Broker answers airlock.internal (policy.BrokerHost) with its own pool
+	// address, so the transparent door reaches the gateway's broker by name;
+	// false answers it NXDOMAIN.
+	Broker bool
+	// Approvals says the gateway has an approver: a name policy asks about
+	// gets a synthetic address at once (resolvers give up long before a
+	// human answers) and the connection to it is what waits for the
+	// decision. False answers such a name NXDOMAIN, like a deny.
+	Approvals bool
 }
 
 // ServeDNS implements dns.Handler.
@@ -112,9 +123,18 @@ func (s *Server) Answer(q *dns.Msg) *dns.Msg {
 		rec.Decision, rec.Reason = "deny", "only class IN is answered"
 		return m
 	}
-	d := s.Policy.Name(name)
+	var d policy.Decision
+	if s.Broker && policy.IsBroker(name) {
+		d = policy.Decision{Verdict: policy.Allow, Rule: "broker", Reason: policy.BrokerHost + " is the gateway's broker"}
+	} else {
+		d = s.Policy.Name(name)
+	}
 	rec.Rule = d.Rule
-	if d.Verdict != policy.Allow {
+	if d.Verdict == policy.Ask && !s.Approvals {
+		d = policy.Decision{Verdict: policy.Deny, Rule: "no approver", Reason: "ask: nobody to ask, so denied (" + d.Reason + ")"}
+		rec.Rule = d.Rule
+	}
+	if d.Verdict == policy.Deny {
 		m.Rcode = dns.RcodeNameError
 		rec.Decision, rec.Reason = "deny", d.Reason+"; answered NXDOMAIN, not forwarded"
 		return m
@@ -125,7 +145,10 @@ func (s *Server) Answer(q *dns.Msg) *dns.Msg {
 		rec.Decision, rec.Reason = "error", "the synthetic address pool is exhausted"
 		return m
 	}
-	rec.Decision, rec.Reason = "allow", d.Reason
+	rec.Decision, rec.Reason = d.Verdict.String(), d.Reason
+	if d.Verdict == policy.Ask {
+		rec.Reason += "; answered with a synthetic address: the connection to it waits for the decision"
+	}
 	if question.Qtype == dns.TypeA || question.Qtype == dns.TypeANY {
 		rec.IP = addr.String()
 		m.Answer = []dns.RR{&dns.A{

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -210,4 +211,74 @@ func readAudit(t *testing.T, path string) []audit.Record {
 	var out []audit.Record
 	audit.Read(fh, func(r audit.Record) error { out = append(out, r); return nil }, nil)
 	return out
+}
+
+func TestAskedAboutAndBrokerNames(t *testing.T) {
+	tests := map[string]struct {
+		cfg               policy.Config
+		broker, approvals bool
+		name              string
+		wantAddr          bool // an A record from the pool, else NXDOMAIN
+		decision, rule    string
+		reason            string // substring
+	}{
+		"an unknown name is NXDOMAIN when nobody can be asked": {
+			cfg: policy.Config{Default: policy.Ask}, name: "new.test",
+			decision: "deny", rule: "no approver", reason: "ask: nobody to ask, so denied (no rule covers name new.test; asking for approval); answered NXDOMAIN"},
+		"an unknown name gets a synthetic address when an approver will be asked at connection time": {
+			cfg: policy.Config{Default: policy.Ask}, approvals: true, name: "New.Test.", wantAddr: true,
+			decision: "ask", rule: "default", reason: "answered with a synthetic address: the connection to it waits for the decision"},
+		"a denied name stays NXDOMAIN with an approver": {
+			cfg: policy.Config{Default: policy.Ask, DenyHosts: []string{"*.evil.test"}}, approvals: true, name: "x.evil.test",
+			decision: "deny", rule: "*.evil.test", reason: "matches deny rule *.evil.test; answered NXDOMAIN, not forwarded"},
+		"an unknown name is NXDOMAIN when the default is deny, approver or not": {
+			cfg: policy.Config{}, approvals: true, name: "new.test",
+			decision: "deny", rule: "default", reason: "the default is deny"},
+		"the broker's name gets a pool address": {
+			broker: true, name: "airlock.internal", wantAddr: true,
+			decision: "allow", rule: "broker", reason: "the gateway's broker"},
+		"the broker's name in capitals with the root dot is the broker": {
+			broker: true, name: "AIRLOCK.Internal.", wantAddr: true,
+			decision: "allow", rule: "broker", reason: "the gateway's broker"},
+		"the broker's name is NXDOMAIN without a broker, whatever the rules say": {
+			cfg: policy.Config{AllowHosts: []string{"airlock.internal"}, Default: policy.Ask}, approvals: true, name: "airlock.internal",
+			decision: "deny", rule: "broker", reason: "never dialled"},
+		"a name under the broker's is not the broker": {
+			broker: true, name: "x.airlock.internal",
+			decision: "deny", rule: "default", reason: "no rule allows name x.airlock.internal"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			pol, err := policy.New(tt.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			logPath := filepath.Join(t.TempDir(), "audit.jsonl")
+			al, err := audit.Open(logPath, "test", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer al.Close()
+			s := &Server{Policy: pol, Pool: NewPool(netip.MustParsePrefix("198.18.0.0/15")), Audit: al, Broker: tt.broker, Approvals: tt.approvals}
+			r := query(t, serve(t, s), "udp", tt.name, dns.TypeA)
+			if tt.wantAddr {
+				if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 {
+					t.Fatalf("answer %v, want one A record", r)
+				}
+				a := netip.AddrFrom4([4]byte(r.Answer[0].(*dns.A).A.To4()))
+				if back, ok := s.Pool.Name(a); !ok || back != strings.TrimSuffix(strings.ToLower(tt.name), ".") {
+					t.Errorf("%s maps back to %q, %v", a, back, ok)
+				}
+			} else if r.Rcode != dns.RcodeNameError || len(r.Answer) != 0 {
+				t.Fatalf("answer %v, want NXDOMAIN", r)
+			}
+			recs := readAudit(t, logPath)
+			if len(recs) != 1 {
+				t.Fatalf("%d audit records, want 1", len(recs))
+			}
+			if rec := recs[0]; rec.Decision != tt.decision || rec.Rule != tt.rule || !strings.Contains(rec.Reason, tt.reason) {
+				t.Errorf("audit = %s [%s] %q, want %s [%s] containing %q", rec.Decision, rec.Rule, rec.Reason, tt.decision, tt.rule, tt.reason)
+			}
+		})
+	}
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/audit"
 	"github.com/airlock-dev/airlock/internal/backend"
+	"github.com/airlock-dev/airlock/internal/broker"
 	"github.com/airlock-dev/airlock/internal/ca"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/dnsserver"
@@ -122,7 +123,7 @@ type pipeline struct {
 }
 
 // newPipeline builds a gateway from n, its secrets and audit log.
-func newPipeline(n config.Network, mode string, set *secrets.Set, log *audit.Log, hooks gateway.Hooks) (*pipeline, error) {
+func newPipeline(id string, n config.Network, mode string, set *secrets.Set, log *audit.Log, hooks gateway.Hooks) (*pipeline, error) {
 	allow := append([]string(nil), n.AllowHosts...)
 	allow = append(allow, set.Hosts()...)
 	pc := policy.Config{AllowHosts: allow, DenyHosts: n.DenyHosts, Endpoints: n.Endpoints}
@@ -170,7 +171,14 @@ func newPipeline(n config.Network, mode string, set *secrets.Set, log *audit.Log
 	tok := make([]byte, 32) // 256 bits: the sandbox's only credential for its door
 	rand.Read(tok)
 	token := hex.EncodeToString(tok)
-	gw, err := gateway.New(gateway.Config{Policy: pol, CA: authority, Secrets: set, Audit: log, StaticHosts: static, Resolver: resolver, Upstream: roots, Token: token, Hooks: hooks})
+	// The broker at airlock.internal tells the sandbox about itself: names
+	// of secrets and their hosts, never values.
+	info := broker.Info{Sandbox: id, Network: broker.Network{Mode: mode, Default: pc.Default.String(), AllowHosts: allow, DenyHosts: n.DenyHosts, Endpoints: n.Endpoints}}
+	for _, s := range set.All() {
+		info.Network.Secrets = append(info.Network.Secrets, broker.Secret{Name: s.Name, Hosts: s.Hosts})
+	}
+	gw, err := gateway.New(gateway.Config{Policy: pol, CA: authority, Secrets: set, Audit: log, StaticHosts: static, Resolver: resolver, Upstream: roots, Token: token, Hooks: hooks,
+		Sandbox: id, Broker: broker.New(info)})
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +189,7 @@ func newPipeline(n config.Network, mode string, set *secrets.Set, log *audit.Log
 // when Attach gets the sandbox's link; in proxy mode its front door listens
 // on c.ProxySocket now.
 func Start(c Config) (_ *Egress, err error) {
-	p, err := newPipeline(c.Network, c.Mode, c.Secrets, c.Audit, c.Hooks)
+	p, err := newPipeline(c.ID, c.Network, c.Mode, c.Secrets, c.Audit, c.Hooks)
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +215,7 @@ func Start(c Config) (_ *Egress, err error) {
 
 	if c.Mode == config.ModeTransparent {
 		e.Net = &tapNet
-		e.dns = &dnsserver.Server{Policy: p.policy, Pool: dnsserver.NewPool(namePool), Audit: c.Audit}
+		e.dns = &dnsserver.Server{Policy: p.policy, Pool: dnsserver.NewPool(namePool), Audit: c.Audit, Broker: true}
 		for _, f := range []struct{ name, target, text string }{
 			{"resolv.conf", "/etc/resolv.conf", "# airlock: the gateway answers DNS for the names policy allows\nnameserver " + dnsIP.String() + "\noptions edns0\n"},
 			{"hosts", "/etc/hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + backend.Hostname(c.ID) + "\n"},

@@ -24,9 +24,9 @@ func (g *Gateway) connect(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "airlock: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	t, d := g.decide(r.Context(), host, port)
-	if d.Verdict != policy.Allow {
-		g.refuse(w, host, port, d, "")
+	t, d, err := g.route(r.Context(), host, port, nil)
+	if err != nil || d.Verdict != policy.Allow {
+		g.refuse(w, host, port, d, err, "")
 		return
 	}
 	var upstream net.Conn
@@ -120,11 +120,17 @@ func (g *Gateway) intercept(client net.Conn, t target) {
 	start := time.Now()
 	cc := &countedConn{Conn: client}
 	serve := func(c net.Conn, scheme string) {
-		u := newUpstream(g, t, scheme)
-		serveConn(c, u)
-		u.close()
-		g.record(audit.Record{Kind: "network", Host: t.host, IP: t.addr.String(), Port: int(t.port), Decision: "allow", Rule: t.rule,
-			Reason: "intercepted", BytesOut: cc.in.Load(), BytesIn: cc.out.Load(), Duration: audit.Millis(time.Since(start))})
+		rec := audit.Record{Kind: "network", Host: t.host, IP: t.addr.String(), Port: int(t.port), Decision: "allow", Rule: t.rule, Reason: "intercepted"}
+		if t.broker {
+			serveConn(c, g.brokerHandler(t))
+			rec.IP, rec.Reason = "", "served by the broker"
+		} else {
+			u := newUpstream(g, t, scheme)
+			serveConn(c, u)
+			u.close()
+		}
+		rec.BytesOut, rec.BytesIn, rec.Duration = cc.in.Load(), cc.out.Load(), audit.Millis(time.Since(start))
+		g.record(rec)
 	}
 	if t.port == 80 { // plain HTTP: requests come in clear
 		serve(cc, "http")

@@ -60,6 +60,15 @@ type Config struct {
 	// Hooks are optional Go functions called on every intercepted request
 	// and response (the embedded API's).
 	Hooks Hooks
+	// Sandbox is the sandbox's id, passed to the Approver in each Question.
+	Sandbox string
+	// Approver is asked when policy says Ask; nil denies at once ("ask:
+	// nobody to ask").
+	Approver Approver
+	// Broker serves airlock.internal (ports 80 and 443, the latter
+	// intercepted with a leaf from CA) through both doors; nil refuses the
+	// name like any host no rule allows.
+	Broker http.Handler
 }
 
 // Hooks let an embedding program see and change intercepted HTTP. OnRequest
@@ -141,9 +150,13 @@ func (g *Gateway) front(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "airlock: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		t, d := g.decide(r.Context(), host, port)
-		if d.Verdict != policy.Allow || !d.Intercept {
-			g.refuse(w, host, port, d, "plain HTTP needs a bare host rule (ports 80/443)")
+		t, d, err := g.route(r.Context(), host, port, r)
+		if err != nil || d.Verdict != policy.Allow || !d.Intercept {
+			g.refuse(w, host, port, d, err, "plain HTTP needs a bare host rule (ports 80/443)")
+			return
+		}
+		if t.broker {
+			g.brokerHandler(t).ServeHTTP(w, r)
 			return
 		}
 		u := newUpstream(g, t, "http")
@@ -174,61 +187,85 @@ type target struct {
 	addr      netip.Addr
 	intercept bool
 	rule      string
+	broker    bool // served by Config.Broker, never dialled
 }
 
 func (t target) dialAddr() string {
 	return netip.AddrPortFrom(t.addr, t.port).String()
 }
 
-// decide runs policy on the name, resolves it on the host and checks every
-// address; the first address that passes is the one that will be dialled, so
-// a name that resolves somewhere private later (rebinding) cannot slip by.
-func (g *Gateway) decide(ctx context.Context, host string, port uint16) (target, policy.Decision) {
+// decide runs policy on the name, asks the approver if policy says Ask,
+// resolves the name on the host and checks every address; the first address
+// that passes is the one that will be dialled, so a name that resolves
+// somewhere private later (rebinding) cannot slip by. A refusal is a
+// Decision; a failure (the name does not resolve) is an error, audited as
+// "error" rather than "deny". r is the plain-HTTP request through the proxy
+// door, or nil.
+func (g *Gateway) decide(ctx context.Context, host string, port uint16, r *http.Request) (target, policy.Decision, error) {
 	t := target{host: strings.TrimSuffix(strings.ToLower(host), "."), port: port}
 	d := g.cfg.Policy.Host(t.host, port)
+	if d.Verdict == policy.Ask {
+		d = g.ask(ctx, t, d, r)
+	}
 	if d.Verdict != policy.Allow {
-		return t, d
+		return t, d, nil
 	}
 	t.intercept, t.rule = d.Intercept, d.Rule
 	if ip, err := netip.ParseAddr(t.host); err == nil {
 		t.addr = ip.Unmap() // Host already checked a literal as a direct connection
-		return t, d
+		return t, d, nil
 	}
 	if ip, ok := g.cfg.StaticHosts[t.host]; ok {
 		if ad := g.cfg.Policy.Addr(ip, port, true); ad.Verdict != policy.Allow {
-			return t, ad
+			return t, ad, nil
 		}
 		t.addr = ip
-		return t, d
+		return t, d, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
 	defer cancel()
 	ips, err := g.cfg.Resolver.LookupNetIP(ctx, "ip", t.host)
-	if err != nil || len(ips) == 0 {
-		return t, policy.Decision{Verdict: policy.Deny, Rule: d.Rule, Reason: fmt.Sprintf("%s does not resolve on the host: %v", t.host, err)}
+	if err == nil && len(ips) == 0 {
+		err = errors.New("no addresses")
+	}
+	if err != nil {
+		return t, d, fmt.Errorf("%s does not resolve on the host: %w", t.host, err)
 	}
 	var first policy.Decision
 	for i, ip := range ips {
 		ad := g.cfg.Policy.Addr(ip.Unmap(), port, false)
 		if ad.Verdict == policy.Allow {
 			t.addr = ip.Unmap()
-			return t, d
+			return t, d, nil
 		}
 		if i == 0 {
 			first = ad
 		}
 	}
-	return t, first
+	return t, first, nil
 }
 
-// refuse answers 403 with the reason and audits the refusal.
-func (g *Gateway) refuse(w http.ResponseWriter, host string, port uint16, d policy.Decision, extra string) {
+// refuse answers a refusal (403) or a failure (502, when err is set) with
+// the reason, and audits it as "deny" or "error".
+func (g *Gateway) refuse(w http.ResponseWriter, host string, port uint16, d policy.Decision, err error, extra string) {
+	if err != nil {
+		http.Error(w, fmt.Sprintf("airlock: %s:%d failed: %v", host, port, err), http.StatusBadGateway)
+		g.recordError(host, port, d.Rule, err)
+		return
+	}
 	reason := d.Reason
 	if extra != "" && d.Verdict == policy.Allow {
 		reason = extra
 	}
 	http.Error(w, fmt.Sprintf("airlock: %s:%d refused: %s", host, port, reason), http.StatusForbidden)
 	g.recordDeny(host, port, d.Rule, reason)
+}
+
+// recordError audits a connection that policy allowed but that failed
+// before it was made (the name did not resolve). Dial failures are audited
+// by dialTunnel and upstream failures by the upstream handler, also as "error".
+func (g *Gateway) recordError(host string, port uint16, rule string, err error) {
+	g.record(audit.Record{Kind: "network", Host: host, Port: int(port), Decision: "error", Rule: rule, Reason: err.Error()})
 }
 
 // recordDeny audits a connection refused by policy.

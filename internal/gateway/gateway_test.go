@@ -56,7 +56,10 @@ type options struct {
 	dns     fakeDNS
 	secrets *secrets.Set
 	// ports maps the port the gateway dials (443, 80, ...) to a test server's.
-	ports map[uint16]string
+	ports    map[uint16]string
+	approver Approver
+	broker   http.Handler
+	resolver Resolver // instead of dns
 }
 
 // newFixture runs a gateway on 127.0.0.1:0 with a real CA, policy and audit
@@ -86,7 +89,12 @@ func newFixture(t *testing.T, o options, upstreamRoots ...*x509.Certificate) *fi
 	for _, r := range upstreamRoots {
 		roots.AddCert(r)
 	}
-	gw, err := New(Config{Policy: pol, CA: c, Secrets: o.secrets, Audit: al, StaticHosts: o.static, Resolver: o.dns, Upstream: roots, Token: token})
+	var resolver Resolver = o.dns
+	if o.resolver != nil {
+		resolver = o.resolver
+	}
+	gw, err := New(Config{Policy: pol, CA: c, Secrets: o.secrets, Audit: al, StaticHosts: o.static, Resolver: resolver, Upstream: roots, Token: token,
+		Sandbox: "sb-test", Approver: o.approver, Broker: o.broker})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,9 +13,15 @@ import (
 // refusal reaches the sandbox as a reset, like a closed port: it returns nil
 // after auditing. Otherwise it returns the function that serves the accepted
 // connection — intercepted (ports 80 and 443 of bare host rules, and hosts
-// with endpoint rules) or tunnelled to an upstream already dialled.
+// with endpoint rules), served by the broker (airlock.internal), or
+// tunnelled to an upstream already dialled. When policy says Ask, the
+// approver is asked here, before the handshake completes; ctx bounds the wait.
 func (g *Gateway) Accept(ctx context.Context, host string, port uint16) func(net.Conn) {
-	t, d := g.decide(ctx, host, port)
+	t, d, err := g.route(ctx, host, port, nil)
+	if err != nil {
+		g.recordError(t.host, port, d.Rule, err)
+		return nil
+	}
 	if d.Verdict != policy.Allow {
 		g.recordDeny(t.host, port, d.Rule, d.Reason)
 		return nil

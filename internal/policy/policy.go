@@ -35,13 +35,14 @@ func (v Verdict) String() string {
 type Decision struct {
 	Verdict Verdict
 	// Rule is the configured rule text that decided (e.g. "*.github.com"), or one of
-	// "default", "invalid", "explicit", "gateway", "endpoint rules", "no endpoint rules"
-	// or "class:NAME" (see Classify) when no configured rule did.
+	// "default", "invalid", "explicit", "gateway", "broker", "endpoint rules",
+	// "no endpoint rules" or "class:NAME" (see Classify) when no configured rule did.
 	Rule string
 	// Reason is one human sentence.
 	Reason string
 	// Intercept, for Allow, says TLS/HTTP interception applies (bare host rules on 80/443,
-	// and any host with endpoint rules); false means a raw tunnel.
+	// and any host with endpoint rules); false means a raw tunnel. For Ask it says the
+	// same of the connection should a human allow it, so an approval needs no second look.
 	Intercept bool
 }
 
@@ -145,6 +146,9 @@ func (p *Policy) Host(name string, port uint16) Decision {
 	if port == 0 {
 		return Decision{Verdict: Deny, Rule: ruleInvalid, Reason: fmt.Sprintf("host %s port 0 cannot be dialled", n)}
 	}
+	if n == BrokerHost {
+		return brokerDecision
+	}
 	match := func(r *hostRule) bool { return r.matchName(n) }
 	if r := pick(p.deny, kindName, match, port, true); r != nil {
 		return Decision{Verdict: Deny, Rule: r.text, Reason: fmt.Sprintf("host %s matches deny rule %s", n, r.text)}
@@ -175,6 +179,9 @@ func (p *Policy) Name(name string) Decision {
 	n, err := NormalizeName(name)
 	if err != nil {
 		return Decision{Verdict: Deny, Rule: ruleInvalid, Reason: fmt.Sprintf("name %q is not valid: %v", name, err)}
+	}
+	if n == BrokerHost {
+		return brokerDecision
 	}
 	whole := func(kind ruleKind, rules []hostRule, deny bool) *hostRule {
 		for i := range rules {
@@ -219,7 +226,8 @@ func (p *Policy) byDefault(subject, host string, port uint16, hint string) Decis
 		return Decision{Verdict: Allow, Rule: ruleDefault, Intercept: icpt,
 			Reason: fmt.Sprintf("no rule covers %s and the default is allow; %s", subject, how)}
 	case Ask:
-		return Decision{Verdict: Ask, Rule: ruleDefault, Reason: fmt.Sprintf("no rule covers %s; asking for approval", subject)}
+		icpt, _ := p.intercept(host, port == 80 || port == 443)
+		return Decision{Verdict: Ask, Rule: ruleDefault, Intercept: icpt, Reason: fmt.Sprintf("no rule covers %s; asking for approval", subject)}
 	}
 	return Decision{Verdict: Deny, Rule: ruleDefault, Reason: fmt.Sprintf("no rule allows %s and the default is deny%s", subject, hint)}
 }
@@ -346,7 +354,25 @@ func refusal(ip netip.Addr, c class, extra string) Decision {
 	return Decision{Verdict: Deny, Rule: "class:" + c.name, Reason: fmt.Sprintf("address %s is %s%s", ip, c.describe(), tail)}
 }
 
+// BrokerHost is the name under which the gateway itself serves the sandbox
+// (its broker: /v1/info, later MCP and host commands). No rule can send it
+// out: Host and Name deny it with rule "broker", whatever the rules and the
+// default say, so a gateway without a broker fails closed and one with a
+// broker must recognise the name (IsBroker) before asking policy.
+const BrokerHost = "airlock.internal"
+
+// IsBroker reports whether name is BrokerHost in any spelling DNS treats as
+// the same name: any case, with or without the trailing dot.
+func IsBroker(name string) bool {
+	n, err := NormalizeName(name)
+	return err == nil && n == BrokerHost
+}
+
+var brokerDecision = Decision{Verdict: Deny, Rule: ruleBroker,
+	Reason: BrokerHost + " is served by the gateway itself and is never dialled"}
+
 const (
+	ruleBroker   = "broker"
 	ruleDefault  = "default"
 	ruleInvalid  = "invalid"
 	ruleExplicit = "explicit"

@@ -24,7 +24,7 @@ type want struct {
 
 func check(t *testing.T, d Decision, w want) {
 	t.Helper()
-	if d.Verdict != w.verdict || d.Rule != w.rule || !strings.Contains(d.Reason, w.reason) || (d.Verdict == Allow && d.Intercept != w.intercept) {
+	if d.Verdict != w.verdict || d.Rule != w.rule || !strings.Contains(d.Reason, w.reason) || (d.Verdict != Deny && d.Intercept != w.intercept) {
 		t.Errorf("got %v (intercept %v), want %v [%s] containing %q (intercept %v)", d, d.Intercept, w.verdict, w.rule, w.reason, w.intercept)
 	}
 }
@@ -88,7 +88,21 @@ func TestHost(t *testing.T) {
 		{"the same host in both lists is denied", Config{DenyHosts: []string{"a.com"}, AllowHosts: []string{"a.com"}}, "a.com", 443,
 			want{Deny, "a.com", "", false}},
 		{"an unknown host is asked about when the default is ask", Config{Default: Ask}, "new.example", 443,
+			want{Ask, "default", "no rule covers host new.example port 443; asking for approval", true}},
+		{"an asked-about web port would be intercepted once approved", Config{Default: Ask}, "new.example", 80,
+			want{Ask, "default", "asking for approval", true}},
+		{"an asked-about other port would be a raw tunnel once approved", Config{Default: Ask}, "new.example", 5432,
 			want{Ask, "default", "asking for approval", false}},
+		{"an asked-about host with endpoint rules would be intercepted on any port", Config{Default: Ask, Endpoints: []string{"new.example GET /*"}}, "new.example", 8443,
+			want{Ask, "default", "asking for approval", true}},
+		{"the broker's name is never dialled even when a rule allows it", Config{AllowHosts: []string{"airlock.internal", "airlock.internal:*"}}, "airlock.internal", 443,
+			want{Deny, "broker", "airlock.internal is served by the gateway itself and is never dialled", false}},
+		{"the broker's name is never dialled even when the default is allow", Config{Default: Allow}, "AIRLOCK.Internal.", 80,
+			want{Deny, "broker", "never dialled", false}},
+		{"the broker's name is not asked about", Config{Default: Ask}, "airlock.internal", 80,
+			want{Deny, "broker", "never dialled", false}},
+		{"a name under the broker's is an ordinary name", Config{AllowHosts: []string{"*.airlock.internal"}}, "x.airlock.internal", 443,
+			want{Allow, "*.airlock.internal", "intercepted", true}},
 		{"deny rules still win when the default is ask", Config{Default: Ask, DenyHosts: []string{"*.evil.com"}}, "evil.com", 443,
 			want{Deny, "*.evil.com", "", false}},
 		{"a default allow intercepts web ports", Config{Default: Allow}, "a.com", 443,
@@ -304,7 +318,7 @@ func TestDirect(t *testing.T) {
 		{"a rule for 0.0.0.0 never dials it", Config{AllowHosts: []string{"0.0.0.0:*"}}, "0.0.0.0", 80,
 			want{Deny, "class:unspecified", "never dialled", false}},
 		{"a default ask asks about a public address", Config{Default: Ask}, "93.184.216.34", 443,
-			want{Ask, "default", "", false}},
+			want{Ask, "default", "", true}},
 		{"a default ask does not ask about a private address", Config{Default: Ask}, "10.0.0.1", 443,
 			want{Deny, "class:private", "", false}},
 		{"a default allow still refuses loopback", Config{Default: Allow}, "127.0.0.1", 443,
@@ -490,9 +504,34 @@ func TestName(t *testing.T) {
 		{"x.bad.example.org", want{Deny, "*.bad.example.org", "deny rule", false}},
 		{"other.com", want{Deny, ruleDefault, "", false}},
 		{"10.0.0.1", want{Deny, ruleInvalid, "an address", false}},
+		{"airlock.internal", want{Deny, "broker", "never dialled", false}},
+		{"Airlock.Internal.", want{Deny, "broker", "never dialled", false}},
 		{"bad_name!", want{Deny, ruleInvalid, "not valid", false}},
 		{"", want{Deny, ruleInvalid, "", false}},
 	} {
 		t.Run(c.name, func(t *testing.T) { check(t, p.Name(c.name), c.want) })
+	}
+}
+
+func TestNameAsksWhenTheDefaultIsAsk(t *testing.T) {
+	p := mustNew(t, Config{Default: Ask, DenyHosts: []string{"evil.com"}})
+	check(t, p.Name("new.example"), want{Ask, ruleDefault, "no rule covers name new.example; asking for approval", false})
+	check(t, p.Name("evil.com"), want{Deny, "evil.com", "deny rule", false})
+}
+
+func TestIsBroker(t *testing.T) {
+	for name, want := range map[string]bool{
+		"airlock.internal":    true,
+		"AIRLOCK.INTERNAL":    true,
+		"airlock.internal.":   true,
+		"airlock.internal..":  false,
+		"x.airlock.internal":  false,
+		"airlock.internal.io": false,
+		"airlock":             false,
+		"":                    false,
+	} {
+		if got := IsBroker(name); got != want {
+			t.Errorf("IsBroker(%q) = %v, want %v", name, got, want)
+		}
 	}
 }

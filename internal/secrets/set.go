@@ -90,6 +90,14 @@ func (s *Set) Env() []string {
 	return env
 }
 
+// All lists the secrets in order.
+func (s *Set) All() []*Secret {
+	if s == nil {
+		return nil
+	}
+	return append([]*Secret(nil), s.secrets...)
+}
+
 // Hosts lists every host some secret may be sent to: each is allowed.
 func (s *Set) Hosts() []string {
 	if s == nil {

@@ -1,0 +1,86 @@
+// Package broker is what the sandbox reaches at airlock.internal: a small
+// HTTP mux the gateway serves itself, never dialled out, where the sandbox
+// can learn about its own sandbox (GET /v1/info) and where MCP and host
+// command services mount later.
+package broker
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+)
+
+// Info is what GET /v1/info answers: the sandbox's id and a summary of its
+// policy. It holds names and rules only; a secret appears by name and hosts,
+// and Info has no field that could carry its value.
+type Info struct {
+	Sandbox string  `json:"sandbox"`
+	Network Network `json:"network"`
+}
+
+// Network summarises the sandbox's network policy.
+type Network struct {
+	Mode       string   `json:"mode"`    // transparent or proxy
+	Default    string   `json:"default"` // what an unlisted host gets: deny or ask
+	AllowHosts []string `json:"allow_hosts"`
+	DenyHosts  []string `json:"deny_hosts"`
+	Endpoints  []string `json:"endpoints"`
+	Secrets    []Secret `json:"secrets"`
+}
+
+// Secret is a secret by name: the env var that holds its placeholder inside
+// the sandbox and the hosts it is sent to.
+type Secret struct {
+	Name  string   `json:"name"`
+	Hosts []string `json:"hosts"`
+}
+
+// Broker routes the sandbox's requests to airlock.internal.
+type Broker struct {
+	mux *http.ServeMux
+}
+
+// New returns a broker that serves info at GET /v1/info.
+func New(info Info) *Broker {
+	b := &Broker{mux: http.NewServeMux()}
+	body, err := json.MarshalIndent(tidy(info), "", "  ")
+	if err != nil {
+		panic("broker: info does not encode: " + err.Error()) // strings and slices only: cannot happen
+	}
+	body = append(body, '\n')
+	b.Handle("GET /v1/info", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(body)
+	}))
+	return b
+}
+
+// Handle mounts a service at pattern (http.ServeMux syntax, e.g. "/v1/mcp/").
+func (b *Broker) Handle(pattern string, h http.Handler) { b.mux.Handle(pattern, h) }
+
+// ServeHTTP implements http.Handler.
+func (b *Broker) ServeHTTP(w http.ResponseWriter, r *http.Request) { b.mux.ServeHTTP(w, r) }
+
+// tidy drops repeated rules (a secret's hosts are allowed as well as
+// listed, so they often repeat an allow rule), keeping the first of each,
+// and makes empty lists encode as [] rather than null, so a reader can
+// range over every list without checking.
+func tidy(i Info) Info {
+	n := &i.Network
+	for _, l := range []*[]string{&n.AllowHosts, &n.DenyHosts, &n.Endpoints} {
+		out := []string{}
+		for _, s := range *l {
+			if !slices.Contains(out, s) {
+				out = append(out, s)
+			}
+		}
+		*l = out
+	}
+	n.Secrets = append([]Secret{}, n.Secrets...)
+	for k := range n.Secrets {
+		if n.Secrets[k].Hosts == nil {
+			n.Secrets[k].Hosts = []string{}
+		}
+	}
+	return i
+}
