@@ -43,10 +43,25 @@ func invalid(format string, args ...any) error { return errorf(KindInvalidConfig
 // plan checks c and shapes the sandbox. Nothing is created yet.
 func plan(c *Config) (*planned, error) {
 	p := &planned{spec: engine.Spec{Watch: true}}
-	switch c.Image {
-	case "", "standard", "minimal", "host":
+	switch c.Backend {
+	case "", config.BackendNative:
+		switch c.Image {
+		case "", "standard", "minimal", "host":
+		default:
+			return nil, invalid("image %q: the native backend shows the host's root read-only; use \"standard\" (or leave it out), or \"backend\": \"docker\" to run an image", c.Image)
+		}
+	case config.BackendDocker:
+		p.spec.Config.Backend = config.BackendDocker
+		switch c.Image {
+		case "", "minimal", "host":
+			p.spec.Config.Image = config.DefaultImage
+		case "standard":
+			p.spec.Config.Image = "airlock/standard:latest"
+		default:
+			p.spec.Config.Image = c.Image
+		}
 	default:
-		return nil, invalid("image %q: the native backend shows the host's root read-only; use \"standard\" (or leave it out)", c.Image)
+		return nil, invalid("backend %q: use native or docker", c.Backend)
 	}
 	r := Resources{}
 	if c.Resources != nil {

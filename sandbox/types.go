@@ -37,9 +37,13 @@ var _ API = (*Sandbox)(nil)
 
 // Config is the create method's params: what the sandbox is and may reach.
 type Config struct {
+	// Backend is where the sandbox runs: "native" (the default: namespaces
+	// on this kernel) or "docker" (a hardened container; see airlock images).
+	Backend string `json:"backend,omitempty"`
 	// Image names the root filesystem. The native backend shows the host's
 	// root read-only, so only "", "standard", "minimal" and "host" are
-	// accepted (they all mean that).
+	// accepted (they all mean that). The docker backend runs the image
+	// named ("minimal" and "standard" are airlock's own, "" is minimal).
 	Image     string         `json:"image,omitempty"`
 	Resources *Resources     `json:"resources,omitempty"`
 	Network   *NetworkConfig `json:"network,omitempty"`

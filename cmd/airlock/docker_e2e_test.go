@@ -547,3 +547,42 @@ cat /proc/self/mountinfo`
 		t.Errorf("run as root in a workspace of 1234:5678: %v, want that user", r)
 	}
 }
+
+// TestDockerThroughTheAPI: `create` with a docker backend runs in a
+// container of the same engine: the sandbox is in the state dir (ls shows
+// it made by rpc on docker), commands run in the image, files round-trip.
+func TestDockerThroughTheAPI(t *testing.T) {
+	cli := dockerOnly(t)
+	e := newEnv(t)
+	p := startRPC(t, e)
+	img := os.Getenv("AIRLOCK_TEST_IMAGE")
+	p.send(`{"jsonrpc":"2.0","method":"create","params":{"backend":"docker","image":"` + img + `"},"id":1}`)
+	r := p.reply(1)
+	res, _ := r["result"].(map[string]any)
+	id, _ := res["id"].(string)
+	if r["error"] != nil || id == "" {
+		t.Fatalf("create with the docker backend: %v", r)
+	}
+	if _, err := cli.ContainerInspect(context.Background(), docker.ContainerName(id)); err != nil {
+		t.Fatalf("no container for the API's sandbox %s: %v", id, err)
+	}
+	if ls := e.run("ls"); !strings.Contains(ls.stdout, id) || !strings.Contains(ls.stdout, "rpc/docker") {
+		t.Fatalf("ls does not show the API's docker sandbox as rpc/docker:\n%s", ls.stdout)
+	}
+	p.send(`{"jsonrpc":"2.0","method":"write_file","params":{"path":"hello.txt","content":"aGk="},"id":2}`)
+	if r := p.reply(2); r["error"] != nil {
+		t.Fatalf("write_file: %v", r)
+	}
+	p.send(`{"jsonrpc":"2.0","method":"exec","params":{"command":"cat hello.txt; test -f /.dockerenv && echo in-a-container"},"id":3}`)
+	r = p.reply(3)
+	res, _ = r["result"].(map[string]any)
+	if out, _ := res["stdout"].(string); out != "hiin-a-container\n" {
+		t.Fatalf("exec in the docker sandbox = %v, want the file's content and the container marker", r)
+	}
+	p.send(`{"jsonrpc":"2.0","method":"close","params":{},"id":4}`)
+	p.reply(4)
+	waitFor(t, 30*time.Second, func() bool {
+		_, err := cli.ContainerInspect(context.Background(), docker.ContainerName(id))
+		return err != nil
+	})
+}
