@@ -17,7 +17,6 @@ import (
 	"github.com/airlock-dev/airlock/internal/backend/native"
 	"github.com/airlock-dev/airlock/internal/state"
 	"github.com/airlock-dev/airlock/internal/supervisor"
-	"github.com/airlock-dev/airlock/internal/workspace"
 )
 
 type runOptions struct {
@@ -104,7 +103,7 @@ Limits default to ` + strconv.Itoa(defaultPids) + ` processes and half of the ma
 			}
 			return nil
 		},
-		RunE: func(c *cobra.Command, args []string) error { return run(o, args) },
+		RunE: func(c *cobra.Command, args []string) error { return run(c, o, args) },
 	}
 	c.Flags().SetInterspersed(false) // everything after CMD belongs to CMD
 	f := c.Flags()
@@ -141,7 +140,7 @@ Limits default to ` + strconv.Itoa(defaultPids) + ` processes and half of the ma
 	return c
 }
 
-func run(o *runOptions, args []string) error {
+func run(c *cobra.Command, o *runOptions, args []string) error {
 	// A foreground run is latency-bound: the guest's namespaces and runtime
 	// come up (milliseconds) while the flags are checked and the sandbox is
 	// registered.
@@ -149,18 +148,22 @@ func run(o *runOptions, args []string) error {
 		sb  *native.Sandbox
 		err error
 	}
-	limits, err := o.limits()
+	// The config files, then the flags the user set, make one config.Spec.
+	flags, err := flagLayer(c.Flags())
 	if err != nil {
 		return err
 	}
-	if o.backend != supervisor.BackendNative && o.backend != supervisor.BackendDocker {
-		return usageError{fmt.Sprintf("--backend %q: use native or docker", o.backend)}
+	cfg, err := loadConfig(o.workspace, flags, o.quiet)
+	if err != nil {
+		return err
 	}
-	if o.image != "" && o.backend != supervisor.BackendDocker {
-		return usageError{"--image needs --backend docker"}
+	limits := legacyLimits(cfg)
+	backend := cfg.Spec.BackendName()
+	if cfg.Spec.Image != "" && backend != supervisor.BackendDocker {
+		return usageError{originLabel(cfg, "image", 0) + " needs --backend docker"}
 	}
 	var spawning chan spawnResult
-	if !o.detach && o.backend == supervisor.BackendNative {
+	if !o.detach && backend == supervisor.BackendNative {
 		spawning = make(chan spawnResult, 1)
 		go func() {
 			sb, err := native.Spawn(native.Options{Stderr: os.Stderr}, limits)
@@ -178,7 +181,7 @@ func run(o *runOptions, args []string) error {
 	if err != nil {
 		return err
 	}
-	spec, err := o.spec(args, limits, store.Root())
+	spec, err := legacySpec(cfg, o, args, limits, store.Root())
 	if err != nil {
 		return err
 	}
@@ -190,7 +193,7 @@ func run(o *runOptions, args []string) error {
 		return err
 	}
 	spec.Native.ID = h.ID()
-	if spec.Env, err = sandboxEnv(spec, h.ID(), o.env); err != nil {
+	if spec.Env, err = sandboxEnv(spec, h.ID(), cfg.Spec.Env); err != nil {
 		h.Remove()
 		return err
 	}
@@ -224,112 +227,6 @@ func sandboxEnv(spec supervisor.Spec, id string, extra []string) ([]string, erro
 	return env, err
 }
 
-// limits reads --memory, --cpus and --pids, with their defaults.
-func (o *runOptions) limits() (native.Limits, error) {
-	mem, err := parseSize(o.memory, "--memory")
-	if err != nil {
-		return native.Limits{}, err
-	}
-	if mem == 0 {
-		mem = native.TotalMemory() / 2
-	}
-	if o.cpus < 0 || o.pids < 0 {
-		return native.Limits{}, usageError{"--cpus and --pids must not be negative"}
-	}
-	return native.Limits{MemoryBytes: mem, CPUs: o.cpus, Pids: o.pids}, nil
-}
-
-// spec checks the flags and builds the sandbox's shape; stateRoot (with the
-// control sockets of every sandbox) is hidden inside.
-func (o *runOptions) spec(args []string, limits native.Limits, stateRoot string) (supervisor.Spec, error) {
-	var s supervisor.Spec
-	ws := o.workspace
-	if ws == "" {
-		var err error
-		if ws, err = os.Getwd(); err != nil {
-			return s, fmt.Errorf("cannot tell the current directory (%v): pass --workspace DIR", err)
-		}
-	}
-	ws, err := existingDir(ws, "workspace", "create it or pass --workspace DIR")
-	if err != nil {
-		return s, err
-	}
-	if ws == "/" {
-		return s, usageError{"the workspace cannot be / (the whole machine): cd into a project or pass --workspace DIR"}
-	}
-	tmp, err := parseSize(o.tmpSize, "--tmp-size")
-	if err != nil {
-		return s, err
-	}
-	if tmp == 0 {
-		tmp = limits.MemoryBytes
-	}
-	if o.timeout < 0 {
-		return s, usageError{"--timeout must not be negative"}
-	}
-	if o.name != "" && !state.ValidName(o.name) {
-		return s, usageError{fmt.Sprintf("--name %q: use letters, digits, '_', '.' and '-' (up to 63, starting with a letter or digit)", o.name)}
-	}
-	if o.detach && o.tty {
-		return s, usageError{"-t and -d do not mix: start with -d, then airlock exec -t ID -- CMD"}
-	}
-	hostHome, _ := os.UserHomeDir()
-	s.Native = native.Config{
-		Workspace: ws, HostHome: hostHome, NoDelete: o.noDelete, TmpBytes: tmp,
-		Limits: limits,
-	}
-	if o.home != "" {
-		if err := os.MkdirAll(o.home, 0o700); err != nil {
-			return s, fmt.Errorf("--home %s: %v", o.home, err)
-		}
-		if s.Native.Home, err = existingDir(o.home, "--home", ""); err != nil {
-			return s, err
-		}
-	}
-	for _, p := range o.ro {
-		abs, err := existingPath(p, "--ro")
-		if err != nil {
-			return s, err
-		}
-		s.Native.RO = append(s.Native.RO, abs)
-	}
-	for _, p := range o.rw {
-		abs, err := existingPath(p, "--rw")
-		if err != nil {
-			return s, err
-		}
-		s.Native.RW = append(s.Native.RW, abs)
-	}
-	s.Native.Hide = append(s.Native.Hide, stateRoot)
-	if cfg, err := os.UserConfigDir(); err == nil {
-		s.Native.Hide = append(s.Native.Hide, filepath.Join(cfg, "airlock"))
-	}
-	s.Command, s.TTY, s.Timeout, s.Detached, s.Quiet = args, o.tty, o.timeout, o.detach, o.quiet
-	s.Network = o.net
-	mode, err := workspace.ParseMode(o.wsMode)
-	if err != nil {
-		return s, usageError{err.Error()}
-	}
-	if mode == workspace.Bind && o.ws.AutoApply {
-		return s, usageError{"--auto-apply needs --workspace-mode overlay or copy: in bind mode changes land in the workspace as they happen"}
-	}
-	if o.ws.ApplyRisky && !o.ws.AutoApply {
-		return s, usageError{"--apply-risky goes with --auto-apply"}
-	}
-	if _, err := workspace.NewExcluder(o.ws.Exclude); err != nil {
-		return s, usageError{err.Error()}
-	}
-	s.Workspace = o.ws
-	s.Workspace.Mode, s.Workspace.StateRoot = mode, stateRoot
-	s.Backend, s.Image = o.backend, o.image
-	if o.net.UpstreamCA != "" {
-		if s.Network.UpstreamCA, err = existingPath(o.net.UpstreamCA, "--upstream-ca"); err != nil {
-			return s, err
-		}
-	}
-	return s, nil
-}
-
 func existingDir(p, what, hint string) (string, error) {
 	abs, err := existingPath(p, what)
 	if err != nil {
@@ -359,39 +256,6 @@ func existingPath(p, what string) (string, error) {
 		return "", fmt.Errorf("%s %s: %v", what, p, err)
 	}
 	return real, nil
-}
-
-// parseSize reads 512m, 4g, 1.5G, 2GiB, 1048576.
-func parseSize(s, flag string) (int64, error) {
-	if s == "" {
-		return 0, nil
-	}
-	t := strings.ToLower(strings.TrimSpace(s))
-	t = strings.TrimSuffix(strings.TrimSuffix(t, "b"), "i")
-	mult := int64(1)
-	if n := len(t); n > 0 {
-		switch t[n-1] {
-		case 'k':
-			mult = 1 << 10
-		case 'm':
-			mult = 1 << 20
-		case 'g':
-			mult = 1 << 30
-		case 't':
-			mult = 1 << 40
-		}
-		if mult > 1 {
-			t = t[:n-1]
-		}
-	}
-	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v <= 0 {
-		return 0, usageError{fmt.Sprintf("%s %q: use a size such as 512m or 4g", flag, s)}
-	}
-	if mult == 1 && v < 1<<20 {
-		return 0, usageError{fmt.Sprintf("%s %q is %d bytes; did you mean %sm?", flag, s, int64(v), s)}
-	}
-	return int64(v * float64(mult)), nil
 }
 
 func openStore() (*state.Store, error) {

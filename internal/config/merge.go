@@ -25,6 +25,9 @@ func Defaults() *Layer {
 		"network.mode":          ModeAuto,
 		"workspace.mode":        WorkspaceBind,
 		"workspace.protect_git": true,
+		"workspace.no_delete":   false,
+		"workspace.auto_apply":  false,
+		"workspace.apply_risky": false,
 		"limits.pids":           int64(DefaultPids),
 	} {
 		l.vals[k] = &setting{v: v, origin: o}
