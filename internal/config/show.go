@@ -5,6 +5,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -30,7 +31,7 @@ func values(s Spec) map[string]any {
 	put("limits.cpus", lit(strconv.FormatFloat(s.Limits.CPUs, 'g', -1, 64)), s.Limits.CPUs > 0)
 	put("limits.pids", lit(strconv.FormatInt(s.Limits.Pids, 10)), s.Limits.Pids > 0)
 	put("limits.tmp_size", FormatSize(s.Limits.TmpBytes), s.Limits.TmpBytes > 0)
-	put("limits.timeout", s.Limits.Timeout.String(), s.Limits.Timeout > 0)
+	put("limits.timeout", formatDuration(s.Limits.Timeout), s.Limits.Timeout > 0)
 	n := s.Network
 	put("network.mode", n.Mode, n.Mode != "")
 	put("network.allow_hosts", n.AllowHosts, len(n.AllowHosts) > 0)
@@ -119,6 +120,18 @@ func quote(s string) string {
 		return s
 	}
 	return strconv.Quote(s)
+}
+
+// formatDuration writes 30m, not 30m0s.
+func formatDuration(d time.Duration) string {
+	t := d.String()
+	if strings.HasSuffix(t, "m0s") {
+		t = strings.TrimSuffix(t, "0s")
+	}
+	if strings.HasSuffix(t, "h0m") {
+		t = strings.TrimSuffix(t, "0m")
+	}
+	return t
 }
 
 func isNumeric(s string) bool {
