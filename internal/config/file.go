@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -164,8 +163,6 @@ func readCapped(path string) ([]byte, error) {
 	return data, nil
 }
 
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-
 // Parse reads one config file's text. name is its path: errors and origins
 // name it, and relative paths in it resolve against its directory.
 func Parse(name string, data []byte, src Source) (*Layer, error) {
@@ -176,9 +173,12 @@ func Parse(name string, data []byte, src Source) (*Layer, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		msg, line := err.Error(), 0
-		if m := yamlLine.FindStringSubmatch(msg); m != nil {
-			line, _ = strconv.Atoi(m[1])
-			msg = m[2]
+		if rest, ok := strings.CutPrefix(msg, "yaml: line "); ok {
+			if n, text, ok := strings.Cut(rest, ": "); ok {
+				if line, err = strconv.Atoi(n); err == nil {
+					msg = text
+				}
+			}
 		}
 		msg = strings.TrimPrefix(msg, "yaml: ")
 		return nil, &Error{File: name, Line: line, Msg: "syntax error: " + msg}
