@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/airlock-dev/airlock/internal/backend/native"
 	"github.com/airlock-dev/airlock/internal/config"
@@ -75,7 +76,7 @@ func legacySpec(l *config.Loaded, o *runOptions, args []string, limits native.Li
 	if cfg, err := os.UserConfigDir(); err == nil {
 		s.Native.Hide = append(s.Native.Hide, filepath.Join(cfg, "airlock"))
 	}
-	if l.Dir != "" {
+	if l.Dir != "" && !slices.Contains(s.Native.Hide, l.Dir) {
 		s.Native.Hide = append(s.Native.Hide, l.Dir)
 	}
 	s.Command, s.TTY, s.Timeout, s.Detached, s.Quiet = args, o.tty, c.Limits.Timeout, o.detach, o.quiet
