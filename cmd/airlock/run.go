@@ -20,7 +20,6 @@ import (
 	"github.com/airlock-dev/airlock/internal/state"
 	"github.com/airlock-dev/airlock/internal/supervisor"
 	"github.com/airlock-dev/airlock/internal/term"
-	"github.com/airlock-dev/airlock/internal/workspace"
 )
 
 type runOptions struct {
@@ -109,7 +108,7 @@ Limits default to ` + strconv.Itoa(defaultPids) + ` processes and half of the ma
 			}
 			return nil
 		},
-		RunE: func(c *cobra.Command, args []string) error { return run(o, args) },
+		RunE: func(c *cobra.Command, args []string) error { return run(c, o, args) },
 	}
 	c.Flags().SetInterspersed(false) // everything after CMD belongs to CMD
 	f := c.Flags()
@@ -148,22 +147,21 @@ Limits default to ` + strconv.Itoa(defaultPids) + ` processes and half of the ma
 	return c
 }
 
-func run(o *runOptions, args []string) error {
-	limits, err := o.limits()
+func run(c *cobra.Command, o *runOptions, args []string) error {
+	// The config files, then the flags the user set, make one config.Spec.
+	flags, err := flagLayer(c.Flags())
 	if err != nil {
 		return err
 	}
-	if o.backend != config.BackendNative && o.backend != config.BackendDocker {
-		return usageError{fmt.Sprintf("--backend %q: use native or docker", o.backend)}
+	cfg, err := loadConfig(o.workspace, flags, o.quiet)
+	if err != nil {
+		return err
 	}
-	if o.image != "" && o.backend != config.BackendDocker {
-		return usageError{"--image needs --backend docker"}
+	spec, err := runSpec(cfg, o, args)
+	if err != nil {
+		return err
 	}
 	store, err := openStore()
-	if err != nil {
-		return err
-	}
-	spec, err := o.spec(args, limits)
 	if err != nil {
 		return err
 	}
@@ -186,7 +184,7 @@ func run(o *runOptions, args []string) error {
 		}
 		return err
 	}
-	if spec.Env, err = sandboxEnv(spec, h.ID(), o.env); err != nil {
+	if spec.Env, err = sandboxEnv(spec, h.ID(), cfg.Spec.Env); err != nil {
 		if pending != nil {
 			pending.Close()
 		}
@@ -212,110 +210,6 @@ func sandboxEnv(spec engine.Spec, id string, extra []string) ([]string, error) {
 		}
 	}
 	return env, err
-}
-
-// limits reads --memory, --cpus and --pids, with their defaults.
-func (o *runOptions) limits() (config.Limits, error) {
-	mem, err := parseSize(o.memory, "--memory")
-	if err != nil {
-		return config.Limits{}, err
-	}
-	if mem == 0 {
-		mem = backend.TotalMemory() / 2
-	}
-	if o.cpus < 0 || o.pids < 0 {
-		return config.Limits{}, usageError{"--cpus and --pids must not be negative"}
-	}
-	tmp, err := parseSize(o.tmpSize, "--tmp-size")
-	if err != nil {
-		return config.Limits{}, err
-	}
-	if tmp == 0 {
-		tmp = mem
-	}
-	if o.timeout < 0 {
-		return config.Limits{}, usageError{"--timeout must not be negative"}
-	}
-	return config.Limits{MemoryBytes: mem, CPUs: o.cpus, Pids: o.pids, TmpBytes: tmp, Timeout: o.timeout}, nil
-}
-
-// spec checks the flags and builds the sandbox's spec.
-func (o *runOptions) spec(args []string, limits config.Limits) (engine.Spec, error) {
-	s := engine.Spec{Origin: engine.OriginCLI}
-	ws := o.workspace
-	if ws == "" {
-		var err error
-		if ws, err = os.Getwd(); err != nil {
-			return s, fmt.Errorf("cannot tell the current directory (%v): pass --workspace DIR", err)
-		}
-	}
-	ws, err := existingDir(ws, "workspace", "create it or pass --workspace DIR")
-	if err != nil {
-		return s, err
-	}
-	if ws == "/" {
-		return s, usageError{"the workspace cannot be / (the whole machine): cd into a project or pass --workspace DIR"}
-	}
-	if o.name != "" && !state.ValidName(o.name) {
-		return s, usageError{fmt.Sprintf("--name %q: use letters, digits, '_', '.' and '-' (up to 63, starting with a letter or digit)", o.name)}
-	}
-	if o.detach && o.tty {
-		return s, usageError{"-t and -d do not mix: start with -d, then airlock exec -t ID -- CMD"}
-	}
-	c := &s.Config
-	c.Limits = limits
-	if o.home != "" {
-		if err := os.MkdirAll(o.home, 0o700); err != nil {
-			return s, fmt.Errorf("--home %s: %v", o.home, err)
-		}
-		if c.Home, err = existingDir(o.home, "--home", ""); err != nil {
-			return s, err
-		}
-	}
-	for _, p := range o.ro {
-		abs, err := existingPath(p, "--ro")
-		if err != nil {
-			return s, err
-		}
-		c.RO = append(c.RO, abs)
-	}
-	for _, p := range o.rw {
-		abs, err := existingPath(p, "--rw")
-		if err != nil {
-			return s, err
-		}
-		c.RW = append(c.RW, abs)
-	}
-	for _, p := range o.scratch {
-		if !filepath.IsAbs(p) || filepath.Clean(p) == "/" {
-			return s, usageError{fmt.Sprintf("--scratch %q: use an absolute path inside the sandbox other than /", p)}
-		}
-		s.Scratch = append(s.Scratch, filepath.Clean(p))
-	}
-	s.Command, s.TTY, s.Detached, s.Quiet, s.Watch = args, o.tty, o.detach, o.quiet, o.watch
-	c.Network = o.net
-	mode, err := workspace.ParseMode(o.wsMode)
-	if err != nil {
-		return s, usageError{err.Error()}
-	}
-	if mode == workspace.Bind && o.ws.AutoApply {
-		return s, usageError{"--auto-apply needs --workspace-mode overlay or copy: in bind mode changes land in the workspace as they happen"}
-	}
-	if o.ws.ApplyRisky && !o.ws.AutoApply {
-		return s, usageError{"--apply-risky goes with --auto-apply"}
-	}
-	if _, err := workspace.NewExcluder(o.ws.Exclude); err != nil {
-		return s, usageError{err.Error()}
-	}
-	c.Workspace = o.ws
-	c.Workspace.Path, c.Workspace.Mode, c.Workspace.NoDelete = ws, string(mode), o.noDelete
-	c.Backend, c.Image = o.backend, o.image
-	if o.net.UpstreamCA != "" {
-		if c.Network.UpstreamCA, err = existingPath(o.net.UpstreamCA, "--upstream-ca"); err != nil {
-			return s, err
-		}
-	}
-	return s, nil
 }
 
 func existingDir(p, what, hint string) (string, error) {
@@ -347,39 +241,6 @@ func existingPath(p, what string) (string, error) {
 		return "", fmt.Errorf("%s %s: %v", what, p, err)
 	}
 	return real, nil
-}
-
-// parseSize reads 512m, 4g, 1.5G, 2GiB, 1048576.
-func parseSize(s, flag string) (int64, error) {
-	if s == "" {
-		return 0, nil
-	}
-	t := strings.ToLower(strings.TrimSpace(s))
-	t = strings.TrimSuffix(strings.TrimSuffix(t, "b"), "i")
-	mult := int64(1)
-	if n := len(t); n > 0 {
-		switch t[n-1] {
-		case 'k':
-			mult = 1 << 10
-		case 'm':
-			mult = 1 << 20
-		case 'g':
-			mult = 1 << 30
-		case 't':
-			mult = 1 << 40
-		}
-		if mult > 1 {
-			t = t[:n-1]
-		}
-	}
-	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v <= 0 {
-		return 0, usageError{fmt.Sprintf("%s %q: use a size such as 512m or 4g", flag, s)}
-	}
-	if mult == 1 && v < 1<<20 {
-		return 0, usageError{fmt.Sprintf("%s %q is %d bytes; did you mean %sm?", flag, s, int64(v), s)}
-	}
-	return int64(v * float64(mult)), nil
 }
 
 func openStore() (*state.Store, error) {

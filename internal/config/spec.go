@@ -46,6 +46,12 @@ type Spec struct {
 	// Env are --env entries: NAME takes the host's value, NAME=VALUE sets one.
 	Env   []string `json:"env,omitempty"`
 	Audit Audit    `json:"audit,omitempty"`
+
+	// Reserved sections: parsed from config files and passed through, not yet
+	// interpreted (decoded YAML: maps, lists, strings, numbers, bools).
+	Approvals  any `json:"approvals,omitempty"`
+	MCPServers any `json:"mcp_servers,omitempty"`
+	Agents     any `json:"agents,omitempty"`
 }
 
 // Workspace is the directory the sandbox may change and how it is shown.

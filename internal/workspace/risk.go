@@ -210,6 +210,9 @@ func risks(c Change, root string, r Reader) []string {
 	if base == ".envrc" {
 		add(".envrc: direnv runs it when you cd into the directory")
 	}
+	if base == ".airlock.yaml" {
+		add(".airlock.yaml: airlock's sandbox settings for this repository (what later sandboxes may reach and change, once trusted)")
+	}
 	if hasPrefixAny(p, editorDirs) || strings.Contains(p, "/.vscode/") || strings.Contains(p, "/.idea/") {
 		add("editor settings or tasks: an editor may run them when it opens the folder")
 	}

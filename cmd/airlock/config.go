@@ -1,0 +1,253 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/airlock-dev/airlock/internal/config"
+)
+
+func newConfigCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "config",
+		Short: "Show or edit airlock's settings for a project",
+		Long: `airlock reads its settings from, later winning:
+
+  built-in defaults
+  ~/.config/airlock/config.yaml            global ($XDG_CONFIG_HOME is honoured)
+  ~/.config/airlock/projects/HASH.yaml     the project's (airlock config edit)
+  PROJECT/.airlock.yaml                    the repository's, once you trust it
+                                           (airlock trust)
+  flags
+
+The project is the git repository holding the workspace, else the workspace.
+Its file lives in your config dir, not in the workspace, because the sandbox
+can write the workspace. Lists add up across sources, and a deny_hosts rule
+from any of them always applies.`,
+		Args: noArgs,
+	}
+	c.AddCommand(newConfigShowCmd(), newConfigEditCmd())
+	return c
+}
+
+type configShowOptions struct {
+	workspace    string
+	origin, json bool
+}
+
+func newConfigShowCmd() *cobra.Command {
+	o := &configShowOptions{}
+	c := &cobra.Command{
+		Use:   "show [--origin] [--json]",
+		Short: "Print the effective settings for the current project",
+		Example: `  airlock config show --origin
+  airlock config show --json -w ~/src/app`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error { return configShow(o, c.OutOrStdout()) },
+	}
+	c.Flags().StringVarP(&o.workspace, "workspace", "w", "", "the workspace whose project to show (default: the current directory)")
+	c.Flags().BoolVar(&o.origin, "origin", false, "say where each value came from")
+	c.Flags().BoolVar(&o.json, "json", false, "print JSON: the spec, and with --origin each key's origins")
+	return c
+}
+
+func configShow(o *configShowOptions, w io.Writer) error {
+	l, err := loadConfig(o.workspace, nil, false)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		out := struct {
+			Project string         `json:"project"`
+			Files   []string       `json:"files"`
+			Spec    config.Spec    `json:"spec"`
+			Origins config.Origins `json:"origins,omitempty"`
+		}{Project: l.Project, Files: l.Files, Spec: l.Spec}
+		if out.Files == nil {
+			out.Files = []string{}
+		}
+		if o.origin {
+			out.Origins = l.Origins
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	fmt.Fprintf(w, "# project: %s\n", l.Project)
+	if l.Dir != "" {
+		fmt.Fprintf(w, "# project file: %s\n", config.DisplayPath(config.ProjectFile(l.Dir, l.Project)))
+	}
+	for _, f := range l.Files {
+		fmt.Fprintf(w, "# read: %s\n", config.DisplayPath(f))
+	}
+	var origins config.Origins
+	if o.origin {
+		origins = l.Origins
+	}
+	return config.Show(w, l.Spec, origins)
+}
+
+func newConfigEditCmd() *cobra.Command {
+	var ws string
+	c := &cobra.Command{
+		Use:   "edit",
+		Short: "Edit the current project's settings in $VISUAL or $EDITOR",
+		Long: `Open the project's file (in your config dir) in $VISUAL, else $EDITOR, else vi,
+creating it from a commented template, and check it when the editor exits.`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error { return configEdit(ws) },
+	}
+	c.Flags().StringVarP(&ws, "workspace", "w", "", "the workspace whose project to edit (default: the current directory)")
+	return c
+}
+
+func configEdit(wsFlag string) error {
+	ws, err := resolveWorkspace(wsFlag)
+	if err != nil {
+		return err
+	}
+	dir, err := config.Dir()
+	if err != nil {
+		return errNoConfigDir
+	}
+	project := config.ProjectDir(ws)
+	path := config.ProjectFile(dir, project)
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		if err := config.WriteFileAtomic(path, config.ProjectTemplate(project), 0o600); err != nil {
+			return fmt.Errorf("create %s: %w", path, err)
+		}
+	}
+	editor := os.Getenv("VISUAL")
+	if editor == "" {
+		editor = os.Getenv("EDITOR")
+	}
+	if editor == "" {
+		editor = "vi"
+	}
+	interactive := term.IsTerminal(int(os.Stdin.Fd()))
+	for {
+		// Through sh, as git does, so EDITOR="code --wait" works.
+		cmd := exec.Command("/bin/sh", "-c", editor+` "$1"`, "sh", path)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("editor %s: %v; the file is %s", editor, err, path)
+		}
+		_, err := config.ReadFile(path, config.SourceProject)
+		if err == nil {
+			fmt.Fprintf(os.Stderr, "airlock: %s is valid\n", config.DisplayPath(path))
+			return nil
+		}
+		if !interactive {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "airlock: %v\nEdit again? [Y/n] ", err)
+		line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+		if a := strings.ToLower(strings.TrimSpace(line)); a == "n" || a == "no" {
+			return err
+		}
+	}
+}
+
+func newTrustCmd() *cobra.Command {
+	var revoke bool
+	c := &cobra.Command{
+		Use:   "trust [DIR]",
+		Short: "Let airlock use DIR's .airlock.yaml (default: the current project's)",
+		Long: `A repository's own .airlock.yaml is written by whoever wrote the repository,
+and can be changed by a sandbox working in it; airlock uses it only once you
+have read it and trusted its exact content. trust prints the file, then
+records its hash; after any change it is ignored again until you trust it
+again. --revoke forgets it.`,
+		Example: `  airlock trust
+  airlock trust ~/src/app
+  airlock trust --revoke`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			d := ""
+			if len(args) == 1 {
+				d = args[0]
+			}
+			return trust(d, revoke, c.OutOrStdout())
+		},
+	}
+	c.Flags().BoolVar(&revoke, "revoke", false, "forget the trust in DIR's .airlock.yaml")
+	return c
+}
+
+func trust(d string, revoke bool, w io.Writer) error {
+	dir, err := resolveWorkspace(d)
+	if err != nil {
+		return err
+	}
+	file := filepath.Join(dir, config.RepoFileName)
+	if _, err := os.Lstat(file); err != nil {
+		if p := filepath.Join(config.ProjectDir(dir), config.RepoFileName); p != file {
+			if _, err := os.Lstat(p); err == nil {
+				file = p
+			}
+		}
+	}
+	cdir, cerr := config.Dir()
+	if revoke {
+		if cerr != nil {
+			return errNoConfigDir
+		}
+		ok, err := config.Revoke(cdir, file)
+		if err != nil {
+			return err
+		}
+		if ok {
+			fmt.Fprintf(w, "airlock: %s is no longer trusted\n", file)
+		} else {
+			fmt.Fprintf(w, "airlock: %s was not trusted\n", file)
+		}
+		return nil
+	}
+	if st, err := os.Lstat(file); err != nil {
+		return fmt.Errorf("no %s in %s: nothing to trust", config.RepoFileName, dir)
+	} else if !st.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file: it cannot be trusted", file)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	if _, err := config.Parse(file, data, config.SourceRepo); err != nil {
+		return fmt.Errorf("%v (not trusted: fix it first)", err)
+	}
+	if cerr != nil {
+		return errNoConfigDir
+	}
+	fmt.Fprintf(w, "--- %s\n%s", file, printable(data))
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w, "---")
+	if err := config.Trust(cdir, file, data); err != nil {
+		return fmt.Errorf("record trust: %w", err)
+	}
+	fmt.Fprintf(w, "airlock: trusted %s (%s); a change to it needs airlock trust again\n", file, config.ContentHash(data))
+	return nil
+}
+
+// printable shows control characters (other than newline and tab) as '?',
+// so the file cannot rewrite the terminal while it is being reviewed.
+func printable(b []byte) string {
+	return strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\t' || (r >= 0x20 && r != 0x7f && !(r >= 0x80 && r < 0xa0)) {
+			return r
+		}
+		return '?'
+	}, string(b))
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/pflag"
+
+	"github.com/airlock-dev/airlock/internal/config"
+)
+
+// runFlagKeys are the run flags that are config keys: set on the command
+// line, they are the last layer over the config files.
+var runFlagKeys = []struct{ flag, key string }{
+	{"backend", "backend"},
+	{"image", "image"},
+	{"home", "home"},
+	{"env", "env"},
+	{"ro", "mounts.ro"},
+	{"rw", "mounts.rw"},
+	{"memory", "limits.memory"},
+	{"cpus", "limits.cpus"},
+	{"pids", "limits.pids"},
+	{"tmp-size", "limits.tmp_size"},
+	{"timeout", "limits.timeout"},
+	{"network-mode", "network.mode"},
+	{"allow-host", "network.allow_hosts"},
+	{"deny-host", "network.deny_hosts"},
+	{"allow-endpoint", "network.endpoints"},
+	{"add-host", "network.add_hosts"},
+	{"upstream-ca", "network.upstream_ca"},
+	{"dns-upstream", "network.dns_upstream"},
+	{"secret", "secrets"},
+	{"workspace-mode", "workspace.mode"},
+	{"exclude", "workspace.exclude"},
+	{"protect-git", "workspace.protect_git"},
+	{"no-delete", "workspace.no_delete"},
+	{"auto-apply", "workspace.auto_apply"},
+	{"apply-risky", "workspace.apply_risky"},
+}
+
+// flagLayer is the config layer of the flags the user set: a flag left at
+// its default does not override a config file.
+func flagLayer(fs *pflag.FlagSet) (*config.Layer, error) {
+	l := config.NewLayer(config.SourceFlag, "")
+	for _, fk := range runFlagKeys {
+		f := fs.Lookup(fk.flag)
+		if f == nil || !f.Changed {
+			continue
+		}
+		values := []string{f.Value.String()}
+		if sv, ok := f.Value.(pflag.SliceValue); ok {
+			values = sv.GetSlice()
+		}
+		if err := l.SetFlag(fk.key, "--"+fk.flag, values); err != nil {
+			return nil, usageError{err.Error()}
+		}
+	}
+	return l, nil
+}
+
+// loadConfig resolves the workspace (wsFlag, else the current directory) and
+// reads every config source for it, flags last; warnings go to stderr
+// unless quiet.
+func loadConfig(wsFlag string, flags *config.Layer, quiet bool) (*config.Loaded, error) {
+	ws, err := resolveWorkspace(wsFlag)
+	if err != nil {
+		return nil, err
+	}
+	l, err := config.Load(config.Options{Workspace: ws, Flags: flags})
+	if err != nil {
+		return nil, err
+	}
+	if !quiet {
+		for _, w := range l.Warnings {
+			fmt.Fprintf(os.Stderr, "airlock: warning: %s\n", w)
+		}
+	}
+	return l, nil
+}
+
+// resolveWorkspace is the workspace's absolute path, symlinks resolved.
+func resolveWorkspace(ws string) (string, error) {
+	if ws == "" {
+		var err error
+		if ws, err = os.Getwd(); err != nil {
+			return "", fmt.Errorf("cannot tell the current directory (%v): pass --workspace DIR", err)
+		}
+	}
+	ws, err := existingDir(ws, "workspace", "create it or pass --workspace DIR")
+	if err != nil {
+		return "", err
+	}
+	if ws == "/" {
+		return "", usageError{"the workspace cannot be / (the whole machine): cd into a project or pass --workspace DIR"}
+	}
+	return ws, nil
+}
+
+// originLabel names where key's value came from, for errors: the flag
+// itself, or the key and its file and line.
+func originLabel(l *config.Loaded, key string, i int) string {
+	os := l.Origins[key]
+	if i >= len(os) {
+		i = len(os) - 1
+	}
+	if i < 0 {
+		return key
+	}
+	if o := os[i]; o.Flag != "" {
+		return o.Flag
+	} else if o.File != "" {
+		return key + " (" + o.String() + ")"
+	}
+	return key
+}
+
+var errNoConfigDir = errors.New("no config directory: set HOME or XDG_CONFIG_HOME")

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/airlock-dev/airlock/internal/backend"
+	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/engine"
+	"github.com/airlock-dev/airlock/internal/state"
+	"github.com/airlock-dev/airlock/internal/workspace"
+)
+
+// runSpec checks the merged config with the run's own options (command,
+// terminal, detach, name, scratch dirs) and makes the engine's spec: paths
+// resolved, defaults filled in. Errors about a value from a file name the
+// file and line.
+func runSpec(l *config.Loaded, o *runOptions, args []string) (engine.Spec, error) {
+	s := engine.Spec{Origin: engine.OriginCLI, Config: l.Spec}
+	c := &s.Config
+	if o.name != "" && !state.ValidName(o.name) {
+		return s, usageError{fmt.Sprintf("--name %q: use letters, digits, '_', '.' and '-' (up to 63, starting with a letter or digit)", o.name)}
+	}
+	if o.detach && o.tty {
+		return s, usageError{"-t and -d do not mix: start with -d, then airlock exec -t ID -- CMD"}
+	}
+	if c.BackendName() != config.BackendNative && c.BackendName() != config.BackendDocker {
+		return s, usageError{fmt.Sprintf("%s %q: use native or docker", originLabel(l, "backend", 0), c.Backend)}
+	}
+	if c.Image != "" && c.BackendName() != config.BackendDocker {
+		return s, usageError{originLabel(l, "image", 0) + " needs --backend docker"}
+	}
+	if c.Limits.MemoryBytes == 0 {
+		c.Limits.MemoryBytes = backend.TotalMemory() / 2
+	}
+	if c.Limits.TmpBytes == 0 {
+		c.Limits.TmpBytes = c.Limits.MemoryBytes
+	}
+	if c.Home != "" {
+		what := originLabel(l, "home", 0)
+		if err := os.MkdirAll(c.Home, 0o700); err != nil {
+			return s, fmt.Errorf("%s %s: %v", what, c.Home, err)
+		}
+		var err error
+		if c.Home, err = existingDir(c.Home, what, ""); err != nil {
+			return s, err
+		}
+	}
+	c.RO, c.RW = nil, nil
+	for i, p := range l.Spec.RO {
+		abs, err := existingPath(p, originLabel(l, "mounts.ro", i))
+		if err != nil {
+			return s, err
+		}
+		c.RO = append(c.RO, abs)
+	}
+	for i, p := range l.Spec.RW {
+		abs, err := existingPath(p, originLabel(l, "mounts.rw", i))
+		if err != nil {
+			return s, err
+		}
+		c.RW = append(c.RW, abs)
+	}
+	if c.Network.UpstreamCA != "" {
+		var err error
+		if c.Network.UpstreamCA, err = existingPath(c.Network.UpstreamCA, originLabel(l, "network.upstream_ca", 0)); err != nil {
+			return s, err
+		}
+	}
+	mode, err := workspace.ParseMode(c.Workspace.Mode)
+	if err != nil {
+		return s, usageError{err.Error()}
+	}
+	w := c.Workspace
+	if mode == workspace.Bind && w.AutoApply {
+		return s, usageError{originLabel(l, "workspace.auto_apply", 0) + " needs --workspace-mode overlay or copy: in bind mode changes land in the workspace as they happen"}
+	}
+	if w.ApplyRisky && !w.AutoApply {
+		return s, usageError{originLabel(l, "workspace.apply_risky", 0) + " goes with --auto-apply"}
+	}
+	if _, err := workspace.NewExcluder(w.Exclude); err != nil {
+		return s, usageError{err.Error()}
+	}
+	c.Workspace.Mode = string(mode)
+	for _, p := range o.scratch {
+		if !filepath.IsAbs(p) || filepath.Clean(p) == "/" {
+			return s, usageError{fmt.Sprintf("--scratch %q: use an absolute path inside the sandbox other than /", p)}
+		}
+		s.Scratch = append(s.Scratch, filepath.Clean(p))
+	}
+	// The config dir is hidden inside whatever XDG says it is.
+	if l.Dir != "" {
+		s.Hide = append(s.Hide, l.Dir)
+	}
+	s.Command, s.TTY, s.Detached, s.Quiet, s.Watch = args, o.tty, o.detach, o.quiet, o.watch
+	return s, nil
+}

@@ -1,0 +1,784 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/airlock-dev/airlock/internal/policy"
+	"github.com/airlock-dev/airlock/internal/secrets"
+)
+
+// MaxFileSize bounds what is read of one config file.
+const MaxFileSize = 1 << 20
+
+// Source is where a layer of settings comes from, lowest precedence first.
+type Source int
+
+const (
+	SourceDefault Source = iota // built in
+	SourceGlobal                // ~/.config/airlock/config.yaml
+	SourceProject               // the project's file in the config dir
+	SourceRepo                  // a trusted .airlock.yaml at the project root
+	SourceFlag                  // the command line
+)
+
+func (s Source) String() string {
+	return [...]string{"default", "global", "project", "repository", "flag"}[s]
+}
+
+// Origin is where one value was set.
+type Origin struct {
+	Source Source `json:"source"`
+	File   string `json:"file,omitempty"`
+	Line   int    `json:"line,omitempty"`
+	Flag   string `json:"flag,omitempty"` // "--memory"
+}
+
+// String reads "default", "~/.config/airlock/config.yaml:7" or "flag --memory".
+func (o Origin) String() string {
+	switch {
+	case o.Flag != "":
+		return "flag " + o.Flag
+	case o.File != "" && o.Line > 0:
+		return DisplayPath(o.File) + ":" + strconv.Itoa(o.Line)
+	case o.File != "":
+		return DisplayPath(o.File)
+	}
+	return o.Source.String()
+}
+
+// MarshalText makes Origins print as strings in JSON.
+func (o Origin) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
+
+// DisplayPath abbreviates the home directory to ~.
+func DisplayPath(p string) string {
+	if home, err := os.UserHomeDir(); err == nil && home != "/" && home != "" {
+		if rest, ok := strings.CutPrefix(p, home+"/"); ok {
+			return "~/" + rest
+		}
+	}
+	return p
+}
+
+// Error is a mistake in a config file: ONE line saying where and what was
+// expected.
+type Error struct {
+	File string
+	Line int
+	Key  string
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(DisplayPath(e.File))
+	if e.Line > 0 {
+		b.WriteString(":" + strconv.Itoa(e.Line))
+	}
+	if e.Key != "" {
+		b.WriteString(": " + e.Key)
+	}
+	b.WriteString(": " + e.Msg)
+	return b.String()
+}
+
+// Layer is one source's settings, each with where it was set.
+type Layer struct {
+	Source Source
+	File   string // "" for defaults and flags
+	dir    string // relative paths resolve against it
+	vals   map[string]*setting
+}
+
+// setting is one key's value in a layer: a scalar in v, or list items.
+type setting struct {
+	v      any // string, bool, int64, float64, time.Duration; a reserved section's decoded YAML
+	items  []item
+	origin Origin
+}
+
+// item is one list entry; key identifies entries a later layer replaces
+// (an env var's or a secret's NAME).
+type item struct {
+	value  string
+	key    string
+	origin Origin
+}
+
+// NewLayer returns an empty layer, e.g. for flags.
+func NewLayer(src Source, file string) *Layer {
+	l := &Layer{Source: src, File: file, vals: map[string]*setting{}}
+	if file != "" {
+		l.dir = filepath.Dir(file)
+	}
+	return l
+}
+
+// Set reports whether the layer sets key.
+func (l *Layer) Set(key string) bool { _, ok := l.vals[key]; return ok }
+
+// ReadFile reads and parses a config file of at most MaxFileSize bytes.
+// A file that does not exist gives (nil, nil).
+func ReadFile(path string, src Source) (*Layer, error) {
+	data, err := readCapped(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, errNotDir) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return Parse(path, data, src)
+}
+
+var errNotDir = errors.New("not a directory")
+
+func readCapped(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if pe := (*os.PathError)(nil); errors.As(err, &pe) && strings.Contains(pe.Err.Error(), "not a directory") {
+			return nil, errNotDir
+		}
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.IsDir() {
+		return nil, &Error{File: path, Msg: "is a directory, not a config file"}
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, &Error{File: path, Msg: err.Error()}
+	}
+	if len(data) > MaxFileSize {
+		return nil, &Error{File: path, Msg: fmt.Sprintf("larger than %d bytes; a config file is a few lines", MaxFileSize)}
+	}
+	return data, nil
+}
+
+// Parse reads one config file's text. name is its path: errors and origins
+// name it, and relative paths in it resolve against its directory.
+func Parse(name string, data []byte, src Source) (*Layer, error) {
+	l := NewLayer(src, name)
+	if len(data) > MaxFileSize {
+		return nil, &Error{File: name, Msg: fmt.Sprintf("larger than %d bytes; a config file is a few lines", MaxFileSize)}
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		msg, line := err.Error(), 0
+		if rest, ok := strings.CutPrefix(msg, "yaml: line "); ok {
+			if n, text, ok := strings.Cut(rest, ": "); ok {
+				if line, err = strconv.Atoi(n); err == nil {
+					msg = text
+				}
+			}
+		}
+		msg = strings.TrimPrefix(msg, "yaml: ")
+		return nil, &Error{File: name, Line: line, Msg: "syntax error: " + msg}
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return l, nil // empty, or only comments
+	}
+	root := doc.Content[0]
+	if isNull(root) {
+		return l, nil
+	}
+	if root.Kind != yaml.MappingNode {
+		return nil, &Error{File: name, Line: root.Line, Msg: "expected a mapping of keys such as network: or limits: at the top level"}
+	}
+	p := parser{l: l}
+	if err := p.mapping("", root); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+type parser struct{ l *Layer }
+
+func (p *parser) errorf(n *yaml.Node, key, format string, a ...any) error {
+	return &Error{File: p.l.File, Line: n.Line, Key: key, Msg: fmt.Sprintf(format, a...)}
+}
+
+func (p *parser) origin(n *yaml.Node) Origin {
+	return Origin{Source: p.l.Source, File: p.l.File, Line: n.Line}
+}
+
+func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
+
+// deref follows an alias to what it names.
+func deref(n *yaml.Node) *yaml.Node {
+	for i := 0; i < 8 && n.Kind == yaml.AliasNode && n.Alias != nil; i++ {
+		n = n.Alias
+	}
+	return n
+}
+
+func join(section, name string) string {
+	if section == "" {
+		return name
+	}
+	return section + "." + name
+}
+
+func (p *parser) mapping(section string, n *yaml.Node) error {
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], deref(n.Content[i+1])
+		if k.Kind != yaml.ScalarNode || k.Tag == "!!merge" {
+			return p.errorf(k, section, "keys must be plain names (anchors and << merges are not supported here)")
+		}
+		key := join(section, k.Value)
+		if first, dup := seen[k.Value]; dup {
+			return p.errorf(k, key, "set twice (first on line %d)", first)
+		}
+		seen[k.Value] = k.Line
+		f := lookup(key)
+		if f == nil {
+			msg := "unknown key"
+			if s := suggest(section, k.Value, children(section)); s != "" {
+				msg += " (did you mean " + s + "?)"
+			} else {
+				msg += "; known keys here: " + strings.Join(children(section), ", ")
+			}
+			return p.errorf(k, key, "%s", msg)
+		}
+		if err := p.value(f, k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scalar returns n's text if it is a scalar of one of tags.
+func scalar(n *yaml.Node, tags ...string) (string, bool) {
+	if n.Kind != yaml.ScalarNode {
+		return "", false
+	}
+	for _, t := range tags {
+		if n.Tag == t {
+			return n.Value, true
+		}
+	}
+	return "", false
+}
+
+func (p *parser) value(f *field, k, v *yaml.Node) error {
+	key := f.key
+	if isNull(v) {
+		return nil // "key:" with nothing sets nothing
+	}
+	if f.kind == kSection {
+		if v.Kind != yaml.MappingNode {
+			return p.errorf(v, key, "%s (%s)", f.expected(), strings.Join(children(key), ", "))
+		}
+		return p.mapping(key, v)
+	}
+	s := &setting{origin: p.origin(k)}
+	bad := func() error { return p.errorf(v, key, "%s", f.expected()) }
+	switch f.kind {
+	case kString:
+		t, ok := scalar(v, "!!str", "!!int", "!!float")
+		if !ok {
+			return bad()
+		}
+		s.v = t
+	case kEnum:
+		t, ok := scalar(v, "!!str")
+		if !ok {
+			return bad()
+		}
+		if !contains(f.enum, t) {
+			return p.errorf(v, key, "unknown value %q: %s", t, f.expected())
+		}
+		s.v = t
+	case kBool:
+		t, ok := scalar(v, "!!bool")
+		if !ok {
+			return bad()
+		}
+		s.v, _ = strconv.ParseBool(t)
+	case kInt:
+		t, ok := scalar(v, "!!int")
+		if !ok {
+			return bad()
+		}
+		n, err := strconv.ParseInt(t, 0, 64)
+		if err != nil || n < 0 {
+			return p.errorf(v, key, "%q: %s, not negative", t, f.expected())
+		}
+		if key == "version" && n != 1 {
+			return p.errorf(v, key, "version %d is not one this airlock reads: use version: 1 (or a newer airlock)", n)
+		}
+		s.v = n
+	case kFloat:
+		t, ok := scalar(v, "!!int", "!!float")
+		if !ok {
+			return bad()
+		}
+		x, err := strconv.ParseFloat(t, 64)
+		if err != nil || x < 0 {
+			return p.errorf(v, key, "%q: %s, not negative", t, f.expected())
+		}
+		s.v = x
+	case kSize:
+		if t, ok := scalar(v, "!!int"); ok {
+			n, err := strconv.ParseInt(t, 0, 64)
+			if err != nil || n <= 0 {
+				return p.errorf(v, key, "%q: %s", t, f.expected())
+			}
+			s.v = n
+			break
+		}
+		t, ok := scalar(v, "!!str")
+		if !ok {
+			return bad()
+		}
+		n, err := ParseSize(t)
+		if err != nil {
+			return p.errorf(v, key, "%v", err)
+		}
+		s.v = n
+	case kDuration:
+		t, ok := scalar(v, "!!str")
+		if !ok {
+			return p.errorf(v, key, "%s (a number needs a unit: s, m or h)", f.expected())
+		}
+		d, err := time.ParseDuration(t)
+		if err != nil || d < 0 {
+			return p.errorf(v, key, "%q: %s", t, f.expected())
+		}
+		s.v = d
+	case kPath:
+		t, ok := scalar(v, "!!str")
+		if !ok || t == "" {
+			return bad()
+		}
+		abs, err := p.path(t)
+		if err != nil {
+			return p.errorf(v, key, "%v", err)
+		}
+		s.v = abs
+	case kList, kPathList:
+		nodes, ok := seq(v)
+		if !ok {
+			return bad()
+		}
+		for _, n := range nodes {
+			t, ok := scalar(n, "!!str", "!!int")
+			if !ok || t == "" {
+				return p.errorf(n, key, "%s", f.expected())
+			}
+			if f.kind == kPathList {
+				var err error
+				if t, err = p.path(t); err != nil {
+					return p.errorf(n, key, "%v", err)
+				}
+			}
+			if err := checkItem(key, t); err != nil {
+				return p.errorf(n, key, "%q: %v", t, err)
+			}
+			s.items = append(s.items, item{value: t, origin: p.origin(n)})
+		}
+	case kEnv:
+		if err := p.env(s, key, v); err != nil {
+			return err
+		}
+	case kSecrets:
+		nodes, ok := seq(v)
+		if !ok {
+			return bad()
+		}
+		for i, n := range nodes {
+			it, err := p.secret(fmt.Sprintf("%s[%d]", key, i), deref(n))
+			if err != nil {
+				return err
+			}
+			s.items = append(s.items, it)
+		}
+	case kRaw:
+		var x any
+		if err := v.Decode(&x); err != nil {
+			return p.errorf(v, key, "%v", err)
+		}
+		s.v = jsonSafe(x)
+	}
+	p.l.vals[key] = s
+	return nil
+}
+
+// seq returns a sequence's items; a lone scalar is a list of one.
+func seq(n *yaml.Node) ([]*yaml.Node, bool) {
+	switch n.Kind {
+	case yaml.SequenceNode:
+		out := make([]*yaml.Node, len(n.Content))
+		for i, c := range n.Content {
+			out[i] = deref(c)
+		}
+		return out, true
+	case yaml.ScalarNode:
+		return []*yaml.Node{n}, true
+	}
+	return nil, false
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// path expands ~/ and makes t absolute against the file's directory.
+func (p *parser) path(t string) (string, error) {
+	if t == "~" || strings.HasPrefix(t, "~/") {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("%q: cannot expand ~: %v", t, err)
+		}
+		t = filepath.Join(home, strings.TrimPrefix(t, "~"))
+	}
+	if !filepath.IsAbs(t) {
+		t = filepath.Join(p.l.dir, t)
+	}
+	return filepath.Clean(t), nil
+}
+
+// checkItem checks one list entry whose form is known without I/O.
+func checkItem(key, t string) error {
+	switch key {
+	case "network.allow_hosts":
+		_, err := policy.New(policy.Config{AllowHosts: []string{t}})
+		return stripPolicy(err)
+	case "network.deny_hosts":
+		_, err := policy.New(policy.Config{DenyHosts: []string{t}})
+		return stripPolicy(err)
+	case "network.endpoints":
+		_, err := policy.New(policy.Config{Endpoints: []string{t}})
+		return stripPolicy(err)
+	case "network.add_hosts":
+		name, ip, ok := strings.Cut(t, ":")
+		if !ok || name == "" {
+			return errors.New("expected NAME:IP")
+		}
+		if _, err := netip.ParseAddr(strings.Trim(ip, "[]")); err != nil {
+			return errors.New("expected NAME:IP, with an IP address after the colon")
+		}
+	}
+	return nil
+}
+
+// stripPolicy keeps the reason of a policy error, not its quoting of the rule.
+func stripPolicy(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if _, rest, ok := strings.Cut(msg, `": `); ok {
+		msg = rest
+	}
+	return errors.New(msg)
+}
+
+func validEnvName(n string) bool {
+	if n == "" {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		c := n[i]
+		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *parser) env(s *setting, key string, v *yaml.Node) error {
+	add := func(n *yaml.Node, name, entry string) error {
+		if !validEnvName(name) {
+			return p.errorf(n, key, "%q is not a variable name: use letters, digits and _, not starting with a digit", name)
+		}
+		s.items = append(s.items, item{value: entry, key: name, origin: p.origin(n)})
+		return nil
+	}
+	if v.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(v.Content); i += 2 {
+			k, val := v.Content[i], deref(v.Content[i+1])
+			t, ok := scalar(val, "!!str", "!!int", "!!float", "!!bool")
+			if !ok {
+				return p.errorf(val, key+"."+k.Value, "expected a value (a string)")
+			}
+			if err := add(k, k.Value, k.Value+"="+t); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	nodes, ok := seq(v)
+	if !ok {
+		return p.errorf(v, key, "expected a list of NAME or NAME=VALUE, or a mapping NAME: VALUE")
+	}
+	for _, n := range nodes {
+		t, ok := scalar(n, "!!str")
+		if !ok {
+			return p.errorf(n, key, "expected NAME or NAME=VALUE")
+		}
+		name, _, _ := strings.Cut(t, "=")
+		if err := add(n, name, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// secret reads one secret: a --secret string, or a mapping
+// {name, from, env|file|command, hosts, body, prefix}, into --secret form.
+// Nothing here reads the value: that happens when the sandbox starts.
+func (p *parser) secret(key string, n *yaml.Node) (item, error) {
+	var flag, name string
+	switch n.Kind {
+	case yaml.ScalarNode:
+		t, ok := scalar(n, "!!str")
+		if !ok {
+			return item{}, p.errorf(n, key, "expected a mapping {name, from, hosts} or --secret's form %s", secrets.FlagSyntax)
+		}
+		flag = t
+		name = secretName(t)
+	case yaml.MappingNode:
+		m := map[string]*yaml.Node{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], deref(n.Content[i+1])
+			if !contains(secretKeys, k.Value) {
+				msg := "unknown key"
+				if s := suggest("", k.Value, secretKeys); s != "" && contains(secretKeys, s) {
+					msg += " (did you mean " + s + "?)"
+				} else {
+					msg += "; a secret has " + strings.Join(secretKeys, ", ")
+				}
+				return item{}, p.errorf(k, key+"."+k.Value, "%s", msg)
+			}
+			if _, dup := m[k.Value]; dup {
+				return item{}, p.errorf(k, key+"."+k.Value, "set twice")
+			}
+			m[k.Value] = v
+		}
+		str := func(k string) (string, *yaml.Node, error) {
+			v := m[k]
+			if v == nil || isNull(v) {
+				return "", nil, nil
+			}
+			t, ok := scalar(v, "!!str")
+			if !ok || t == "" {
+				return "", v, p.errorf(v, key+"."+k, "expected a string")
+			}
+			return t, v, nil
+		}
+		var err error
+		if name, _, err = str("name"); err != nil {
+			return item{}, err
+		}
+		if name == "" {
+			return item{}, p.errorf(n, key, "no name: give the variable the sandbox sees, e.g. name: API_KEY")
+		}
+		if !validEnvName(name) {
+			return item{}, p.errorf(m["name"], key+".name", "not a variable name: use letters, digits and _, not starting with a digit")
+		}
+		key = key + " (" + name + ")"
+		from, fromNode, err := str("from")
+		if err != nil {
+			return item{}, err
+		}
+		srcs := map[string]string{}
+		for _, k := range []string{"env", "file", "command"} {
+			t, _, err := str(k)
+			if err != nil {
+				return item{}, err
+			}
+			if t != "" {
+				srcs[k] = t
+			}
+		}
+		if from == "cmd" {
+			from = "command"
+		}
+		switch {
+		case from == "" && len(srcs) == 1:
+			for k := range srcs {
+				from = k
+			}
+		case from == "" && len(srcs) == 0:
+			from = "env"
+		case from == "":
+			return item{}, p.errorf(n, key, "more than one of env, file and command: say which with from: env|file|command")
+		case !contains([]string{"env", "file", "command"}, from):
+			return item{}, p.errorf(fromNode, key+".from", "unknown value %q: use env, file or command", from)
+		}
+		for k := range srcs {
+			if k != from {
+				return item{}, p.errorf(m[k], key+"."+k, "set, but the secret is from: %s", from)
+			}
+		}
+		flag = name
+		switch arg := srcs[from]; from {
+		case "env":
+			if arg != "" && arg != name {
+				flag += "=env:" + arg
+			}
+		case "file":
+			if arg == "" {
+				return item{}, p.errorf(n, key, "from: file needs file: PATH")
+			}
+			if arg, err = p.path(arg); err != nil {
+				return item{}, p.errorf(m["file"], key+".file", "%v", err)
+			}
+			flag += "=file:" + arg
+		case "command":
+			if arg == "" {
+				return item{}, p.errorf(n, key, "from: command needs command: COMMAND")
+			}
+			flag += "=cmd:" + arg
+		}
+		hn := m["hosts"]
+		if hn == nil || isNull(hn) {
+			return item{}, p.errorf(n, key, "no hosts: name the hosts the value may go to, e.g. hosts: [api.example.com]")
+		}
+		hosts, ok := seq(hn)
+		if !ok {
+			return item{}, p.errorf(hn, key+".hosts", "expected a list of hosts")
+		}
+		var hs []string
+		for _, h := range hosts {
+			t, ok := scalar(h, "!!str")
+			if !ok || t == "" || strings.ContainsAny(t, "@,") {
+				return item{}, p.errorf(h, key+".hosts", "expected a host name such as api.example.com")
+			}
+			hs = append(hs, t)
+		}
+		flag += "@" + strings.Join(hs, ",")
+		if b := m["body"]; b != nil && !isNull(b) {
+			t, ok := scalar(b, "!!bool")
+			if !ok {
+				return item{}, p.errorf(b, key+".body", "expected true or false")
+			}
+			if t == "true" {
+				flag += ":body"
+			}
+		}
+		pre, _, err := str("prefix")
+		if err != nil {
+			return item{}, err
+		}
+		if pre != "" {
+			flag += ":prefix=" + pre
+		}
+	default:
+		return item{}, p.errorf(n, key, "expected a mapping {name, from, hosts}")
+	}
+	if err := CheckSecret(flag); err != nil {
+		return item{}, p.errorf(n, key, "%v", err)
+	}
+	return item{value: flag, key: name, origin: p.origin(n)}, nil
+}
+
+// secretName is a --secret flag's NAME.
+func secretName(flag string) string {
+	at := strings.LastIndexByte(flag, '@')
+	if at < 0 {
+		at = len(flag)
+	}
+	name, _, _ := strings.Cut(flag[:at], "=")
+	return name
+}
+
+// CheckSecret checks a secret in --secret form without reading its value.
+func CheckSecret(flag string) error {
+	fake := secrets.Sources{
+		LookupEnv: func(string) (string, bool) { return "checked-later", true },
+		ReadFile:  func(string) ([]byte, error) { return []byte("checked-later"), nil },
+		RunCmd:    func(string) ([]byte, error) { return []byte("checked-later"), nil },
+	}
+	_, err := secrets.ParseFlag(flag, fake)
+	if err != nil {
+		msg := err.Error()
+		if i := strings.Index(msg, ": "); strings.HasPrefix(msg, "--secret") && i >= 0 {
+			msg = msg[i+2:]
+		}
+		return errors.New(msg)
+	}
+	return nil
+}
+
+// jsonSafe turns YAML's map[any]any into map[string]any, so a reserved
+// section survives encoding/json in the spec.
+func jsonSafe(x any) any {
+	switch v := x.(type) {
+	case map[string]any:
+		for k, e := range v {
+			v[k] = jsonSafe(e)
+		}
+		return v
+	case map[any]any:
+		m := make(map[string]any, len(v))
+		for k, e := range v {
+			m[fmt.Sprint(k)] = jsonSafe(e)
+		}
+		return m
+	case []any:
+		for i, e := range v {
+			v[i] = jsonSafe(e)
+		}
+		return v
+	}
+	return x
+}
+
+// ParseSize reads 512m, 4g, 1.5G, 2GiB or 1048576 (bytes).
+func ParseSize(s string) (int64, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "b"), "i")
+	mult := int64(1)
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'k':
+			mult = 1 << 10
+		case 'm':
+			mult = 1 << 20
+		case 'g':
+			mult = 1 << 30
+		case 't':
+			mult = 1 << 40
+		}
+		if mult > 1 {
+			t = t[:n-1]
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v <= 0 || v*float64(mult) > 1<<62 {
+		return 0, fmt.Errorf("%q: use a size such as 512m or 4g", s)
+	}
+	if mult == 1 && v < 1<<20 {
+		return 0, fmt.Errorf("%q is %d bytes; did you mean %sm?", s, int64(v), s)
+	}
+	return int64(v * float64(mult)), nil
+}
+
+// FormatSize writes n as ParseSize reads it, exactly.
+func FormatSize(n int64) string {
+	for _, u := range []struct {
+		s string
+		m int64
+	}{{"t", 1 << 40}, {"g", 1 << 30}, {"m", 1 << 20}, {"k", 1 << 10}} {
+		if n >= u.m && n%u.m == 0 {
+			return strconv.FormatInt(n/u.m, 10) + u.s
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}

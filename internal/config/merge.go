@@ -1,0 +1,243 @@
+package config
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultPids is the process limit when none is set.
+const DefaultPids = 1024
+
+// Origins say where each effective value came from: one Origin for a scalar
+// key ("limits.memory"), one per entry, in the Spec's order, for a list
+// ("network.allow_hosts").
+type Origins map[string][]Origin
+
+// Defaults is the built-in layer, below every file.
+func Defaults() *Layer {
+	l := NewLayer(SourceDefault, "")
+	o := Origin{Source: SourceDefault}
+	for k, v := range map[string]any{
+		"backend":               BackendNative,
+		"network.mode":          ModeAuto,
+		"workspace.mode":        WorkspaceBind,
+		"workspace.protect_git": true,
+		"workspace.no_delete":   false,
+		"workspace.auto_apply":  false,
+		"workspace.apply_risky": false,
+		"limits.pids":           int64(DefaultPids),
+	} {
+		l.vals[k] = &setting{v: v, origin: o}
+	}
+	return l
+}
+
+// SetFlag sets key from a command-line flag's values (one, or several for a
+// repeatable flag), parsed as a file's value would be. Relative paths stay
+// relative to the current directory.
+func (l *Layer) SetFlag(key, flag string, values []string) error {
+	f := lookup(key)
+	if f == nil || f.kind == kSection || f.kind == kRaw {
+		return fmt.Errorf("config: no key %q for %s", key, flag)
+	}
+	o := Origin{Source: l.Source, Flag: flag}
+	s := &setting{origin: o}
+	one := ""
+	if len(values) > 0 {
+		one = values[len(values)-1]
+	}
+	bad := func(what string) error { return fmt.Errorf("%s %q: %s", flag, one, what) }
+	switch f.kind {
+	case kString:
+		s.v = one
+	case kEnum:
+		if !contains(f.enum, one) {
+			return bad(f.expected())
+		}
+		s.v = one
+	case kBool:
+		b, err := strconv.ParseBool(one)
+		if err != nil {
+			return bad(f.expected())
+		}
+		s.v = b
+	case kInt:
+		n, err := strconv.ParseInt(one, 0, 64)
+		if err != nil {
+			return bad(f.expected())
+		}
+		if n < 0 {
+			return fmt.Errorf("%s must not be negative", flag)
+		}
+		s.v = n
+	case kFloat:
+		x, err := strconv.ParseFloat(one, 64)
+		if err != nil {
+			return bad(f.expected())
+		}
+		if x < 0 {
+			return fmt.Errorf("%s must not be negative", flag)
+		}
+		s.v = x
+	case kSize:
+		if one == "" {
+			return nil // --memory "" is the default
+		}
+		n, err := ParseSize(one)
+		if err != nil {
+			return fmt.Errorf("%s %v", flag, err)
+		}
+		s.v = n
+	case kDuration:
+		d, err := time.ParseDuration(one)
+		if err != nil {
+			return bad(f.expected())
+		}
+		if d < 0 {
+			return fmt.Errorf("%s must not be negative", flag)
+		}
+		s.v = d
+	case kPath:
+		if one == "" {
+			return nil
+		}
+		abs, err := filepath.Abs(one)
+		if err != nil {
+			return fmt.Errorf("%s %s: %v", flag, one, err)
+		}
+		s.v = abs
+	case kList, kPathList, kEnv, kSecrets:
+		for _, v := range values {
+			it := item{value: v, origin: o}
+			switch f.kind {
+			case kEnv:
+				it.key, _, _ = strings.Cut(v, "=")
+			case kSecrets:
+				it.key = secretName(v)
+			}
+			s.items = append(s.items, it)
+		}
+	}
+	l.vals[key] = s
+	return nil
+}
+
+// Merge folds layers, lowest precedence first, into one spec. A later layer's
+// value replaces an earlier one's, except lists: allow and deny hosts,
+// endpoints, mounts and excludes accumulate across every layer (so a deny,
+// once anywhere, stays), and an env var or secret of the same NAME is
+// replaced by the later layer's. Workspace.Path is left for the caller.
+func Merge(layers ...*Layer) (Spec, Origins) {
+	eff := map[string]*setting{}
+	for _, l := range layers {
+		if l == nil {
+			continue
+		}
+		for _, f := range schema {
+			s, ok := l.vals[f.key]
+			if !ok {
+				continue
+			}
+			switch f.kind {
+			case kList, kPathList, kEnv, kSecrets:
+				cur := eff[f.key]
+				if cur == nil {
+					cur = &setting{}
+					eff[f.key] = cur
+				}
+				for _, it := range s.items {
+					cur.items = addItem(cur.items, it)
+				}
+			default:
+				eff[f.key] = s
+			}
+		}
+	}
+	var sp Spec
+	or := Origins{}
+	str := func(k string, dst *string) {
+		if s := eff[k]; s != nil {
+			*dst, or[k] = s.v.(string), []Origin{s.origin}
+		}
+	}
+	boolean := func(k string, dst *bool) {
+		if s := eff[k]; s != nil {
+			*dst, or[k] = s.v.(bool), []Origin{s.origin}
+		}
+	}
+	i64 := func(k string, dst *int64) {
+		if s := eff[k]; s != nil {
+			*dst, or[k] = s.v.(int64), []Origin{s.origin}
+		}
+	}
+	list := func(k string, dst *[]string) {
+		if s := eff[k]; s != nil && len(s.items) > 0 {
+			var os []Origin
+			for _, it := range s.items {
+				*dst = append(*dst, it.value)
+				os = append(os, it.origin)
+			}
+			or[k] = os
+		}
+	}
+	raw := func(k string, dst *any) {
+		if s := eff[k]; s != nil {
+			*dst, or[k] = s.v, []Origin{s.origin}
+		}
+	}
+	str("backend", &sp.Backend)
+	str("image", &sp.Image)
+	str("home", &sp.Home)
+	list("mounts.ro", &sp.RO)
+	list("mounts.rw", &sp.RW)
+	list("env", &sp.Env)
+	i64("limits.memory", &sp.Limits.MemoryBytes)
+	if s := eff["limits.cpus"]; s != nil {
+		sp.Limits.CPUs, or["limits.cpus"] = s.v.(float64), []Origin{s.origin}
+	}
+	i64("limits.pids", &sp.Limits.Pids)
+	i64("limits.tmp_size", &sp.Limits.TmpBytes)
+	if s := eff["limits.timeout"]; s != nil {
+		sp.Limits.Timeout, or["limits.timeout"] = s.v.(time.Duration), []Origin{s.origin}
+	}
+	str("network.mode", &sp.Network.Mode)
+	list("network.allow_hosts", &sp.Network.AllowHosts)
+	list("network.deny_hosts", &sp.Network.DenyHosts)
+	list("network.endpoints", &sp.Network.Endpoints)
+	list("network.add_hosts", &sp.Network.AddHosts)
+	str("network.upstream_ca", &sp.Network.UpstreamCA)
+	str("network.dns_upstream", &sp.Network.DNSUpstream)
+	list("secrets", &sp.Network.Secrets)
+	str("workspace.mode", &sp.Workspace.Mode)
+	list("workspace.exclude", &sp.Workspace.Exclude)
+	boolean("workspace.protect_git", &sp.Workspace.ProtectGit)
+	boolean("workspace.no_delete", &sp.Workspace.NoDelete)
+	boolean("workspace.auto_apply", &sp.Workspace.AutoApply)
+	boolean("workspace.apply_risky", &sp.Workspace.ApplyRisky)
+	i64("audit.max_size", &sp.Audit.MaxBytes)
+	if s := eff["audit.keep"]; s != nil {
+		sp.Audit.Keep, or["audit.keep"] = int(s.v.(int64)), []Origin{s.origin}
+	}
+	raw("approvals", &sp.Approvals)
+	raw("mcp_servers", &sp.MCPServers)
+	raw("agents", &sp.Agents)
+	return sp, or
+}
+
+// addItem appends it, dropping an equal entry (or, for keyed entries, the
+// one of the same NAME) so the later layer's wins and its origin is kept.
+func addItem(items []item, it item) []item {
+	for i, x := range items {
+		if (it.key != "" && x.key == it.key) || x.value == it.value {
+			if x.value == it.value && x.key == it.key {
+				return items // already there; the first origin stays
+			}
+			items = append(items[:i:i], items[i+1:]...)
+			break
+		}
+	}
+	return append(items, it)
+}
