@@ -161,39 +161,53 @@ func run(c *cobra.Command, o *runOptions, args []string) error {
 	if err != nil {
 		return err
 	}
+	// A foreground run is latency-bound: the sandbox is prepared (a native
+	// guest's namespaces and runtime come up, milliseconds) while it is
+	// registered and its environment built.
+	type prepared struct {
+		p   backend.Pending
+		err error
+	}
+	var preparing chan prepared
+	if !o.detach {
+		preparing = make(chan prepared, 1)
+		go func() {
+			p, err := engine.Prepare(&spec, "")
+			preparing <- prepared{p, err}
+		}()
+		defer func() {
+			if preparing != nil { // never handed on: an error came first
+				if r := <-preparing; r.p != nil {
+					r.p.Close()
+				}
+			}
+		}()
+	}
 	store, err := openStore()
 	if err != nil {
 		return err
 	}
-	// A foreground run is latency-bound: the sandbox is prepared (a native
-	// guest's namespaces and runtime come up, milliseconds) while it is
-	// registered and its environment built.
-	var pending backend.Pending
-	if !o.detach {
-		if pending, err = engine.Prepare(&spec, ""); err != nil {
-			return err
-		}
-	}
 	h, err := store.Create(o.name)
 	if err != nil {
-		if pending != nil {
-			pending.Close()
-		}
 		if errors.Is(err, state.ErrNameTaken) {
 			return fmt.Errorf("a sandbox named %q exists already: pick another --name, or remove it with airlock rm %s", o.name, o.name)
 		}
 		return err
 	}
 	if spec.Env, err = sandboxEnv(spec, h.ID(), cfg.Spec.Env); err != nil {
-		if pending != nil {
-			pending.Close()
-		}
 		h.Remove()
 		return err
 	}
 	if o.detach {
 		return detach(h, spec)
 	}
+	r := <-preparing
+	preparing = nil
+	if r.err != nil {
+		h.Remove()
+		return r.err
+	}
+	pending := r.p
 	code, err := supervisor.Run(h, spec, term.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, nil, pending)
 	if err != nil {
 		return err

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/internal/audit"
+)
+
+// TestScratchDirsArePrivateAndLiveAsLongAsTheSandbox: --scratch (what the
+// API calls a memory mount) is writable inside, starts empty every run and
+// leaves nothing at that path on the host.
+func TestScratchDirsArePrivateAndLiveAsLongAsTheSandbox(t *testing.T) {
+	if testBackend() == "docker" {
+		t.Skip("the docker backend has no binds at other paths yet")
+	}
+	e := newEnv(t)
+	target := "/scratch-" + filepath.Base(e.ws)
+	r := e.sh(`test -z "$(ls -A `+target+`)" && echo kept > `+target+`/f && cat `+target+`/f && echo done`, "--scratch", target)
+	if r.code != 0 || r.stdout != "kept\ndone\n" {
+		t.Fatalf("write in --scratch: %v", r)
+	}
+	if _, err := os.Stat(target); !os.IsNotExist(err) {
+		t.Fatalf("%s exists on the host after the run: %v", target, err)
+	}
+	// A new sandbox gets an empty one: the file did not survive.
+	if r := e.sh(`ls -A `+target+`; echo done`, "--scratch", target); r.code != 0 || r.stdout != "done\n" {
+		t.Fatalf("second run's scratch dir: %v", r)
+	}
+	// Control: without --scratch the path is not writable (the host's root is read-only).
+	if r := e.sh(`mkdir -p ` + target + ` 2>/dev/null && echo wrote; echo done`); r.code != 0 || r.stdout != "done\n" {
+		t.Fatalf("without --scratch: %v", r)
+	}
+	if r := e.run("run", "--scratch", "rel/dir", "--", "true"); r.code != 125 || !strings.Contains(r.stderr, "absolute path") {
+		t.Fatalf("--scratch rel/dir = %v, want 125 and what to do", r)
+	}
+}
+
+// TestTheAuditStreamRecordsExecLifecycleAndFiles: every sandbox's events go
+// into the one audit stream: lifecycle, each exec with argv and exit code,
+// and with --watch-files each file created, written or deleted.
+func TestTheAuditStreamRecordsExecLifecycleAndFiles(t *testing.T) {
+	e := newEnv(t)
+	for _, name := range []string{"watched", "unwatched"} {
+		flags := []string{"run", "-d", "-q", "--name", name}
+		if name == "watched" {
+			flags = append(flags, "--watch-files")
+		}
+		if r := e.run(flags...); r.code != 0 {
+			t.Fatalf("run -d: %v", r)
+		}
+		if r := e.run("exec", name, "--", "sh", "-c", "echo a > f-"+name+"; echo b >> f-"+name+"; rm f-"+name+"; exit 3"); r.code != 3 {
+			t.Fatalf("exec: %v", r)
+		}
+	}
+	want := filepath.Join(e.ws, "f-watched")
+	var recs []audit.Record
+	waitFor(t, 5*time.Second, func() bool {
+		recs = auditRecords(t, e, "watched")
+		return slices.ContainsFunc(recs, func(r audit.Record) bool { return r.Kind == audit.KindFile && r.Path == want && r.Op == "delete" })
+	})
+	ops := map[string]bool{}
+	var created, exited bool
+	for _, r := range recs {
+		switch {
+		case r.Kind == audit.KindFile && r.Path == want:
+			ops[r.Op] = true
+		case r.Kind == audit.KindLifecycle && r.Op == audit.OpCreate:
+			created = true
+		case r.Kind == audit.KindExec && r.ExitCode != nil && *r.ExitCode == 3 && slices.Equal(r.Argv[:2], []string{"sh", "-c"}):
+			exited = true
+		}
+	}
+	if !ops["create"] || !ops["write"] || !ops["delete"] || !created || !exited {
+		t.Fatalf("audit of the watched sandbox: file ops %v, lifecycle create %v, exec exit 3 %v; records %+v", ops, created, exited, recs)
+	}
+	// Control: without --watch-files the exec is recorded, no file is.
+	for _, r := range auditRecords(t, e, "unwatched") {
+		if r.Kind == audit.KindFile {
+			t.Fatalf("a sandbox without --watch-files recorded a file: %+v", r)
+		}
+	}
+	e.run("kill", "--all")
+}
