@@ -131,5 +131,7 @@ func (sv *supervisor) recordReview(ws *workspace.Session, keep bool) {
 	case len(left) == 0 && ws.Mode() != workspace.Bind:
 		outcome = "applied or none"
 	}
-	sv.sb.RecordWorkspace(outcome, workspace.Count(left))
+	if sv.record != nil {
+		sv.record(outcome, workspace.Count(left))
+	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/proto"
 	"github.com/airlock-dev/airlock/internal/state"
 	"github.com/airlock-dev/airlock/internal/term"
+	"github.com/airlock-dev/airlock/internal/workspace"
 )
 
 // Exit codes airlock itself uses, as docker and timeout(1) do.
@@ -31,6 +32,8 @@ type supervisor struct {
 	spec engine.Spec
 	io   term.IO
 	sb   *engine.Sandbox
+	// record puts a review's outcome in the audit stream.
+	record func(outcome string, n workspace.Counts)
 
 	stopOnce sync.Once
 	stop     chan string // why the sandbox is being stopped from outside
@@ -54,7 +57,7 @@ func Run(h *state.Handle, spec engine.Spec, stdio term.IO, ready func(error), pe
 	if err != nil {
 		return ExitAirlock, err
 	}
-	sv.sb = sb
+	sv.sb, sv.record = sb, sb.RecordWorkspace
 
 	code, reason := sv.main()
 	oom := sb.Stop()
