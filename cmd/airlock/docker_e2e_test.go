@@ -12,6 +12,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"os/exec"
@@ -576,7 +577,8 @@ func TestDockerThroughTheAPI(t *testing.T) {
 	p.send(`{"jsonrpc":"2.0","method":"exec","params":{"command":"cat hello.txt; test -f /.dockerenv && echo in-a-container"},"id":3}`)
 	r = p.reply(3)
 	res, _ = r["result"].(map[string]any)
-	if out, _ := res["stdout"].(string); out != "hiin-a-container\n" {
+	out, _ := res["stdout"].(string)
+	if b, _ := base64.StdEncoding.DecodeString(out); string(b) != "hiin-a-container\n" {
 		t.Fatalf("exec in the docker sandbox = %v, want the file's content and the container marker", r)
 	}
 	p.send(`{"jsonrpc":"2.0","method":"close","params":{},"id":4}`)
