@@ -28,6 +28,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/airlock-dev/airlock/internal/backend/docker"
+	"github.com/airlock-dev/airlock/internal/testutil"
 )
 
 const testImage = "airlock/minimal:latest"
@@ -69,35 +70,10 @@ func TestDockerBackend(t *testing.T) {
 			t.Run("ImagesBuild", func(t *testing.T) { testImagesBuild(t, cli) })
 		}
 	}
-	setpriv, err := exec.LookPath("setpriv")
-	if err != nil {
-		t.Skip("setpriv not installed")
-	}
-	dir := filepath.Dir(airlockBin)
-	testBin := filepath.Join(dir, "e2e-docker.test")
-	if err := copyFile(os.Args[0], testBin); err != nil {
-		t.Fatal(err)
-	}
-	tmp, err := os.MkdirTemp("", "airlock-e2e-docker-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(tmp)
-	os.Chmod(tmp, 0o1777)
-	args := []string{"--reuid=65534", "--regid=65534", "--groups=" + group.Gid, testBin, "-test.v", "-test.timeout=10m"}
-	if testing.Short() {
-		args = append(args, "-test.short")
-	}
-	c := exec.Command(setpriv, args...)
 	u := testUpstream(t)
-	c.Env = []string{"AIRLOCK_TEST_BIN=" + airlockBin, "AIRLOCK_TEST_BACKEND=docker", "AIRLOCK_TEST_IMAGE=" + img,
-		"TMPDIR=" + tmp, "HOME=/nonexistent", "PATH=" + os.Getenv("PATH")}
-	c.Env = append(c.Env, u.childEnv(t)...)
-	out, err := c.CombinedOutput()
-	t.Logf("with --backend docker, as uid 65534 in the docker group:\n%s", out)
-	if err != nil {
-		t.Fatalf("suite failed against the docker backend: %v", err)
-	}
+	env := append([]string{"AIRLOCK_TEST_BIN=" + airlockBin, "AIRLOCK_TEST_BACKEND=docker", "AIRLOCK_TEST_IMAGE=" + img}, u.childEnv(t)...)
+	// As uid 65534 in the docker group; every test runs (not this run's -test.run).
+	testutil.RerunAsNobody(t, testutil.Nobody{Run: ".", Env: env, Groups: []string{group.Gid}, Timeout: 10 * time.Minute})
 }
 
 // testImagesBuild builds the minimal image the way a user does.
@@ -230,7 +206,7 @@ func TestDockerCrashLeavesNothingAfterPrune(t *testing.T) {
 	e := newEnv(t)
 	crashSupervisor(t, e, "victim", 10*time.Second)
 	// The guest lost its host: the container stops by itself, and stays for prune.
-	waitFor(t, 10*time.Second, func() bool {
+	testutil.WaitFor(t, 10*time.Second, func() bool {
 		cs := containersOf(t, cli, e)
 		return len(cs) == 1 && cs[0].State == "exited"
 	})

@@ -9,7 +9,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -23,29 +22,21 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+
+	"github.com/airlock-dev/airlock/internal/testutil"
 )
 
 var airlockBin string
 
 func TestMain(m *testing.M) {
-	if b := os.Getenv("AIRLOCK_TEST_BIN"); b != "" {
-		airlockBin = b
-		os.Exit(m.Run())
-	}
-	dir, err := os.MkdirTemp("", "airlock-e2e-")
+	bin, cleanup, err := testutil.AirlockForMain(false)
 	if err != nil {
-		panic(err)
-	}
-	os.Chmod(dir, 0o755) // the unprivileged re-run must reach the binaries
-	airlockBin = filepath.Join(dir, "airlock")
-	build := exec.Command("go", "build", "-o", airlockBin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build airlock: %v\n%s", err, out)
+		fmt.Fprintf(os.Stderr, "build airlock: %v\n", err)
 		os.Exit(1)
 	}
+	airlockBin = bin
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 
@@ -325,38 +316,10 @@ func TestNoOrphansWhenSupervisorIsKilled(t *testing.T) {
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, func() bool { return len(procsWith(marker)) >= 2 })
+	testutil.WaitFor(t, 5*time.Second, func() bool { return len(testutil.ProcsWith(marker)) >= 2 })
 	c.Process.Kill() // SIGKILL: no chance to clean up
 	c.Wait()
-	waitFor(t, 5*time.Second, func() bool { return len(procsWith(marker)) == 0 })
-}
-
-// procsWith lists host pids whose command line contains s.
-func procsWith(s string) []int {
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, d := range ents {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		b, _ := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
-		if bytes.Contains(b, []byte(s)) && pid != os.Getpid() {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
-func waitFor(t *testing.T, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.WaitFor(t, 5*time.Second, func() bool { return len(testutil.ProcsWith(marker)) == 0 })
 }
 
 func TestConcurrentSandboxesCannotSeeEachOther(t *testing.T) {
@@ -429,7 +392,7 @@ func TestDetachedLogsKeepOutput(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("run -d: %v", r)
 	}
-	waitFor(t, 5*time.Second, func() bool { return strings.Contains(e.run("ls").stdout, "exited (4)") })
+	testutil.WaitFor(t, 5*time.Second, func() bool { return strings.Contains(e.run("ls").stdout, "exited (4)") })
 	if r := e.run("logs", "job"); !strings.Contains(r.stdout, "from-job") {
 		t.Fatalf("logs: %v", r)
 	}
@@ -454,7 +417,7 @@ func TestSignalsReachTheCommand(t *testing.T) {
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, func() bool { return strings.Contains(out.String(), "ready") })
+	testutil.WaitFor(t, 5*time.Second, func() bool { return strings.Contains(out.String(), "ready") })
 	c.Process.Signal(syscall.SIGTERM) // to the supervisor, which forwards it
 	err := c.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 7 || !strings.Contains(out.String(), "got-term") {
@@ -580,44 +543,11 @@ func TestPTYRunsInteractiveShell(t *testing.T) {
 
 // TestUnprivileged re-runs the suite as uid 65534 when it runs as root.
 func TestUnprivileged(t *testing.T) {
-	if os.Getuid() != 0 || os.Getenv("AIRLOCK_TEST_BIN") != "" {
+	if os.Getuid() != 0 {
 		t.Skip("runs only as root, to re-run the suite as an unprivileged user")
 	}
-	setpriv, err := exec.LookPath("setpriv")
-	if err != nil {
-		t.Skip("setpriv not installed")
-	}
-	dir := filepath.Dir(airlockBin)
-	testBin := filepath.Join(dir, "e2e.test")
-	if err := copyFile(os.Args[0], testBin); err != nil {
-		t.Fatal(err)
-	}
-	tmp, err := os.MkdirTemp("", "airlock-e2e-nobody-") // t.TempDir's parent is private to root
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(tmp)
-	os.Chmod(tmp, 0o1777)
-	args := []string{"--reuid=65534", "--regid=65534", "--clear-groups", testBin, "-test.v", "-test.timeout=5m"}
-	if f := flag.Lookup("test.run"); f != nil && f.Value.String() != "" {
-		args = append(args, "-test.run="+f.Value.String()) // the same selection (this test skips itself there)
-	}
-	c := exec.Command(setpriv, args...)
 	u := testUpstream(t) // on port 443, which only root can bind: started here for the child
-	c.Env = append([]string{"AIRLOCK_TEST_BIN=" + airlockBin, "TMPDIR=" + tmp, "HOME=/nonexistent", "PATH=" + os.Getenv("PATH")}, u.childEnv(t)...)
-	out, err := c.CombinedOutput()
-	t.Logf("as uid 65534:\n%s", out)
-	if err != nil {
-		t.Fatalf("suite failed as an unprivileged user: %v", err)
-	}
-}
-
-func copyFile(src, dst string) error {
-	b, err := os.ReadFile(src)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(dst, b, 0o755)
+	testutil.RerunAsNobody(t, testutil.Nobody{Env: append([]string{"AIRLOCK_TEST_BIN=" + airlockBin}, u.childEnv(t)...)})
 }
 
 // expecter returns a function that waits (up to limit each time) for a line
@@ -660,7 +590,7 @@ func crashSupervisor(t *testing.T, e *env, name string, limit time.Duration) str
 		t.Fatal("no supervisor pid")
 	}
 	syscall.Kill(got.PID, syscall.SIGKILL)
-	waitFor(t, limit, func() bool { return strings.Contains(e.run("ls").stdout, "crashed") })
+	testutil.WaitFor(t, limit, func() bool { return strings.Contains(e.run("ls").stdout, "crashed") })
 	return strings.TrimSpace(r.stdout)
 }
 

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/supervisor"
+	"github.com/airlock-dev/airlock/internal/testutil"
 )
 
 // upstream is the HTTPS server the sandbox talks to. Its certificate is
@@ -302,7 +303,7 @@ func TestGoClientStreamsEventsWebSocketsAndLargeBodies(t *testing.T) {
 	eachMode(t, func(t *testing.T, mode string) {
 		e := newEnv(t)
 		bin := filepath.Join(e.ws, "netclient") // the sandbox's /tmp is its own: put it in the workspace
-		if err := copyFile(built, bin); err != nil {
+		if err := testutil.CopyFile(built, bin); err != nil {
 			t.Fatal(err)
 		}
 		r := e.run(append(u.flags("--network-mode", mode, "--allow-host", "example.com"), "--", "sh", "-c",

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/testutil"
 )
 
 const hogEnv = "AIRLOCK_CGROUP_TEST_HOG"
@@ -212,41 +214,7 @@ func TestNewUnprivileged(t *testing.T) {
 
 // TestAsNobody re-runs the unprivileged tests as uid 65534.
 func TestAsNobody(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to switch to nobody")
-	}
-	setpriv, err := exec.LookPath("setpriv")
-	if err != nil {
-		t.Skip("setpriv not installed")
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp("", "cgroup-nobody-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	data, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "cgroup.test")
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
-		bin, "-test.v", "-test.run", "^(TestNewUnprivileged|TestProbe|TestAdd|TestPidsEnforced)$")
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	t.Logf("as nobody:\n%s", out)
-	if err != nil {
-		t.Fatalf("tests as nobody failed: %v", err)
-	}
+	testutil.RerunAsNobody(t, testutil.Nobody{Run: "^(TestNewUnprivileged|TestProbe|TestAdd|TestPidsEnforced)$"})
 }
 
 func TestNewWritesLimits(t *testing.T) {

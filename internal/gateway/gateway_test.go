@@ -26,6 +26,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/ca"
 	"github.com/airlock-dev/airlock/internal/policy"
 	"github.com/airlock-dev/airlock/internal/secrets"
+	"github.com/airlock-dev/airlock/internal/testutil"
 )
 
 const token = "test-token-0123456789abcdefghijklmnopqrstuv"
@@ -127,14 +128,7 @@ func upstreamTLS(t *testing.T, h http.Handler) *httptest.Server {
 
 func (f *fixture) records() []audit.Record {
 	f.t.Helper()
-	fh, err := os.Open(f.auditLog)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	defer fh.Close()
-	var out []audit.Record
-	audit.Read(fh, func(r audit.Record) error { out = append(out, r); return nil }, nil)
-	return out
+	return testutil.AuditRecords(f.t, f.auditLog)
 }
 
 func (f *fixture) lastRecord(kind string) audit.Record {
