@@ -163,18 +163,29 @@ func TestDockerContainerIsHardened(t *testing.T) {
 func TestDockerSandboxesCannotReachEachOther(t *testing.T) {
 	dockerOnly(t)
 	e := newEnv(t)
+	ids := map[string]string{}
 	for _, n := range []string{"a", "b"} {
-		if r := e.run("run", "-d", "--name", n); r.code != 0 {
+		r := e.run("run", "-d", "--name", n)
+		if r.code != 0 {
 			t.Fatalf("run -d %s: %v", n, r)
 		}
+		ids[n] = strings.TrimSpace(r.stdout)
 	}
 	// a listens on its loopback; b's loopback is its own.
 	if r := e.run("exec", "a", "--", "sh", "-c", "(python3 -m http.server -b 127.0.0.1 8765 >/dev/null 2>&1 &); sleep 1; curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:8765/"); r.stdout != "200" {
 		t.Fatalf("a's own server: %v", r)
 	}
-	r := e.run("exec", "b", "--", "sh", "-c", "curl -s -m 3 -o /dev/null -w '%{http_code}' http://127.0.0.1:8765/; echo; ls /run/airlock; ps -eo args")
-	if strings.HasPrefix(r.stdout, "200") || strings.Contains(r.stdout, "http.server") {
-		t.Fatalf("b reached a's server or sees its processes: %v", r)
+	// b's answer must be complete (it ends with END and lists b's own
+	// processes) for the absence of a's server and processes to mean anything.
+	r := e.run("exec", "b", "--", "sh", "-c", "curl -s -m 3 -o /dev/null -w '%{http_code}' http://127.0.0.1:8765/; echo; ls -A /run/airlock; "+listProcs+"; echo END")
+	if r.code != 0 || !strings.HasSuffix(r.stdout, "END\n") || !strings.Contains(r.stdout, "ls -A /run/airlock") {
+		t.Fatalf("exec b: %v", r)
+	}
+	if first, _, _ := strings.Cut(r.stdout, "\n"); first != "000" {
+		t.Fatalf("b's curl to 127.0.0.1:8765 got HTTP %q, want no connection (000): %v", first, r)
+	}
+	if strings.Contains(r.stdout, "http.server") || strings.Contains(r.stdout, ids["a"]) {
+		t.Fatalf("b sees a's processes or control files: %v", r)
 	}
 }
 
