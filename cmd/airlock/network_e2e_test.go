@@ -262,8 +262,18 @@ func TestSecretsNeverEnterTheSandbox(t *testing.T) {
 		if strings.Contains(r.stdout, real) {
 			t.Fatalf("the real value reached the sandbox: %v", r)
 		}
-		if !strings.Contains(r.stdout, "env: airlock-ph-") {
-			t.Errorf("the sandbox should see a placeholder: %v", r)
+		ph := ""
+		if _, rest, ok := strings.Cut(r.stdout, "env: "); ok {
+			ph, _, _ = strings.Cut(rest, "\n")
+		}
+		if !strings.HasPrefix(ph, "airlock-ph-") {
+			t.Fatalf("the sandbox should see a placeholder: %v", r)
+		}
+		// The upstream echoes the header it got (the real value): the
+		// response must come back with the placeholder in its place, not
+		// merely without the real value (which a dropped response also is).
+		if !strings.Contains(r.stdout, "echo Bearer "+ph+"\n") {
+			t.Errorf("the echoed secret should come back as the placeholder %q: %v", ph, r)
 		}
 		if got := u.received(t); !strings.Contains(got, "GET /with-secret Bearer "+real) {
 			t.Errorf("upstream should have received the real value; it logged:\n%s", got)

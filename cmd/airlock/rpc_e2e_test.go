@@ -370,6 +370,12 @@ func TestRPCStdinClosedMidCallLeavesNothing(t *testing.T) {
 	p.send(`{"jsonrpc":"2.0","method":"exec","params":{"command":"sleep ` + marker + ` & sleep ` + marker + `; wait"},"id":2}`)
 	testutil.WaitFor(t, 5*time.Second, func() bool { return len(testutil.ProcsWith(marker)) >= 2 })
 	guest := guestOf(p.cmd.Process.Pid)
+	if guest == 0 {
+		t.Fatal("the sandbox's guest process was not found: the cgroup check below would test nothing")
+	}
+	if os.Getuid() == 0 && len(testutil.CgroupDirs("airlock-"+strconv.Itoa(guest))) == 0 {
+		t.Fatal("positive control: no cgroup of the running sandbox found as root")
+	}
 	p.in.Close()
 	exited := make(chan error, 1)
 	go func() { exited <- p.cmd.Wait() }()
@@ -384,10 +390,8 @@ func TestRPCStdinClosedMidCallLeavesNothing(t *testing.T) {
 	if n := testutil.ProcsWith(marker); len(n) > 0 {
 		t.Fatalf("processes left behind: %v", n)
 	}
-	if guest > 0 {
-		if cg := testutil.CgroupDirs("airlock-" + strconv.Itoa(guest)); len(cg) > 0 {
-			t.Fatalf("cgroups left behind: %v", cg)
-		}
+	if cg := testutil.CgroupDirs("airlock-" + strconv.Itoa(guest)); len(cg) > 0 {
+		t.Fatalf("cgroups left behind: %v", cg)
 	}
 }
 
@@ -418,12 +422,17 @@ func TestRPCKilledLeavesNoProcess(t *testing.T) {
 	testutil.WaitFor(t, 5*time.Second, func() bool { return len(testutil.ProcsWith(marker)) >= 2 })
 	pid := p.cmd.Process.Pid
 	guest := guestOf(pid)
+	if guest == 0 {
+		t.Fatal("the sandbox's guest process was not found: the cgroup check below would test nothing")
+	}
+	if os.Getuid() == 0 && len(testutil.CgroupDirs("airlock-"+strconv.Itoa(guest))) == 0 {
+		t.Fatal("positive control: no cgroup of the running sandbox found as root")
+	}
 	p.cmd.Process.Kill()
 	p.cmd.Wait()
 	testutil.WaitFor(t, 5*time.Second, func() bool { return len(testutil.ProcsWith(marker)) == 0 })
-	if guest > 0 { // reaped by whoever adopted it: only then is its pid free
-		testutil.WaitFor(t, 5*time.Second, func() bool { _, err := os.Stat(fmt.Sprintf("/proc/%d", guest)); return err != nil })
-	}
+	// Reaped by whoever adopted it: only then is its pid free.
+	testutil.WaitFor(t, 5*time.Second, func() bool { _, err := os.Stat(fmt.Sprintf("/proc/%d", guest)); return err != nil })
 	// Its private dir is left, and the next sandbox of this user sweeps it.
 	// (env.environ sets no TMPDIR: airlock's temp dir is /tmp.)
 	pattern := fmt.Sprintf("/tmp/airlock-api-%d-*", pid)
@@ -439,7 +448,7 @@ func TestRPCKilledLeavesNoProcess(t *testing.T) {
 	if left, _ := filepath.Glob(pattern); len(left) > 0 {
 		t.Fatalf("stale private dirs not swept: %v", left)
 	}
-	if cg := testutil.CgroupDirs("airlock-" + strconv.Itoa(guest)); guest > 0 && len(cg) > 0 {
+	if cg := testutil.CgroupDirs("airlock-" + strconv.Itoa(guest)); len(cg) > 0 {
 		t.Fatalf("stale cgroups not swept: %v", cg)
 	}
 }
