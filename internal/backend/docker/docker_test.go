@@ -42,7 +42,7 @@ func TestContainerSpecIsHardened(t *testing.T) {
 		"home is a private tmpfs":      strings.Contains(hc.Tmpfs["/home/u"], "uid=1000") && strings.Contains(hc.Tmpfs["/home/u"], "mode=0700") && strings.Contains(hc.Tmpfs["/home/u"], "nosuid"),
 		"engine's masks kept":          slices.Contains(hc.MaskedPaths, "/proc/kcore") && slices.Contains(hc.MaskedPaths, "/sys/firmware"),
 		"airlock's masks added":        slices.Contains(hc.MaskedPaths, "/home/u/.ssh"),
-		"non-root user":                cfg.User == "1000:1000",
+		"configured user owns home":    cfg.User == testConfig().User && strings.Contains(hc.Tmpfs["/home/u"], "uid="+strings.Split(cfg.User, ":")[0]), // never root: TestUserIsNeverRoot
 		"label with the sandbox's id":  cfg.Labels[LabelSandbox] == "0123456789ab" && cfg.Labels[LabelState] == "/state",
 		"guest is the entrypoint":      slices.Equal(cfg.Entrypoint, []string{"/run/airlock/airlock", "guest", "--connect", "/run/airlock/ctl/s"}),
 		"no environment of the host's": len(cfg.Env) == 0,
