@@ -95,7 +95,14 @@ try:
 except OSError as e:
     print("abstract", e.strerror.replace(" ", "-"))'`
 	got := fields(e.runScript(script).stdout)
+	// The README's claim is the native backend's; a docker container (no
+	// userns-remap; host cgroupns on cgroup v1) may share these two.
+	docker := testBackend() == "docker"
 	for ns, h := range host {
+		if docker && (ns == "user" || ns == "cgroup") {
+			t.Logf("docker: %s namespace shared with the host: %v", ns, got[ns] == h)
+			continue
+		}
 		if got[ns] == "" || got[ns] == h {
 			t.Errorf("%s namespace inside = %q, host's = %q: want its own", ns, got[ns], h)
 		}
@@ -107,6 +114,9 @@ except OSError as e:
 		t.Errorf("the host's abstract socket: %q, want Connection refused", got["abstract"])
 	}
 	// One uid is mapped (the caller's), not the host's whole range.
+	if docker {
+		return
+	}
 	if m := strings.Fields(strings.TrimSuffix(got["uid_map"], ";")); len(m) != 3 || m[2] != "1" || strings.Contains(got["uid_map"], "4294967295") {
 		t.Errorf("uid_map inside = %q, want one line mapping one uid", got["uid_map"])
 	}
@@ -136,19 +146,22 @@ func TestRunAndDevArePrivate(t *testing.T) {
 		os.Remove("/dev/shm/" + name)
 		t.Errorf("/dev/shm/%s written inside appeared on the host", name)
 	}
+	if testBackend() == "docker" { // /run is the image's own
+		if got["dev-mount"] != "tmpfs" {
+			t.Errorf("/dev is a %q mount inside, want its own tmpfs", got["dev-mount"])
+		}
+		return
+	}
 	// Both are mounts of their own, not the host's.
 	if got["run-mount"] != "tmpfs" || got["dev-mount"] != "tmpfs" {
 		t.Errorf("/run is a %q mount and /dev a %q one inside, want their own tmpfs", got["run-mount"], got["dev-mount"])
 	}
-	// /run holds nothing of the host's (docker's has airlock's own dir),
-	// though the host's /run is not empty.
+	// /run holds nothing of the host's, though the host's /run is not empty.
 	if ents, _ := os.ReadDir("/run"); len(ents) == 0 {
 		t.Log("the host's /run is empty: the /run listing shows little here")
 	}
 	for _, n := range strings.Fields(got["run"]) {
-		if !(testBackend() == "docker" && n == "airlock") {
-			t.Errorf("/run inside holds %q", n)
-		}
+		t.Errorf("/run inside holds %q", n)
 	}
 	// /dev holds the usual few devices, none of the host's disks or kmsg.
 	allowed := map[string]bool{"null": true, "zero": true, "full": true, "random": true, "urandom": true, "tty": true,
@@ -199,6 +212,9 @@ func listenUnix(t *testing.T, path string) {
 }
 
 func TestPlantedContainerAndAgentSocketsAreUnreachable(t *testing.T) {
+	if testBackend() == "docker" {
+		t.Skip("a container sees its image and its mounts, not the host's /var/tmp where the sockets are planted")
+	}
 	e := newEnv(t)
 	// Outside the sandbox's private /tmp, so the host's view would be visible.
 	dir, err := os.MkdirTemp("/var/tmp", "airlock-sockets-")
