@@ -145,8 +145,9 @@ func RerunAsNobody(t *testing.T, o Nobody) {
 	if testing.Short() {
 		args = append(args, "-test.short")
 	}
+	// The child runs in this test's directory (the package's, as go test
+	// sets it), where tests find their testdata and the repository.
 	c := exec.Command(setpriv, args...)
-	c.Dir = dir
 	c.Env = append([]string{NobodyEnv + "=1", "HOME=/nonexistent", "TMPDIR=" + dir, "PATH=" + os.Getenv("PATH"),
 		"GORACE=" + strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0")}, o.Env...)
 	out, err := c.CombinedOutput()
