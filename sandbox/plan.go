@@ -286,15 +286,7 @@ func (p *planned) vfs(v *VFSConfig) error {
 // a source inside a hidden path is refused, and hidden paths inside a
 // source are hidden at their place under the target.
 func (p *planned) hideInBinds() error {
-	home, _ := os.UserHomeDir()
-	probe := &backend.Spec{HostHome: home, Workspace: p.workspace}
-	if cfg, err := os.UserConfigDir(); err == nil {
-		probe.Hide = append(probe.Hide, filepath.Join(cfg, "airlock"))
-	}
-	if root, err := state.Root(); err == nil {
-		probe.Hide = append(probe.Hide, root)
-	}
-	hidden := backend.Hidden(probe, os.Getenv)
+	hidden := p.hidden()
 	type pair struct{ src, dst string }
 	pairs := []pair{}
 	for _, b := range p.spec.Binds {
@@ -315,6 +307,20 @@ func (p *planned) hideInBinds() error {
 		}
 	}
 	return nil
+}
+
+// hidden lists what the engine will hide for this sandbox (the engine adds
+// airlock's own state and config dirs to every backend's list).
+func (p *planned) hidden() []string {
+	home, _ := os.UserHomeDir()
+	probe := &backend.Spec{HostHome: home, Workspace: p.workspace}
+	if cfg, err := os.UserConfigDir(); err == nil {
+		probe.Hide = append(probe.Hide, filepath.Join(cfg, "airlock"))
+	}
+	if root, err := state.Root(); err == nil {
+		probe.Hide = append(probe.Hide, root)
+	}
+	return backend.Hidden(probe, os.Getenv)
 }
 
 // materialize makes a memory workspace's directory under the sandbox's

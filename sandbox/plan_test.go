@@ -3,7 +3,10 @@ package sandbox
 import (
 	"encoding/json"
 	"errors"
+	"path"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -61,6 +64,8 @@ func FuzzPlan(f *testing.F) {
 		`{"image":"standard","resources":{"cpus":2,"memory_mb":1024,"timeout_seconds":300},"network":{"allowed_hosts":["api.openai.com"],"secrets":{"K":{"value":"sk-12345678","hosts":["api.openai.com"]}}},"vfs":{"mounts":{"/workspace":{"type":"memory"}}},"env":{"K":"${K}"}}`,
 		`{"vfs":{"mounts":{"/workspace":{"type":"overlay","upper":{"type":"memory"},"lower":{"type":"real_fs","host_path":"/usr"}}}}}`,
 		`{"vfs":{"direct_mounts":{"/workspace":{"host_path":"/tmp"}}}}`,
+		`{"vfs":{"direct_mounts":{"/hostetc":{"host_path":"/etc","readonly":true},"/r":{"host_path":"/"}}}}`,
+		`{"vfs":{"mounts":{"/workspace":{"type":"real_fs","host_path":"/etc"}},"direct_mounts":{"/v":{"host_path":"/var/run"}}}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -69,8 +74,55 @@ func FuzzPlan(f *testing.F) {
 		if json.Unmarshal(b, &c) != nil {
 			return
 		}
-		plan(&c)
+		if p, err := plan(&c); err == nil {
+			checkHideInvariants(t, p)
+		}
 	})
+}
+
+// checkHideInvariants: whatever mounts a plan accepted, no host source is or
+// lies inside a hidden path, every hidden path inside a source is hidden at
+// its place under the target, and targets are clean, distinct and off the
+// system's directories.
+func checkHideInvariants(t *testing.T, p *planned) {
+	t.Helper()
+	hidden := p.hidden()
+	type pair struct{ src, dst string }
+	var pairs []pair
+	targets := map[string]bool{}
+	for _, b := range p.spec.Binds {
+		if b.Source != "" {
+			pairs = append(pairs, pair{b.Source, b.Target})
+		}
+		if targets[b.Target] {
+			t.Errorf("target %s mounted twice", b.Target)
+		}
+		targets[b.Target] = true
+		if !path.IsAbs(b.Target) || path.Clean(b.Target) != b.Target || b.Target == "/" {
+			t.Errorf("target %q is not a clean absolute path other than /", b.Target)
+		}
+		for _, sys := range []string{"/proc", "/dev", "/sys", "/etc", "/usr", "/run/airlock"} {
+			if b.Target == sys || strings.HasPrefix(b.Target, sys+"/") {
+				t.Errorf("target %s is over the system's %s", b.Target, sys)
+			}
+		}
+	}
+	if src := p.spec.Config.Workspace.Path; src != "" && src != p.workspace {
+		pairs = append(pairs, pair{src, p.workspace})
+	}
+	for _, m := range pairs {
+		for _, h := range hidden {
+			h = filepath.Clean(h)
+			switch {
+			case m.src == h || strings.HasPrefix(m.src, h+"/"):
+				t.Errorf("source %s is (inside) the hidden %s", m.src, h)
+			case strings.HasPrefix(h, m.src+"/"):
+				if want := path.Join(m.dst, strings.TrimPrefix(h, m.src)); !slices.Contains(p.spec.Hide, want) {
+					t.Errorf("hidden %s is inside %s, mounted at %s, but %s is not hidden", h, m.src, m.dst, want)
+				}
+			}
+		}
+	}
 }
 
 func TestPlanHidesHiddenPathsUnderABindsTarget(t *testing.T) {

@@ -9,13 +9,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/testutil"
 )
 
 // The sandbox re-executes this test binary as its guest.
@@ -279,33 +280,5 @@ func TestRealFSAndOverlayWorkspaces(t *testing.T) {
 // TestUnprivileged re-runs this package's tests as uid 65534 (where the
 // network is the proxy door and cgroups may be missing), as root only.
 func TestUnprivileged(t *testing.T) {
-	if os.Getuid() != 0 || os.Getenv("AIRLOCK_SANDBOX_TEST_NOBODY") != "" {
-		t.Skip("runs only as root, to re-run the tests as an unprivileged user")
-	}
-	setpriv, err := exec.LookPath("setpriv")
-	if err != nil {
-		t.Skip("setpriv not installed")
-	}
-	dir, err := os.MkdirTemp("", "airlock-sandbox-nobody-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	os.Chmod(dir, 0o1777)
-	bin := filepath.Join(dir, "sandbox.test")
-	b, err := os.ReadFile(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	c := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", bin, "-test.v", "-test.run=^Test", "-test.timeout=5m")
-	c.Dir = dir
-	c.Env = []string{"AIRLOCK_SANDBOX_TEST_NOBODY=1", "HOME=/nonexistent", "TMPDIR=" + dir, "PATH=" + os.Getenv("PATH")}
-	out, err := c.CombinedOutput()
-	t.Logf("as uid 65534:\n%s", out)
-	if err != nil {
-		t.Fatalf("tests failed as an unprivileged user: %v", err)
-	}
+	testutil.RerunAsNobody(t, testutil.Nobody{Run: "^Test"})
 }

@@ -31,6 +31,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/backend/docker"
 	"github.com/airlock-dev/airlock/internal/dockerengine"
+	"github.com/airlock-dev/airlock/internal/testutil"
 )
 
 const testImage = "airlock/minimal:latest"
@@ -72,35 +73,10 @@ func TestDockerBackend(t *testing.T) {
 			t.Run("ImagesBuild", func(t *testing.T) { testImagesBuild(t, cli) })
 		}
 	}
-	setpriv, err := exec.LookPath("setpriv")
-	if err != nil {
-		t.Skip("setpriv not installed")
-	}
-	dir := filepath.Dir(airlockBin)
-	testBin := filepath.Join(dir, "e2e-docker.test")
-	if err := copyFile(os.Args[0], testBin); err != nil {
-		t.Fatal(err)
-	}
-	tmp, err := os.MkdirTemp("", "airlock-e2e-docker-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(tmp)
-	os.Chmod(tmp, 0o1777)
-	args := []string{"--reuid=65534", "--regid=65534", "--groups=" + group.Gid, testBin, "-test.v", "-test.timeout=10m"}
-	if testing.Short() {
-		args = append(args, "-test.short")
-	}
-	c := exec.Command(setpriv, args...)
 	u := testUpstream(t)
-	c.Env = []string{"AIRLOCK_TEST_BIN=" + airlockBin, "AIRLOCK_TEST_BACKEND=docker", "AIRLOCK_TEST_IMAGE=" + img,
-		"TMPDIR=" + tmp, "HOME=/nonexistent", "PATH=" + os.Getenv("PATH")}
-	c.Env = append(c.Env, u.childEnv(t)...)
-	out, err := c.CombinedOutput()
-	t.Logf("with --backend docker, as uid 65534 in the docker group:\n%s", out)
-	if err != nil {
-		t.Fatalf("suite failed against the docker backend: %v", err)
-	}
+	env := append([]string{"AIRLOCK_TEST_BIN=" + airlockBin, "AIRLOCK_TEST_BACKEND=docker", "AIRLOCK_TEST_IMAGE=" + img}, u.childEnv(t)...)
+	// As uid 65534 in the docker group; every test runs (not this run's -test.run).
+	testutil.RerunAsNobody(t, testutil.Nobody{Run: ".", Env: env, Groups: []string{group.Gid}, Timeout: 10 * time.Minute})
 }
 
 // testImagesBuild builds the minimal image the way a user does.
@@ -190,18 +166,29 @@ func TestDockerContainerIsHardened(t *testing.T) {
 func TestDockerSandboxesCannotReachEachOther(t *testing.T) {
 	dockerOnly(t)
 	e := newEnv(t)
+	ids := map[string]string{}
 	for _, n := range []string{"a", "b"} {
-		if r := e.run("run", "-d", "--name", n); r.code != 0 {
+		r := e.run("run", "-d", "--name", n)
+		if r.code != 0 {
 			t.Fatalf("run -d %s: %v", n, r)
 		}
+		ids[n] = strings.TrimSpace(r.stdout)
 	}
 	// a listens on its loopback; b's loopback is its own.
 	if r := e.run("exec", "a", "--", "sh", "-c", "(python3 -m http.server -b 127.0.0.1 8765 >/dev/null 2>&1 &); sleep 1; curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:8765/"); r.stdout != "200" {
 		t.Fatalf("a's own server: %v", r)
 	}
-	r := e.run("exec", "b", "--", "sh", "-c", "curl -s -m 3 -o /dev/null -w '%{http_code}' http://127.0.0.1:8765/; echo; ls /run/airlock; ps -eo args")
-	if strings.HasPrefix(r.stdout, "200") || strings.Contains(r.stdout, "http.server") {
-		t.Fatalf("b reached a's server or sees its processes: %v", r)
+	// b's answer must be complete (it ends with END and lists b's own
+	// processes) for the absence of a's server and processes to mean anything.
+	r := e.run("exec", "b", "--", "sh", "-c", "curl -s -m 3 -o /dev/null -w '%{http_code}' http://127.0.0.1:8765/; echo; ls -A /run/airlock; "+listProcs+"; echo END")
+	if r.code != 0 || !strings.HasSuffix(r.stdout, "END\n") || !strings.Contains(r.stdout, "ls -A /run/airlock") {
+		t.Fatalf("exec b: %v", r)
+	}
+	if first, _, _ := strings.Cut(r.stdout, "\n"); first != "000" {
+		t.Fatalf("b's curl to 127.0.0.1:8765 got HTTP %q, want no connection (000): %v", first, r)
+	}
+	if strings.Contains(r.stdout, "http.server") || strings.Contains(r.stdout, ids["a"]) {
+		t.Fatalf("b sees a's processes or control files: %v", r)
 	}
 }
 
@@ -233,7 +220,7 @@ func TestDockerCrashLeavesNothingAfterPrune(t *testing.T) {
 	e := newEnv(t)
 	crashSupervisor(t, e, "victim", 10*time.Second)
 	// The guest lost its host: the container stops by itself, and stays for prune.
-	waitFor(t, 10*time.Second, func() bool {
+	testutil.WaitFor(t, 10*time.Second, func() bool {
 		cs := containersOf(t, cli, e)
 		return len(cs) == 1 && cs[0].State == "exited"
 	})
@@ -583,7 +570,7 @@ func TestDockerThroughTheAPI(t *testing.T) {
 	}
 	p.send(`{"jsonrpc":"2.0","method":"close","params":{},"id":4}`)
 	p.reply(4)
-	waitFor(t, 30*time.Second, func() bool {
+	testutil.WaitFor(t, 30*time.Second, func() bool {
 		_, err := cli.ContainerInspect(context.Background(), docker.ContainerName(id))
 		return err != nil
 	})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/audit"
+	"github.com/airlock-dev/airlock/internal/testutil"
 )
 
 // TestScratchDirsArePrivateAndLiveAsLongAsTheSandbox: --scratch (what the
@@ -59,7 +60,7 @@ func TestTheAuditStreamRecordsExecLifecycleAndFiles(t *testing.T) {
 	}
 	want := filepath.Join(e.ws, "f-watched")
 	var recs []audit.Record
-	waitFor(t, 5*time.Second, func() bool {
+	testutil.WaitFor(t, 5*time.Second, func() bool {
 		recs = auditRecords(t, e, "watched")
 		return slices.ContainsFunc(recs, func(r audit.Record) bool { return r.Kind == audit.KindFile && r.Path == want && r.Op == "delete" })
 	})

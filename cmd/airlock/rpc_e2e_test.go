@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-dev/airlock/internal/testutil"
 	"github.com/airlock-dev/airlock/sandbox"
 	"github.com/airlock-dev/airlock/sandbox/client"
 )
@@ -120,7 +120,7 @@ func TestRPCGoClientEveryMethod(t *testing.T) {
 	if _, err := sb.Exec("rm /workspace/dir/bin.dat"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, func() bool {
+	testutil.WaitFor(t, 5*time.Second, func() bool {
 		return ev.has(func(e sandbox.Event) bool {
 			return e.File != nil && e.File.Op == "delete" && e.File.Path == "/workspace/dir/bin.dat"
 		})
@@ -191,13 +191,13 @@ func TestRPCNetworkEventsAndSecrets(t *testing.T) {
 	if !strings.Contains(u.received(t), "Bearer "+value) {
 		t.Fatalf("upstream did not get the real value")
 	}
-	waitFor(t, 5*time.Second, func() bool {
+	testutil.WaitFor(t, 5*time.Second, func() bool {
 		return ev.has(func(e sandbox.Event) bool {
 			n := e.Network
 			return n != nil && n.Method == "GET" && n.URL == "https://example.com/v1/chat" && n.StatusCode == 200 && !n.Blocked
 		})
 	})
-	waitFor(t, 5*time.Second, func() bool {
+	testutil.WaitFor(t, 5*time.Second, func() bool {
 		return ev.has(func(e sandbox.Event) bool {
 			return e.Network != nil && e.Network.Blocked && strings.Contains(e.Network.Host, "denied.example.org")
 		})
@@ -368,8 +368,14 @@ func TestRPCStdinClosedMidCallLeavesNothing(t *testing.T) {
 		t.Fatalf("create: %v", r)
 	}
 	p.send(`{"jsonrpc":"2.0","method":"exec","params":{"command":"sleep ` + marker + ` & sleep ` + marker + `; wait"},"id":2}`)
-	waitFor(t, 5*time.Second, func() bool { return len(procsWith(marker)) >= 2 })
+	testutil.WaitFor(t, 5*time.Second, func() bool { return len(testutil.ProcsWith(marker)) >= 2 })
 	guest := guestOf(p.cmd.Process.Pid)
+	if guest == 0 {
+		t.Fatal("the sandbox's guest process was not found: the cgroup check below would test nothing")
+	}
+	if os.Getuid() == 0 && len(testutil.CgroupDirs("airlock-"+strconv.Itoa(guest))) == 0 {
+		t.Fatal("positive control: no cgroup of the running sandbox found as root")
+	}
 	p.in.Close()
 	exited := make(chan error, 1)
 	go func() { exited <- p.cmd.Wait() }()
@@ -381,19 +387,17 @@ func TestRPCStdinClosedMidCallLeavesNothing(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("airlock rpc did not exit after its stdin closed")
 	}
-	if n := procsWith(marker); len(n) > 0 {
+	if n := testutil.ProcsWith(marker); len(n) > 0 {
 		t.Fatalf("processes left behind: %v", n)
 	}
-	if guest > 0 {
-		if cg := cgroupDirs("airlock-" + strconv.Itoa(guest)); len(cg) > 0 {
-			t.Fatalf("cgroups left behind: %v", cg)
-		}
+	if cg := testutil.CgroupDirs("airlock-" + strconv.Itoa(guest)); len(cg) > 0 {
+		t.Fatalf("cgroups left behind: %v", cg)
 	}
 }
 
 // guestOf finds the sandbox guest (airlock guest) whose parent is pid.
 func guestOf(pid int) int {
-	for _, g := range procsWith("guest") {
+	for _, g := range testutil.ProcsWith("guest") {
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", g))
 		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
 		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
@@ -401,23 +405,6 @@ func guestOf(pid int) int {
 		}
 	}
 	return 0
-}
-
-func cgroupDirs(name string) []string {
-	var out []string
-	filepath.WalkDir("/sys/fs/cgroup", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.IsDir() {
-			return nil
-		}
-		if strings.Count(p, "/") > 8 {
-			return filepath.SkipDir
-		}
-		if d.Name() == name {
-			out = append(out, p)
-		}
-		return nil
-	})
-	return out
 }
 
 // TestRPCKilledLeavesNoProcess: airlock rpc killed outright (no chance to
@@ -432,17 +419,23 @@ func TestRPCKilledLeavesNoProcess(t *testing.T) {
 		t.Fatalf("create: %v", r)
 	}
 	p.send(`{"jsonrpc":"2.0","method":"exec","params":{"command":"sleep ` + marker + ` & sleep ` + marker + `; wait"},"id":2}`)
-	waitFor(t, 5*time.Second, func() bool { return len(procsWith(marker)) >= 2 })
+	testutil.WaitFor(t, 5*time.Second, func() bool { return len(testutil.ProcsWith(marker)) >= 2 })
 	pid := p.cmd.Process.Pid
 	guest := guestOf(pid)
+	if guest == 0 {
+		t.Fatal("the sandbox's guest process was not found: the cgroup check below would test nothing")
+	}
+	if os.Getuid() == 0 && len(testutil.CgroupDirs("airlock-"+strconv.Itoa(guest))) == 0 {
+		t.Fatal("positive control: no cgroup of the running sandbox found as root")
+	}
 	p.cmd.Process.Kill()
 	p.cmd.Wait()
-	waitFor(t, 5*time.Second, func() bool { return len(procsWith(marker)) == 0 })
+	testutil.WaitFor(t, 5*time.Second, func() bool { return len(testutil.ProcsWith(marker)) == 0 })
 	if guest == 0 {
 		t.Fatal("the sandbox's guest was not found among airlock rpc's children")
 	}
 	{ // reaped by whoever adopted it: only then is its pid free
-		waitFor(t, 5*time.Second, func() bool { _, err := os.Stat(fmt.Sprintf("/proc/%d", guest)); return err != nil })
+		testutil.WaitFor(t, 5*time.Second, func() bool { _, err := os.Stat(fmt.Sprintf("/proc/%d", guest)); return err != nil })
 	}
 	// Its sandbox is in the state dir, made by rpc, and shows as crashed
 	// (the lock died with the process); prune removes it and its cgroups.
@@ -471,7 +464,7 @@ func TestRPCKilledLeavesNoProcess(t *testing.T) {
 	if r := q.reply(1); r["error"] != nil {
 		t.Fatalf("create after the prune: %v", r)
 	}
-	if cg := cgroupDirs("airlock-" + strconv.Itoa(guest)); len(cg) > 0 {
+	if cg := testutil.CgroupDirs("airlock-" + strconv.Itoa(guest)); len(cg) > 0 {
 		t.Fatalf("stale cgroups not swept: %v", cg)
 	}
 }

@@ -6,7 +6,6 @@ package main
 // clients inside, and check what the audit log says.
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
@@ -18,6 +17,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/airlock-dev/airlock/internal/audit"
+	"github.com/airlock-dev/airlock/internal/testutil"
 )
 
 // hostAddr is one of this host's own non-loopback IPv4 addresses: if the
@@ -136,15 +136,7 @@ func auditRecords(t *testing.T, e *env, name string) []audit.Record {
 	if r.code != 0 {
 		t.Fatalf("airlock audit: %v", r)
 	}
-	var out []audit.Record
-	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
-		var rec audit.Record
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Fatalf("audit line %q: %v", line, err)
-		}
-		out = append(out, rec)
-	}
-	return out
+	return testutil.ParseAudit(t, strings.NewReader(r.stdout))
 }
 
 func TestTransparentDNSAnswersOnlyAllowedNamesAndNeverForwardsOthers(t *testing.T) {

@@ -181,10 +181,19 @@ func TestWorkspaceAutoApplyHoldsBackRiskyPaths(t *testing.T) {
 				"Makefile": "Makefile", "CLAUDE.md": "coding-agent", ".vscode/tasks.json": "editor", ".envrc": "direnv",
 				"passwd-link": "outside the workspace", "tool.sh": "new executable",
 			}
+			// Each path carries its own reason (diff --json's per-path risks),
+			// not merely somewhere in the output; stderr names each path.
+			d := e.diffJSON("auto")
 			for p, why := range risky {
-				if !strings.Contains(r.stderr, p) || !strings.Contains(r.stderr, why) {
-					t.Errorf("stderr does not flag %s (%s): %s", p, why, r.stderr)
+				if !strings.Contains(r.stderr, p) {
+					t.Errorf("stderr does not name %s: %s", p, r.stderr)
 				}
+				if risks := strings.Join(d[p].Risks, "; "); !strings.Contains(strings.ToLower(risks), strings.ToLower(why)) {
+					t.Errorf("diff --json: %s risks = %q, want one naming %q", p, risks, why)
+				}
+			}
+			if risks := d["notes.txt"].Risks; len(risks) != 0 {
+				t.Errorf("diff --json: the plain notes.txt has risks %q", risks)
 			}
 			if e.read("Makefile") != "all:\n\techo ok\n" || strings.Contains(e.read(".git/config"), "hooksPath") {
 				t.Fatal("a risky change was auto-applied")
@@ -196,10 +205,6 @@ func TestWorkspaceAutoApplyHoldsBackRiskyPaths(t *testing.T) {
 			}
 			if !strings.Contains(r.stderr, "held back") || !strings.Contains(r.stderr, "airlock diff") {
 				t.Errorf("no hint on what was held back: %s", r.stderr)
-			}
-			d := e.diffJSON("auto")
-			if c := d[".git/hooks/pre-commit"]; len(c.Risks) == 0 {
-				t.Errorf("diff --json: pre-commit without risks: %v", d)
 			}
 			// --yes alone still holds them back; naming one applies it.
 			if r := e.run("apply", "--yes", "auto"); !strings.Contains(r.stderr, "held back") {

@@ -13,6 +13,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-dev/airlock/internal/testutil"
 )
 
 const hogEnv = "AIRLOCK_CGROUP_TEST_HOG"
@@ -41,6 +45,9 @@ func newGroup(t *testing.T, l Limits, need ...string) *Group {
 	name := fmt.Sprintf("airlock-test-%d-%s", os.Getpid(), strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()))
 	g, err := New(name, l)
 	if errors.Is(err, ErrUnavailable) {
+		if w := writableOwnDirs(t); len(w) > 0 {
+			t.Fatalf("New: %v, though this user may write %v", err, w)
+		}
 		t.Skipf("no writable cgroup: %v", err)
 	}
 	if err != nil {
@@ -97,6 +104,19 @@ func readTrim(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// writableOwnDirs are the cgroups of this process this user may make
+// children in: what decides, from the environment, whether New must work.
+func writableOwnDirs(t *testing.T) []string {
+	t.Helper()
+	var w []string
+	for _, d := range ownDirs(t) {
+		if unix.Access(d, unix.W_OK) == nil {
+			w = append(w, d)
+		}
+	}
+	return w
 }
 
 func ownDirs(t *testing.T) []string {
@@ -196,13 +216,17 @@ func TestNewUnprivileged(t *testing.T) {
 	if os.Geteuid() == 0 {
 		t.Skip("runs as non-root (TestAsNobody re-runs it that way)")
 	}
+	writable := writableOwnDirs(t)
 	g, err := New(fmt.Sprintf("airlock-test-%d-unpriv", os.Getpid()), Limits{MemoryBytes: 64 << 20, CPUs: 1, Pids: 64})
 	if err != nil {
-		if !errors.Is(err, ErrUnavailable) {
-			t.Fatalf("New: %v, want ErrUnavailable", err)
+		if !errors.Is(err, ErrUnavailable) || len(writable) > 0 {
+			t.Fatalf("New: %v; this user may write %v: want ErrUnavailable exactly when none", err, writable)
 		}
 		t.Logf("as uid %d: %v", os.Geteuid(), err)
 		return
+	}
+	if len(writable) == 0 {
+		t.Fatalf("New succeeded as uid %d, though no cgroup of this process is writable", os.Geteuid())
 	}
 	t.Logf("as uid %d: delegated cgroup usable, unenforced %v", os.Geteuid(), g.Unenforced())
 	if err := g.Destroy(); err != nil {
@@ -212,41 +236,7 @@ func TestNewUnprivileged(t *testing.T) {
 
 // TestAsNobody re-runs the unprivileged tests as uid 65534.
 func TestAsNobody(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to switch to nobody")
-	}
-	setpriv, err := exec.LookPath("setpriv")
-	if err != nil {
-		t.Skip("setpriv not installed")
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp("", "cgroup-nobody-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	data, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "cgroup.test")
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
-		bin, "-test.v", "-test.run", "^(TestNewUnprivileged|TestProbe|TestAdd|TestPidsEnforced)$")
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	t.Logf("as nobody:\n%s", out)
-	if err != nil {
-		t.Fatalf("tests as nobody failed: %v", err)
-	}
+	testutil.RerunAsNobody(t, testutil.Nobody{Run: "^(TestNewUnprivileged|TestProbe|TestAdd|TestPidsEnforced)$"})
 }
 
 func TestNewWritesLimits(t *testing.T) {

@@ -3,7 +3,6 @@ package dnsserver
 import (
 	"net"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/audit"
 	"github.com/airlock-dev/airlock/internal/policy"
+	"github.com/airlock-dev/airlock/internal/testutil"
 )
 
 func newServer(t testing.TB, prefix string) (*Server, string) {
@@ -116,7 +116,7 @@ func TestDeniedAndUnknownNamesAreNXDOMAIN(t *testing.T) {
 	if n := len(s.Pool.byName); n != 1 {
 		t.Errorf("refused names took %d pool addresses", n-1)
 	}
-	recs := readAudit(t, logPath)
+	recs := testutil.AuditRecords(t, logPath)
 	if len(recs) != 15 {
 		t.Fatalf("%d audit records, want one per answer (15)", len(recs))
 	}
@@ -201,18 +201,6 @@ func FuzzAnswer(f *testing.F) {
 	})
 }
 
-func readAudit(t *testing.T, path string) []audit.Record {
-	t.Helper()
-	fh, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fh.Close()
-	var out []audit.Record
-	audit.Read(fh, func(r audit.Record) error { out = append(out, r); return nil }, nil)
-	return out
-}
-
 func TestAskedAboutAndBrokerNames(t *testing.T) {
 	tests := map[string]struct {
 		cfg               policy.Config
@@ -272,7 +260,7 @@ func TestAskedAboutAndBrokerNames(t *testing.T) {
 			} else if r.Rcode != dns.RcodeNameError || len(r.Answer) != 0 {
 				t.Fatalf("answer %v, want NXDOMAIN", r)
 			}
-			recs := readAudit(t, logPath)
+			recs := testutil.AuditRecords(t, logPath)
 			if len(recs) != 1 {
 				t.Fatalf("%d audit records, want 1", len(recs))
 			}

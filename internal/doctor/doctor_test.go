@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-dev/airlock/internal/seccomp"
+	"github.com/airlock-dev/airlock/internal/testutil"
 )
 
 var allNames = []string{NameUserNS, NameMountAPI, NameLandlock, NameSeccomp, NameCgroups, NameTun, NameOverlay}
@@ -29,10 +30,18 @@ func check(t *testing.T, r Report, name string) Check {
 }
 
 func TestRun(t *testing.T) {
+	// The doctor starts a few short-lived probe processes: its bound is 1 s
+	// on an idle machine, scaled by what starting one process costs here and
+	// now (two busy cores under -race are slower than a laptop).
+	t0 := time.Now()
+	if err := exec.Command("true").Run(); err != nil {
+		t.Fatal(err)
+	}
+	limit := max(time.Second, 50*time.Since(t0))
 	start := time.Now()
 	r := Run()
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("Run took %v, want < 1s", d)
+	if d := time.Since(start); d > limit {
+		t.Errorf("Run took %v, want < %v", d, limit)
 	}
 	if len(r.Checks) != len(allNames) {
 		t.Errorf("got %d checks, want %d: %+v", len(r.Checks), len(allNames), r.Checks)
@@ -91,12 +100,23 @@ func TestRunAsRoot(t *testing.T) {
 	}
 }
 
-// Run it with: go test -c -o /tmp/doc.test ./internal/doctor &&
-// setpriv --reuid=65534 --regid=65534 --clear-groups /tmp/doc.test -test.v
+// TestAsNobody re-runs the doctor's tests as uid 65534 when run as root.
+func TestAsNobody(t *testing.T) {
+	testutil.RerunAsNobody(t, testutil.Nobody{Run: "^(TestRun|TestRunUnprivileged|TestRunLeavesNothing|TestRunUnderFilter)$"})
+}
+
+// TestRunUnprivileged runs as uid 65534 through TestAsNobody (or as any
+// user who is not root).
 func TestRunUnprivileged(t *testing.T) {
 	if os.Geteuid() == 0 {
-		t.Skip("run the test binary as an unprivileged user (see the comment above)")
+		t.Skip("runs unprivileged: TestAsNobody re-runs it as uid 65534")
 	}
+	asserted := false
+	defer func() {
+		if !asserted {
+			t.Log("this user can open /dev/net/tun and has a writable cgroup: nothing unprivileged to check")
+		}
+	}()
 	r := Run()
 	var st unix.Stat_t
 	if unix.Stat("/dev/net/tun", &st) == nil && st.Mode&0o066 == 0 && int(st.Uid) != os.Geteuid() {
@@ -107,8 +127,10 @@ func TestRunUnprivileged(t *testing.T) {
 		if r.NetworkMode != "proxy" {
 			t.Errorf("NetworkMode = %q, want proxy", r.NetworkMode)
 		}
+		asserted = true
 	}
 	if !ownCgroupWritable(t) {
+		asserted = true
 		c := check(t, r, NameCgroups)
 		if c.Status != StatusDegraded || !strings.Contains(c.Impact, "--cpus is not enforced") || !strings.Contains(c.Impact, "run as root") {
 			t.Errorf("no writable cgroup: got %+v, want degraded with an Impact naming the fix", c)

@@ -17,8 +17,10 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +28,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/ca"
 	"github.com/airlock-dev/airlock/internal/policy"
 	"github.com/airlock-dev/airlock/internal/secrets"
+	"github.com/airlock-dev/airlock/internal/testutil"
 )
 
 const token = "test-token-0123456789abcdefghijklmnopqrstuv"
@@ -48,6 +51,7 @@ type fixture struct {
 	client   *http.Client
 	auditLog string
 	ca       *ca.CA
+	dials    *atomic.Int64 // connections the gateway opened toward upstreams
 }
 
 type options struct {
@@ -99,7 +103,9 @@ func newFixture(t *testing.T, o options, upstreamRoots ...*x509.Certificate) *fi
 		t.Fatal(err)
 	}
 	real := gw.dial
+	dials := new(atomic.Int64)
 	gw.dial = func(ctx context.Context, addr string) (net.Conn, error) {
+		dials.Add(1)
 		ap := netip.MustParseAddrPort(addr)
 		if to, ok := o.ports[ap.Port()]; ok {
 			addr = netip.AddrPortFrom(ap.Addr(), netip.MustParseAddrPort(to).Port()).String()
@@ -120,7 +126,7 @@ func newFixture(t *testing.T, o options, upstreamRoots ...*x509.Certificate) *fi
 		ForceAttemptHTTP2: true,
 	}
 	t.Cleanup(tr.CloseIdleConnections)
-	return &fixture{t: t, gw: gw, proxy: ln.Addr().String(), client: &http.Client{Transport: tr, Timeout: 20 * time.Second}, auditLog: logPath, ca: c}
+	return &fixture{t: t, gw: gw, proxy: ln.Addr().String(), client: &http.Client{Transport: tr, Timeout: 20 * time.Second}, auditLog: logPath, ca: c, dials: dials}
 }
 
 // upstreamTLS is a real HTTPS server on loopback whose certificate is for
@@ -135,14 +141,24 @@ func upstreamTLS(t *testing.T, h http.Handler) *httptest.Server {
 
 func (f *fixture) records() []audit.Record {
 	f.t.Helper()
-	fh, err := os.Open(f.auditLog)
-	if err != nil {
-		f.t.Fatal(err)
+	return testutil.AuditRecords(f.t, f.auditLog)
+}
+
+// recordFor is the last record of kind about host:port, failing the test if
+// there is none (so a check never reads the previous case's record).
+func (f *fixture) recordFor(kind, host string, port int) audit.Record {
+	f.t.Helper()
+	var last *audit.Record
+	recs := f.records()
+	for i, r := range recs {
+		if r.Kind == kind && r.Host == host && r.Port == port {
+			last = &recs[i]
+		}
 	}
-	defer fh.Close()
-	var out []audit.Record
-	audit.Read(fh, func(r audit.Record) error { out = append(out, r); return nil }, nil)
-	return out
+	if last == nil {
+		f.t.Fatalf("no %s record for %s:%d in %+v", kind, host, port, recs)
+	}
+	return *last
 }
 
 func (f *fixture) lastRecord(kind string) audit.Record {
@@ -189,15 +205,32 @@ func TestAllowedHTTPSIsInterceptedOverHTTP2AndAudited(t *testing.T) {
 }
 
 func TestHostsOutsidePolicyAreRefusedWithAReason(t *testing.T) {
-	f := newFixture(t, options{policy: policy.Config{AllowHosts: []string{"example.com"}, DenyHosts: []string{"*.evil.test"}}})
-	for _, u := range []string{"https://other.test/", "https://x.evil.test/", "https://example.com:8443/"} {
-		_, err := f.client.Get(u)
+	up := upstreamTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	f := newFixture(t, options{policy: policy.Config{AllowHosts: []string{"example.com"}, DenyHosts: []string{"*.evil.test"}},
+		static: map[string]netip.Addr{"example.com": loopback}, ports: map[uint16]string{443: up.Listener.Addr().String()}}, up.Certificate())
+	for _, c := range []struct {
+		host string
+		port int
+	}{{"other.test", 443}, {"x.evil.test", 443}, {"example.com", 8443}} {
+		_, err := f.client.Get(fmt.Sprintf("https://%s:%d/", c.host, c.port))
 		if err == nil || !strings.Contains(err.Error(), "Forbidden") {
-			t.Errorf("GET %s: err = %v, want a 403 from the proxy", u, err)
+			t.Errorf("GET %s:%d: err = %v, want a 403 from the proxy", c.host, c.port, err)
+		}
+		if r := f.recordFor("network", c.host, c.port); r.Decision != "deny" || r.Reason == "" {
+			t.Errorf("%s:%d: audit = %+v, want a deny with a reason", c.host, c.port, r)
 		}
 	}
-	if r := f.lastRecord("network"); r.Decision != "deny" || r.Reason == "" {
-		t.Errorf("audit = %+v, want a deny with a reason", r)
+	if n := f.dials.Load(); n != 0 {
+		t.Errorf("the gateway dialled %d times for refused hosts, want none", n)
+	}
+	// Positive control: the allowed host is dialled and answers.
+	resp, err := f.client.Get("https://example.com/")
+	if err != nil {
+		t.Fatalf("allowed host: %v", err)
+	}
+	resp.Body.Close()
+	if f.dials.Load() != 1 || f.recordFor("http", "example.com", 443).Decision != "allow" {
+		t.Errorf("allowed host: %d dials, records %+v", f.dials.Load(), f.records())
 	}
 }
 
@@ -230,8 +263,11 @@ func TestPrivateAddressesNeedAnExplicitRuleSoRebindingFails(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "Forbidden") {
 		t.Fatalf("rebinding to loopback: err = %v, want 403", err)
 	}
-	if r := f.lastRecord("network"); !strings.Contains(r.Reason, "loopback") {
+	if r := f.recordFor("network", "example.com", 443); !strings.Contains(r.Reason, "loopback") {
 		t.Errorf("reason %q should name the loopback class", r.Reason)
+	}
+	if n := f.dials.Load(); n != 0 {
+		t.Errorf("the gateway dialled %d times for a rebound name, want none", n)
 	}
 	f = newFixture(t, options{policy: allowExample(), static: map[string]netip.Addr{"example.com": loopback}, ports: map[uint16]string{443: up.Listener.Addr().String()}}, up.Certificate())
 	if resp, err := f.client.Get("https://example.com/"); err != nil {
@@ -477,8 +513,16 @@ func TestHostHeaderMustMatchTheConnection(t *testing.T) {
 	}
 }
 
+// TestWebSocketUpgradeIsRelayed: whether the upstream speaks HTTP/2 or only
+// HTTP/1.1, the upgrade reaches it over HTTP/1.1 and the bytes flow.
 func TestWebSocketUpgradeIsRelayed(t *testing.T) {
-	up := upstreamTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	for _, h2 := range []bool{true, false} {
+		t.Run(fmt.Sprintf("upstream HTTP/2 %v", h2), func(t *testing.T) { testWebSocketUpgrade(t, h2) })
+	}
+}
+
+func testWebSocketUpgrade(t *testing.T, h2 bool) {
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Upgrade") != "websocket" {
 			http.Error(w, "want upgrade", 400)
 			return
@@ -492,7 +536,12 @@ func TestWebSocketUpgradeIsRelayed(t *testing.T) {
 		line, _ := brw.ReadString('\n')
 		io.WriteString(c, "echo:"+line)
 	}))
-	up.EnableHTTP2 = false
+	up.EnableHTTP2 = h2 // before StartTLS, which reads it
+	up.StartTLS()
+	t.Cleanup(up.Close)
+	if got := slices.Contains(up.TLS.NextProtos, "h2"); got != h2 {
+		t.Fatalf("upstream offers h2: %v, want %v", got, h2)
+	}
 	f := newFixture(t, options{policy: allowExample(), static: map[string]netip.Addr{"example.com": loopback}, ports: map[uint16]string{443: up.Listener.Addr().String()}}, up.Certificate())
 	conn, err := net.Dial("tcp", f.proxy)
 	if err != nil {

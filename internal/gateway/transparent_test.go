@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"testing"
 )
 
@@ -63,23 +64,45 @@ func TestAcceptInterceptsAllowedHTTPS(t *testing.T) {
 }
 
 func TestAcceptRefusesBeforeConnecting(t *testing.T) {
-	f := newFixture(t, options{policy: allowExample("db.example.com:5432"), dns: fakeDNS{"db.example.com": {netip.MustParseAddr("10.1.2.3")}}})
+	echo := echoServer(t)
+	port := netip.MustParseAddrPort(echo.Addr().String()).Port()
+	f := newFixture(t, options{policy: allowExample("db.example.com:5432", "meta.example.com", fmt.Sprintf("ok.test:%d", port)),
+		dns:    fakeDNS{"db.example.com": {netip.MustParseAddr("10.1.2.3")}, "meta.example.com": {netip.MustParseAddr("169.254.169.254")}},
+		static: map[string]netip.Addr{"ok.test": loopback}})
 	for _, c := range []struct {
-		host string
-		port uint16
+		host   string
+		port   uint16
+		reason string // what the reason must name, if anything
 	}{
-		{"other.test", 443},      // no rule
-		{"example.com", 22},      // bare rule covers 80 and 443 only
-		{"db.example.com", 5432}, // allowed, but resolves to private space
-		{"127.0.0.1", 80},        // a direct address needs a rule naming it
-		{"169.254.169.254", 80},  // cloud metadata
+		{"other.test", 443, ""},               // no rule
+		{"example.com", 22, ""},               // bare rule covers 80 and 443 only
+		{"db.example.com", 5432, "private"},   // allowed, but resolves to private space
+		{"127.0.0.1", 80, ""},                 // a direct address needs a rule naming it
+		{"169.254.169.254", 80, ""},           // cloud metadata
+		{"meta.example.com", 443, "metadata"}, // allowed, but resolves to the metadata address
 	} {
 		if f.gw.Accept(context.Background(), c.host, c.port) != nil {
 			t.Errorf("%s:%d accepted", c.host, c.port)
 		}
-		if r := f.lastRecord("network"); r.Decision != "deny" || r.Reason == "" {
-			t.Errorf("%s:%d: audit = %+v, want a deny with a reason", c.host, c.port, r)
+		if r := f.recordFor("network", c.host, int(c.port)); r.Decision != "deny" || r.Reason == "" || !strings.Contains(r.Reason, c.reason) {
+			t.Errorf("%s:%d: audit = %+v, want a deny with a reason naming %q", c.host, c.port, r, c.reason)
 		}
+	}
+	if n := f.dials.Load(); n != 0 {
+		t.Errorf("the gateway dialled %d times before refusing, want none", n)
+	}
+	// Positive control: an allowed host:port is accepted, and dialled.
+	serve := f.gw.Accept(context.Background(), "ok.test", port)
+	if serve == nil {
+		t.Fatalf("ok.test:%d refused: %+v", port, f.recordFor("network", "ok.test", int(port)))
+	}
+	c := acceptPair(t, serve)
+	fmt.Fprint(c, "ping\n")
+	if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || line != "ping\n" {
+		t.Errorf("echo = %q, %v", line, err)
+	}
+	if n := f.dials.Load(); n != 1 {
+		t.Errorf("dials after the allowed host = %d, want 1", n)
 	}
 }
 

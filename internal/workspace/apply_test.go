@@ -192,7 +192,7 @@ func TestApplyKilledHalfWayLeavesEachFileOldOrNew(t *testing.T) {
 	}
 	hostDir, srcDir, _ := applyFixture(t, host, sandbox)
 	r := rand.New(rand.NewSource(time.Now().UnixNano()))
-	killedMidway := 0
+	killedMidway, prevNew := 0, 0
 	for round := 0; round < 8; round++ {
 		c := exec.Command(os.Args[0], "-test.run=^TestApplyChild$", "-test.v")
 		c.Env = append(os.Environ(), "AIRLOCK_APPLY_CHILD=1", "HOST="+hostDir, "SRC="+srcDir)
@@ -203,15 +203,19 @@ func TestApplyKilledHalfWayLeavesEachFileOldOrNew(t *testing.T) {
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}
-		// Wait until staging is done and renames begin, then kill within them
-		// (or, every third round, at a random moment of staging).
+		// Wait until staging is done and renames begin, then kill within them,
+		// after a random number (at least two) of the renames still to do (or,
+		// every third round, at a random moment of staging).
 		if round%3 == 2 {
 			time.Sleep(time.Duration(r.Intn(60)) * time.Millisecond)
 		} else {
+			k := 2 + r.Intn(max(1, (n-prevNew)/2))
 			sc := bufio.NewScanner(out)
-			for sc.Scan() && sc.Text() != "committing" {
+			for sc.Scan() && (sc.Text() != "rename" || k > 1) {
+				if sc.Text() == "rename" {
+					k--
+				}
 			}
-			time.Sleep(time.Duration(r.Intn(250)) * time.Millisecond)
 		}
 		c.Process.Kill()
 		c.Wait()
@@ -229,12 +233,17 @@ func TestApplyKilledHalfWayLeavesEachFileOldOrNew(t *testing.T) {
 				t.Fatalf("round %d: %s holds neither its old nor its new content (%d bytes)", round, p, len(b))
 			}
 		}
-		if old > 0 && nw > 0 {
+		if nw > prevNew && nw < n { // this round renamed some files, not all
 			killedMidway++
 		}
+		prevNew = nw
 		if nw == n {
 			break
 		}
+	}
+	// Otherwise "every file is old or new" held trivially.
+	if killedMidway == 0 {
+		t.Fatal("no kill landed mid-commit: the test did not test the crash")
 	}
 	t.Logf("%d kills landed mid-commit", killedMidway)
 	// A clean run finishes; files already new count as applied.
@@ -260,6 +269,7 @@ func TestApplyChild(t *testing.T) {
 	var once sync.Once
 	beforeRename = func() {
 		once.Do(func() { fmt.Println("committing") })
+		fmt.Println("rename")
 		time.Sleep(time.Millisecond) // widen the window the parent aims at
 	}
 	before, _ := Scan(hostDir, ScanOptions{})

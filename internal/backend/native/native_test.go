@@ -1,7 +1,7 @@
 package native
 
 // Sandbox tests: the real airlock binary as the guest, on this kernel, no
-// mocks. TestMain builds it once (CGO_ENABLED=0, as shipped); set
+// mocks. TestMain builds it once (with cgo, see there); set
 // AIRLOCK_TEST_BIN to a prebuilt binary instead, e.g. for an unprivileged run:
 //
 //	go test -c -o /tmp/native.test ./internal/backend/native
@@ -17,9 +17,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,6 +32,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/proto"
+	"github.com/airlock-dev/airlock/internal/testutil"
 )
 
 var (
@@ -42,44 +41,15 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if b := os.Getenv("AIRLOCK_TEST_BIN"); b != "" {
-		airlockBin = b
-		os.Exit(m.Run())
-	}
-	dir, err := os.MkdirTemp("", "airlock-native-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Chmod(dir, 0o755) // a binary for an unprivileged re-run too
-	airlockBin = filepath.Join(dir, "airlock")
-	buildErr = build(airlockBin)
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// build compiles cmd/airlock from this package's module, found from the
-// source path (the test binary may run from anywhere).
-func build(out string) error {
-	_, self, _, ok := runtime.Caller(0)
-	if !ok {
-		return errors.New("cannot locate the package source")
-	}
-	root := filepath.Join(filepath.Dir(self), "..", "..", "..")
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		return fmt.Errorf("module root not found (set AIRLOCK_TEST_BIN): %w", err)
-	}
 	// Built as a plain `go build` does (cgo on, where a C compiler exists):
 	// the end-to-end tests use the static CGO_ENABLED=0 build we ship, so
 	// between them both builds are tested (with cgo the guest's all-thread
 	// syscalls must go through psx).
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/airlock")
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./cmd/airlock (set AIRLOCK_TEST_BIN to a prebuilt binary): %v\n%s", err, b)
-	}
-	return nil
+	bin, cleanup, err := testutil.AirlockForMain(true)
+	airlockBin, buildErr = bin, err
+	code := m.Run()
+	cleanup()
+	os.Exit(code)
 }
 
 // sandbox starts one sandbox on a fresh workspace and home; change edits
@@ -193,39 +163,6 @@ func mustCall(t *testing.T, sb *Sandbox, m *proto.Msg) *proto.Msg {
 		t.Fatalf("%s %s: %v", m.Op, m.Path, err)
 	}
 	return r
-}
-
-// hostPIDsWith lists host processes whose command line contains marker.
-func hostPIDsWith(marker string) []int {
-	var pids []int
-	dirs, _ := os.ReadDir("/proc")
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
-		if err == nil && bytes.Contains(b, []byte(marker)) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-// noHostPIDsWithin fails unless no process with marker is left within d.
-func noHostPIDsWithin(t *testing.T, marker string, d time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		pids := hostPIDsWith(marker)
-		if len(pids) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("processes %v with %q survive after %s", pids, marker, d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // marker is a sleep duration no other process uses, so it finds our sleeps.
@@ -444,7 +381,7 @@ func TestExecTimeoutKillsTheProcessAndItsChildren(t *testing.T) {
 	if took := time.Since(start); took < 400*time.Millisecond || took > 4*time.Second {
 		t.Errorf("took %s for a 400ms timeout", took)
 	}
-	noHostPIDsWithin(t, mark, 2*time.Second)
+	testutil.NoProcsWithin(t, mark, 2*time.Second)
 	if r := run(t, sb, &proto.Exec{Argv: []string{"echo", "alive"}}, nil); r.stdout.String() != "alive\n" {
 		t.Errorf("sandbox unusable after a timeout: %q %+v", r.stdout.String(), r.exit)
 	}
@@ -794,9 +731,9 @@ func TestClosingTheSandboxEndsItsProcessesAndWaitReturnsErrClosed(t *testing.T) 
 	}
 	// Both sleeps are up before the sandbox goes.
 	deadline := time.Now().Add(5 * time.Second)
-	for len(hostPIDsWith(mark)) < 2 {
+	for len(testutil.ProcsWith(mark)) < 2 {
 		if time.Now().After(deadline) {
-			t.Fatalf("the sleeps never showed up on the host: %v", hostPIDsWith(mark))
+			t.Fatalf("the sleeps never showed up on the host: %v", testutil.ProcsWith(mark))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -816,7 +753,7 @@ func TestClosingTheSandboxEndsItsProcessesAndWaitReturnsErrClosed(t *testing.T) 
 	case <-time.After(5 * time.Second):
 		t.Fatal("Wait did not return after Close")
 	}
-	noHostPIDsWithin(t, mark, 2*time.Second)
+	testutil.NoProcsWithin(t, mark, 2*time.Second)
 	select {
 	case <-sb.Done():
 	case <-time.After(2 * time.Second):
