@@ -128,32 +128,57 @@ func rotated(path string, f *os.File, lr *lineReader, fn func(Record) error) (*o
 	if err := drain(lr, fn); err != nil {
 		return nil, err
 	}
+	// Walk forward from f by identity, not by name: a file's index grows
+	// with every rotation, which may happen while we read. next opens the
+	// file just newer than cur and returns it only if cur did not move
+	// meanwhile; else it looks again.
+	cur := fi
+	for tries := 0; tries < 10*maxRotated; tries++ {
+		k := indexOf(path, cur)
+		name := path
+		if k > 1 {
+			name = path + "." + strconv.Itoa(k-1)
+		}
+		g, err := os.Open(name)
+		if err != nil {
+			if k > 1 {
+				continue // renamed under us: look again
+			}
+			return nil, fmt.Errorf("audit: reopen %s after rotation: %w", path, err)
+		}
+		if k > 0 && indexOf(path, cur) != k { // a rotation slipped in: g may not be next
+			g.Close()
+			continue
+		}
+		if name == path {
+			return g, nil // the live file: followed from its start
+		}
+		gi, err := g.Stat()
+		if err == nil {
+			err = drain(newLineReader(g), fn)
+		}
+		g.Close()
+		if err != nil {
+			return nil, err
+		}
+		cur = gi
+	}
+	return os.Open(path)
+}
+
+// indexOf is k when path.k is the file fi (0 when it is none of them: gone
+// past Keep, or path itself).
+func indexOf(path string, fi os.FileInfo) int {
 	for k := 1; k <= maxRotated; k++ {
 		ki, err := os.Stat(path + "." + strconv.Itoa(k))
 		if err != nil {
-			break
+			return 0
 		}
-		if !os.SameFile(ki, fi) {
-			continue
+		if os.SameFile(ki, fi) {
+			return k
 		}
-		for j := k - 1; j >= 1; j-- { // rotated after f, so newer: oldest first
-			g, err := os.Open(path + "." + strconv.Itoa(j))
-			if err != nil {
-				continue
-			}
-			err = drain(newLineReader(g), fn)
-			g.Close()
-			if err != nil {
-				return nil, err
-			}
-		}
-		break
 	}
-	nf, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("audit: reopen %s after rotation: %w", path, err)
-	}
-	return nf, nil
+	return 0
 }
 
 // drain delivers lr's remaining lines, a torn last one included (skipped as corrupt).
