@@ -22,6 +22,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/ca"
 	"github.com/airlock-dev/airlock/internal/dnsserver"
 	"github.com/airlock-dev/airlock/internal/gateway"
+	"github.com/airlock-dev/airlock/internal/link"
 	"github.com/airlock-dev/airlock/internal/netstack"
 	"github.com/airlock-dev/airlock/internal/policy"
 	"github.com/airlock-dev/airlock/internal/proto"
@@ -322,7 +323,7 @@ func (nw *network) attach(tap *os.File) error {
 	var mu sync.Mutex
 	udpSeen := map[netip.AddrPort]bool{}
 	st, err := netstack.New(netstack.Config{
-		TAP: tap, MTU: uint32(tapNet.MTU), Addrs: []netip.Addr{gatewayIP, dnsIP},
+		Link: link.Link{Kind: link.TAP, File: tap}, MTU: uint32(tapNet.MTU), Addrs: []netip.Addr{gatewayIP, dnsIP},
 		Connect: func(ctx context.Context, dst netip.AddrPort) func(net.Conn) {
 			host := dst.Addr().String()
 			if name, ok := nw.dns.Pool.Name(dst.Addr()); ok {
