@@ -63,9 +63,11 @@ type Config struct {
 
 // Stack is a running network stack on one link.
 type Stack struct {
-	s      *stack.Stack
-	file   *os.File        // the descriptor an fdbased link uses, closed after it stops
-	stream *streamEndpoint // or the Stream link
+	s *stack.Stack
+	// stop, for a socket link, stops it before Destroy; file, for a TAP
+	// link, is closed after Destroy (fdbased uses its number until then).
+	stop   func()
+	file   *os.File
 	ctx    context.Context
 	cancel context.CancelFunc
 	once   sync.Once
@@ -82,24 +84,19 @@ func newLink(l link.Link, mtu uint32) (ep stack.LinkEndpoint, st *Stack, err err
 		}
 		return nil, nil, err
 	}
-	if l.Kind == link.Stream {
-		e, err := newStreamEndpoint(l.File, mtu, linkAddress)
+	if l.Kind != link.TAP {
+		e, err := newSockEndpoint(l.Kind, l.File, mtu, linkAddress)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", l, err)
 		}
-		return e, &Stack{stream: e}, nil
+		return e, &Stack{stop: e.stop}, nil
 	}
 	fd := int(l.File.Fd()) // the link reads and writes it with raw syscalls
 	if err := unix.SetNonblock(fd, true); err != nil {
 		l.File.Close()
 		return nil, nil, fmt.Errorf("%s: %w", l, err)
 	}
-	opts := fdbased.Options{FDs: []int{fd}, MTU: mtu, EthernetHeader: true, Address: linkAddress}
-	if l.Kind == link.Datagram {
-		// Up to 47 datagrams (fdbased.BatchSize) per system call.
-		opts.PacketDispatchMode = fdbased.RecvMMsg
-	}
-	e, err := fdbased.New(&opts)
+	e, err := fdbased.New(&fdbased.Options{FDs: []int{fd}, MTU: mtu, EthernetHeader: true, Address: linkAddress})
 	if err != nil {
 		l.File.Close()
 		return nil, nil, fmt.Errorf("%s: %w", l, err)
@@ -210,10 +207,11 @@ func (st *Stack) Listen(addr netip.AddrPort) (net.Listener, error) {
 func (st *Stack) Close() {
 	st.once.Do(func() {
 		st.cancel()
-		if st.stream != nil {
-			// First, or Destroy could wait forever on a write to a peer
-			// that stopped reading.
-			st.stream.shutdown()
+		if st.stop != nil {
+			// Before Destroy, which waits for the link's goroutines holding
+			// the stack's lock: a write may wait on a peer that stopped
+			// reading, and a frame being delivered may need that lock.
+			st.stop()
 		}
 		st.s.Destroy() // removes the NIC and waits for the link's readers
 		if st.file != nil {

@@ -71,14 +71,18 @@ func socketpair(t testing.TB, k link.Kind) (host *os.File, sandbox int) {
 // sandboxSide is a second, independent TCP/IP stack on the other end of a
 // socketpair, standing in for the sandbox's kernel or a VM (the e2e tests
 // use the real kernel and a real TAP device). It frames as k says: the
-// fdbased link for TAP and Datagram, our own stream endpoint for Stream
-// (TestStreamWireFormat checks that one against bytes written by hand).
+// fdbased link for TAP and Datagram (so the host's Datagram endpoint meets
+// another implementation), ours for Stream (TestStreamWireFormat checks
+// that one against bytes framed by hand).
 func sandboxSide(t testing.TB, k link.Kind, fd int) *stack.Stack {
 	t.Helper()
 	var ep stack.LinkEndpoint
 	var err error
+	var stop func()
 	if k == link.Stream {
-		ep, err = newStreamEndpoint(os.NewFile(uintptr(fd), "sandbox"), 1500, sandboxMAC)
+		var e *sockEndpoint
+		e, err = newSockEndpoint(k, os.NewFile(uintptr(fd), "sandbox"), 1500, sandboxMAC)
+		ep, stop = e, func() { e.stop() }
 	} else {
 		ep, err = fdbased.New(&fdbased.Options{FDs: []int{fd}, MTU: 1500, EthernetHeader: true, Address: sandboxMAC})
 	}
@@ -102,6 +106,9 @@ func sandboxSide(t testing.TB, k link.Kind, fd int) *stack.Stack {
 		{Destination: header.IPv4EmptySubnet, Gateway: tcpip.AddrFrom4(gatewayIP.As4()), NIC: 1},
 	})
 	t.Cleanup(func() {
+		if stop != nil {
+			stop() // before Destroy, as Stack.Close does
+		}
 		s.Destroy()
 		if k != link.Stream { // the stream endpoint has closed its own
 			unix.Close(fd)
