@@ -18,9 +18,11 @@ type Kind uint8
 const (
 	// TAP is a TAP device: one frame per read or write.
 	TAP Kind = iota + 1
-	// Datagram is a SOCK_DGRAM or SOCK_SEQPACKET socket, such as one end of
-	// a socketpair whose other end is QEMU's -netdev dgram or -netdev
-	// socket,fd=N on a datagram socket: one frame per datagram, no header.
+	// Datagram is a SOCK_DGRAM or SOCK_SEQPACKET socket: one frame per
+	// datagram, no header. For QEMU, one end of a SOCK_DGRAM socketpair
+	// whose other end it gets as -netdev socket,fd=N or -netdev dgram
+	// (its socket backend takes only SOCK_DGRAM or SOCK_STREAM:
+	// net_socket_fd_check in net/socket.c).
 	Datagram
 	// Stream is a SOCK_STREAM socket, such as QEMU's -netdev stream or
 	// -netdev socket,fd=N on a stream socket: each frame is preceded by its
