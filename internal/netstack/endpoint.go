@@ -157,6 +157,9 @@ func (e *sockEndpoint) nextDatagram() func() ([]byte, error) {
 		var errno error
 		err := e.rc.Read(func(fd uintptr) bool {
 			n, errno = unix.Read(int(fd), buf)
+			for errno == unix.EINTR {
+				n, errno = unix.Read(int(fd), buf)
+			}
 			return errno != unix.EAGAIN
 		})
 		switch {
@@ -218,6 +221,9 @@ func (e *sockEndpoint) writeDatagrams(pkts stack.PacketBufferList) (int, tcpip.E
 		for sent < len(hdrs) {
 			var n int
 			n, errno = rawfile.NonBlockingSendMMsg(int(fd), hdrs[sent:])
+			if errno == unix.EINTR {
+				continue
+			}
 			if errno == unix.EAGAIN {
 				return false // wait for room
 			}
