@@ -1,9 +1,9 @@
 // Package netstack is the host end of the sandbox's only network interface:
 // a gVisor TCP/IP stack in the supervisor process that reads every frame the
 // sandbox sends on its link (a TAP device, or a VM's socket: see package
-// link). It accepts TCP connections to any address
-// (promiscuous and spoofing) and hands each to the caller to decide before
-// the handshake completes; it serves the caller's listeners on its own
+// link). It accepts TCP connections to any address (promiscuous and
+// spoofing) and hands each to the caller to decide before the handshake
+// completes; it serves the caller's listeners on its own
 // addresses (DNS); everything else — other UDP, ICMP, IPv6, ARP for
 // strangers — goes nowhere, because no other protocol is registered.
 package netstack
