@@ -286,7 +286,7 @@ func (nw *Egress) Attach(l link.Link) error {
 	var mu sync.Mutex
 	udpSeen := map[netip.AddrPort]bool{}
 	st, err := netstack.New(netstack.Config{
-		TAP: l.File, MTU: uint32(tapNet.MTU), Addrs: []netip.Addr{gatewayIP, dnsIP},
+		Link: l, MTU: uint32(tapNet.MTU), Addrs: []netip.Addr{gatewayIP, dnsIP},
 		Connect: func(ctx context.Context, dst netip.AddrPort) func(net.Conn) {
 			host := dst.Addr().String()
 			if name, ok := nw.dns.Pool.Name(dst.Addr()); ok {

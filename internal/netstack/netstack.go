@@ -1,8 +1,9 @@
 // Package netstack is the host end of the sandbox's only network interface:
 // a gVisor TCP/IP stack in the supervisor process that reads every frame the
-// sandbox sends on its TAP device. It accepts TCP connections to any address
-// (promiscuous and spoofing) and hands each to the caller to decide before
-// the handshake completes; it serves the caller's listeners on its own
+// sandbox sends on its link (a TAP device, or a VM's socket: see package
+// link). It accepts TCP connections to any address (promiscuous and
+// spoofing) and hands each to the caller to decide before the handshake
+// completes; it serves the caller's listeners on its own
 // addresses (DNS); everything else — other UDP, ICMP, IPv6, ARP for
 // strangers — goes nowhere, because no other protocol is registered.
 package netstack
@@ -28,6 +29,8 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
 	"gvisor.dev/gvisor/pkg/waiter"
+
+	"github.com/airlock-dev/airlock/internal/link"
 )
 
 const (
@@ -40,9 +43,11 @@ const (
 
 // Config describes the link and what to do with traffic.
 type Config struct {
-	// TAP is the device (Ethernet frames); the stack owns it from now on
-	// and closes it on Close.
-	TAP *os.File
+	// Link carries the sandbox's Ethernet frames; the stack owns its
+	// descriptor from now on and closes it on Close (or when New fails).
+	Link link.Link
+	// MTU is the link's IP MTU; a Stream link's frames may be at most
+	// this plus an Ethernet header, and a longer one closes the link.
 	MTU uint32
 	// Addrs are the stack's own IPv4 addresses on the link (the sandbox's
 	// default gateway, the DNS server): it answers ARP for them and the
@@ -56,28 +61,59 @@ type Config struct {
 	DroppedUDP func(src, dst netip.AddrPort)
 }
 
-// Stack is a running network stack on one TAP device.
+// Stack is a running network stack on one link.
 type Stack struct {
-	s      *stack.Stack
-	tap    *os.File
+	s *stack.Stack
+	// stop, for a socket link, stops it before Destroy; file, for a TAP
+	// link, is closed after Destroy (fdbased uses its number until then).
+	stop   func()
+	file   *os.File
 	ctx    context.Context
 	cancel context.CancelFunc
 	once   sync.Once
 }
 
-// New starts the stack on cfg.FD.
+// linkAddress is the stack's MAC address on every link.
+var linkAddress = tcpip.LinkAddress([]byte{0x02, 0xa1, 0x10, 0xc0, 0x00, 0x01})
+
+// newLink makes the link endpoint for l; on failure l.File is closed.
+func newLink(l link.Link, mtu uint32) (ep stack.LinkEndpoint, st *Stack, err error) {
+	if err := l.Validate(); err != nil {
+		if l.File != nil {
+			l.File.Close()
+		}
+		return nil, nil, err
+	}
+	if l.Kind != link.TAP {
+		e, err := newSockEndpoint(l.Kind, l.File, mtu, linkAddress)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", l, err)
+		}
+		return e, &Stack{stop: e.stop}, nil
+	}
+	fd := int(l.File.Fd()) // the link reads and writes it with raw syscalls
+	if err := unix.SetNonblock(fd, true); err != nil {
+		l.File.Close()
+		return nil, nil, fmt.Errorf("%s: %w", l, err)
+	}
+	e, err := fdbased.New(&fdbased.Options{FDs: []int{fd}, MTU: mtu, EthernetHeader: true, Address: linkAddress})
+	if err != nil {
+		l.File.Close()
+		return nil, nil, fmt.Errorf("%s: %w", l, err)
+	}
+	return e, &Stack{file: l.File}, nil
+}
+
+// New starts the stack on cfg.Link.
 func New(cfg Config) (*Stack, error) {
 	if cfg.Connect == nil {
+		if cfg.Link.File != nil {
+			cfg.Link.File.Close()
+		}
 		return nil, errors.New("netstack: a Connect function is required")
 	}
-	fd := int(cfg.TAP.Fd()) // the link reads and writes it with raw syscalls
-	if err := unix.SetNonblock(fd, true); err != nil {
-		cfg.TAP.Close()
-		return nil, fmt.Errorf("netstack: TAP descriptor: %w", err)
-	}
-	link, err := fdbased.New(&fdbased.Options{FDs: []int{fd}, MTU: cfg.MTU, EthernetHeader: true, Address: tcpip.LinkAddress([]byte{0x02, 0xa1, 0x10, 0xc0, 0x00, 0x01})})
+	ep, st, err := newLink(cfg.Link, cfg.MTU)
 	if err != nil {
-		cfg.TAP.Close()
 		return nil, fmt.Errorf("netstack: link: %w", err)
 	}
 	s := stack.New(stack.Options{
@@ -85,7 +121,7 @@ func New(cfg Config) (*Stack, error) {
 		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
 	})
 	ctx, cancel := context.WithCancel(context.Background())
-	st := &Stack{s: s, tap: cfg.TAP, ctx: ctx, cancel: cancel}
+	st.s, st.ctx, st.cancel = s, ctx, cancel
 	fail := func(what string, e tcpip.Error) (*Stack, error) {
 		st.Close()
 		return nil, fmt.Errorf("netstack: %s: %s", what, e)
@@ -97,7 +133,7 @@ func New(cfg Config) (*Stack, error) {
 	// Frames toward the sandbox are written by a queue's own goroutine, not
 	// by whichever goroutine wrote the data (an HTTP/2 frame writer is a new
 	// goroutine per frame: the whole stack below it would grow its stack).
-	if e := s.CreateNICWithOptions(nicID, link, stack.NICOptions{QDisc: fifo.New(link, 1, 1000)}); e != nil {
+	if e := s.CreateNICWithOptions(nicID, ep, stack.NICOptions{QDisc: fifo.New(ep, 1, 1000)}); e != nil {
 		return fail("create NIC", e)
 	}
 	for _, a := range cfg.Addrs {
@@ -166,12 +202,20 @@ func (st *Stack) Listen(addr netip.AddrPort) (net.Listener, error) {
 	return gonet.ListenTCP(st.s, fullAddr(addr), ipv4.ProtocolNumber)
 }
 
-// Close stops the stack, cancels decisions in progress and closes the TAP
-// descriptor. Connections already handed out see errors and end.
+// Close stops the stack, cancels decisions in progress and closes the
+// link's descriptor. Connections already handed out see errors and end.
 func (st *Stack) Close() {
 	st.once.Do(func() {
 		st.cancel()
-		st.s.Destroy() // removes the NIC, which stops the link's readers
-		st.tap.Close()
+		if st.stop != nil {
+			// Before Destroy, which waits for the link's goroutines holding
+			// the stack's lock: a write may wait on a peer that stopped
+			// reading, and a frame being delivered may need that lock.
+			st.stop()
+		}
+		st.s.Destroy() // removes the NIC and waits for the link's readers
+		if st.file != nil {
+			st.file.Close() // only now: fdbased uses the number until it stops
+		}
 	})
 }

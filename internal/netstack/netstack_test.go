@@ -23,6 +23,8 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
+
+	"github.com/airlock-dev/airlock/internal/link"
 )
 
 var (
@@ -31,12 +33,59 @@ var (
 	sandboxIP = netip.MustParseAddr("10.0.2.15")
 )
 
-// sandboxSide is a second, independent TCP/IP stack on the other end of a
-// packet socketpair, standing in for the sandbox's kernel (the e2e tests use
-// the real kernel and a real TAP device).
-func sandboxSide(t *testing.T, fd int) *stack.Stack {
+var sandboxMAC = tcpip.LinkAddress([]byte{2, 0, 0, 0, 0, 15})
+
+// kinds are the links every fixture test runs on, each over a socketpair
+// of the type a VM's network backend (or, for TAP, the kernel) would use.
+var kinds = []struct {
+	kind     link.Kind
+	sockType int
+}{
+	{link.TAP, unix.SOCK_SEQPACKET},
+	{link.Datagram, unix.SOCK_DGRAM},
+	{link.Stream, unix.SOCK_STREAM},
+}
+
+// forEachKind runs test once per kind of link.
+func forEachKind(t *testing.T, test func(t *testing.T, k link.Kind)) {
+	for _, k := range kinds {
+		t.Run(k.kind.String(), func(t *testing.T) { test(t, k.kind) })
+	}
+}
+
+func socketpair(t testing.TB, k link.Kind) (host *os.File, sandbox int) {
 	t.Helper()
-	link, err := fdbased.New(&fdbased.Options{FDs: []int{fd}, MTU: 1500, EthernetHeader: true, Address: tcpip.LinkAddress([]byte{2, 0, 0, 0, 0, 15})})
+	for _, kk := range kinds {
+		if kk.kind == k {
+			fds, err := unix.Socketpair(unix.AF_UNIX, kk.sockType|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return os.NewFile(uintptr(fds[0]), "link"), fds[1]
+		}
+	}
+	t.Fatalf("no socket type for %s", k)
+	return nil, -1
+}
+
+// sandboxSide is a second, independent TCP/IP stack on the other end of a
+// socketpair, standing in for the sandbox's kernel or a VM (the e2e tests
+// use the real kernel and a real TAP device). It frames as k says: the
+// fdbased link for TAP and Datagram (so the host's Datagram endpoint meets
+// another implementation), ours for Stream (TestStreamWireFormat checks
+// that one against bytes framed by hand).
+func sandboxSide(t testing.TB, k link.Kind, fd int) *stack.Stack {
+	t.Helper()
+	var ep stack.LinkEndpoint
+	var err error
+	var stop func()
+	if k == link.Stream {
+		var e *sockEndpoint
+		e, err = newSockEndpoint(k, os.NewFile(uintptr(fd), "sandbox"), 1500, sandboxMAC)
+		ep, stop = e, func() { e.stop() }
+	} else {
+		ep, err = fdbased.New(&fdbased.Options{FDs: []int{fd}, MTU: 1500, EthernetHeader: true, Address: sandboxMAC})
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +93,7 @@ func sandboxSide(t *testing.T, fd int) *stack.Stack {
 		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, arp.NewProtocol},
 		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
 	})
-	if e := s.CreateNIC(1, link); e != nil {
+	if e := s.CreateNIC(1, ep); e != nil {
 		t.Fatal(e)
 	}
 	pa := tcpip.ProtocolAddress{Protocol: ipv4.ProtocolNumber, AddressWithPrefix: tcpip.AddressWithPrefix{Address: tcpip.AddrFrom4(sandboxIP.As4()), PrefixLen: 24}}
@@ -56,7 +105,15 @@ func sandboxSide(t *testing.T, fd int) *stack.Stack {
 		{Destination: sub, NIC: 1},
 		{Destination: header.IPv4EmptySubnet, Gateway: tcpip.AddrFrom4(gatewayIP.As4()), NIC: 1},
 	})
-	t.Cleanup(func() { s.Destroy(); unix.Close(fd) })
+	t.Cleanup(func() {
+		if stop != nil {
+			stop() // before Destroy, as Stack.Close does
+		}
+		s.Destroy()
+		if k != link.Stream { // the stream endpoint has closed its own
+			unix.Close(fd)
+		}
+	})
 	return s
 }
 
@@ -68,14 +125,12 @@ type fixture struct {
 	dropped []netip.AddrPort
 }
 
-func newFixture(t *testing.T, connect func(netip.AddrPort) func(net.Conn)) *fixture {
+func newFixture(t testing.TB, k link.Kind, connect func(netip.AddrPort) func(net.Conn)) *fixture {
 	t.Helper()
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hostFile, sandboxFD := socketpair(t, k)
 	f := &fixture{}
-	f.host, err = New(Config{TAP: os.NewFile(uintptr(fds[0]), "tap"), MTU: 1500, Addrs: []netip.Addr{gatewayIP, dnsIP},
+	var err error
+	f.host, err = New(Config{Link: link.Link{Kind: k, File: hostFile}, MTU: 1500, Addrs: []netip.Addr{gatewayIP, dnsIP},
 		Connect: func(_ context.Context, dst netip.AddrPort) func(net.Conn) {
 			f.mu.Lock()
 			f.seen = append(f.seen, dst)
@@ -92,7 +147,7 @@ func newFixture(t *testing.T, connect func(netip.AddrPort) func(net.Conn)) *fixt
 		t.Fatal(err)
 	}
 	t.Cleanup(f.host.Close)
-	f.sandbox = sandboxSide(t, fds[1])
+	f.sandbox = sandboxSide(t, k, sandboxFD)
 	return f
 }
 
@@ -104,7 +159,11 @@ func (f *fixture) dial(ctx context.Context, dst string) (*gonet.TCPConn, error) 
 func echo(c net.Conn) { io.Copy(c, c); c.Close() }
 
 func TestConnectionsToAnyAddressReachTheDecider(t *testing.T) {
-	f := newFixture(t, func(netip.AddrPort) func(net.Conn) { return echo })
+	forEachKind(t, testConnectionsToAnyAddressReachTheDecider)
+}
+
+func testConnectionsToAnyAddressReachTheDecider(t *testing.T, k link.Kind) {
+	f := newFixture(t, k, func(netip.AddrPort) func(net.Conn) { return echo })
 	for _, dst := range []string{"93.184.216.34:443", "198.18.0.7:80", "10.9.9.9:5432"} {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		c, err := f.dial(ctx, dst)
@@ -129,8 +188,10 @@ func TestConnectionsToAnyAddressReachTheDecider(t *testing.T) {
 	}
 }
 
-func TestRefusedConnectionsAreReset(t *testing.T) {
-	f := newFixture(t, func(netip.AddrPort) func(net.Conn) { return nil })
+func TestRefusedConnectionsAreReset(t *testing.T) { forEachKind(t, testRefusedConnectionsAreReset) }
+
+func testRefusedConnectionsAreReset(t *testing.T, k link.Kind) {
+	f := newFixture(t, k, func(netip.AddrPort) func(net.Conn) { return nil })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -144,7 +205,11 @@ func TestRefusedConnectionsAreReset(t *testing.T) {
 }
 
 func TestListenersOnTheStacksOwnAddresses(t *testing.T) {
-	f := newFixture(t, func(netip.AddrPort) func(net.Conn) { return nil })
+	forEachKind(t, testListenersOnTheStacksOwnAddresses)
+}
+
+func testListenersOnTheStacksOwnAddresses(t *testing.T, k link.Kind) {
+	f := newFixture(t, k, func(netip.AddrPort) func(net.Conn) { return nil })
 	pc, err := f.host.ListenPacket(netip.AddrPortFrom(dnsIP, 53))
 	if err != nil {
 		t.Fatal(err)
@@ -208,8 +273,10 @@ func TestListenersOnTheStacksOwnAddresses(t *testing.T) {
 	}
 }
 
-func TestOtherUDPIsDropped(t *testing.T) {
-	f := newFixture(t, func(netip.AddrPort) func(net.Conn) { return nil })
+func TestOtherUDPIsDropped(t *testing.T) { forEachKind(t, testOtherUDPIsDropped) }
+
+func testOtherUDPIsDropped(t *testing.T, k link.Kind) {
+	f := newFixture(t, k, func(netip.AddrPort) func(net.Conn) { return nil })
 	laddr := tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4(sandboxIP.As4()), Port: 40001}
 	raddr := tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4([4]byte{8, 8, 8, 8}), Port: 53}
 	uc, err := gonet.DialUDP(f.sandbox, &laddr, &raddr, ipv4.ProtocolNumber)
