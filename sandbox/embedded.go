@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/audit"
 	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/backend/guestclient"
@@ -168,6 +169,9 @@ func Create(ctx context.Context, c *Config) (_ *Sandbox, err error) {
 		s.result.Env[k] = v
 	}
 	s.result.Warnings = append(s.result.Warnings, s.sb.Warnings()...)
+	if c.Approver != nil && s.sb.Approvals() != nil {
+		s.answer(c.Approver)
+	}
 	s.stopCtx = context.AfterFunc(ctx, func() { s.Close() })
 	go func() {
 		select {
@@ -510,6 +514,12 @@ func eventOf(r audit.Record) (Event, bool) {
 			e.ExitCode = *r.ExitCode
 		}
 		return Event{Type: "exec", Timestamp: r.Time.Unix(), Exec: e}, true
+	case audit.KindApproval:
+		a := &ApprovalEvent{Phase: "request", ID: r.Extra["request"], Subject: r.Subject, Host: r.Host, Port: r.Port, Reason: r.Reason}
+		if r.Decision != audit.Ask {
+			a.Phase, a.Decision, a.Scope, a.By = "resolved", r.Decision, r.Rule, r.Extra["by"]
+		}
+		return Event{Type: "approval", Timestamp: r.Time.Unix(), Approval: a}, true
 	case audit.KindFile:
 		return Event{Type: "file", Timestamp: r.Time.Unix(), File: &FileEvent{Op: r.Op, Path: r.Path, Size: r.BytesOut}}, true
 	}
@@ -603,4 +613,59 @@ func networkEvent(r audit.Record) (Event, bool) {
 		n.URL = scheme + "://" + hostport + r.Path
 	}
 	return Event{Type: "network", Timestamp: r.Time.Unix(), Network: n}, true
+}
+
+// Decide answers approval request id (see ApprovalEvent).
+func (s *Sandbox) Decide(id string, d ApprovalDecision) error {
+	return s.decide(id, d, "api")
+}
+
+// DecideAs is Decide recorded as made by the surface by (rpc for airlock rpc).
+func (s *Sandbox) DecideAs(id string, d ApprovalDecision, by string) error {
+	return s.decide(id, d, by)
+}
+
+func (s *Sandbox) decide(id string, d ApprovalDecision, by string) error {
+	q := s.sb.Approvals()
+	if q == nil {
+		return errorf(KindInvalidParams, "this sandbox asks nobody: create it with approvals {\"mode\": \"ask\"}")
+	}
+	if d.Scope == "" {
+		d.Scope = string(approval.Once)
+	}
+	if !approval.Scope(d.Scope).Valid() {
+		return errorf(KindInvalidParams, "scope %q: use once, session, project or global", d.Scope)
+	}
+	err := q.Decide(id, approval.Decision{Allow: d.Allow, Scope: approval.Scope(d.Scope), Wildcard: d.Wildcard, By: by})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, approval.ErrUnknown), errors.Is(err, approval.ErrDecided), errors.Is(err, approval.ErrExpired):
+		return &Error{Kind: KindNotFound, Message: fmt.Sprintf("approval %s: %v", id, err)}
+	}
+	return &Error{Kind: KindIO, Message: err.Error()}
+}
+
+// answer has fn decide each request as it comes, each on its own goroutine.
+func (s *Sandbox) answer(fn func(ApprovalEvent) ApprovalDecision) {
+	events, cancel := s.sb.Approvals().Subscribe(256)
+	go func() { // ends with the sandbox (not awaited by Close: it only decides)
+		defer cancel()
+		for {
+			select {
+			case <-s.closed:
+				return
+			case e, ok := <-events:
+				if !ok {
+					return
+				}
+				if e.Type != "request" {
+					continue
+				}
+				r := e.Request
+				ev := ApprovalEvent{Phase: "request", ID: r.ID, Subject: r.Subject, Host: r.Host, Port: int(r.Port), Reason: r.Reason}
+				go s.decide(r.ID, fn(ev), "api")
+			}
+		}
+	}()
 }

@@ -93,6 +93,19 @@ func plan(c *Config) (*planned, error) {
 			return nil, invalid("env %s: the value contains a NUL byte", k)
 		}
 	}
+	if a := c.Approvals; a != nil {
+		switch a.Mode {
+		case "", config.ApprovalsDeny:
+		case config.ApprovalsAsk:
+			p.spec.Config.Approvals.Mode = config.ApprovalsAsk
+		default:
+			return nil, invalid("approvals.mode %q: use ask or deny", a.Mode)
+		}
+		if a.TimeoutSeconds < 0 || a.TimeoutSeconds > 86400 {
+			return nil, invalid("approvals.timeout_seconds: 0 to 86400")
+		}
+		p.spec.Config.Approvals.Timeout = time.Duration(a.TimeoutSeconds) * time.Second
+	}
 	if err := p.network(c.Network); err != nil {
 		return nil, err
 	}

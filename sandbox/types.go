@@ -30,6 +30,8 @@ type API interface {
 	ListFiles(path string) ([]FileInfo, error)
 	ListFilesContext(ctx context.Context, path string) ([]FileInfo, error)
 	Events() <-chan Event
+	// Decide answers an approval request (see ApprovalEvent).
+	Decide(id string, d ApprovalDecision) error
 	Close() error
 }
 
@@ -55,6 +57,12 @@ type Config struct {
 	// OnEvent, embedded only, is called for every event, in order, on the
 	// goroutine that observed it: keep it quick.
 	OnEvent func(Event) `json:"-"`
+	// Approvals: {"mode": "ask"} makes a connection to a host no rule
+	// covers wait for a decision (Approve/Deny, the approval event, airlock
+	// approvals, airlock ui) instead of failing.
+	Approvals *ApprovalsConfig `json:"approvals,omitempty"`
+	// Approver, if set, decides each request as it comes (embedded API).
+	Approver func(ApprovalEvent) ApprovalDecision `json:"-"`
 	// Origin is what made the sandbox, shown by `airlock ls`: "api" (the
 	// default) or "rpc".
 	Origin string `json:"-"`
@@ -202,11 +210,39 @@ type FileInfo struct {
 
 // Event is one notification: what the sandbox did.
 type Event struct {
-	Type      string        `json:"type"` // network, file, exec
-	Timestamp int64         `json:"timestamp"`
-	Network   *NetworkEvent `json:"network,omitempty"`
-	File      *FileEvent    `json:"file,omitempty"`
-	Exec      *ExecEvent    `json:"exec,omitempty"`
+	Type      string         `json:"type"` // network, file, exec
+	Timestamp int64          `json:"timestamp"`
+	Network   *NetworkEvent  `json:"network,omitempty"`
+	File      *FileEvent     `json:"file,omitempty"`
+	Exec      *ExecEvent     `json:"exec,omitempty"`
+	Approval  *ApprovalEvent `json:"approval,omitempty"`
+}
+
+// ApprovalsConfig says what happens to a connection no rule covers.
+type ApprovalsConfig struct {
+	Mode           string `json:"mode"`                      // "ask" or "deny" (the default)
+	TimeoutSeconds int64  `json:"timeout_seconds,omitempty"` // unanswered: denied (default 60)
+}
+
+// ApprovalEvent is a request that starts waiting (phase "request") or was
+// decided (phase "resolved").
+type ApprovalEvent struct {
+	Phase    string `json:"phase"`
+	ID       string `json:"id"`
+	Subject  string `json:"subject"`
+	Host     string `json:"host,omitempty"`
+	Port     int    `json:"port,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	Decision string `json:"decision,omitempty"` // resolved: allow or deny
+	Scope    string `json:"scope,omitempty"`
+	By       string `json:"by,omitempty"` // who decided: api, rpc, cli, ui, timeout
+}
+
+// ApprovalDecision answers a request.
+type ApprovalDecision struct {
+	Allow    bool   `json:"allow"`
+	Scope    string `json:"scope,omitempty"` // once (default), session, project, global
+	Wildcard bool   `json:"wildcard,omitempty"`
 }
 
 // NetworkEvent is one gateway decision: an HTTP request it intercepted, or

@@ -44,6 +44,9 @@ type runOptions struct {
 	image     string
 	watch     bool
 	scratch   []string
+	ask       bool
+	askAfter  time.Duration
+	decisions string
 }
 
 const (
@@ -142,6 +145,9 @@ Limits default to ` + strconv.Itoa(defaultPids) + ` processes and half of the ma
 	f.BoolVar(&o.ws.ProtectGit, "protect-git", true, "bind: make .git/config and .git/hooks read-only inside, and restore them after if they changed anyway")
 	f.StringVar(&o.backend, "backend", config.BackendNative, "where the sandbox runs: native (namespaces on this kernel) or docker (a hardened container; see airlock images)")
 	f.StringVar(&o.image, "image", "", "docker backend: the image to run in (default "+config.DefaultImage+")")
+	f.BoolVar(&o.ask, "ask", false, "a connection to a host no rule covers waits for your decision (airlock approvals, airlock ui, or this terminal) instead of failing")
+	f.DurationVar(&o.askAfter, "ask-timeout", 0, "with --ask: deny what nobody answered after this long (default 60s)")
+	f.StringVar(&o.decisions, "decisions", "", "with --ask and nobody to ask: decisions prepared in `FILE` (the saved-decisions format); what it does not cover is denied")
 	f.BoolVar(&o.watch, "watch-files", false, "record every file created, written or deleted in the workspace and writable mounts in the audit log (airlock audit ID)")
 	f.StringArrayVar(&o.scratch, "scratch", nil, "an empty writable directory at `PATH` inside that lives as long as the sandbox (repeatable)")
 	return c

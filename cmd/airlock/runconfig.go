@@ -38,6 +38,8 @@ var runFlagKeys = []struct{ flag, key string }{
 	{"no-delete", "workspace.no_delete"},
 	{"auto-apply", "workspace.auto_apply"},
 	{"apply-risky", "workspace.apply_risky"},
+	{"ask-timeout", "approvals.timeout"},
+	{"decisions", "approvals.decisions"},
 }
 
 // flagLayer is the config layer of the flags the user set: a flag left at
@@ -54,6 +56,13 @@ func flagLayer(fs *pflag.FlagSet) (*config.Layer, error) {
 			values = sv.GetSlice()
 		}
 		if err := l.SetFlag(fk.key, "--"+fk.flag, values); err != nil {
+			return nil, usageError{err.Error()}
+		}
+	}
+	// --ask is approvals.mode ask (a flag cannot set the mode back to deny:
+	// leave it out).
+	if f := fs.Lookup("ask"); f != nil && f.Changed && f.Value.String() == "true" {
+		if err := l.SetFlag("approvals.mode", "--ask", []string{config.ApprovalsAsk}); err != nil {
 			return nil, usageError{err.Error()}
 		}
 	}

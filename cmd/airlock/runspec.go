@@ -9,6 +9,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/engine"
 	"github.com/airlock-dev/airlock/internal/state"
+	"github.com/airlock-dev/airlock/internal/term"
 	"github.com/airlock-dev/airlock/internal/workspace"
 )
 
@@ -94,5 +95,19 @@ func runSpec(l *config.Loaded, o *runOptions, args []string) (engine.Spec, error
 		s.Hide = append(s.Hide, l.Dir)
 	}
 	s.Command, s.TTY, s.Detached, s.Quiet, s.Watch = args, o.tty, o.detach, o.quiet, o.watch
+	// Someone must be able to answer: this terminal, airlock approvals and
+	// airlock ui (a detached sandbox's owner), or a prepared decisions file.
+	if a := c.Approvals; a.Ask() && !o.detach && a.Decisions == "" && !term.IsTerminal(os.Stderr) {
+		return s, usageError{originLabel(l, "approvals.mode", 0) + ": nobody can answer here (no terminal): run with -d and answer with airlock approvals or airlock ui, or prepare the answers with --decisions FILE"}
+	}
+	if c.Approvals.Decisions != "" {
+		if !c.Approvals.Ask() {
+			return s, usageError{originLabel(l, "approvals.decisions", 0) + " goes with --ask (approvals: ask)"}
+		}
+		var err error
+		if c.Approvals.Decisions, err = existingPath(c.Approvals.Decisions, originLabel(l, "approvals.decisions", 0)); err != nil {
+			return s, err
+		}
+	}
 	return s, nil
 }

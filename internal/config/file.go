@@ -275,6 +275,10 @@ func (p *parser) value(f *field, k, v *yaml.Node) error {
 		return nil // "key:" with nothing sets nothing
 	}
 	if f.kind == kSection {
+		// "approvals: ask" is short for "approvals: {mode: ask}".
+		if m := lookup(key + ".mode"); key == "approvals" && v.Kind == yaml.ScalarNode {
+			return p.value(m, k, v)
+		}
 		if v.Kind != yaml.MappingNode {
 			return p.errorf(v, key, "%s (%s)", f.expected(), strings.Join(children(key), ", "))
 		}

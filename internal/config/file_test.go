@@ -1,7 +1,6 @@
 package config
 
 import (
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -60,8 +59,8 @@ audit:
   max_size: 100m
   keep: 3
 approvals:
-  default: ask
-  rules: [{host: "*.npmjs.org", verdict: allow}]
+  mode: ask
+  timeout: 90s
 mcp_servers:
   github: {command: [github-mcp]}
 agents: {claude: {}}
@@ -93,14 +92,15 @@ func TestParseFullFile(t *testing.T) {
 		},
 		Workspace: Workspace{Mode: WorkspaceCopy, Exclude: []string{"node_modules"}, NoDelete: true, AutoApply: true, ApplyRisky: true},
 		Audit:     Audit{MaxBytes: 100 << 20, Keep: 3},
+		Approvals: Approvals{Mode: ApprovalsAsk, Timeout: 90 * time.Second},
 	}
-	approvals, mcp, agents := s.Approvals, s.MCPServers, s.Agents
-	s.Approvals, s.MCPServers, s.Agents = nil, nil, nil
+	mcp, agents := s.MCPServers, s.Agents
+	s.MCPServers, s.Agents = nil, nil
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("Merge(Parse(full)) =\n%+v\nwant\n%+v", s, want)
 	}
-	if b, err := json.Marshal(approvals); err != nil || !strings.Contains(string(b), `"verdict":"allow"`) {
-		t.Errorf("approvals = %s, %v; want it passed through", b, err)
+	if a, _ := Merge(Defaults(), mustParse(t, "approvals: ask\n")); a.Approvals.Mode != ApprovalsAsk {
+		t.Errorf("approvals: ask gives %+v, want mode ask", a.Approvals)
 	}
 	if mcp == nil || agents == nil {
 		t.Errorf("mcp_servers = %v, agents = %v; want them passed through", mcp, agents)
@@ -316,4 +316,13 @@ func FuzzParse(f *testing.F) {
 			Merge(Defaults(), l)
 		}
 	})
+}
+
+func mustParse(t *testing.T, text string) *Layer {
+	t.Helper()
+	l, err := Parse("/test.yaml", []byte(text), SourceGlobal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }

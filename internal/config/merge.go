@@ -221,7 +221,11 @@ func Merge(layers ...*Layer) (Spec, Origins) {
 	if s := eff["audit.keep"]; s != nil {
 		sp.Audit.Keep, or["audit.keep"] = int(s.v.(int64)), []Origin{s.origin}
 	}
-	raw("approvals", &sp.Approvals)
+	str("approvals.mode", &sp.Approvals.Mode)
+	if s := eff["approvals.timeout"]; s != nil {
+		sp.Approvals.Timeout, or["approvals.timeout"] = s.v.(time.Duration), []Origin{s.origin}
+	}
+	str("approvals.decisions", &sp.Approvals.Decisions)
 	raw("mcp_servers", &sp.MCPServers)
 	raw("agents", &sp.Agents)
 	return sp, or

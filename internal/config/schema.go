@@ -71,7 +71,10 @@ var schema = []field{
 	{key: "audit", kind: kSection},
 	{key: "audit.max_size", kind: kSize, help: "a size such as 100m"},
 	{key: "audit.keep", kind: kInt, help: "a number of rotated files"},
-	{key: "approvals", kind: kRaw},
+	{key: "approvals", kind: kSection, help: "ask or deny, or a mapping of mode, timeout, decisions"},
+	{key: "approvals.mode", kind: kEnum, enum: []string{ApprovalsAsk, ApprovalsDeny}},
+	{key: "approvals.timeout", kind: kDuration, help: "a duration such as 60s or 5m"},
+	{key: "approvals.decisions", kind: kPath, help: "a prepared decisions file"},
 	{key: "mcp_servers", kind: kRaw},
 	{key: "agents", kind: kRaw},
 }

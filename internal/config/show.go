@@ -50,7 +50,9 @@ func values(s Spec) map[string]any {
 	put("workspace.apply_risky", lit(strconv.FormatBool(w.ApplyRisky)), true)
 	put("audit.max_size", FormatSize(s.Audit.MaxBytes), s.Audit.MaxBytes > 0)
 	put("audit.keep", lit(strconv.Itoa(s.Audit.Keep)), s.Audit.Keep > 0)
-	put("approvals", s.Approvals, s.Approvals != nil)
+	put("approvals.mode", s.Approvals.Mode, s.Approvals.Mode != "")
+	put("approvals.timeout", lit(s.Approvals.Timeout.String()), s.Approvals.Timeout > 0)
+	put("approvals.decisions", s.Approvals.Decisions, s.Approvals.Decisions != "")
 	put("mcp_servers", s.MCPServers, s.MCPServers != nil)
 	put("agents", s.Agents, s.Agents != nil)
 	return m

@@ -47,9 +47,11 @@ type Spec struct {
 	Env   []string `json:"env,omitempty"`
 	Audit Audit    `json:"audit,omitempty"`
 
+	// Approvals: what happens to a connection no rule covers.
+	Approvals Approvals `json:"approvals,omitzero"`
+
 	// Reserved sections: parsed from config files and passed through, not yet
 	// interpreted (decoded YAML: maps, lists, strings, numbers, bools).
-	Approvals  any `json:"approvals,omitempty"`
 	MCPServers any `json:"mcp_servers,omitempty"`
 	Agents     any `json:"agents,omitempty"`
 }
@@ -95,6 +97,25 @@ type Network struct {
 func (n Network) Enabled() bool {
 	return len(n.AllowHosts)+len(n.Endpoints)+len(n.Secrets) > 0
 }
+
+// Approval modes.
+const (
+	ApprovalsDeny = "deny" // refused at once (the default)
+	ApprovalsAsk  = "ask"  // waits for a human's decision (or a prepared decisions file)
+)
+
+// Approvals says what happens to a connection no rule covers.
+type Approvals struct {
+	Mode    string        `json:"mode,omitempty"`    // ApprovalsDeny ("" too) or ApprovalsAsk
+	Timeout time.Duration `json:"timeout,omitempty"` // unanswered for this long: denied (0: the default, 60 s)
+	// Decisions is a prepared decisions file (the saved-decisions schema),
+	// for runs with nobody to ask: its rules apply as the session's, and
+	// whatever they do not cover is denied.
+	Decisions string `json:"decisions,omitempty"`
+}
+
+// Ask reports whether a connection no rule covers waits for a decision.
+func (a Approvals) Ask() bool { return a.Mode == ApprovalsAsk }
 
 // Audit bounds the sandbox's audit log.
 type Audit struct {

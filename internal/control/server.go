@@ -5,6 +5,7 @@ package control
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/proto"
 )
 
@@ -33,6 +35,15 @@ type Target interface {
 	// Exec starts req with the sandbox's environment merged under req.Env.
 	Exec(req *proto.Exec, output func(stream uint8, data []byte), files ...*os.File) (Process, error)
 	Call(ctx context.Context, m *proto.Msg) (*proto.Msg, error)
+	// Approvals is the sandbox's queue, or nil when it asks nobody.
+	Approvals() Approvals
+}
+
+// Approvals is what the socket serves of a sandbox's approval queue.
+type Approvals interface {
+	Pending() []approval.Request
+	Decide(id string, d approval.Decision) error
+	Subscribe(buf int) (<-chan approval.Event, func())
 }
 
 // Serve answers clients on ln until it is closed. Only the sandbox's own
@@ -67,8 +78,9 @@ func sameUser(uc *net.UnixConn) bool {
 
 func serveClient(c *proto.Conn, t Target, stop func(why string)) {
 	var (
-		mu    sync.Mutex
-		procs = map[uint32]Process{}
+		mu      sync.Mutex
+		procs   = map[uint32]Process{}
+		watches = map[uint32]func(){} // approval watches this client holds
 	)
 	defer func() {
 		// A client that goes away takes its processes with it: no leftovers
@@ -76,6 +88,9 @@ func serveClient(c *proto.Conn, t Target, stop func(why string)) {
 		mu.Lock()
 		for _, p := range procs {
 			p.Signal(syscall.SIGKILL)
+		}
+		for _, stop := range watches {
+			stop()
 		}
 		mu.Unlock()
 		c.Close()
@@ -140,6 +155,9 @@ func serveClient(c *proto.Conn, t Target, stop func(why string)) {
 			case proto.OpStdinClose:
 				p.CloseStdin()
 			}
+		case proto.OpApprovals, proto.OpDecide, proto.OpWatchApprovals:
+			proto.CloseFiles(files)
+			serveApprovals(c, t.Approvals(), m, &mu, watches)
 		case proto.OpKill:
 			proto.CloseFiles(files)
 			if stop != nil {
@@ -163,5 +181,60 @@ func serveClient(c *proto.Conn, t Target, stop func(why string)) {
 				c.Send(r)
 			}(*m)
 		}
+	}
+}
+
+// maxWatchBuffer is how many approval events a slow watcher may lag.
+const maxWatchBuffer = 256
+
+// serveApprovals answers the approval ops. A sandbox that asks nobody has
+// an empty list and refuses decisions.
+func serveApprovals(c *proto.Conn, q Approvals, m *proto.Msg, mu *sync.Mutex, watches map[uint32]func()) {
+	fail := func(msg string) {
+		c.Send(&proto.Msg{ID: m.ID, Op: proto.OpError, Err: &proto.Error{Step: m.Op.String(), Message: msg}})
+	}
+	switch m.Op {
+	case proto.OpApprovals:
+		var pending []approval.Request
+		if q != nil {
+			pending = q.Pending()
+		}
+		b, _ := json.Marshal(pending)
+		c.Send(&proto.Msg{ID: m.ID, Op: proto.OpResult, Data: b})
+	case proto.OpDecide:
+		var d approval.Decision
+		if len(m.Data) > 4096 || json.Unmarshal(m.Data, &d) != nil {
+			fail("a decision is JSON: {\"allow\": true, \"scope\": \"once\"}")
+			return
+		}
+		if q == nil {
+			fail(approval.ErrUnknown.Error())
+			return
+		}
+		if err := q.Decide(m.Path, d); err != nil {
+			fail(err.Error())
+			return
+		}
+		c.Send(&proto.Msg{ID: m.ID, Op: proto.OpResult})
+	case proto.OpWatchApprovals:
+		if q == nil {
+			c.Send(&proto.Msg{ID: m.ID, Op: proto.OpResult}) // nothing will ever come
+			return
+		}
+		events, stop := q.Subscribe(maxWatchBuffer)
+		mu.Lock()
+		if old := watches[m.ID]; old != nil {
+			old()
+		}
+		watches[m.ID] = stop
+		mu.Unlock()
+		go func() {
+			for e := range events {
+				b, _ := json.Marshal(e)
+				if c.Send(&proto.Msg{ID: m.ID, Op: proto.OpOutput, Data: b}) != nil {
+					stop()
+				}
+			}
+		}()
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/miekg/dns"
 
@@ -83,6 +84,18 @@ type Server struct {
 	// human answers) and the connection to it is what waits for the
 	// decision. False answers such a name NXDOMAIN, like a deny.
 	Approvals bool
+
+	swapped atomic.Pointer[policy.Policy] // SetPolicy's, over Policy
+}
+
+// SetPolicy puts p in force for every query from now on.
+func (s *Server) SetPolicy(p *policy.Policy) { s.swapped.Store(p) }
+
+func (s *Server) policy() *policy.Policy {
+	if p := s.swapped.Load(); p != nil {
+		return p
+	}
+	return s.Policy
 }
 
 // ServeDNS implements dns.Handler.
@@ -127,7 +140,7 @@ func (s *Server) Answer(q *dns.Msg) *dns.Msg {
 	if s.Broker && policy.IsBroker(name) {
 		d = policy.Decision{Verdict: policy.Allow, Rule: "broker", Reason: policy.BrokerHost + " is the gateway's broker"}
 	} else {
-		d = s.Policy.Name(name)
+		d = s.policy().Name(name)
 	}
 	rec.Rule = d.Rule
 	if d.Verdict == policy.Ask && !s.Approvals {

@@ -71,6 +71,7 @@ type Egress struct {
 	Net   *proto.Net   // transparent mode: the sandbox's interface
 
 	gw     *gateway.Gateway
+	base   policy.Config // the config's rules; SetRules adds remembered ones
 	dns    *dnsserver.Server
 	audit  *audit.Log
 	ln     net.Listener // proxy mode: the front door
@@ -91,6 +92,9 @@ type Config struct {
 	Secrets     *secrets.Set // from LoadSecrets
 	Audit       *audit.Log   // the sandbox's one audit stream
 	Hooks       gateway.Hooks
+	// Approver, if set, is asked about connections no rule covers (the
+	// policy's default becomes ask); nil denies them.
+	Approver gateway.Approver
 }
 
 // LoadSecrets reads the values of flags (--secret's form: from the host's
@@ -117,16 +121,20 @@ func LoadSecrets(flags []string, values []*secrets.Secret) (*secrets.Set, error)
 // it the same way.
 type pipeline struct {
 	gw        *gateway.Gateway
+	config    policy.Config
 	policy    *policy.Policy
 	authority *ca.CA
 	token     string
 }
 
 // newPipeline builds a gateway from n, its secrets and audit log.
-func newPipeline(id string, n config.Network, mode string, set *secrets.Set, log *audit.Log, hooks gateway.Hooks) (*pipeline, error) {
+func newPipeline(id string, n config.Network, mode string, set *secrets.Set, log *audit.Log, hooks gateway.Hooks, approver gateway.Approver) (*pipeline, error) {
 	allow := append([]string(nil), n.AllowHosts...)
 	allow = append(allow, set.Hosts()...)
 	pc := policy.Config{AllowHosts: allow, DenyHosts: n.DenyHosts, Endpoints: n.Endpoints}
+	if approver != nil {
+		pc.Default = policy.Ask
+	}
 	if mode == config.ModeTransparent {
 		pc.GatewayAddrs = []netip.AddrPort{netip.AddrPortFrom(gatewayIP, 0), netip.AddrPortFrom(dnsIP, 0)}
 	}
@@ -178,18 +186,18 @@ func newPipeline(id string, n config.Network, mode string, set *secrets.Set, log
 		info.Network.Secrets = append(info.Network.Secrets, broker.Secret{Name: s.Name, Hosts: s.Hosts})
 	}
 	gw, err := gateway.New(gateway.Config{Policy: pol, CA: authority, Secrets: set, Audit: log, StaticHosts: static, Resolver: resolver, Upstream: roots, Token: token, Hooks: hooks,
-		Sandbox: id, Broker: broker.New(info)})
+		Sandbox: id, Broker: broker.New(info), Approver: approver})
 	if err != nil {
 		return nil, err
 	}
-	return &pipeline{gw: gw, policy: pol, authority: authority, token: token}, nil
+	return &pipeline{gw: gw, config: pc, policy: pol, authority: authority, token: token}, nil
 }
 
 // Start builds the sandbox's gateway. In transparent mode it starts serving
 // when Attach gets the sandbox's link; in proxy mode its front door listens
 // on c.ProxySocket now.
 func Start(c Config) (_ *Egress, err error) {
-	p, err := newPipeline(c.ID, c.Network, c.Mode, c.Secrets, c.Audit, c.Hooks)
+	p, err := newPipeline(c.ID, c.Network, c.Mode, c.Secrets, c.Audit, c.Hooks, c.Approver)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +210,7 @@ func Start(c Config) (_ *Egress, err error) {
 	if err := os.WriteFile(bundlePath, bundle, 0o644); err != nil {
 		return nil, err
 	}
-	e := &Egress{gw: gw, audit: c.Audit}
+	e := &Egress{gw: gw, base: p.config, audit: c.Audit}
 	e.Files = []backend.FileMount{{Source: bundlePath, Target: bundleInside}}
 	for _, b := range systemBundles {
 		if st, err := os.Stat(b); err == nil && st.Mode().IsRegular() {
@@ -215,7 +223,7 @@ func Start(c Config) (_ *Egress, err error) {
 
 	if c.Mode == config.ModeTransparent {
 		e.Net = &tapNet
-		e.dns = &dnsserver.Server{Policy: p.policy, Pool: dnsserver.NewPool(namePool), Audit: c.Audit, Broker: true}
+		e.dns = &dnsserver.Server{Policy: p.policy, Pool: dnsserver.NewPool(namePool), Audit: c.Audit, Broker: true, Approvals: c.Approver != nil}
 		for _, f := range []struct{ name, target, text string }{
 			{"resolv.conf", "/etc/resolv.conf", "# airlock: the gateway answers DNS for the names policy allows\nnameserver " + dnsIP.String() + "\noptions edns0\n"},
 			{"hosts", "/etc/hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + backend.Hostname(c.ID) + "\n"},
@@ -341,4 +349,21 @@ func (nw *Egress) Close() {
 	if nw.stack != nil {
 		nw.stack.Close()
 	}
+}
+
+// SetRules puts the config's rules plus allow and deny (remembered
+// decisions) in force for every decision from now on; a deny wins as ever.
+func (e *Egress) SetRules(allow, deny []string) error {
+	pc := e.base
+	pc.AllowHosts = append(append([]string(nil), e.base.AllowHosts...), allow...)
+	pc.DenyHosts = append(append([]string(nil), e.base.DenyHosts...), deny...)
+	p, err := policy.New(pc)
+	if err != nil {
+		return err
+	}
+	e.gw.SetPolicy(p)
+	if e.dns != nil {
+		e.dns.SetPolicy(p)
+	}
+	return nil
 }

@@ -88,6 +88,9 @@ type Options struct {
 	Hooks gateway.Hooks
 	// OnStop is called when `airlock kill` asks the sandbox to stop.
 	OnStop func(why string)
+	// NobodyToAsk says no surface can answer approvals (a headless run
+	// with a prepared decisions file): what it does not cover is denied.
+	NobodyToAsk bool
 	// Pending is a sandbox Prepared early (see Prepare) to overlap its start
 	// with the host's own work; Start owns it.
 	Pending backend.Pending
@@ -102,6 +105,7 @@ type Sandbox struct {
 	inst    backend.Instance
 	ws      *workspace.Session
 	eg      *egress.Egress
+	ask     *asker // nil unless approvals ask
 	log     *audit.Log
 	redact  atomic.Pointer[secrets.Set]
 	ctl     *net.UnixListener
@@ -193,7 +197,7 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 	}
 	caps := s.be.Caps()
 	secretsOn := len(o.Secrets) > 0
-	if spec.Config.Network.Enabled() || secretsOn {
+	if spec.Config.Network.Enabled() || secretsOn || spec.Config.Approvals.Ask() {
 		if s.mode, err = networkMode(spec.Config.Network.Mode, caps); err != nil {
 			return nil, step("check spec", err)
 		}
@@ -242,12 +246,26 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 			return nil, step("egress", err)
 		}
 		s.redact.Store(set)
+		var approver gateway.Approver
+		if spec.Config.Approvals.Ask() {
+			if s.ask, err = newAsker(s, spec.Config.Approvals, o.NobodyToAsk); err != nil {
+				return nil, step("approvals", err)
+			}
+			approver = s.ask
+		}
 		s.eg, err = egress.Start(egress.Config{
 			Network: spec.Config.Network, Mode: s.mode, ID: h.ID(), Dir: h.Dir(),
-			ProxySocket: gatewaySocket(h.SocketPath()), Secrets: set, Audit: s.log, Hooks: o.Hooks,
+			ProxySocket: gatewaySocket(h.SocketPath()), Secrets: set, Audit: s.log, Hooks: o.Hooks, Approver: approver,
 		})
 		if err != nil {
 			return nil, step("egress", err)
+		}
+		if s.ask != nil {
+			// Remembered decisions (the session's file, saved ones) are in
+			// force from the first packet.
+			if err := s.ask.start(); err != nil {
+				return nil, step("approvals", err)
+			}
 		}
 		s.bspec.Files = append(s.bspec.Files, s.eg.Files...)
 		s.bspec.Relay, s.bspec.Net = s.eg.Relay, s.eg.Net
@@ -603,6 +621,9 @@ func (s *Sandbox) teardown() {
 	}
 	if s.watch != nil {
 		s.watch.close()
+	}
+	if s.ask != nil {
+		s.ask.close()
 	}
 	if s.eg != nil {
 		s.eg.Close()

@@ -20,6 +20,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/audit"
@@ -84,6 +85,9 @@ type Hooks struct {
 // Gateway serves one sandbox.
 type Gateway struct {
 	cfg Config
+	// pol is the policy in force: cfg.Policy until SetPolicy swaps in one
+	// that adds remembered decisions.
+	pol atomic.Pointer[policy.Policy]
 	// dial connects to an address policy checked. Tests swap it to reach
 	// local servers on ports an unprivileged user cannot bind (443).
 	dial func(ctx context.Context, addr string) (net.Conn, error)
@@ -104,10 +108,18 @@ func New(cfg Config) (*Gateway, error) {
 		cfg.Secrets = nil // nothing to swap or redact: keep bodies off the scanning path
 	}
 	d := &net.Dialer{Timeout: dialTimeout}
-	return &Gateway{cfg: cfg, dial: func(ctx context.Context, addr string) (net.Conn, error) {
+	g := &Gateway{cfg: cfg, dial: func(ctx context.Context, addr string) (net.Conn, error) {
 		return d.DialContext(ctx, "tcp", addr)
-	}}, nil
+	}}
+	g.pol.Store(cfg.Policy)
+	return g, nil
 }
+
+// SetPolicy puts p in force for every decision from now on (a remembered
+// approval added rules); connections already decided are not revisited.
+func (g *Gateway) SetPolicy(p *policy.Policy) { g.pol.Store(p) }
+
+func (g *Gateway) policy() *policy.Policy { return g.pol.Load() }
 
 // ServeProxy serves the explicit front door on ln until ln is closed.
 func (g *Gateway) ServeProxy(ln net.Listener) error {
@@ -203,7 +215,7 @@ func (t target) dialAddr() string {
 // door, or nil.
 func (g *Gateway) decide(ctx context.Context, host string, port uint16, r *http.Request) (target, policy.Decision, error) {
 	t := target{host: strings.TrimSuffix(strings.ToLower(host), "."), port: port}
-	d := g.cfg.Policy.Host(t.host, port)
+	d := g.policy().Host(t.host, port)
 	if d.Verdict == policy.Ask {
 		d = g.ask(ctx, t, d, r)
 	}
@@ -216,7 +228,7 @@ func (g *Gateway) decide(ctx context.Context, host string, port uint16, r *http.
 		return t, d, nil
 	}
 	if ip, ok := g.cfg.StaticHosts[t.host]; ok {
-		if ad := g.cfg.Policy.Addr(ip, port, true); ad.Verdict != policy.Allow {
+		if ad := g.policy().Addr(ip, port, true); ad.Verdict != policy.Allow {
 			return t, ad, nil
 		}
 		t.addr = ip
@@ -233,7 +245,7 @@ func (g *Gateway) decide(ctx context.Context, host string, port uint16, r *http.
 	}
 	var first policy.Decision
 	for i, ip := range ips {
-		ad := g.cfg.Policy.Addr(ip.Unmap(), port, false)
+		ad := g.policy().Addr(ip.Unmap(), port, false)
 		if ad.Verdict == policy.Allow {
 			t.addr = ip.Unmap()
 			return t, d, nil

@@ -86,7 +86,7 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		deny(http.StatusForbidden, "deny", fmt.Sprintf("Host header %q does not match the connection's host %s", r.Host, u.t.host))
 		return
 	}
-	if d := u.g.cfg.Policy.Endpoint(u.t.host, r.Method, r.URL.Path); d.Verdict != policy.Allow {
+	if d := u.g.policy().Endpoint(u.t.host, r.Method, r.URL.Path); d.Verdict != policy.Allow {
 		rec.Rule = d.Rule
 		deny(http.StatusForbidden, "deny", d.Reason)
 		return

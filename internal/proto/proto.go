@@ -58,11 +58,16 @@ const (
 	OpRemove        // host→guest: remove Path (recursively when Recursive)
 	OpResult        // guest→host: success of a file request
 	OpKill          // client→supervisor: stop the sandbox
+	// Approvals, on the control socket only (the guest never sees them):
+	OpApprovals      // client→supervisor: list pending requests; the reply's Data is JSON
+	OpDecide         // client→supervisor: answer request Path with the JSON decision in Data
+	OpWatchApprovals // client→supervisor: stream approval events (Output frames, JSON in Data) until the client goes
 	opMax
 )
 
 var opNames = [...]string{"invalid", "init", "ready", "error", "exec", "started", "stdin", "stdin_close",
-	"output", "exit", "signal", "resize", "write_file", "read_file", "list_files", "stat", "mkdir", "remove", "result", "kill"}
+	"output", "exit", "signal", "resize", "write_file", "read_file", "list_files", "stat", "mkdir", "remove", "result", "kill",
+	"approvals", "decide", "watch_approvals"}
 
 func (o Op) String() string {
 	if int(o) < len(opNames) {

@@ -130,6 +130,24 @@ func (s *Server) dispatch(req *Request) (any, error) {
 			return nil, err
 		}
 		return map[string]any{"content": base64.StdEncoding.EncodeToString(b), "size": len(b)}, nil
+	case "approve", "deny":
+		var p struct {
+			ID       string `json:"id"`
+			Scope    string `json:"scope"`
+			Wildcard bool   `json:"wildcard"`
+		}
+		if err := params(req, &p); err != nil {
+			return nil, err
+		}
+		sb, err := s.sandbox()
+		if err != nil {
+			return nil, err
+		}
+		d := sandbox.ApprovalDecision{Allow: req.Method == "approve", Scope: p.Scope, Wildcard: p.Wildcard}
+		if err := sb.DecideAs(p.ID, d, "rpc"); err != nil {
+			return nil, err
+		}
+		return map[string]any{}, nil
 	case "list_files":
 		var p struct {
 			Path string `json:"path"`
@@ -147,7 +165,7 @@ func (s *Server) dispatch(req *Request) (any, error) {
 		}
 		return map[string]any{"files": files}, nil
 	}
-	return nil, &Error{Code: CodeMethodNotFound, Message: fmt.Sprintf("method %q not found: use create, exec, exec_stream, write_file, read_file, list_files or close", req.Method)}
+	return nil, &Error{Code: CodeMethodNotFound, Message: fmt.Sprintf("method %q not found: use create, exec, exec_stream, write_file, read_file, list_files, approve, deny or close", req.Method)}
 }
 
 func (s *Server) execParams(req *Request) (*sandbox.Sandbox, sandbox.ExecRequest, error) {

@@ -8,11 +8,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/engine"
 	"github.com/airlock-dev/airlock/internal/proto"
@@ -47,6 +50,8 @@ type supervisor struct {
 func Run(h *state.Handle, spec engine.Spec, stdio term.IO, ready func(error), pending backend.Pending) (int, error) {
 	sv := &supervisor{h: h, spec: spec, io: stdio, stop: make(chan string, 1)}
 	o := engine.Options{Stderr: stdio.Stderr, OnStop: sv.requestStop, Pending: pending}
+	// A foreground run without a terminal has only its decisions file.
+	o.NobodyToAsk = spec.Config.Approvals.Ask() && !spec.Detached && !term.IsTerminal(stdio.Stderr)
 	if !spec.Quiet && term.IsTerminal(stdio.Stderr) {
 		o.Progress = ProgressBar(stdio.Stderr)
 	}
@@ -58,6 +63,11 @@ func Run(h *state.Handle, spec engine.Spec, stdio term.IO, ready func(error), pe
 		return ExitAirlock, err
 	}
 	sv.sb, sv.record = sb, sb.RecordWorkspace
+	if q := sb.Approvals(); q != nil && !spec.Detached {
+		events, cancel := q.Subscribe(64)
+		defer cancel()
+		go sv.announce(events)
+	}
 
 	code, reason := sv.main()
 	oom := sb.Stop()
@@ -195,4 +205,41 @@ func (sv *supervisor) main() (int, string) {
 			return 128 + int(syscall.SIGKILL), why
 		}
 	}
+}
+
+// announce tells the user a request waits: one line on stderr when it is a
+// terminal the command does not own (a -t command's full-screen display
+// would be corrupted: there, and always, a desktop notification where
+// notify-send exists).
+func (sv *supervisor) announce(events <-chan approval.Event) {
+	line := term.IsTerminal(sv.io.Stderr) && !sv.spec.TTY
+	notify, _ := exec.LookPath("notify-send")
+	if os.Getenv("DISPLAY") == "" && os.Getenv("WAYLAND_DISPLAY") == "" {
+		notify = ""
+	}
+	for e := range events {
+		if e.Type != "request" {
+			continue
+		}
+		r := e.Request
+		msg := fmt.Sprintf("sandbox %s wants %s: airlock approve %s (or deny; airlock ui)", r.Sandbox, printable(r.Subject), r.ID)
+		if line {
+			fmt.Fprintf(sv.io.Stderr, "\r\nairlock: waiting for a decision: %s\r\n", msg)
+		}
+		if notify != "" {
+			if c := exec.Command(notify, "--app-name=airlock", "airlock: a decision is needed", msg); c.Start() == nil {
+				go c.Wait()
+			}
+		}
+	}
+}
+
+// printable keeps a sandbox-chosen string from carrying terminal escapes.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return '?'
+		}
+		return r
+	}, s)
 }

@@ -28,22 +28,24 @@ import (
 
 // The protocol's types, shared with the embedded API.
 type (
-	Config        = sandbox.Config
-	Resources     = sandbox.Resources
-	NetworkConfig = sandbox.NetworkConfig
-	Secret        = sandbox.Secret
-	VFSConfig     = sandbox.VFSConfig
-	DirectMount   = sandbox.DirectMount
-	Mount         = sandbox.Mount
-	CreateResult  = sandbox.CreateResult
-	ExecRequest   = sandbox.ExecRequest
-	ExecResult    = sandbox.ExecResult
-	FileInfo      = sandbox.FileInfo
-	Event         = sandbox.Event
-	NetworkEvent  = sandbox.NetworkEvent
-	FileEvent     = sandbox.FileEvent
-	ExecEvent     = sandbox.ExecEvent
-	Error         = sandbox.Error
+	Config           = sandbox.Config
+	Resources        = sandbox.Resources
+	NetworkConfig    = sandbox.NetworkConfig
+	Secret           = sandbox.Secret
+	VFSConfig        = sandbox.VFSConfig
+	DirectMount      = sandbox.DirectMount
+	Mount            = sandbox.Mount
+	CreateResult     = sandbox.CreateResult
+	ApprovalEvent    = sandbox.ApprovalEvent
+	ApprovalDecision = sandbox.ApprovalDecision
+	ExecRequest      = sandbox.ExecRequest
+	ExecResult       = sandbox.ExecResult
+	FileInfo         = sandbox.FileInfo
+	Event            = sandbox.Event
+	NetworkEvent     = sandbox.NetworkEvent
+	FileEvent        = sandbox.FileEvent
+	ExecEvent        = sandbox.ExecEvent
+	Error            = sandbox.Error
 )
 
 // ErrClosed matches errors about a sandbox (or airlock rpc) that has ended.
@@ -412,6 +414,15 @@ func (sb *Sandbox) ListFilesContext(ctx context.Context, path string) ([]FileInf
 		return nil, err
 	}
 	return r.Files, nil
+}
+
+// Decide answers an approval request (the approve and deny methods).
+func (sb *Sandbox) Decide(id string, d ApprovalDecision) error {
+	method := "deny"
+	if d.Allow {
+		method = "approve"
+	}
+	return sb.call(context.Background(), method, map[string]any{"id": id, "scope": d.Scope, "wildcard": d.Wildcard}, nil, nil)
 }
 
 // Close ends the sandbox and waits for airlock rpc to exit (killing it if
