@@ -92,18 +92,28 @@ func (h *fakeHub) Watch(ctx context.Context) (<-chan approval.Event, error) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		for i, w := range h.watchers {
-			if w == ch {
+			if w == ch { // else drop closed it
 				h.watchers = append(h.watchers[:i:i], h.watchers[i+1:]...)
+				close(ch)
 				break
 			}
 		}
-		close(ch)
 	}()
 	select {
 	case h.watching <- struct{}{}:
 	default:
 	}
 	return ch, nil
+}
+
+// drop ends every watch, as a hub whose sandboxes went away might.
+func (h *fakeHub) drop() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, w := range h.watchers {
+		close(w)
+	}
+	h.watchers = nil
 }
 
 func (h *fakeHub) Rules(context.Context) ([]approval.Rule, error) {
