@@ -84,6 +84,19 @@ func TestBrowserApprove(t *testing.T) {
 	}
 }
 
+func TestBrowserUndoSavedDecision(t *testing.T) {
+	h := newFakeHub(request("sb1-2", "api.example.com", time.Minute))
+	s := serve(t, h)
+	browser(t, "undo", s.URL(), "sb1-2", nil)
+	want := decided{"sb1-2", approval.Decision{Allow: true, Scope: approval.Project, Wildcard: true, By: "ui"}}
+	if got := h.decided(); len(got) != 1 || got[0] != want {
+		t.Fatalf("decisions %+v, want exactly %+v", got, want)
+	}
+	if rs, _ := h.Rules(context.Background()); len(rs) != 0 {
+		t.Fatalf("rules after Undo: %+v", rs)
+	}
+}
+
 func TestBrowserWrongToken(t *testing.T) {
 	h := newFakeHub(request("sb1-1", "api.example.com", time.Minute))
 	s := serve(t, h)

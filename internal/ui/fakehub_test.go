@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,7 +53,11 @@ func (h *fakeHub) Decide(_ context.Context, id string, d approval.Decision) erro
 		h.pending = append(h.pending[:i:i], h.pending[i+1:]...)
 		h.decisions = append(h.decisions, decided{id, d})
 		if d.Scope.Saved() {
-			h.rules = append(h.rules, approval.Rule{ID: "r-" + id, Host: r.Host, Allow: d.Allow, Scope: d.Scope, Created: time.Now(), By: d.By})
+			host := r.Host
+			if d.Wildcard {
+				host = "*" + host[strings.Index(host, "."):]
+			}
+			h.rules = append(h.rules, approval.Rule{ID: "r-" + id, Host: host, Allow: d.Allow, Scope: d.Scope, Created: time.Now(), By: d.By})
 		}
 		h.emitLocked(approval.Event{Type: "resolved", Request: r, Decision: &d})
 		return nil

@@ -3,10 +3,11 @@
 //   AIRLOCK_UI_URL         the URL airlock ui printed
 //   AIRLOCK_UI_SCREENSHOT  where to write a PNG of the page
 //   AIRLOCK_UI_MODE        approve (default): wait for a request, click Allow once
+//                          undo: allow project as a wildcard, then Undo it
 //                          bad-token: the page must not load
 //                          banner: reconnect after the stream ends, then show
 //                          the banner when the server stops
-//   AIRLOCK_UI_REQUEST     the request id to wait for (approve, banner)
+//   AIRLOCK_UI_REQUEST     the request id to wait for (approve, undo, banner)
 //   CHROMIUM               the browser (default /usr/bin/chromium)
 // It prints one line per step reached on stdout; the Go test acts on them.
 import { chromium } from "playwright-core";
@@ -58,6 +59,20 @@ try {
     await page.locator("#recent li", { hasText: "allowed" }).waitFor({ timeout: 10000 });
     await page.screenshot({ path: shot });
     step("allowed");
+  } else if (mode === "undo") {
+    await page.goto(url);
+    const li = page.locator(`li.request[data-id="${id}"]`);
+    await li.waitFor({ timeout: 15000 });
+    await li.locator("input.wildcard").check();
+    await li.locator('button[data-action="allow"][data-scope="project"]').click();
+    const rule = page.locator("#rules li", { hasText: "*.example.com" });
+    await rule.waitFor({ timeout: 10000 });
+    step("saved");
+    await page.locator("#recent li button.undo").click();
+    await rule.waitFor({ state: "detached", timeout: 10000 });
+    await page.locator("#norules").waitFor({ state: "visible", timeout: 10000 });
+    await page.screenshot({ path: shot });
+    step("undone");
   } else if (mode === "banner") {
     await page.goto(url);
     await page.locator('body[data-connected="true"]').waitFor({ timeout: 10000 });
