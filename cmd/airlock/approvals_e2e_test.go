@@ -62,7 +62,7 @@ func TestAskWaitsForADecision(t *testing.T) {
 	eachMode(t, func(t *testing.T, mode string) {
 		e := newEnv(t)
 		name := "ask-" + mode
-		if r := e.run(append(u.flags("-d", "--name", name, "--network-mode", mode, "--ask"))...); r.code != 0 {
+		if r := e.run(u.flags("-d", "--name", name, "--network-mode", mode, "--ask")...); r.code != 0 {
 			t.Fatalf("run -d --ask: %v", r)
 		}
 		// Control first: nothing waits before anything asks.
@@ -130,7 +130,7 @@ func TestASavedDecisionHoldsInEverySandboxAndSurvivesARestart(t *testing.T) {
 	u := testUpstream(t)
 	e := newEnv(t)
 	for _, n := range []string{"one", "two"} {
-		if r := e.run(append(u.flags("-d", "--name", n, "--ask"))...); r.code != 0 {
+		if r := e.run(u.flags("-d", "--name", n, "--ask")...); r.code != 0 {
 			t.Fatalf("run -d %s: %v", n, r)
 		}
 	}
@@ -158,7 +158,7 @@ func TestASavedDecisionHoldsInEverySandboxAndSurvivesARestart(t *testing.T) {
 	}
 	// A sandbox started after it asks nothing.
 	e.run("kill", "--all")
-	if r := e.run(append(u.flags("--ask", "-d", "--name", "three"))...); r.code != 0 {
+	if r := e.run(u.flags("--ask", "-d", "--name", "three")...); r.code != 0 {
 		t.Fatalf("run three: %v", r)
 	}
 	if r := e.run("exec", "three", "--", "curl", "-sS", "--max-time", "20", "https://example.com/three"); r.code != 0 {
@@ -189,15 +189,15 @@ func TestAskNeedsSomeoneToAnswer(t *testing.T) {
 	file := filepath.Join(e.home, "decisions.yaml")
 	os.WriteFile(file, []byte("version: 1\ndecisions:\n  - {id: r-00000001, host: example.com, decision: allow, scope: global, created: 2026-01-01T00:00:00Z}\n"), 0o644)
 	start := time.Now()
-	r := e.run(append(u.flags("--ask", "--decisions", file, "--", "sh", "-c",
-		`curl -sS --max-time 20 https://example.com/prepared && ! curl -sS --max-time 20 http://other.test/ 2>/dev/null && echo END`))...)
+	r := e.run(u.flags("--ask", "--decisions", file, "--", "sh", "-c",
+		`curl -sS --max-time 20 https://example.com/prepared && ! curl -sS --max-time 20 http://other.test/ 2>/dev/null && echo END`)...)
 	if r.code != 0 || !strings.Contains(r.stdout, "echo") || !strings.HasSuffix(r.stdout, "END\n") {
 		t.Fatalf("run with a decisions file: %v", r)
 	}
 	if took := time.Since(start); took > 15*time.Second {
 		t.Errorf("an uncovered host waited (%s) though nobody can answer", took)
 	}
-	if r := e.run(append(u.flags("-d", "--name", "slow", "--ask", "--ask-timeout", "1s"))...); r.code != 0 {
+	if r := e.run(u.flags("-d", "--name", "slow", "--ask", "--ask-timeout", "1s")...); r.code != 0 {
 		t.Fatalf("run -d --ask-timeout: %v", r)
 	}
 	if r := e.run("exec", "slow", "--", "curl", "-sS", "--max-time", "20", "https://example.com/late"); r.code == 0 {
