@@ -186,13 +186,23 @@ func Compile(rules []Rule, now time.Time) *Matcher {
 
 // Match decides host:port; see the package function Match.
 func (m *Matcher) Match(host string, port uint16) (Decision, bool) {
-	pd := m.p.Host(host, port)
-	r, ok := m.rules[pd.Rule]
-	if !ok || pd.Verdict == policy.Ask {
+	r, ok := m.Rule(host, port)
+	if !ok {
 		return Decision{}, false
 	}
-	return Decision{Allow: pd.Verdict == policy.Allow, Scope: r.Scope, Wildcard: strings.HasPrefix(r.Host, "*."),
+	return Decision{Allow: r.Allow, Scope: r.Scope, Wildcard: strings.HasPrefix(r.Host, "*."),
 		By: "rule " + r.ID, Expires: r.Expires}, true
+}
+
+// Rule returns the rule that decides host:port, for the audit log: when
+// an allow and a deny share a host text, the deny.
+func (m *Matcher) Rule(host string, port uint16) (Rule, bool) {
+	pd := m.p.Host(host, port)
+	r, ok := m.rules[pd.Rule]
+	if !ok || pd.Verdict == policy.Ask || r.Allow != (pd.Verdict == policy.Allow) {
+		return Rule{}, false
+	}
+	return *r, true
 }
 
 func expired(r *Rule, now time.Time) bool {

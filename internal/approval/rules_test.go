@@ -192,3 +192,20 @@ func TestRuleForThenMatchCoversTheRequest(t *testing.T) {
 		}
 	}
 }
+
+func TestMatcherRuleNamesTheDecidingRule(t *testing.T) {
+	rules := []Rule{
+		{ID: "r-00000001", Host: "*.example.com", Allow: true, Scope: Global},
+		{ID: "r-00000002", Host: "bad.example.com", Scope: Project, Project: "/p"},
+	}
+	m := Compile(rules, t0)
+	if r, ok := m.Rule("bad.example.com", 443); !ok || r.ID != "r-00000002" {
+		t.Errorf("Rule(bad.example.com) = %+v, %v; want r-00000002", r, ok)
+	}
+	if r, ok := m.Rule("good.example.com", 443); !ok || r.ID != "r-00000001" {
+		t.Errorf("Rule(good.example.com) = %+v, %v; want r-00000001", r, ok)
+	}
+	if _, ok := m.Rule("example.org", 443); ok {
+		t.Error("Rule(example.org) matched; want no rule")
+	}
+}

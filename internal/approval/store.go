@@ -264,7 +264,7 @@ func (s *Store) load() ([]Rule, stamp, error) {
 	if err != nil {
 		return nil, stamp{}, fmt.Errorf("approval: read %s: %w", s.path, err)
 	}
-	rules, err := ParseRules(s.path, data)
+	rules, err := parseRules(s.path, data, true)
 	if err != nil {
 		return nil, stamp{}, err
 	}
@@ -397,6 +397,12 @@ func MarshalRules(rules []Rule) ([]byte, error) {
 // derived from its content, so a prepared file's IDs are stable too.
 // Scopes: session, project (with an absolute project path) or global.
 func ParseRules(name string, data []byte) ([]Rule, error) {
+	return parseRules(name, data, false)
+}
+
+// parseRules is ParseRules; saved refuses session decisions, which have
+// no place in the Store's file.
+func parseRules(name string, data []byte, saved bool) ([]Rule, error) {
 	if len(data) > MaxFileSize {
 		return nil, fmt.Errorf("%s: larger than %d bytes", name, MaxFileSize)
 	}
@@ -429,8 +435,13 @@ func ParseRules(name string, data []byte) ([]Rule, error) {
 	var rules []Rule
 	version := 0
 	var decisions *yaml.Node
+	seen := make(map[string]bool)
 	for i := 0; i+1 < len(doc.Content); i += 2 {
 		k, v := doc.Content[i], doc.Content[i+1]
+		if seen[k.Value] {
+			return nil, at(k, "%s given twice", k.Value) // the second would hide the first's decisions
+		}
+		seen[k.Value] = true
 		switch k.Value {
 		case "version":
 			if v.Kind != yaml.ScalarNode || v.Tag != "!!int" {
@@ -457,7 +468,7 @@ func ParseRules(name string, data []byte) ([]Rule, error) {
 	}
 	ids := make(map[string]int)
 	for _, item := range decisions.Content {
-		r, err := parseRule(item, at)
+		r, err := parseRule(item, at, saved)
 		if err != nil {
 			return nil, err
 		}
@@ -470,7 +481,7 @@ func ParseRules(name string, data []byte) ([]Rule, error) {
 	return rules, nil
 }
 
-func parseRule(n *yaml.Node, at func(*yaml.Node, string, ...any) error) (Rule, error) {
+func parseRule(n *yaml.Node, at func(*yaml.Node, string, ...any) error, saved bool) (Rule, error) {
 	var r Rule
 	if n.Kind != yaml.MappingNode {
 		return r, at(n, "a decision must be a mapping (id, host, decision, scope, ...)")
@@ -507,7 +518,10 @@ func parseRule(n *yaml.Node, at func(*yaml.Node, string, ...any) error) (Rule, e
 			decided = true
 		case "scope":
 			r.Scope = Scope(v.Value)
-			if r.Scope != Session && !r.Scope.Saved() {
+			switch {
+			case saved && !r.Scope.Saved():
+				err = fmt.Errorf("scope %q is not project or global (the only saved scopes)", v.Value)
+			case r.Scope != Session && !r.Scope.Saved():
 				err = fmt.Errorf("scope %q is not session, project or global", v.Value)
 			}
 		case "project":

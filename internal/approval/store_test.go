@@ -89,6 +89,9 @@ func TestParseRules(t *testing.T) {
 		"a list where a value belongs is refused": {
 			in: "version: 1\ndecisions:\n  - host: [a.com]\n    decision: deny\n    scope: global\n", wantErr: "decisions.yaml:3: host must be a single value",
 		},
+		"decisions given twice are refused, not the first list dropped": {
+			in: "version: 1\ndecisions:\n  - {host: evil.com, decision: deny, scope: global}\ndecisions: []\n", wantErr: "decisions.yaml:4: decisions given twice",
+		},
 		"decisions that are no list are refused": {in: "version: 1\ndecisions: a.com\n", wantErr: "decisions.yaml:2: decisions must be a list"},
 		"a second document is refused":           {in: "version: 1\n---\nversion: 1\n", wantErr: "a second YAML document"},
 		"broken YAML names its line":             {in: "version: 1\ndecisions:\n  - host: [\n", wantErr: "decisions.yaml: line"},
@@ -168,6 +171,14 @@ func TestOpenStore(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, StoreFile), []byte("version: 1\ndecisions:\n  - host: a.com\n    decision: nope\n"), 0o600)
 	if _, err := OpenStore(dir); err == nil || !strings.Contains(err.Error(), filepath.Join(dir, StoreFile)+":4:") {
 		t.Fatalf("OpenStore of a malformed file = %v, want an error naming the file and line 4", err)
+	}
+}
+
+func TestTheStoresFileHoldsOnlySavedScopes(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, StoreFile), []byte("version: 1\ndecisions:\n  - {host: a.com, decision: deny, scope: session}\n"), 0o600)
+	if _, err := OpenStore(dir); err == nil || !strings.Contains(err.Error(), ":3:") || !strings.Contains(err.Error(), "saved scopes") {
+		t.Errorf("OpenStore of a file with a session decision = %v, want an error at line 3", err)
 	}
 }
 
