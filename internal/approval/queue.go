@@ -114,13 +114,17 @@ func NewQueue(c QueueConfig) *Queue {
 // a counter), Sandbox, Waiting, Created and Expires; Kind defaults to
 // KindNetwork and Subject to Subject(Host, Port). When the last waiter's
 // ctx ends the request is withdrawn (resolved with By "canceled"). A new
-// subject beyond MaxPending or the rate is denied at once (By "limit").
+// subject beyond MaxPending or the rate is denied at once (By "limit"),
+// and a request with neither Subject nor Host at once (By "invalid").
 func (q *Queue) Ask(ctx context.Context, r Request) Decision {
 	if r.Kind == "" {
 		r.Kind = KindNetwork
 	}
 	if r.Subject == "" {
 		r.Subject = Subject(r.Host, r.Port)
+	}
+	if r.Subject == "" {
+		return Decision{Scope: Once, By: "invalid"} // nothing to show a human
 	}
 	key := r.Kind + "\x00" + r.Subject
 	if ctx.Err() != nil {
@@ -303,7 +307,8 @@ func (q *Queue) Decide(id string, d Decision) error {
 // Recheck re-evaluates every pending request after the rules changed
 // (another sandbox saved a decision, or a session rule was added): match
 // returns a decision for those now covered, which are resolved with it.
-// match runs without the queue's lock held.
+// match runs without the queue's lock held; for network requests Compile the
+// rules once and call the Matcher's Match with each request's Host and Port.
 func (q *Queue) Recheck(match func(Request) (Decision, bool)) {
 	reqs := q.Pending()
 	type hit struct {
@@ -377,11 +382,4 @@ func (q *Queue) Close() {
 		delete(q.subs, s)
 		close(s.ch)
 	}
-}
-
-// sizes reports the lengths of the queue's maps, for tests of boundedness.
-func (q *Queue) sizes() (pending, byKey, recent, subs int) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.pending), len(q.byKey), len(q.recent), len(q.subs)
 }

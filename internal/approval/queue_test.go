@@ -387,6 +387,14 @@ func TestSubscribe(t *testing.T) {
 	}
 }
 
+func TestARequestWithNoSubjectIsDeniedAtOnce(t *testing.T) {
+	q := NewQueue(QueueConfig{Sandbox: "sb"})
+	defer q.Close()
+	if d := q.Ask(context.Background(), Request{Kind: KindNetwork}); d.Allow || d.By != "invalid" {
+		t.Errorf("Ask with no subject = %+v, want a deny by invalid", d)
+	}
+}
+
 func TestAfterCloseAsksAreDeniedAtOnce(t *testing.T) {
 	q := NewQueue(QueueConfig{Sandbox: "sb"})
 	q.Close()
@@ -467,4 +475,11 @@ func waitGoroutines(t *testing.T, want int) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// sizes reports the lengths of the queue's maps, for tests of boundedness.
+func (q *Queue) sizes() (pending, byKey, recent, subs int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.pending), len(q.byKey), len(q.recent), len(q.subs)
 }
