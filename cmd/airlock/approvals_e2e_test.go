@@ -168,6 +168,9 @@ func TestASavedDecisionHoldsInEverySandboxAndSurvivesARestart(t *testing.T) {
 	if r := e.run("revoke", rules[0].ID); r.code != 0 {
 		t.Fatalf("revoke: %v", r)
 	}
+	// Every supervisor re-reads saved decisions within 50 ms (engine's
+	// watchEvery); give it six times that.
+	time.Sleep(300 * time.Millisecond)
 	wait := e.background("exec", "three", "--", "curl", "-sS", "--max-time", "30", "https://example.com/after-revoke")
 	req = pendingIn(t, e, "example.com")
 	e.run("deny", req.ID)
