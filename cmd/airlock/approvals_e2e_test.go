@@ -92,6 +92,22 @@ func TestAskWaitsForADecision(t *testing.T) {
 		if r := wait(); r.code == 0 {
 			t.Fatalf("curl after deny succeeded: %v", r)
 		}
+		// Node's fetch (it ignores proxy variables, so the transparent door
+		// only): a session approval lets this and later connections through.
+		if node, err := exec.LookPath("node"); err == nil && mode == "transparent" {
+			js := `fetch("https://example.com/node").then(r => r.text()).then(t => console.log("node", t.trim()), e => { console.error(e); process.exit(3) })`
+			wait = e.background("exec", name, "--", node, "-e", js)
+			req3 := pendingIn(t, e, "example.com")
+			if r := e.run("approve", req3.ID, "--scope", "session"); r.code != 0 {
+				t.Fatalf("approve --scope session: %v", r)
+			}
+			if r := wait(); r.code != 0 || !strings.Contains(r.stdout, "node echo") {
+				t.Fatalf("node fetch after a session approval: %v", r)
+			}
+			if r := e.run("exec", name, "--", node, "-e", js); r.code != 0 || !strings.Contains(r.stdout, "node echo") {
+				t.Fatalf("node fetch under the session's allow: %v", r)
+			}
+		}
 		if !strings.Contains(u.received(t), "GET /asked") || strings.Contains(u.received(t), "GET /again") {
 			t.Errorf("upstream saw %q: want /asked and not /again", u.received(t))
 		}
@@ -193,7 +209,7 @@ func TestAskNeedsSomeoneToAnswer(t *testing.T) {
 	os.WriteFile(file, []byte("version: 1\ndecisions:\n  - {id: r-00000001, host: example.com, decision: allow, scope: global, created: 2026-01-01T00:00:00Z}\n"), 0o644)
 	start := time.Now()
 	r := e.run(u.flags("--ask", "--decisions", file, "--", "sh", "-c",
-		`curl -sS --max-time 20 https://example.com/prepared && ! curl -sS --max-time 20 http://other.test/ 2>/dev/null && echo END`)...)
+		`curl -sS --max-time 20 https://example.com/prepared && ! curl -fsS --max-time 20 http://other.test/ >/dev/null 2>&1 && echo END`)...)
 	if r.code != 0 || !strings.Contains(r.stdout, "echo") || !strings.HasSuffix(r.stdout, "END\n") {
 		t.Fatalf("run with a decisions file: %v", r)
 	}

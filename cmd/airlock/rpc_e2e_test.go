@@ -468,3 +468,55 @@ func TestRPCKilledLeavesNoProcess(t *testing.T) {
 		t.Fatalf("stale cgroups not swept: %v", cg)
 	}
 }
+
+// TestRPCApprovals: a sandbox created with approvals ask sends an approval
+// event when a connection waits; the client's approve (through airlock rpc)
+// lets it through, and the resolution is an event too.
+func TestRPCApprovals(t *testing.T) {
+	u := testUpstream(t)
+	e := newEnv(t)
+	sb := newRPCClient(t, e, &sandbox.Config{
+		Approvals: &sandbox.ApprovalsConfig{Mode: "ask"},
+		Network: &sandbox.NetworkConfig{
+			AddHosts:   []string{"example.com:" + strings.Split(u.addr, ":")[0]},
+			UpstreamCA: u.caFile,
+		},
+	})
+	ev := collect(sb.Events())
+	done := make(chan *sandbox.ExecResult, 1)
+	go func() {
+		r, err := sb.Exec(`curl -sS --max-time 30 https://example.com/rpc-approved`)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	var id string
+	testutil.WaitFor(t, 15*time.Second, func() bool {
+		return ev.has(func(e sandbox.Event) bool {
+			if a := e.Approval; a != nil && a.Phase == "request" && a.Subject == "example.com" {
+				id = a.ID
+				return true
+			}
+			return false
+		})
+	})
+	if err := sb.Decide(id, sandbox.ApprovalDecision{Allow: true}); err != nil {
+		t.Fatalf("approve through rpc: %v", err)
+	}
+	if r := <-done; r == nil || r.ExitCode != 0 || !strings.Contains(r.Stdout, "echo") {
+		t.Fatalf("curl after the rpc approve: %+v", r)
+	}
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		return ev.has(func(e sandbox.Event) bool {
+			a := e.Approval
+			return a != nil && a.Phase == "resolved" && a.ID == id && a.Decision == "allow" && a.By == "rpc"
+		})
+	})
+	// A second answer to the same request is refused, in one line.
+	if err := sb.Decide(id, sandbox.ApprovalDecision{Allow: false}); err == nil {
+		t.Fatal("deciding a decided request again succeeded")
+	}
+	sb.Close()
+	<-ev.done
+}
