@@ -187,6 +187,13 @@ func TestASavedDecisionHoldsInEverySandboxAndSurvivesARestart(t *testing.T) {
 	// Every supervisor re-reads saved decisions within 50 ms (engine's
 	// watchEvery); give it six times that.
 	time.Sleep(300 * time.Millisecond)
+	revoked := false
+	for _, rec := range auditRecords(t, e, "three") {
+		revoked = revoked || rec.Kind == audit.KindApproval && rec.Decision == "revoke" && rec.Extra["rule"] == rules[0].ID
+	}
+	if !revoked {
+		t.Error("the running sandbox's audit log has no record of the revoke")
+	}
 	wait := e.background("exec", "three", "--", "curl", "-sS", "--max-time", "30", "https://example.com/after-revoke")
 	req = pendingIn(t, e, "example.com")
 	e.run("deny", req.ID)

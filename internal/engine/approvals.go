@@ -40,6 +40,7 @@ type asker struct {
 
 	mu      sync.Mutex
 	session []approval.Rule
+	saved   map[string]approval.Rule // the saved rules last seen, to notice revokes
 }
 
 func newAsker(s *Sandbox, c config.Approvals, nobody bool) (_ *asker, err error) {
@@ -67,6 +68,7 @@ func newAsker(s *Sandbox, c config.Approvals, nobody bool) (_ *asker, err error)
 // start puts the remembered decisions in force and follows the saved ones
 // (another supervisor may add some); the gateway exists by now.
 func (a *asker) start() error {
+	a.noteSaved()
 	if err := a.apply(); err != nil {
 		return err
 	}
@@ -133,8 +135,31 @@ func (a *asker) apply() error {
 // changed runs when saved decisions changed (this or another supervisor):
 // the policy is rebuilt and what waits is decided if a rule now covers it.
 func (a *asker) changed() {
+	a.noteSaved()
 	a.apply()
 	a.q.Recheck(a.match)
+}
+
+// noteSaved records in the audit stream every saved decision that was
+// revoked (or lapsed) since it last looked.
+func (a *asker) noteSaved() {
+	if a.store == nil {
+		return
+	}
+	now := map[string]approval.Rule{}
+	for _, r := range a.store.Rules(a.project) {
+		now[r.ID] = r
+	}
+	a.mu.Lock()
+	before := a.saved
+	a.saved = now
+	a.mu.Unlock()
+	for id, r := range before {
+		if _, ok := now[id]; !ok {
+			a.s.record(audit.Record{Kind: audit.KindApproval, Subject: r.Host, Decision: "revoke", Rule: string(r.Scope),
+				Reason: "a saved decision is no longer in force (revoked, or it lapsed)", Extra: map[string]string{"rule": id}})
+		}
+	}
 }
 
 func (a *asker) match(r approval.Request) (approval.Decision, bool) {
