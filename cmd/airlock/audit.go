@@ -48,14 +48,29 @@ func newAuditCmd() *cobra.Command {
 					return err != nil || cur.Status.State != state.Running
 				})
 			}
-			f, err := os.Open(path)
-			if err != nil {
-				return err
+			// Rotated files first, oldest first (path.N … path.1), then path.
+			files := []string{path}
+			for k := 1; k <= 100; k++ {
+				p := fmt.Sprintf("%s.%d", path, k)
+				if _, err := os.Stat(p); err != nil {
+					break
+				}
+				files = append([]string{p}, files...)
 			}
-			defer f.Close()
-			return audit.Read(f, print, func(line int, err error) {
-				fmt.Fprintf(c.ErrOrStderr(), "airlock: audit line %d unreadable: %v\n", line, err)
-			})
+			for _, p := range files {
+				f, err := os.Open(p)
+				if err != nil {
+					return err
+				}
+				err = audit.Read(f, print, func(line int, err error) {
+					fmt.Fprintf(c.ErrOrStderr(), "airlock: %s line %d unreadable: %v\n", filepath.Base(p), line, err)
+				})
+				f.Close()
+				if err != nil {
+					return err
+				}
+			}
+			return nil
 		},
 	}
 	c.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing until the sandbox stops")
