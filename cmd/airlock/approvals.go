@@ -18,6 +18,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/control"
+	"github.com/airlock-dev/airlock/internal/term"
 )
 
 // newHub is every running sandbox's approvals, with the saved decisions.
@@ -100,8 +101,8 @@ func printPending(w io.Writer, pending []approval.Request) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSANDBOX\tWANTS\tWAITING\tDENIED IN\tWHY")
 	for _, r := range pending {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Sandbox, clean(r.Subject), r.Waiting,
-			time.Until(r.Expires).Round(time.Second), clean(r.Reason))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Sandbox, term.Printable(r.Subject), r.Waiting,
+			time.Until(r.Expires).Round(time.Second), term.Printable(r.Reason))
 	}
 	return tw.Flush()
 }
@@ -122,20 +123,9 @@ func printRules(w io.Writer, rules []approval.Rule) error {
 		if !r.Expires.IsZero() {
 			exp = r.Expires.Local().Format(time.DateTime)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, verdict, clean(r.Host), r.Scope, dash(r.Project), exp, dash(r.By))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, verdict, term.Printable(r.Host), r.Scope, dash(r.Project), exp, dash(r.By))
 	}
 	return tw.Flush()
-}
-
-// clean keeps a sandbox-chosen string (a host name) from carrying terminal
-// escapes onto the user's screen.
-func clean(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return '?'
-		}
-		return r
-	}, s)
 }
 
 // followApprovals asks about each request as it comes, until interrupted.
@@ -197,7 +187,7 @@ func askOne(ctx context.Context, h *control.Hub, r approval.Request, lines <-cha
 			w = " [wildcard]"
 		}
 		fmt.Fprintf(out, "\n%s: sandbox %s wants %s (%s)%s\n  [a]llow once, [s]ession, [p]roject, [g]lobal; [d]eny once, [D]eny everywhere; [w]ildcard; Enter skips: ",
-			r.ID, r.Sandbox, clean(r.Subject), clean(r.Reason), w)
+			r.ID, r.Sandbox, term.Printable(r.Subject), term.Printable(r.Reason), w)
 		var line string
 		select {
 		case <-ctx.Done():

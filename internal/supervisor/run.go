@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -222,7 +221,7 @@ func (sv *supervisor) announce(events <-chan approval.Event) {
 			continue
 		}
 		r := e.Request
-		msg := fmt.Sprintf("sandbox %s wants %s: airlock approve %s (or deny; airlock ui)", r.Sandbox, printable(r.Subject), r.ID)
+		msg := fmt.Sprintf("sandbox %s wants %s: airlock approve %s (or deny; airlock ui)", r.Sandbox, term.Printable(r.Subject), r.ID)
 		if line {
 			fmt.Fprintf(sv.io.Stderr, "\r\nairlock: waiting for a decision: %s\r\n", msg)
 		}
@@ -232,14 +231,4 @@ func (sv *supervisor) announce(events <-chan approval.Event) {
 			}
 		}
 	}
-}
-
-// printable keeps a sandbox-chosen string from carrying terminal escapes.
-func printable(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return '?'
-		}
-		return r
-	}, s)
 }

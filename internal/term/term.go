@@ -6,6 +6,7 @@ package term
 import (
 	"io"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
@@ -79,3 +80,15 @@ var Forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sys
 
 // IsTerminal reports whether f is a terminal.
 func IsTerminal(f *os.File) bool { return xterm.IsTerminal(int(f.Fd())) }
+
+// Printable keeps a sandbox-chosen string (a host name, a reason) from
+// carrying terminal escapes onto the user's screen: control characters
+// become '?'.
+func Printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return '?'
+		}
+		return r
+	}, s)
+}
