@@ -20,7 +20,7 @@ func newAuditCmd() *cobra.Command {
 	var follow, asJSON bool
 	c := &cobra.Command{
 		Use:   "audit [-f] [--json] ID|NAME",
-		Short: "Print what a sandbox's network did: every request, refusal and secret swap",
+		Short: "Print a sandbox's audit log: requests, refusals, secret swaps, commands, files, approvals",
 		Args:  oneArg("sandbox ID or name"),
 		RunE: func(c *cobra.Command, args []string) error {
 			e, err := resolve(args[0])

@@ -103,6 +103,7 @@ Limits default to ` + strconv.Itoa(defaultPids) + ` processes and half of the ma
   airlock run --allow-host '*.github.com' -- git clone https://github.com/org/repo
   airlock run --secret ANTHROPIC_API_KEY@api.anthropic.com -- claude
   airlock run --workspace-mode overlay -- claude      # review, then apply
+  airlock run -d --ask --allow-host api.anthropic.com -- claude   # unknown hosts wait: airlock approvals / airlock ui
   airlock run --workspace-mode copy --exclude node_modules --auto-apply -- ./agent
   airlock run -d --name dev          # idle background sandbox; then: airlock exec dev -- CMD`,
 		Args: func(c *cobra.Command, args []string) error {
