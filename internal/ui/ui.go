@@ -6,6 +6,7 @@
 package ui
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -14,7 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"html/template"
+	"html"
 	"io"
 	"net"
 	"net/http"
@@ -56,7 +57,7 @@ type Server struct {
 	csrf    string // in the page; every POST repeats it in a header
 	cookie  string
 	refresh time.Duration
-	page    *template.Template
+	page    []byte // index.html with this server's CSRF token in place
 
 	mu     sync.Mutex
 	recent []stamped // resolved requests, newest first
@@ -101,20 +102,27 @@ func New(h approval.Hub, opts Options) (*Server, error) {
 	return s, nil
 }
 
+// csrfSlot is where index.html takes the CSRF token.
+const csrfSlot = "{{.CSRF}}"
+
 func newServer(h approval.Hub, ln net.Listener, opts Options) (*Server, error) {
 	tcp, ok := ln.Addr().(*net.TCPAddr)
 	if !ok || !tcp.IP.Equal(net.IPv4(127, 0, 0, 1)) {
 		return nil, fmt.Errorf("ui: listener on %v, not 127.0.0.1", ln.Addr())
 	}
-	page, err := template.ParseFS(assets, "assets/index.html")
-	if err != nil {
-		return nil, fmt.Errorf("ui: parse page: %w", err)
-	}
 	s := &Server{
 		hub: h, ln: ln, port: strconv.Itoa(tcp.Port),
 		token: randomToken(), csrf: randomToken(),
-		refresh: opts.Refresh, page: page,
+		refresh: opts.Refresh,
 	}
+	// One value goes into the page. No html/template: its reflection turns
+	// off the linker's dead-method elimination for the whole binary (+7 MB,
+	// +4 MiB of every supervisor's RSS).
+	tpl, err := assets.ReadFile("assets/index.html")
+	if err != nil || bytes.Count(tpl, []byte(csrfSlot)) != 1 {
+		return nil, fmt.Errorf("ui: the page needs exactly one %s", csrfSlot)
+	}
+	s.page = bytes.Replace(tpl, []byte(csrfSlot), []byte(html.EscapeString(s.csrf)), 1)
 	if s.refresh <= 0 {
 		s.refresh = 15 * time.Second
 	}
@@ -327,7 +335,7 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	s.page.Execute(w, struct{ CSRF string }{s.csrf})
+	w.Write(s.page)
 }
 
 func (s *Server) asset(w http.ResponseWriter, r *http.Request) {
