@@ -14,7 +14,9 @@ import (
 
 // Kinds of request.
 const (
-	KindNetwork = "network"
+	KindNetwork  = "network"
+	KindMCP      = "mcp"      // a tool call an MCP policy escalated; Subject is server/tool
+	KindHostExec = "hostexec" // a command to run on the host; Subject is its canonical argv
 )
 
 // Scope is how long a decision holds.
@@ -51,6 +53,9 @@ type Request struct {
 	Method  string    `json:"method,omitempty"` // plain HTTP through the proxy door
 	Path    string    `json:"path,omitempty"`
 	Reason  string    `json:"reason"`  // why it was asked (no rule covers it)
+	// Detail is what a human needs to judge a tool call or a host command:
+	// its arguments or argv, working directory (capped by the asker).
+	Detail string `json:"detail,omitempty"`
 	Waiting int       `json:"waiting"` // connections waiting on it
 	Created time.Time `json:"created"`
 	Expires time.Time `json:"expires"` // denied as a timeout then

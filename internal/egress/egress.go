@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"path"
@@ -95,6 +96,10 @@ type Config struct {
 	// Approver, if set, is asked about connections no rule covers (the
 	// policy's default becomes ask); nil denies them.
 	Approver gateway.Approver
+	// Services are mounted on the broker at airlock.internal (pattern →
+	// handler, e.g. "/hostexec/" or "/mcp/"): this sandbox's own, so a
+	// request's sandbox is the one whose door it came through.
+	Services map[string]http.Handler
 }
 
 // LoadSecrets reads the values of flags (--secret's form: from the host's
@@ -128,7 +133,7 @@ type pipeline struct {
 }
 
 // newPipeline builds a gateway from n, its secrets and audit log.
-func newPipeline(id string, n config.Network, mode string, set *secrets.Set, log *audit.Log, hooks gateway.Hooks, approver gateway.Approver) (*pipeline, error) {
+func newPipeline(id string, n config.Network, mode string, set *secrets.Set, log *audit.Log, hooks gateway.Hooks, approver gateway.Approver, services map[string]http.Handler) (*pipeline, error) {
 	allow := append([]string(nil), n.AllowHosts...)
 	allow = append(allow, set.Hosts()...)
 	pc := policy.Config{AllowHosts: allow, DenyHosts: n.DenyHosts, Endpoints: n.Endpoints}
@@ -185,8 +190,12 @@ func newPipeline(id string, n config.Network, mode string, set *secrets.Set, log
 	for _, s := range set.All() {
 		info.Network.Secrets = append(info.Network.Secrets, broker.Secret{Name: s.Name, Hosts: s.Hosts})
 	}
+	b := broker.New(info)
+	for pattern, h := range services {
+		b.Handle(pattern, h)
+	}
 	gw, err := gateway.New(gateway.Config{Policy: pol, CA: authority, Secrets: set, Audit: log, StaticHosts: static, Resolver: resolver, Upstream: roots, Token: token, Hooks: hooks,
-		Sandbox: id, Broker: broker.New(info), Approver: approver})
+		Sandbox: id, Broker: b, Approver: approver})
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +206,7 @@ func newPipeline(id string, n config.Network, mode string, set *secrets.Set, log
 // when Attach gets the sandbox's link; in proxy mode its front door listens
 // on c.ProxySocket now.
 func Start(c Config) (_ *Egress, err error) {
-	p, err := newPipeline(c.ID, c.Network, c.Mode, c.Secrets, c.Audit, c.Hooks, c.Approver)
+	p, err := newPipeline(c.ID, c.Network, c.Mode, c.Secrets, c.Audit, c.Hooks, c.Approver, c.Services)
 	if err != nil {
 		return nil, err
 	}

@@ -188,6 +188,22 @@ func (a *asker) Decide(ctx context.Context, q gateway.Question) gateway.Answer {
 	return gateway.Answer{Allow: d.Allow, Reason: fmt.Sprintf("%s by %s (%s)", verdict, d.By, scope)}
 }
 
+// maxDetail bounds what a request shows of a tool call's arguments or a
+// command's argv.
+const maxDetail = 2048
+
+// ask queues a request from a broker service (an MCP tool call, a host
+// command) and waits for its decision; nobody to ask is a deny.
+func (a *asker) ask(ctx context.Context, r approval.Request) approval.Decision {
+	if a.nobody {
+		return approval.Decision{Scope: approval.Once, By: "nobody"}
+	}
+	if len(r.Detail) > maxDetail {
+		r.Detail = r.Detail[:maxDetail] + "…"
+	}
+	return a.q.Ask(ctx, r)
+}
+
 // decide answers request id from a surface: a rule is remembered first (for
 // the session, or saved for the project or everywhere), then every waiter is
 // released. Saving that fails still applies the decision to the session,
@@ -207,7 +223,9 @@ func (a *asker) decide(id string, d approval.Decision) error {
 		}
 	}
 	var saveErr error
-	if req != nil && d.Scope != approval.Once {
+	// Host rules are for network requests; a service (MCP, host commands)
+	// remembers a session decision itself from the Decision's scope.
+	if req != nil && d.Scope != approval.Once && req.Kind == approval.KindNetwork {
 		rule := approval.RuleFor(*req, d, a.project, time.Now())
 		if d.Scope.Saved() && a.store != nil {
 			if _, saveErr = a.store.Add(rule); saveErr != nil {
