@@ -326,3 +326,16 @@ func mustParse(t *testing.T, text string) *Layer {
 	}
 	return l
 }
+
+func TestHostExecListsAddUpAcrossFiles(t *testing.T) {
+	global := mustParse(t, "hostexec:\n  auto_deny: ['^rm ']\n  timeout: 30s\n")
+	project := mustParse(t, "hostexec:\n  auto_approve: ['^git push( |$)']\n  ask: ['^docker build ']\n")
+	s, _ := Merge(Defaults(), global, project)
+	h := s.HostExec
+	if len(h.AutoDeny) != 1 || len(h.AutoApprove) != 1 || len(h.Ask) != 1 || h.Timeout != 30*time.Second || !h.Enabled() {
+		t.Fatalf("merged hostexec = %+v, want the global deny, the project's approve and ask, 30s", h)
+	}
+	if _, err := Parse("/x.yaml", []byte("hostexec: {auto_aprove: [x]}\n"), SourceGlobal); err == nil || !strings.Contains(err.Error(), "did you mean auto_approve") {
+		t.Errorf("a typo in hostexec: %v", err)
+	}
+}

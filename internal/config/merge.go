@@ -226,6 +226,13 @@ func Merge(layers ...*Layer) (Spec, Origins) {
 		sp.Approvals.Timeout, or["approvals.timeout"] = s.v.(time.Duration), []Origin{s.origin}
 	}
 	str("approvals.decisions", &sp.Approvals.Decisions)
+	list("hostexec.auto_approve", &sp.HostExec.AutoApprove)
+	list("hostexec.ask", &sp.HostExec.Ask)
+	list("hostexec.auto_deny", &sp.HostExec.AutoDeny)
+	if s := eff["hostexec.timeout"]; s != nil {
+		sp.HostExec.Timeout, or["hostexec.timeout"] = s.v.(time.Duration), []Origin{s.origin}
+	}
+	boolean("hostexec.allow_copy_mode", &sp.HostExec.AllowCopyMode)
 	raw("mcp_servers", &sp.MCPServers)
 	raw("agents", &sp.Agents)
 	return sp, or

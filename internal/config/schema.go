@@ -75,6 +75,12 @@ var schema = []field{
 	{key: "approvals.mode", kind: kEnum, enum: []string{ApprovalsAsk, ApprovalsDeny}},
 	{key: "approvals.timeout", kind: kDuration, help: "a duration such as 60s or 5m"},
 	{key: "approvals.decisions", kind: kPath, help: "a prepared decisions file"},
+	{key: "hostexec", kind: kSection},
+	{key: "hostexec.auto_approve", kind: kList, help: "a list of regular expressions over the command line"},
+	{key: "hostexec.ask", kind: kList, help: "a list of regular expressions over the command line"},
+	{key: "hostexec.auto_deny", kind: kList, help: "a list of regular expressions over the command line"},
+	{key: "hostexec.timeout", kind: kDuration, help: "a duration such as 60s or 5m"},
+	{key: "hostexec.allow_copy_mode", kind: kBool},
 	{key: "mcp_servers", kind: kRaw},
 	{key: "agents", kind: kRaw},
 }

@@ -53,6 +53,11 @@ func values(s Spec) map[string]any {
 	put("approvals.mode", s.Approvals.Mode, s.Approvals.Mode != "")
 	put("approvals.timeout", lit(s.Approvals.Timeout.String()), s.Approvals.Timeout > 0)
 	put("approvals.decisions", s.Approvals.Decisions, s.Approvals.Decisions != "")
+	put("hostexec.auto_approve", s.HostExec.AutoApprove, len(s.HostExec.AutoApprove) > 0)
+	put("hostexec.ask", s.HostExec.Ask, len(s.HostExec.Ask) > 0)
+	put("hostexec.auto_deny", s.HostExec.AutoDeny, len(s.HostExec.AutoDeny) > 0)
+	put("hostexec.timeout", lit(s.HostExec.Timeout.String()), s.HostExec.Timeout > 0)
+	put("hostexec.allow_copy_mode", lit(strconv.FormatBool(s.HostExec.AllowCopyMode)), s.HostExec.AllowCopyMode)
 	put("mcp_servers", s.MCPServers, s.MCPServers != nil)
 	put("agents", s.Agents, s.Agents != nil)
 	return m

@@ -50,6 +50,9 @@ type Spec struct {
 	// Approvals: what happens to a connection no rule covers.
 	Approvals Approvals `json:"approvals,omitzero"`
 
+	// HostExec says which commands the sandbox may have run on the host.
+	HostExec HostExec `json:"hostexec,omitzero"`
+
 	// Reserved sections: parsed from config files and passed through, not yet
 	// interpreted (decoded YAML: maps, lists, strings, numbers, bools).
 	MCPServers any `json:"mcp_servers,omitempty"`
@@ -116,6 +119,20 @@ type Approvals struct {
 
 // Ask reports whether a connection no rule covers waits for a decision.
 func (a Approvals) Ask() bool { return a.Mode == ApprovalsAsk }
+
+// HostExec lists, as regular expressions over a command's canonical line,
+// the host commands run at once, asked about, or refused (a refusal wins;
+// what no list matches is refused). Lists add up across config files.
+type HostExec struct {
+	AutoApprove   []string      `json:"auto_approve,omitempty"`
+	Ask           []string      `json:"ask,omitempty"`
+	AutoDeny      []string      `json:"auto_deny,omitempty"`
+	Timeout       time.Duration `json:"timeout,omitempty"`
+	AllowCopyMode bool          `json:"allow_copy_mode,omitempty"` // run on the host dir even when the workspace is an overlay or a copy
+}
+
+// Enabled reports whether any host command could run.
+func (h HostExec) Enabled() bool { return len(h.AutoApprove)+len(h.Ask) > 0 }
 
 // Audit bounds the sandbox's audit log.
 type Audit struct {
