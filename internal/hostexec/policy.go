@@ -8,11 +8,18 @@ import (
 
 // Canonical is the one string a command's argv is matched and shown as: the
 // arguments joined by single spaces, each quoted the way a POSIX shell would
-// need to get it back (Python's shlex.quote): an argument made only of
-// letters, digits and @%+=:,./_- is written as is; any other, and the empty
-// one, goes in single quotes, a ' inside written '\''. So `rm -rf /` and
-// `rm '-rf /'` differ, and a newline can only appear inside quotes, where `$`
-// (end of text without (?m)) cannot match it.
+// need to get it back (as Python's shlex.quote does). An argument made only
+// of letters, digits and @%+=:,./_- is written as is; any other, and the
+// empty one, goes in single quotes, a single quote inside it closing the
+// quotes, escaped, and reopening them:
+//
+//	[rm -rf /]        rm -rf /
+//	[rm "-rf /"]      rm '-rf /'
+//	[echo "it's" ""]  echo 'it'\''s' ''
+//
+// So a newline can only appear inside quotes, where $ (end of text, without
+// (?m)) cannot match it, and a regex anchored with ^ and $ sees every
+// argument.
 func Canonical(argv []string) string {
 	var b strings.Builder
 	for i, a := range argv {
