@@ -215,9 +215,14 @@ func (h *handler) exec(w http.ResponseWriter, parent context.Context, rec audit.
 		return
 	}
 	// Headers now: a client sees the command has started even when it is
-	// silent.
-	w.WriteHeader(http.StatusOK)
-	s.rc.Flush()
+	// silent. Under the lock: its output may be arriving already.
+	s.mu.Lock()
+	if !s.started {
+		s.started = true
+		w.WriteHeader(http.StatusOK)
+		s.rc.Flush()
+	}
+	s.mu.Unlock()
 	werr := c.Wait()
 	syscall.Kill(-c.Process.Pid, syscall.SIGKILL) // what it left behind in its group
 
@@ -259,14 +264,15 @@ func exitOf(ps *os.ProcessState, werr error) (int, string, string) {
 // stream writes frames to the response, one flushed per write, until the
 // output cap: then it kills the command and drops the rest.
 type stream struct {
-	mu   sync.Mutex
-	enc  *json.Encoder
-	rc   *http.ResponseController
-	n    int64 // output bytes sent
-	max  int64
-	over bool  // the cap was reached
-	err  error // the client is gone
-	kill func()
+	mu      sync.Mutex
+	enc     *json.Encoder
+	rc      *http.ResponseController
+	n       int64 // output bytes sent
+	max     int64
+	over    bool  // the cap was reached
+	started bool  // the 200 header is written
+	err     error // the client is gone
+	kill    func()
 }
 
 func (s *stream) frame(f Frame) {
@@ -279,6 +285,7 @@ func (s *stream) write(f Frame) {
 	if s.err != nil {
 		return
 	}
+	s.started = true // the first frame writes the 200 header
 	if s.err = s.enc.Encode(f); s.err == nil {
 		s.err = s.rc.Flush()
 	}
