@@ -19,6 +19,15 @@
 //	{"exit":0,"reason":"exited"}
 //
 // The last frame always carries exit; a body that ends without it was cut.
+//
+// What runs is the host's, but where it runs is the sandbox's: in bind mode
+// the workspace (a git repository's hooks and config, a ./script named as
+// argv[0]) was written by the agent, so a rule that approves `git` approves
+// whatever the workspace tells git to run. The dir check resolves symlinks
+// once: a sandbox that swaps a directory for a symlink between the check and
+// the chdir can move the working directory (not the binary, not the rules)
+// out of the workspace. A command's whole process group is killed
+// when it ends, times out, passes the output cap or its client goes away.
 package hostexec
 
 import (
