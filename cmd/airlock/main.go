@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/airlock-dev/airlock/internal/guest"
 	"github.com/airlock-dev/airlock/internal/supervisor"
@@ -13,6 +14,9 @@ import (
 func main() {
 	// The same binary is the sandbox's PID 1 and a detached sandbox's
 	// background supervisor; both skip the CLI entirely.
+	if filepath.Base(os.Args[0]) == "hostexec" { // hostexec CMD ARGS... inside a sandbox
+		os.Exit(execute(append([]string{"hostexec"}, os.Args[1:]...)))
+	}
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "guest":
