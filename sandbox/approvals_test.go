@@ -14,6 +14,9 @@ import (
 // covers goes to the Go function; its allow lets the connection through,
 // its deny refuses it, and both are approval events.
 func TestTheApproverFunctionDecides(t *testing.T) {
+	// The local CA lives in the config dir: one of the test's own (uid
+	// 65534's home does not exist).
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	ln, err := net.Listen("tcp", "127.0.0.9:0")
 	if err != nil {
 		t.Skipf("no 127.0.0.9 here: %v", err)
@@ -35,7 +38,7 @@ func TestTheApproverFunctionDecides(t *testing.T) {
 			return ApprovalDecision{Allow: e.Host == "yes.test"}
 		},
 	})
-	r, err := sb.Exec(fmt.Sprintf(`curl -fsS --max-time 20 http://yes.test:%d/; echo; curl -fsS --max-time 20 http://no.test:%d/ >/dev/null 2>&1 || echo refused`, port, port))
+	r, err := sb.Exec(fmt.Sprintf(`curl -fsS -p --max-time 20 http://yes.test:%d/; echo; curl -fsS -p --max-time 20 http://no.test:%d/ >/dev/null 2>&1 || echo refused`, port, port))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -197,7 +197,8 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 	}
 	caps := s.be.Caps()
 	secretsOn := len(o.Secrets) > 0
-	if spec.Config.Network.Enabled() || secretsOn || spec.Config.Approvals.Ask() {
+	services := spec.Config.HostExec.Enabled()
+	if spec.Config.Network.Enabled() || secretsOn || spec.Config.Approvals.Ask() || services {
 		if s.mode, err = networkMode(spec.Config.Network.Mode, caps); err != nil {
 			return nil, step("check spec", err)
 		}
@@ -246,16 +247,25 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 			return nil, step("egress", err)
 		}
 		s.redact.Store(set)
+		// The queue exists when something may ask: unknown hosts (approvals
+		// ask) or a service's escalations (host commands on an ask list).
 		var approver gateway.Approver
-		if spec.Config.Approvals.Ask() {
+		if spec.Config.Approvals.Ask() || len(spec.Config.HostExec.Ask) > 0 {
 			if s.ask, err = newAsker(s, spec.Config.Approvals, o.NobodyToAsk); err != nil {
 				return nil, step("approvals", err)
 			}
-			approver = s.ask
+			if spec.Config.Approvals.Ask() {
+				approver = s.ask
+			}
+		}
+		handlers, err := s.services(wsMode)
+		if err != nil {
+			return nil, step("services", err)
 		}
 		s.eg, err = egress.Start(egress.Config{
 			Network: spec.Config.Network, Mode: s.mode, ID: h.ID(), Dir: h.Dir(),
 			ProxySocket: gatewaySocket(h.SocketPath()), Secrets: set, Audit: s.log, Hooks: o.Hooks, Approver: approver,
+			Services: handlers,
 		})
 		if err != nil {
 			return nil, step("egress", err)
@@ -270,6 +280,10 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 		s.bspec.Files = append(s.bspec.Files, s.eg.Files...)
 		s.bspec.Relay, s.bspec.Net = s.eg.Relay, s.eg.Net
 		s.env = config.MergeEnv(s.env, s.eg.Env)
+		if len(handlers) > 0 {
+			s.env = toolsInside(o.GuestExe, s.bspec, s.env)
+			s.env = config.MergeEnv(s.env, []string{"AIRLOCK_WORKSPACE=" + s.bspec.Workspace})
+		}
 	}
 
 	// Backend start; the sandbox is registered while it sets up.

@@ -1,11 +1,15 @@
 package engine
 
 import (
+	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 
+	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/hostexec"
 )
 
 // binInside is where the airlock binary appears inside a sandbox that has
@@ -39,4 +43,23 @@ func cutEnv(kv, name string) (string, bool) {
 		return kv[len(name)+1:], true
 	}
 	return "", false
+}
+
+// services are the sandbox's own handlers on airlock.internal.
+func (s *Sandbox) services(wsMode string) (map[string]http.Handler, error) {
+	out := map[string]http.Handler{}
+	if h := s.spec.Config.HostExec; h.Enabled() {
+		var ask func(context.Context, approval.Request) approval.Decision
+		if s.ask != nil {
+			ask = s.ask.ask
+		}
+		handler, err := hostexec.New(hostexec.Config{AutoApprove: h.AutoApprove, Ask: h.Ask, AutoDeny: h.AutoDeny,
+			Timeout: h.Timeout, AllowCopyMode: h.AllowCopyMode},
+			hostexec.Env{Sandbox: s.h.ID(), Dir: s.spec.Config.Workspace.Path, WorkspaceMode: wsMode, Ask: ask, Audit: s.record})
+		if err != nil {
+			return nil, err
+		}
+		out[hostexec.Pattern] = handler
+	}
+	return out, nil
 }

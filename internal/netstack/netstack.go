@@ -130,6 +130,32 @@ func New(cfg Config) (*Stack, error) {
 	s.SetTransportProtocolOption(tcp.ProtocolNumber, &sack)
 	moderate := tcpip.TCPModerateReceiveBufferOption(true)
 	s.SetTransportProtocolOption(tcp.ProtocolNumber, &moderate)
+	// Handlers before the NIC: the link delivers frames from the moment the
+	// NIC exists, and the stack does not synchronise installing a handler
+	// with delivering to it (the race detector caught an early SYN).
+	fwd := tcp.NewForwarder(s, receiveWindow, maxPendingConnects, func(r *tcp.ForwarderRequest) {
+		id := r.ID()
+		serve := cfg.Connect(ctx, addrPort(id.LocalAddress, id.LocalPort))
+		if serve == nil {
+			r.Complete(true)
+			return
+		}
+		var wq waiter.Queue
+		ep, e := r.CreateEndpoint(&wq)
+		if e != nil {
+			r.Complete(true)
+			return
+		}
+		r.Complete(false)
+		serve(gonet.NewTCPConn(&wq, ep))
+	})
+	s.SetTransportProtocolHandler(tcp.ProtocolNumber, fwd.HandlePacket)
+	s.SetTransportProtocolHandler(udp.ProtocolNumber, func(id stack.TransportEndpointID, _ *stack.PacketBuffer) bool {
+		if cfg.DroppedUDP != nil {
+			cfg.DroppedUDP(addrPort(id.RemoteAddress, id.RemotePort), addrPort(id.LocalAddress, id.LocalPort))
+		}
+		return true
+	})
 	// Frames toward the sandbox are written by a queue's own goroutine, not
 	// by whichever goroutine wrote the data (an HTTP/2 frame writer is a new
 	// goroutine per frame: the whole stack below it would grow its stack).
@@ -155,29 +181,6 @@ func New(cfg Config) (*Stack, error) {
 	}
 	s.SetRouteTable([]tcpip.Route{{Destination: header.IPv4EmptySubnet, NIC: nicID}})
 
-	fwd := tcp.NewForwarder(s, receiveWindow, maxPendingConnects, func(r *tcp.ForwarderRequest) {
-		id := r.ID()
-		serve := cfg.Connect(ctx, addrPort(id.LocalAddress, id.LocalPort))
-		if serve == nil {
-			r.Complete(true)
-			return
-		}
-		var wq waiter.Queue
-		ep, e := r.CreateEndpoint(&wq)
-		if e != nil {
-			r.Complete(true)
-			return
-		}
-		r.Complete(false)
-		serve(gonet.NewTCPConn(&wq, ep))
-	})
-	s.SetTransportProtocolHandler(tcp.ProtocolNumber, fwd.HandlePacket)
-	s.SetTransportProtocolHandler(udp.ProtocolNumber, func(id stack.TransportEndpointID, _ *stack.PacketBuffer) bool {
-		if cfg.DroppedUDP != nil {
-			cfg.DroppedUDP(addrPort(id.RemoteAddress, id.RemotePort), addrPort(id.LocalAddress, id.LocalPort))
-		}
-		return true
-	})
 	return st, nil
 }
 
