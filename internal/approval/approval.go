@@ -44,18 +44,18 @@ func (s Scope) Saved() bool { return s == Project || s == Global }
 // Request is one thing waiting for a human. Its ID is unique across every
 // sandbox of this user: the sandbox's id, "-", a counter.
 type Request struct {
-	ID      string    `json:"id"`
-	Sandbox string    `json:"sandbox"`
-	Kind    string    `json:"kind"`    // KindNetwork
-	Subject string    `json:"subject"` // host (or host:port for another port than 80/443)
-	Host    string    `json:"host,omitempty"`
-	Port    uint16    `json:"port,omitempty"`
-	Method  string    `json:"method,omitempty"` // plain HTTP through the proxy door
-	Path    string    `json:"path,omitempty"`
-	Reason  string    `json:"reason"`  // why it was asked (no rule covers it)
+	ID      string `json:"id"`
+	Sandbox string `json:"sandbox"`
+	Kind    string `json:"kind"`    // KindNetwork
+	Subject string `json:"subject"` // host (or host:port for another port than 80/443)
+	Host    string `json:"host,omitempty"`
+	Port    uint16 `json:"port,omitempty"`
+	Method  string `json:"method,omitempty"` // plain HTTP through the proxy door
+	Path    string `json:"path,omitempty"`
+	Reason  string `json:"reason"` // why it was asked (no rule covers it)
 	// Detail is what a human needs to judge a tool call or a host command:
 	// its arguments or argv, working directory (capped by the asker).
-	Detail string `json:"detail,omitempty"`
+	Detail  string    `json:"detail,omitempty"`
 	Waiting int       `json:"waiting"` // connections waiting on it
 	Created time.Time `json:"created"`
 	Expires time.Time `json:"expires"` // denied as a timeout then
