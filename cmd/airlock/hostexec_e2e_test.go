@@ -87,3 +87,21 @@ func TestHostCommandsGoThroughTheBroker(t *testing.T) {
 		}
 	})
 }
+
+// TestHostCommandsOnEveryBackend: the same service from a container (the
+// docker re-run of the suite) and from a native sandbox: an approved touch
+// runs on the host in the workspace, an unlisted command is refused.
+func TestHostCommandsOnEveryBackend(t *testing.T) {
+	e := newEnv(t)
+	e.writeConfig("version: 1\nhostexec:\n  auto_approve: ['^touch made-on-the-host$']\n")
+	r := e.run("run", "-q", "--", "sh", "-c", "hostexec touch made-on-the-host && ! hostexec touch other 2>/dev/null && echo END")
+	if r.code != 0 || !strings.HasSuffix(r.stdout, "END\n") {
+		t.Fatalf("hostexec inside (%s backend): %v", map[bool]string{true: "docker", false: "native"}[testBackend() == "docker"], r)
+	}
+	if _, err := os.Stat(filepath.Join(e.ws, "made-on-the-host")); err != nil {
+		t.Fatalf("the approved command did not run in the workspace: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(e.ws, "other")); err == nil {
+		t.Fatal("the unlisted command ran")
+	}
+}
