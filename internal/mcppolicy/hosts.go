@@ -108,7 +108,7 @@ func (hp hostPattern) match(name string, addr netip.Addr) bool {
 func hostIn(c *compiledCond, v any) (tri, string) {
 	list, ok := stringList(v)
 	if !ok {
-		return unsure, fmt.Sprintf("%s is a %s, not a URL or list of URLs", c.arg, jsonType(v))
+		return unsure, fmt.Sprintf("%s is %s, not a URL or list of URLs", c.arg, aType(v))
 	}
 	if len(list) == 0 {
 		return no, ""

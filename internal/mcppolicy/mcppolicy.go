@@ -468,7 +468,7 @@ func (p *Policy) evalCond(c *compiledCond, args map[string]any) (tri, string) {
 	if c.equals != nil || c.glob != nil || c.regex != nil {
 		s, ok := scalarText(v)
 		if !ok {
-			if !and(unsure, fmt.Sprintf("%s is a %s, not a string, number or boolean", c.arg, jsonType(v))) {
+			if !and(unsure, fmt.Sprintf("%s is %s, not a string, number or boolean", c.arg, aType(v))) {
 				return no, ""
 			}
 		} else {
@@ -582,4 +582,13 @@ func sortedKeys(m map[string]any) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// aType is jsonType with its article: "an object", "a list".
+func aType(v any) string {
+	t := jsonType(v)
+	if strings.ContainsRune("aeiou", rune(t[0])) {
+		return "an " + t
+	}
+	return "a " + t
 }

@@ -164,7 +164,7 @@ func TestDecide(t *testing.T) {
 		"a URL without a scheme cannot be checked": {"fetch", `{"url":"pypi.org/simple"}`, Deny, "evil",
 			`denied by rule "evil": url "pypi.org/simple" is not a URL that can be checked: not an absolute URL with a host`},
 		"a URL that is a list is not a string": {"fetch", `{"url":{"host":"pypi.org"}}`, Deny, "evil",
-			`denied by rule "evil": url is a object, not a URL or list of URLs`},
+			`denied by rule "evil": url is an object, not a URL or list of URLs`},
 
 		// Values.
 		"a boolean equals its JSON text": {"git_push", `{"remote":"o","force":true}`, Deny, "no force", `denied by rule "no force": force equals "true"`},
@@ -235,7 +235,7 @@ func TestConfig(t *testing.T) {
 		within := []Condition{{Arg: "path", PathWithin: []string{RootsToken}}}
 		p, err := New(Config{Roots: []string{T + "/root"}, Rules: []Rule{
 			{Tool: "read", Verdict: Allow, When: within},
-			{Tool: "write", Verdict: Allow}, {Tool: "write", Verdict: Deny, Name: "not in root", When: within},
+			{Tool: "write", Verdict: Allow}, {Tool: "write", Verdict: Deny, Name: "in root", When: within},
 		}})
 		if err != nil {
 			t.Fatal(err)
@@ -244,7 +244,7 @@ func TestConfig(t *testing.T) {
 		if d := p.Decide("read", args); d.Verdict != Deny || d.Rule != "no matching rule" {
 			t.Errorf("Decide(read) = %v, want no matching rule", d)
 		}
-		want := Decision{Deny, "not in root", `denied by rule "not in root": path "loop1/x" cannot be resolved: more than 40 symlinks (a loop?)`}
+		want := Decision{Deny, "in root", `denied by rule "in root": path "loop1/x" cannot be resolved: more than 40 symlinks (a loop?)`}
 		if d := p.Decide("write", args); d != want {
 			t.Errorf("Decide(write) = %v, want %v", d, want)
 		}

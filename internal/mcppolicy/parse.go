@@ -51,7 +51,7 @@ func ParseRules(raw any) ([]Rule, error) {
 	}
 	list, ok := raw.([]any)
 	if !ok {
-		return nil, fmt.Errorf("rules: a %s, not a list of rules", jsonType(raw))
+		return nil, fmt.Errorf("rules: %s, not a list of rules", aType(raw))
 	}
 	var rules []Rule
 	var errs []error
@@ -76,7 +76,7 @@ func parseRule(item any) (Rule, error) {
 	var r Rule
 	m, ok, err := asMap(item)
 	if !ok {
-		return r, fmt.Errorf(": a %s, not a map with tool and allow, escalate or deny", jsonType(item))
+		return r, fmt.Errorf(": %s, not a map with tool and allow, escalate or deny", aType(item))
 	}
 	if err != nil {
 		return r, fmt.Errorf(": %v", err)
@@ -87,7 +87,7 @@ func parseRule(item any) (Rule, error) {
 		case "tool", "name":
 			s, ok := m[k].(string)
 			if !ok {
-				return r, fmt.Errorf(".%s: a %s, not a string", k, jsonType(m[k]))
+				return r, fmt.Errorf(".%s: %s, not a string", k, aType(m[k]))
 			}
 			if k == "tool" {
 				r.Tool = s
@@ -134,7 +134,7 @@ func parseConditions(v any) ([]Condition, error) {
 	}
 	m, ok, err := asMap(v)
 	if !ok {
-		return nil, fmt.Errorf(": a %s; want a map of argument conditions, or always", jsonType(v))
+		return nil, fmt.Errorf(": %s; want a map of argument conditions, or always", aType(v))
 	}
 	if err != nil {
 		return nil, fmt.Errorf(": %v", err)
@@ -157,7 +157,7 @@ func parseCondition(arg string, v any) (Condition, error) {
 	}
 	m, ok, err := asMap(v)
 	if !ok {
-		return c, fmt.Errorf("a %s; want a map of tests (path_within, host_in, equals, glob, regex, present)", jsonType(v))
+		return c, fmt.Errorf("%s; want a map of tests (path_within, host_in, equals, glob, regex, present)", aType(v))
 	}
 	if err != nil {
 		return c, err
@@ -197,13 +197,13 @@ func parseCondition(arg string, v any) (Condition, error) {
 		case "equals":
 			s, ok := scalarText(val)
 			if !ok {
-				return c, fmt.Errorf("equals: a %s, not a string, number or boolean", jsonType(val))
+				return c, fmt.Errorf("equals: %s, not a string, number or boolean", aType(val))
 			}
 			c.Equals = &s
 		case "glob", "regex":
 			s, ok := val.(string)
 			if !ok || s == "" {
-				return c, fmt.Errorf("%s: a %s, not a non-empty string", k, jsonType(val))
+				return c, fmt.Errorf("%s: %s, not a non-empty string", k, aType(val))
 			}
 			if k == "glob" {
 				c.Glob = s
@@ -216,7 +216,7 @@ func parseCondition(arg string, v any) (Condition, error) {
 		case "present":
 			b, ok := val.(bool)
 			if !ok {
-				return c, fmt.Errorf("present: a %s, not true or false", jsonType(val))
+				return c, fmt.Errorf("present: %s, not true or false", aType(val))
 			}
 			c.Present = &b
 		default:
@@ -232,7 +232,7 @@ func stringOrList(v any) ([]string, error) {
 		if _, isList := v.([]any); isList {
 			return nil, errors.New("a list with an entry that is not a string")
 		}
-		return nil, fmt.Errorf("a %s, not a string or list of strings", jsonType(v))
+		return nil, fmt.Errorf("%s, not a string or list of strings", aType(v))
 	}
 	if len(list) == 0 {
 		return nil, errors.New("an empty list")

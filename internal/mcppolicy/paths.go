@@ -153,7 +153,7 @@ func within(p, root string) bool {
 func (p *Policy) pathWithin(c *compiledCond, v any) (tri, string) {
 	list, ok := stringList(v)
 	if !ok {
-		return unsure, fmt.Sprintf("%s is a %s, not a path or list of paths", c.arg, jsonType(v))
+		return unsure, fmt.Sprintf("%s is %s, not a path or list of paths", c.arg, aType(v))
 	}
 	if len(list) == 0 {
 		return no, ""
