@@ -19,7 +19,7 @@ func ptr[T any](v T) *T { return &v }
 //	T/root/deep -> T/outside/inner      so T/root/deep/.. is T/outside to the kernel
 //	T/root/loop1 <-> T/root/loop2       a loop
 //	T/root2/, T/outside/inner/, T/airlock/config.yaml
-func tree(t *testing.T) string {
+func tree(t testing.TB) string {
 	t.Helper()
 	T, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
@@ -68,7 +68,7 @@ func testRules() []Rule {
 	}
 }
 
-func testPolicy(t *testing.T, T string) *Policy {
+func testPolicy(t testing.TB, T string) *Policy {
 	t.Helper()
 	p, err := New(Config{Rules: testRules(), Roots: []string{T + "/root"}, Protected: []string{T + "/airlock"}, Home: T})
 	if err != nil {
