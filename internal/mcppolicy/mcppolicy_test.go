@@ -138,6 +138,8 @@ func TestDecide(t *testing.T) {
 			`protected: argument file_path "sub/../link-prot" resolves to $T/airlock, inside protected $T/airlock`},
 		"a nested list of paths is checked": {"git_push", `{"opts":{"add":["a","$T/airlock/"]}}`, Deny, "protected",
 			`protected: argument add "$T/airlock/" resolves to $T/airlock, inside protected $T/airlock`},
+		"an object key that is a path is checked": {"git_push", `{"files":{"$T/airlock/x":"data"}}`, Deny, "protected",
+			`protected: argument key "$T/airlock/x" resolves to $T/airlock/x, inside protected $T/airlock`},
 		"a tilde path is expanded to the home dir": {"read_file", `{"path":"~/airlock/x"}`, Deny, "protected",
 			`protected: argument path "~/airlock/x" resolves to $T/airlock/x, inside protected $T/airlock`},
 		"a file URL is checked": {"fetch", `{"url":"file://$T/airlock/x"}`, Deny, "protected",

@@ -182,7 +182,7 @@ func (p *Policy) pathWithin(c *compiledCond, v any) (tri, string) {
 }
 
 // checkProtected resolves every path-like string in the arguments (see pathKeys and
-// looksAbsolute, at any depth) and denies the call if one lands in a protected path or
+// looksAbsolute, at any depth, object keys included) and denies the call if one lands in a protected path or
 // if one that must be checked cannot be.
 func (p *Policy) checkProtected(args map[string]any) (Decision, bool) {
 	if len(p.protected) == 0 {
@@ -208,6 +208,9 @@ func (p *Policy) checkProtected(args map[string]any) (Decision, bool) {
 		case map[string]any:
 			for _, k := range sortedKeys(x) {
 				stack = append(stack, item{key: k, v: x[k], depth: it.depth + 1})
+				if looksAbsolute(k) { // {"/etc/x": "contents"}: a key can name a file too
+					stack = append(stack, item{key: "key", v: k, depth: it.depth + 1})
+				}
 			}
 		case []any:
 			for i := len(x) - 1; i >= 0; i-- {
