@@ -63,7 +63,7 @@ func newConfigShowCmd() *cobra.Command {
 }
 
 func configShow(o *configShowOptions, w io.Writer) error {
-	l, err := loadConfig(o.workspace, nil, false)
+	l, err := loadConfig(o.workspace, nil, false, false)
 	if err != nil {
 		return err
 	}

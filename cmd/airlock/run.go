@@ -44,6 +44,7 @@ type runOptions struct {
 	image     string
 	watch     bool
 	scratch   []string
+	noConfig  bool
 	ask       bool
 	askAfter  time.Duration
 	decisions string
@@ -149,6 +150,7 @@ Limits default to ` + strconv.Itoa(defaultPids) + ` processes and half of the ma
 	f.BoolVar(&o.ask, "ask", false, "a connection to a host no rule covers waits for your decision (airlock approvals, airlock ui, or this terminal) instead of failing")
 	f.DurationVar(&o.askAfter, "ask-timeout", 0, "with --ask: deny what nobody answered after this long (default 60s)")
 	f.StringVar(&o.decisions, "decisions", "", "with --ask and nobody to ask: decisions prepared in `FILE` (the saved-decisions format); what it does not cover is denied")
+	f.BoolVar(&o.noConfig, "no-config-files", false, "read no config file: defaults and these flags only")
 	f.BoolVar(&o.watch, "watch-files", false, "record every file created, written or deleted in the workspace and writable mounts in the audit log (airlock audit ID)")
 	f.StringArrayVar(&o.scratch, "scratch", nil, "an empty writable directory at `PATH` inside that lives as long as the sandbox (repeatable)")
 	return c
@@ -160,7 +162,7 @@ func run(c *cobra.Command, o *runOptions, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := loadConfig(o.workspace, flags, o.quiet)
+	cfg, err := loadConfig(o.workspace, flags, o.quiet, o.noConfig)
 	if err != nil {
 		return err
 	}

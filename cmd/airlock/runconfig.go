@@ -72,12 +72,12 @@ func flagLayer(fs *pflag.FlagSet) (*config.Layer, error) {
 // loadConfig resolves the workspace (wsFlag, else the current directory) and
 // reads every config source for it, flags last; warnings go to stderr
 // unless quiet.
-func loadConfig(wsFlag string, flags *config.Layer, quiet bool) (*config.Loaded, error) {
+func loadConfig(wsFlag string, flags *config.Layer, quiet, noFiles bool) (*config.Loaded, error) {
 	ws, err := resolveWorkspace(wsFlag)
 	if err != nil {
 		return nil, err
 	}
-	l, err := config.Load(config.Options{Workspace: ws, Flags: flags})
+	l, err := config.Load(config.Options{Workspace: ws, Flags: flags, NoFiles: noFiles})
 	if err != nil {
 		return nil, err
 	}

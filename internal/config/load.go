@@ -102,6 +102,9 @@ type Options struct {
 	Workspace string // absolute, symlinks resolved
 	Dir       string // airlock's config dir; "" = Dir(), none if that fails
 	Flags     *Layer // the command line's layer; nil for none
+	// NoFiles reads no config file: defaults and flags only (a sandbox
+	// airlock starts for its own use, such as an MCP server's).
+	NoFiles bool
 }
 
 // Loaded is the effective config for one workspace.
@@ -136,7 +139,7 @@ func Load(o Options) (*Loaded, error) {
 		layers = append(layers, l)
 		return nil
 	}
-	if r.Dir != "" {
+	if r.Dir != "" && !o.NoFiles {
 		if err := add(GlobalFile(r.Dir), SourceGlobal); err != nil {
 			return nil, err
 		}
@@ -151,7 +154,7 @@ func Load(o Options) (*Loaded, error) {
 		}
 	}
 	repo := filepath.Join(r.Project, RepoFileName)
-	if data, err := readCapped(repo); err == nil {
+	if data, err := readCapped(repo); err == nil && !o.NoFiles {
 		switch st := CheckTrust(r.Dir, repo, data); st {
 		case Trusted:
 			l, err := Parse(repo, data, SourceRepo)
