@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -324,7 +325,7 @@ func (u *upstream) upstreamError(ctx context.Context, err error) error {
 		return we
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("airlock: MCP server %s did not answer within %s", u.cfg.Name, u.cfg.Timeout)}
-	case errors.Is(err, mcp.ErrConnectionClosed):
+	case errors.Is(err, mcp.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("airlock: MCP server %s stopped during the call (airlock restarts it; the call may or may not have taken effect)", u.cfg.Name)}
 	}
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("airlock: MCP server %s: %v", u.cfg.Name, err)}
@@ -516,7 +517,7 @@ func (u *upstream) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 			return nil, err // the server's own protocol error (unknown tool, bad params)
 		}
 		c.done(true, err.Error())
-		return errorResult(strings.TrimPrefix(err.Error(), "")), nil
+		return errorResult(err.Error()), nil
 	}
 	if n := jsonSize(res); n > u.p.env.MaxResult {
 		msg := fmt.Sprintf("airlock: the result of %s on MCP server %s was %d bytes, over airlock's cap of %d; ask for less (a range, a page, a filter)", name, u.cfg.Name, n, u.p.env.MaxResult)
