@@ -3,6 +3,8 @@ package mcpproxy
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -396,3 +398,39 @@ func TestParseServers(t *testing.T) {
 }
 
 var _ = json.Marshal
+
+func TestTheStdioBridgeCarriesCallsToTheProxy(t *testing.T) {
+	p, err := New([]ServerConfig{everything(t, mcppolicy.Rule{Tool: "echo", Verdict: mcppolicy.Allow})}, Env{Launch: DirectLaunch, Exe: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(p.Handler())
+	defer func() { hs.Close(); p.Close() }()
+
+	cr, bw := io.Pipe() // bridge → client
+	br, cw := io.Pipe() // client → bridge
+	done := make(chan error, 1)
+	go func() { done <- Bridge(context.Background(), br, bw, hs.URL+"/mcp/ev", &http.Client{}) }()
+	c := mcp.NewClient(&mcp.Implementation{Name: "stdio-client", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.IOTransport{Reader: cr, Writer: cw}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := callTool(t, cs, "echo", map[string]any{"message": "through the bridge"})
+	if res.IsError || !strings.Contains(text(res), "through the bridge") {
+		t.Errorf("echo through the bridge = %q", text(res))
+	}
+	res = callTool(t, cs, "get-sum", map[string]any{"a": 1, "b": 2})
+	if !res.IsError || !strings.Contains(text(res), "airlock policy refused") {
+		t.Errorf("a denied tool through the bridge = %q", text(res))
+	}
+	cs.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Bridge = %v after the client closed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("Bridge did not return after the client closed")
+	}
+}
