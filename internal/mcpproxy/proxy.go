@@ -151,6 +151,9 @@ func (p *Proxy) Handler() http.Handler {
 func (p *Proxy) Close() error {
 	p.cancel()
 	for _, u := range p.servers {
+		for ss := range u.srv.Sessions() {
+			ss.Close() // ends the agent's open streams, so the broker can stop
+		}
 		u.mu.Lock()
 		cs := u.cs
 		u.mu.Unlock()
