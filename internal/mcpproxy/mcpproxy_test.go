@@ -1,0 +1,436 @@
+package mcpproxy
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/internal/approval"
+	"github.com/airlock-dev/airlock/internal/audit"
+	"github.com/airlock-dev/airlock/internal/mcppolicy"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The test binary is also a small stdio MCP server (fake), for what the npm
+// servers cannot do on demand: crash mid-call, never answer, answer too much.
+func TestMain(m *testing.M) {
+	if os.Getenv("MCPPROXY_FAKE_SERVER") == "1" {
+		fakeServer()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+type echoArgs struct {
+	Text string `json:"text,omitempty"`
+}
+
+func fakeServer() {
+	s := mcp.NewServer(&mcp.Implementation{Name: "fake", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "echo"}, func(ctx context.Context, r *mcp.CallToolRequest, a echoArgs) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: a.Text}}}, nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "crash"}, func(ctx context.Context, r *mcp.CallToolRequest, a echoArgs) (*mcp.CallToolResult, any, error) {
+		os.Exit(3)
+		return nil, nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "hang"}, func(ctx context.Context, r *mcp.CallToolRequest, a echoArgs) (*mcp.CallToolResult, any, error) {
+		select {} // never answers, not even to cancellation
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "big"}, func(ctx context.Context, r *mcp.CallToolRequest, a echoArgs) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("x", 2<<20)}}}, nil, nil
+	})
+	s.Run(context.Background(), &mcp.StdioTransport{})
+}
+
+func fakeConfig(t testing.TB, name string) ServerConfig {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ServerConfig{Name: name, Command: []string{exe}, Env: map[string]string{"MCPPROXY_FAKE_SERVER": "1"},
+		Rules: []mcppolicy.Rule{{Tool: "*", Verdict: mcppolicy.Allow, Name: "all"}}}
+}
+
+func nodeServer(t testing.TB, bin string, args ...string) []string {
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node is not installed")
+	}
+	p, _ := filepath.Abs(filepath.Join("testdata/servers/node_modules/.bin", bin))
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("%s is not installed: npm ci --prefix internal/mcpproxy/testdata/servers", bin)
+	}
+	return append([]string{p}, args...)
+}
+
+type recorder struct {
+	mu   sync.Mutex
+	recs []audit.Record
+}
+
+func (r *recorder) add(a audit.Record) { r.mu.Lock(); r.recs = append(r.recs, a); r.mu.Unlock() }
+func (r *recorder) last() audit.Record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.recs) == 0 {
+		return audit.Record{}
+	}
+	return r.recs[len(r.recs)-1]
+}
+
+// start serves the proxy on httptest and connects an SDK client to /mcp/name.
+func start(t testing.TB, servers []ServerConfig, env Env, name string, copts *mcp.ClientOptions) (*Proxy, *mcp.ClientSession) {
+	t.Helper()
+	if env.Launch == nil {
+		env.Launch = DirectLaunch
+	}
+	env.LogDir = t.TempDir()
+	p, err := New(servers, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(p.Handler())
+	t.Cleanup(func() { hs.Close(); p.Close() })
+	return p, connect(t, hs.URL+"/mcp/"+name, copts)
+}
+
+func connect(t testing.TB, url string, copts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, copts)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatalf("connect %s: %v", url, err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func callTool(t testing.TB, cs *mcp.ClientSession, tool string, args any) *mcp.CallToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("CallTool(%s): %v", tool, err)
+	}
+	return res
+}
+
+func text(r *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+func fsConfig(t *testing.T, root string) ServerConfig {
+	return ServerConfig{Name: "fs", Command: nodeServer(t, "mcp-server-filesystem", root), Roots: []string{root},
+		Rules: []mcppolicy.Rule{
+			{Tool: "read_text_file", Verdict: mcppolicy.Allow, When: []mcppolicy.Condition{{Arg: "path", PathWithin: []string{root}}}, Name: "read-in-roots"},
+			{Tool: "write_file", Verdict: mcppolicy.Allow, When: []mcppolicy.Condition{{Arg: "path", PathWithin: []string{root}}}, Name: "write-in-roots"},
+		}}
+}
+
+func TestFilesystemServerAllowedReadAndAWriteOutsideTheRootsDenied(t *testing.T) {
+	root, _ := filepath.EvalSymlinks(t.TempDir())
+	outside, _ := filepath.EvalSymlinks(t.TempDir())
+	os.WriteFile(filepath.Join(root, "a.txt"), []byte("hello from the root"), 0o644)
+	rec := &recorder{}
+	_, cs := start(t, []ServerConfig{fsConfig(t, root)}, Env{Sandbox: "sb1", Audit: rec.add}, "fs", nil)
+
+	res := callTool(t, cs, "read_text_file", map[string]any{"path": filepath.Join(root, "a.txt")})
+	if res.IsError || !strings.Contains(text(res), "hello from the root") {
+		t.Fatalf("read in the root = %+v %q, want the file", res.IsError, text(res))
+	}
+	if r := rec.last(); r.Decision != audit.Allow || r.Rule != "read-in-roots" || r.Subject != "fs/read_text_file" || r.Extra["server"] != "fs" {
+		t.Errorf("audit of the read = %+v", r)
+	}
+
+	target := filepath.Join(outside, "evil.txt")
+	res = callTool(t, cs, "write_file", map[string]any{"path": target, "content": "pwned"})
+	if !res.IsError || !strings.Contains(text(res), "airlock policy refused") || !strings.Contains(text(res), "do not retry") {
+		t.Fatalf("write outside = %+v %q, want a policy refusal", res.IsError, text(res))
+	}
+	if _, err := os.Stat(target); !os.IsNotExist(err) {
+		t.Errorf("%s exists after a denied write (err %v)", target, err)
+	}
+	if r := rec.last(); r.Decision != audit.Deny || r.Extra["error"] != "true" || !strings.Contains(r.Extra["arguments"], "evil.txt") {
+		t.Errorf("audit of the denied write = %+v", r)
+	}
+}
+
+func TestToolsListHidesToolsNoRuleCanAllowUnlessShowDenied(t *testing.T) {
+	root := t.TempDir()
+	names := func(show bool) []string {
+		c := fsConfig(t, root)
+		c.ShowDenied = show
+		_, cs := start(t, []ServerConfig{c}, Env{}, "fs", nil)
+		res, err := cs.ListTools(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, tl := range res.Tools {
+			out = append(out, tl.Name)
+		}
+		return out
+	}
+	if got := names(false); !reflect.DeepEqual(got, []string{"read_text_file", "write_file"}) {
+		t.Errorf("tools/list = %v, want only the tools a rule may allow", got)
+	}
+	if got := names(true); len(got) < 10 {
+		t.Errorf("tools/list with show_denied = %v, want every tool", got)
+	}
+}
+
+func everything(t testing.TB, rules ...mcppolicy.Rule) ServerConfig {
+	return ServerConfig{Name: "ev", Command: nodeServer(t, "mcp-server-everything", "stdio"), Rules: rules}
+}
+
+func TestEscalationWaitsForAHumanWithProgressThenIsApprovedOrDenied(t *testing.T) {
+	var asked []approval.Request
+	var mu sync.Mutex
+	allow := atomic.Bool{}
+	ask := func(ctx context.Context, r approval.Request) approval.Decision {
+		mu.Lock()
+		asked = append(asked, r)
+		mu.Unlock()
+		select {
+		case <-time.After(450 * time.Millisecond):
+		case <-ctx.Done():
+			return approval.Decision{By: "canceled"}
+		}
+		return approval.Decision{Allow: allow.Load(), By: "test"}
+	}
+	var progress atomic.Int32
+	copts := &mcp.ClientOptions{ProgressNotificationHandler: func(ctx context.Context, r *mcp.ProgressNotificationClientRequest) {
+		if r.Params.ProgressToken == "tok" && strings.Contains(r.Params.Message, "approve ev/echo") {
+			progress.Add(1)
+		}
+	}}
+	rec := &recorder{}
+	_, cs := start(t, []ServerConfig{everything(t, mcppolicy.Rule{Tool: "echo", Verdict: mcppolicy.Escalate, Name: "ask-echo"})},
+		Env{Ask: ask, Audit: rec.add, ProgressEvery: 100 * time.Millisecond}, "ev", copts)
+
+	p := &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "hi there"}}
+	p.SetProgressToken("tok")
+	allow.Store(true)
+	res, err := cs.CallTool(context.Background(), p)
+	if err != nil || res.IsError || !strings.Contains(text(res), "hi there") {
+		t.Fatalf("approved call = %v %+v %q", err, res, text(res))
+	}
+	if n := progress.Load(); n < 2 {
+		t.Errorf("%d progress notifications while the approval waited, want ≥ 2", n)
+	}
+	mu.Lock()
+	if len(asked) != 1 || asked[0].Kind != approval.KindMCP || asked[0].Subject != "ev/echo" || !strings.Contains(asked[0].Detail, "hi there") {
+		t.Errorf("asked %+v", asked)
+	}
+	mu.Unlock()
+	if r := rec.last(); r.Decision != audit.Allow || r.Extra["escalated"] != "true" || r.Extra["approval_by"] != "test" || r.Duration.Duration() < 400*time.Millisecond {
+		t.Errorf("audit of the approved call = %+v", r)
+	}
+
+	allow.Store(false)
+	res = callTool(t, cs, "echo", map[string]any{"message": "again"})
+	if !res.IsError || !strings.Contains(text(res), "a human denied it") {
+		t.Errorf("denied call = %q", text(res))
+	}
+}
+
+func TestNobodyToAskDeniesAnEscalation(t *testing.T) {
+	_, cs := start(t, []ServerConfig{everything(t, mcppolicy.Rule{Tool: "echo", Verdict: mcppolicy.Escalate})}, Env{}, "ev", nil)
+	res := callTool(t, cs, "echo", map[string]any{"message": "x"})
+	if !res.IsError || !strings.Contains(text(res), "nobody can approve") {
+		t.Errorf("escalation without Ask = %q", text(res))
+	}
+}
+
+func TestTheBreakerTripsAfterTwentyIdenticalCalls(t *testing.T) {
+	rec := &recorder{}
+	_, cs := start(t, []ServerConfig{everything(t, mcppolicy.Rule{Tool: "echo", Verdict: mcppolicy.Allow})}, Env{Audit: rec.add}, "ev", nil)
+	for i := range 20 {
+		if res := callTool(t, cs, "echo", map[string]any{"message": "same"}); res.IsError {
+			t.Fatalf("call %d refused: %q", i+1, text(res))
+		}
+	}
+	res := callTool(t, cs, "echo", map[string]any{"message": "same"})
+	if !res.IsError || !strings.Contains(text(res), "circuit breaker") {
+		t.Fatalf("21st identical call = %q, want the breaker", text(res))
+	}
+	if r := rec.last(); r.Rule != "guard" || r.Decision != audit.Deny {
+		t.Errorf("audit = %+v", r)
+	}
+	if res := callTool(t, cs, "echo", map[string]any{"message": "different"}); res.IsError {
+		t.Errorf("a different call after the breaker = %q", text(res))
+	}
+}
+
+func TestAServerThatDiesMidCallIsAClearErrorAndIsRestarted(t *testing.T) {
+	rec := &recorder{}
+	p, cs := start(t, []ServerConfig{fakeConfig(t, "fake")}, Env{Audit: rec.add}, "fake", nil)
+	res := callTool(t, cs, "crash", map[string]any{})
+	if !res.IsError || !strings.Contains(text(res), "stopped during the call") {
+		t.Fatalf("crash = %q", text(res))
+	}
+	res = callTool(t, cs, "echo", map[string]any{"text": "back"}) // waits for the restart
+	if res.IsError || text(res) != "back" {
+		t.Fatalf("after restart = %q", text(res))
+	}
+	u := p.servers["fake"]
+	u.mu.Lock()
+	starts := u.starts
+	u.mu.Unlock()
+	if starts != 2 {
+		t.Errorf("%d starts, want 2", starts)
+	}
+}
+
+func TestAServerThatNeverAnswersTimesOut(t *testing.T) {
+	c := fakeConfig(t, "fake")
+	c.Timeout = 500 * time.Millisecond
+	_, cs := start(t, []ServerConfig{c}, Env{}, "fake", nil)
+	res := callTool(t, cs, "hang", map[string]any{})
+	if !res.IsError || !strings.Contains(text(res), "did not answer within 500ms") {
+		t.Fatalf("hang = %q", text(res))
+	}
+	if res := callTool(t, cs, "echo", map[string]any{"text": "still up"}); text(res) != "still up" {
+		t.Errorf("after a timeout = %q", text(res))
+	}
+}
+
+func TestAnOversizedResultIsCapped(t *testing.T) {
+	_, cs := start(t, []ServerConfig{fakeConfig(t, "fake")}, Env{}, "fake", nil)
+	res := callTool(t, cs, "big", map[string]any{})
+	if !res.IsError || !strings.Contains(text(res), "over airlock's cap of 1048576") || len(text(res)) > 1000 {
+		t.Fatalf("big = %.200q", text(res))
+	}
+}
+
+func TestAnUnknownServerIs404(t *testing.T) {
+	p, err := New(nil, Env{Exe: "/bin/false"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	rr := httptest.NewRecorder()
+	p.Handler().ServeHTTP(rr, httptest.NewRequest("POST", "/mcp/nope", strings.NewReader("{}")))
+	if rr.Code != 404 {
+		t.Errorf("POST /mcp/nope = %d", rr.Code)
+	}
+}
+
+func TestResourcesGoThroughPolicy(t *testing.T) {
+	_, cs := start(t, []ServerConfig{everything(t,
+		mcppolicy.Rule{Tool: "resources/read", Verdict: mcppolicy.Allow, When: []mcppolicy.Condition{{Arg: "uri", Equals: ptr("demo://resource/static/document/architecture.md")}}})},
+		Env{}, "ev", nil)
+	ctx := context.Background()
+	if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "demo://resource/static/document/architecture.md"}); err != nil {
+		t.Errorf("allowed read: %v", err)
+	}
+	_, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "demo://resource/static/document/other.md"})
+	if err == nil || !strings.Contains(err.Error(), "airlock policy refused") {
+		t.Errorf("denied read: %v", err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestSandboxArgv(t *testing.T) {
+	s := ServerConfig{Name: "gh", Command: []string{"npx", "-y", "server-github"}, Roots: []string{"/p", "/q"},
+		AllowHosts: []string{"api.github.com"}, Secrets: []string{"GITHUB_TOKEN@api.github.com"}, Env: map[string]string{"B": "2", "A": "1"}}
+	want := []string{"run", "-q", "--workspace", "/p", "--rw", "/q", "--allow-host", "api.github.com",
+		"--secret", "GITHUB_TOKEN@api.github.com", "-e", "A=1", "-e", "B=2", "--", "npx", "-y", "server-github"}
+	if got := SandboxArgv(s); !reflect.DeepEqual(got, want) {
+		t.Errorf("SandboxArgv = %q\nwant %q", got, want)
+	}
+}
+
+func TestParseServers(t *testing.T) {
+	good := map[string]any{
+		"fs": map[string]any{"command": []any{"npx", "fs", "/p"}, "roots": []any{"/p"}, "timeout": "30s", "show_denied": true,
+			"env": map[string]any{"N": 1}, "secrets": []any{"T@h"}},
+		"remote": map[string]any{"url": "https://mcp.example.com/mcp", "secret": "TOKEN"},
+	}
+	got, err := ParseServers(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Name != "fs" || got[0].Timeout != 30*time.Second || !got[0].ShowDenied || got[0].Env["N"] != "1" || got[1].URL == "" {
+		t.Errorf("ParseServers = %+v", got)
+	}
+	bad := map[string]struct {
+		raw  any
+		want string
+	}{
+		"not a map":               {[]any{}, "want a map"},
+		"neither command nor url": {map[string]any{"x": map[string]any{}}, "x: needs command"},
+		"both":                    {map[string]any{"x": map[string]any{"command": []any{"a"}, "url": "http://h/"}}, "choose one"},
+		"unknown key":             {map[string]any{"x": map[string]any{"command": []any{"a"}, "comand": 1}}, `x: unknown key "comand"`},
+		"relative root":           {map[string]any{"x": map[string]any{"command": []any{"a"}, "roots": []any{"rel"}}}, "x: roots[0]: want an absolute path"},
+		"bad timeout":             {map[string]any{"x": map[string]any{"command": []any{"a"}, "timeout": "soon"}}, "x: timeout:"},
+		"command not a list":      {map[string]any{"x": map[string]any{"command": "a b"}}, "x: command: want a list"},
+		"secret on stdio":         {map[string]any{"x": map[string]any{"command": []any{"a"}, "secret": "T"}}, "secret is for remote"},
+		"bad name":                {map[string]any{"a/b": map[string]any{"command": []any{"a"}}}, "a/b: the name"},
+	}
+	for name, tc := range bad {
+		_, err := ParseServers(tc.raw)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: ParseServers error = %v, want %q", name, err, tc.want)
+		}
+	}
+}
+
+var _ = json.Marshal
+
+func TestTheStdioBridgeCarriesCallsToTheProxy(t *testing.T) {
+	p, err := New([]ServerConfig{everything(t, mcppolicy.Rule{Tool: "echo", Verdict: mcppolicy.Allow})}, Env{Launch: DirectLaunch, Exe: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(p.Handler())
+	defer func() { hs.Close(); p.Close() }()
+
+	cr, bw := io.Pipe() // bridge → client
+	br, cw := io.Pipe() // client → bridge
+	done := make(chan error, 1)
+	go func() { done <- Bridge(context.Background(), br, bw, hs.URL+"/mcp/ev", &http.Client{}) }()
+	c := mcp.NewClient(&mcp.Implementation{Name: "stdio-client", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.IOTransport{Reader: cr, Writer: cw}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := callTool(t, cs, "echo", map[string]any{"message": "through the bridge"})
+	if res.IsError || !strings.Contains(text(res), "through the bridge") {
+		t.Errorf("echo through the bridge = %q", text(res))
+	}
+	res = callTool(t, cs, "get-sum", map[string]any{"a": 1, "b": 2})
+	if !res.IsError || !strings.Contains(text(res), "airlock policy refused") {
+		t.Errorf("a denied tool through the bridge = %q", text(res))
+	}
+	cs.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Bridge = %v after the client closed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("Bridge did not return after the client closed")
+	}
+}
