@@ -12,11 +12,13 @@ import (
 )
 
 func main() {
+	// Inside a sandbox the binary also answers to the names it is shown
+	// under (/run/airlock/bin): hostexec CMD ARGS..., mcp-bridge NAME.
+	if name := filepath.Base(os.Args[0]); name == "hostexec" || name == "mcp-bridge" {
+		os.Exit(execute(append([]string{name}, os.Args[1:]...)))
+	}
 	// The same binary is the sandbox's PID 1 and a detached sandbox's
 	// background supervisor; both skip the CLI entirely.
-	if filepath.Base(os.Args[0]) == "hostexec" { // hostexec CMD ARGS... inside a sandbox
-		os.Exit(execute(append([]string{"hostexec"}, os.Args[1:]...)))
-	}
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "guest":

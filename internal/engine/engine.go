@@ -29,6 +29,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/control"
 	"github.com/airlock-dev/airlock/internal/egress"
 	"github.com/airlock-dev/airlock/internal/gateway"
+	"github.com/airlock-dev/airlock/internal/mcpproxy"
 	"github.com/airlock-dev/airlock/internal/proto"
 	"github.com/airlock-dev/airlock/internal/secrets"
 	"github.com/airlock-dev/airlock/internal/state"
@@ -98,21 +99,23 @@ type Options struct {
 
 // Sandbox is one running sandbox.
 type Sandbox struct {
-	h       *state.Handle
-	spec    Spec
-	bspec   *backend.Spec
-	be      backend.Backend
-	inst    backend.Instance
-	ws      *workspace.Session
-	eg      *egress.Egress
-	ask     *asker // nil unless approvals ask
-	log     *audit.Log
-	redact  atomic.Pointer[secrets.Set]
-	ctl     *net.UnixListener
-	watch   *watcher
-	env     []string
-	mode    string // network mode, "" without network
-	started time.Time
+	h        *state.Handle
+	spec     Spec
+	bspec    *backend.Spec
+	be       backend.Backend
+	inst     backend.Instance
+	ws       *workspace.Session
+	eg       *egress.Egress
+	ask      *asker          // nil unless something may ask
+	mcp      *mcpproxy.Proxy // the sandbox's MCP servers, policed; nil without
+	guestExe string
+	log      *audit.Log
+	redact   atomic.Pointer[secrets.Set]
+	ctl      *net.UnixListener
+	watch    *watcher
+	env      []string
+	mode     string // network mode, "" without network
+	started  time.Time
 
 	warnings []string
 	stopOnce sync.Once
@@ -173,7 +176,7 @@ func step(name string, err error) error {
 // Start makes the sandbox spec describes, registered in h, and returns once
 // it runs. On error nothing is left: not in the state dir, not a process.
 func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandbox, err error) {
-	s := &Sandbox{h: h, spec: spec, stopped: make(chan struct{}), started: time.Now()}
+	s := &Sandbox{h: h, spec: spec, stopped: make(chan struct{}), started: time.Now(), guestExe: o.GuestExe}
 	pending := o.Pending
 	defer func() {
 		if err != nil {
@@ -197,7 +200,7 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 	}
 	caps := s.be.Caps()
 	secretsOn := len(o.Secrets) > 0
-	services := spec.Config.HostExec.Enabled()
+	services := spec.Config.HostExec.Enabled() || spec.Config.MCPServers != nil
 	if spec.Config.Network.Enabled() || secretsOn || spec.Config.Approvals.Ask() || services {
 		if s.mode, err = networkMode(spec.Config.Network.Mode, caps); err != nil {
 			return nil, step("check spec", err)
@@ -250,7 +253,7 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 		// The queue exists when something may ask: unknown hosts (approvals
 		// ask) or a service's escalations (host commands on an ask list).
 		var approver gateway.Approver
-		if spec.Config.Approvals.Ask() || len(spec.Config.HostExec.Ask) > 0 {
+		if spec.Config.Approvals.Ask() || len(spec.Config.HostExec.Ask) > 0 || spec.Config.MCPServers != nil {
 			if s.ask, err = newAsker(s, spec.Config.Approvals, o.NobodyToAsk); err != nil {
 				return nil, step("approvals", err)
 			}
@@ -635,6 +638,9 @@ func (s *Sandbox) teardown() {
 	}
 	if s.watch != nil {
 		s.watch.close()
+	}
+	if s.mcp != nil {
+		s.mcp.Close()
 	}
 	if s.ask != nil {
 		s.ask.close()

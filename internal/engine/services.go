@@ -10,6 +10,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/hostexec"
+	"github.com/airlock-dev/airlock/internal/mcpproxy"
 )
 
 // binInside is where the airlock binary appears inside a sandbox that has
@@ -60,6 +61,26 @@ func (s *Sandbox) services(wsMode string) (map[string]http.Handler, error) {
 			return nil, err
 		}
 		out[hostexec.Pattern] = handler
+	}
+	if raw := s.spec.Config.MCPServers; raw != nil {
+		servers, err := mcpproxy.ParseServers(raw)
+		if err != nil {
+			return nil, err
+		}
+		var ask func(context.Context, approval.Request) approval.Decision
+		if s.ask != nil {
+			ask = s.ask.ask
+		}
+		// Whatever holds airlock's own state is never a tool's to touch.
+		protected := []string{s.bspec.StateRoot}
+		if dir, err := config.Dir(); err == nil {
+			protected = append(protected, dir)
+		}
+		if s.mcp, err = mcpproxy.New(servers, mcpproxy.Env{Sandbox: s.h.ID(), LogDir: s.h.Dir(), Protected: protected,
+			Ask: ask, Audit: s.record, Exe: s.guestExe}); err != nil {
+			return nil, err
+		}
+		out["/mcp/"] = s.mcp.Handler()
 	}
 	return out, nil
 }

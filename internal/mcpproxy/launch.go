@@ -36,7 +36,9 @@ func SandboxLaunch(exe string, s ServerConfig) (*exec.Cmd, error) {
 
 // SandboxArgv is the airlock run command line (without the binary) for s.
 func SandboxArgv(s ServerConfig) []string {
-	argv := []string{"run", "-q"}
+	// No config files: the user's would start this server's own MCP
+	// servers (and host commands) inside its sandbox, recursively.
+	argv := []string{"run", "-q", "--no-config-files"}
 	if len(s.Roots) > 0 {
 		argv = append(argv, "--workspace", s.Roots[0])
 		for _, r := range s.Roots[1:] {

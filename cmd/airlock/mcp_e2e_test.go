@@ -1,0 +1,111 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/airlock-dev/airlock/internal/testutil"
+)
+
+// mcpSetup builds the in-sandbox MCP client (the official Go SDK) and finds
+// the npm filesystem server, skipping with the reason when either is missing.
+func mcpSetup(t *testing.T, dir string) (client, server string) {
+	t.Helper()
+	root, err := testutil.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	server = filepath.Join(root, "internal", "mcpproxy", "testdata", "servers", "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
+	if _, err := os.Stat(server); err != nil {
+		t.Skip("no MCP filesystem server: npm ci --prefix internal/mcpproxy/testdata/servers")
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("no node for the MCP server")
+	}
+	client = filepath.Join(dir, "mcpclient") // the sandbox's /tmp is its own: build into its workspace
+	b := exec.Command("go", "build", "-o", client, "./cmd/airlock/testdata/mcpclient")
+	b.Dir, b.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := b.CombinedOutput(); err != nil {
+		t.Fatalf("build the MCP client: %v\n%s", err, out)
+	}
+	return client, server
+}
+
+// TestMCPCallsArePolicedByTheProxy: the npm filesystem server runs in its
+// own sandbox; the agent's sandbox reaches it only at
+// airlock.internal/mcp/fs through the proxy (the Go SDK client, both doors,
+// and mcp-bridge over stdio): an allowed read works, a write outside the
+// roots is refused as policy and nothing is written, a write inside
+// escalates to the approval queue and lands once approved.
+func TestMCPCallsArePolicedByTheProxy(t *testing.T) {
+	eachMode(t, func(t *testing.T, mode string) {
+		e := newEnv(t)
+		client, server := mcpSetup(t, e.ws)
+		root := filepath.Join(t.TempDir(), "files")
+		os.MkdirAll(root, 0o777)
+		os.Chmod(filepath.Dir(root), 0o755)
+		os.WriteFile(filepath.Join(root, "hello.txt"), []byte("hello from the host"), 0o644)
+		cfg := map[string]any{"version": 1, "mcp_servers": map[string]any{"fs": map[string]any{
+			"command": []string{"node", server, root},
+			"roots":   []string{root},
+			"rules": []any{
+				map[string]any{"tool": "read_text_file", "allow": map[string]any{"path": map[string]any{"path_within": "roots"}}},
+				map[string]any{"tool": "write_file", "escalate": map[string]any{"path": map[string]any{"path_within": "roots"}}},
+			},
+		}}}
+		b, _ := json.Marshal(cfg) // JSON is YAML
+		e.writeConfig(string(b))
+		if r := e.run("run", "-d", "-q", "--name", "m", "--network-mode", mode); r.code != 0 {
+			t.Fatalf("run -d with an MCP server: %v", r)
+		}
+		defer e.run("kill", "--all")
+		call := func(tool string, args map[string]any) result {
+			a, _ := json.Marshal(args)
+			return e.run("exec", "m", "--", client, "http://airlock.internal/mcp/fs", tool, string(a))
+		}
+		if r := call("read_text_file", map[string]any{"path": filepath.Join(root, "hello.txt")}); r.code != 0 || !strings.Contains(r.stdout, "hello from the host") {
+			t.Fatalf("allowed read through the proxy: %v", r)
+		}
+		outside := filepath.Join(t.TempDir(), "pwned.txt")
+		if r := call("write_file", map[string]any{"path": outside, "content": "x"}); r.code != 3 || !strings.Contains(r.stdout, "policy") {
+			t.Fatalf("write outside the roots: %v, want an error result naming policy", r)
+		}
+		if _, err := os.Stat(outside); err == nil {
+			t.Fatal("the refused write happened")
+		}
+		target := filepath.Join(root, "approved.txt")
+		a, _ := json.Marshal(map[string]any{"path": target, "content": "approved by a human"})
+		wait := e.background("exec", "m", "--", client, "http://airlock.internal/mcp/fs", "write_file", string(a))
+		req := pendingIn(t, e, "fs/write_file")
+		if req.Kind != "mcp" || !strings.Contains(req.Detail, "approved by a human") {
+			t.Errorf("request %+v: want kind mcp showing the arguments", req)
+		}
+		if r := e.run("approve", req.ID); r.code != 0 {
+			t.Fatalf("approve: %v", r)
+		}
+		if r := wait(); r.code != 0 {
+			t.Fatalf("write after approval: %v", r)
+		}
+		if b, err := os.ReadFile(target); err != nil || string(b) != "approved by a human" {
+			t.Fatalf("the approved write: %q, %v", b, err)
+		}
+		// mcp-bridge: a stdio client's initialize reaches the server through the proxy.
+		init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`
+		r := e.run("exec", "m", "--", "sh", "-c", "(echo '"+init+"'; sleep 3) | timeout 20 mcp-bridge fs | head -1")
+		if r.code != 0 || !strings.Contains(r.stdout, `"serverInfo"`) {
+			t.Fatalf("mcp-bridge initialize: %v", r)
+		}
+		var sawAllow, sawDeny bool
+		for _, rec := range auditRecords(t, e, "m") {
+			sawAllow = sawAllow || rec.Kind == "mcp" && rec.Decision == "allow" && rec.Subject == "fs/read_text_file"
+			sawDeny = sawDeny || rec.Kind == "mcp" && rec.Decision == "deny" && rec.Subject == "fs/write_file"
+		}
+		if !sawAllow || !sawDeny {
+			t.Errorf("mcp audit records: allow %v, deny %v", sawAllow, sawDeny)
+		}
+	})
+}
