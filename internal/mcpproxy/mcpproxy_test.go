@@ -472,3 +472,27 @@ func TestListChangedIsForwarded(t *testing.T) {
 		t.Errorf("tools/list after the change lacks the new tool")
 	}
 }
+
+func TestARemoteServerGetsTheSecretAsABearerToken(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "remote", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "echo"}, func(ctx context.Context, r *mcp.CallToolRequest, a echoArgs) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: a.Text}}}, nil, nil
+	})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	var auth atomic.Value
+	remote := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth.Store(r.Header.Get("Authorization"))
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(remote.Close) // after the proxy (registered later) has closed its session
+	t.Setenv("MCPPROXY_TEST_TOKEN", "s3cret-value")
+	cfg := ServerConfig{Name: "remote", URL: remote.URL, Secret: "MCPPROXY_TEST_TOKEN",
+		Rules: []mcppolicy.Rule{{Tool: "echo", Verdict: mcppolicy.Allow}}}
+	_, cs := start(t, []ServerConfig{cfg}, Env{}, "remote", nil)
+	if res := callTool(t, cs, "echo", map[string]any{"text": "far"}); text(res) != "far" {
+		t.Fatalf("remote echo = %q", text(res))
+	}
+	if got, _ := auth.Load().(string); got != "Bearer s3cret-value" {
+		t.Errorf("Authorization at the remote server = %q", got)
+	}
+}
