@@ -94,6 +94,7 @@ type upstream struct {
 	changed chan struct{} // closed (and replaced) whenever cs changes
 	lastErr error
 	starts  int
+	flights map[*flight]bool // calls in flight, for log messages
 }
 
 func (u *upstream) set(cs *mcp.ClientSession, err error) {
@@ -177,7 +178,8 @@ func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		ProgressNotificationHandler: func(ctx context.Context, r *mcp.ProgressNotificationClientRequest) {
 			u.p.progress(ctx, r.Params)
 		},
-		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+		LoggingMessageHandler: func(ctx context.Context, r *mcp.LoggingMessageRequest) { u.p.log(ctx, u, r.Params) },
+		MultiRoundTrip:        &mcp.MultiRoundTripOptions{Disabled: true},
 	})
 	var t mcp.Transport
 	if u.cfg.URL != "" {

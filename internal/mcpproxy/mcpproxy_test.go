@@ -48,6 +48,12 @@ func fakeServer() {
 	mcp.AddTool(s, &mcp.Tool{Name: "hang"}, func(ctx context.Context, r *mcp.CallToolRequest, a echoArgs) (*mcp.CallToolResult, any, error) {
 		select {} // never answers, not even to cancellation
 	})
+	mcp.AddTool(s, &mcp.Tool{Name: "grow"}, func(ctx context.Context, r *mcp.CallToolRequest, a echoArgs) (*mcp.CallToolResult, any, error) {
+		mcp.AddTool(s, &mcp.Tool{Name: "grown"}, func(ctx context.Context, r *mcp.CallToolRequest, a echoArgs) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{}, nil, nil
+		})
+		return &mcp.CallToolResult{}, nil, nil
+	})
 	mcp.AddTool(s, &mcp.Tool{Name: "big"}, func(ctx context.Context, r *mcp.CallToolRequest, a echoArgs) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("x", 2<<20)}}}, nil, nil
 	})
@@ -305,10 +311,14 @@ func TestAServerThatDiesMidCallIsAClearErrorAndIsRestarted(t *testing.T) {
 func TestAServerThatNeverAnswersTimesOut(t *testing.T) {
 	c := fakeConfig(t, "fake")
 	c.Timeout = 500 * time.Millisecond
-	_, cs := start(t, []ServerConfig{c}, Env{}, "fake", nil)
+	rec := &recorder{}
+	_, cs := start(t, []ServerConfig{c}, Env{Audit: rec.add}, "fake", nil)
 	res := callTool(t, cs, "hang", map[string]any{})
 	if !res.IsError || !strings.Contains(text(res), "did not answer within 500ms") {
 		t.Fatalf("hang = %q", text(res))
+	}
+	if r := rec.last(); r.Decision != audit.Error || r.Extra["error"] != "true" || !strings.Contains(r.Extra["error_text"], "did not answer") {
+		t.Errorf("audit of the timeout = %+v", r)
 	}
 	if res := callTool(t, cs, "echo", map[string]any{"text": "still up"}); text(res) != "still up" {
 		t.Errorf("after a timeout = %q", text(res))
@@ -432,5 +442,57 @@ func TestTheStdioBridgeCarriesCallsToTheProxy(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Error("Bridge did not return after the client closed")
+	}
+}
+
+func TestListChangedIsForwarded(t *testing.T) {
+	changed := make(chan struct{}, 10)
+	copts := &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} }}
+	_, cs := start(t, []ServerConfig{fakeConfig(t, "fake")}, Env{}, "fake", copts)
+	callTool(t, cs, "echo", map[string]any{}) // the server is up: a notice of its start is no longer due
+	time.Sleep(300 * time.Millisecond)
+	for len(changed) > 0 {
+		<-changed
+	}
+	callTool(t, cs, "grow", map[string]any{})
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no tools/list_changed reached the client")
+	}
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, tl := range res.Tools {
+		found = found || tl.Name == "grown"
+	}
+	if !found {
+		t.Errorf("tools/list after the change lacks the new tool")
+	}
+}
+
+func TestARemoteServerGetsTheSecretAsABearerToken(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "remote", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "echo"}, func(ctx context.Context, r *mcp.CallToolRequest, a echoArgs) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: a.Text}}}, nil, nil
+	})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	var auth atomic.Value
+	remote := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth.Store(r.Header.Get("Authorization"))
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(remote.Close) // after the proxy (registered later) has closed its session
+	t.Setenv("MCPPROXY_TEST_TOKEN", "s3cret-value")
+	cfg := ServerConfig{Name: "remote", URL: remote.URL, Secret: "MCPPROXY_TEST_TOKEN",
+		Rules: []mcppolicy.Rule{{Tool: "echo", Verdict: mcppolicy.Allow}}}
+	_, cs := start(t, []ServerConfig{cfg}, Env{}, "remote", nil)
+	if res := callTool(t, cs, "echo", map[string]any{"text": "far"}); text(res) != "far" {
+		t.Fatalf("remote echo = %q", text(res))
+	}
+	if got, _ := auth.Load().(string); got != "Bearer s3cret-value" {
+		t.Errorf("Authorization at the remote server = %q", got)
 	}
 }

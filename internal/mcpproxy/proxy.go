@@ -15,7 +15,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"path"
@@ -143,8 +145,41 @@ func (p *Proxy) Handler() http.Handler {
 			http.Error(w, fmt.Sprintf("airlock: no MCP server %q is configured for this sandbox", name), http.StatusNotFound)
 			return
 		}
+		if rebound(r) {
+			http.Error(w, fmt.Sprintf("Forbidden: invalid Host header %q", r.Host), http.StatusForbidden)
+			return
+		}
 		u.http.ServeHTTP(w, r)
 	})
+}
+
+// rebound is the SDK's DNS-rebinding check (a request that came in on a
+// loopback address must name a loopback host), which also accepts
+// airlock.internal: the name the sandbox reaches the broker by, whatever
+// address the door listens on.
+func rebound(r *http.Request) bool {
+	la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || la == nil || !loopback(la.String()) {
+		return false
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return !strings.EqualFold(host, "airlock.internal") && !loopback(host)
+}
+
+func loopback(hostport string) bool {
+	h := hostport
+	if x, _, err := net.SplitHostPort(hostport); err == nil {
+		h = x
+	}
+	h = strings.Trim(h, "[]")
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(h)
+	return err == nil && ip.IsLoopback()
 }
 
 // Close stops every server (killing its sandbox) and ends the sessions.
@@ -196,6 +231,7 @@ func (u *upstream) caps(ctx context.Context) (*mcp.ServerCapabilities, *mcp.Init
 			c.Prompts = &mcp.PromptCapabilities{ListChanged: true}
 		}
 		c.Completions = ir.Capabilities.Completions
+		c.Logging = ir.Capabilities.Logging
 	}
 	return c, ir
 }
@@ -240,6 +276,46 @@ func (p *Proxy) progress(ctx context.Context, pp *mcp.ProgressNotificationParams
 	r.ss.NotifyProgress(ctx, &q)
 }
 
+// log passes an upstream log message on to the agent: on the stream of the
+// latest call still in flight (log messages carry no request id; a server
+// logs mostly while it works), else to every session of the server. Each
+// session filters by the level it set.
+func (p *Proxy) log(ctx context.Context, u *upstream, lp *mcp.LoggingMessageParams) {
+	u.mu.Lock()
+	var fc *flight
+	for f := range u.flights {
+		if fc == nil || f.seq > fc.seq {
+			fc = f
+		}
+	}
+	u.mu.Unlock()
+	if fc != nil {
+		fc.ss.Log(fc.ctx, lp)
+		return
+	}
+	for ss := range u.srv.Sessions() {
+		ss.Log(ctx, lp)
+	}
+}
+
+// flight is a call forwarded and not yet answered.
+type flight struct {
+	seq uint64
+	ctx context.Context
+	ss  *mcp.ServerSession
+}
+
+func (u *upstream) fly(ctx context.Context, ss *mcp.ServerSession) func() {
+	f := &flight{seq: u.p.seq.Add(1), ctx: ctx, ss: ss}
+	u.mu.Lock()
+	if u.flights == nil {
+		u.flights = map[*flight]bool{}
+	}
+	u.flights[f] = true
+	u.mu.Unlock()
+	return func() { u.mu.Lock(); delete(u.flights, f); u.mu.Unlock() }
+}
+
 func (p *Proxy) lifecycle(server, op string, err error) {
 	if p.env.Audit == nil {
 		return
@@ -272,6 +348,13 @@ func (u *upstream) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 				dr.Capabilities, _ = u.caps(ctx)
 			}
 			return res, err
+		case "logging/setLevel":
+			if cs, err := u.session(ctx); err == nil {
+				if lp, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok {
+					cs.SetLoggingLevel(ctx, lp)
+				}
+			}
+			return next(ctx, method, req)
 		case "tools/list":
 			return u.listTools(ctx, req.(*mcp.ListToolsRequest))
 		case "tools/call":
@@ -510,6 +593,7 @@ func (u *upstream) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 		defer func() { u.p.tokMu.Lock(); delete(u.p.tokens, up); u.p.tokMu.Unlock() }()
 		params.SetProgressToken(up)
 	}
+	defer u.fly(ctx, req.Session)()
 	res, err := forward(ctx, u, func(ctx context.Context, cs *mcp.ClientSession) (*mcp.CallToolResult, error) {
 		return cs.CallTool(ctx, params)
 	})
