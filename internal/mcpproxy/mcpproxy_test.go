@@ -365,7 +365,7 @@ func ptr[T any](v T) *T { return &v }
 func TestSandboxArgv(t *testing.T) {
 	s := ServerConfig{Name: "gh", Command: []string{"npx", "-y", "server-github"}, Roots: []string{"/p", "/q"},
 		AllowHosts: []string{"api.github.com"}, Secrets: []string{"GITHUB_TOKEN@api.github.com"}, Env: map[string]string{"B": "2", "A": "1"}}
-	want := []string{"run", "-q", "--workspace", "/p", "--rw", "/q", "--allow-host", "api.github.com",
+	want := []string{"run", "-q", "--no-config-files", "--workspace", "/p", "--rw", "/q", "--allow-host", "api.github.com",
 		"--secret", "GITHUB_TOKEN@api.github.com", "-e", "A=1", "-e", "B=2", "--", "npx", "-y", "server-github"}
 	if got := SandboxArgv(s); !reflect.DeepEqual(got, want) {
 		t.Errorf("SandboxArgv = %q\nwant %q", got, want)
