@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,10 +20,20 @@ import (
 	"github.com/airlock-dev/airlock/internal/testutil"
 )
 
-// The sandbox re-executes this test binary as its guest.
+// The sandbox re-executes this test binary as its guest. Sandboxes are
+// registered in a state dir of the tests' own (overlay changes are kept
+// there for review), never the user's.
 func TestMain(m *testing.M) {
 	Init()
-	os.Exit(m.Run())
+	dir, err := os.MkdirTemp("", "airlock-api-state-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("AIRLOCK_STATE_DIR", dir)
+	code := m.Run()
+	exec.Command("chmod", "-R", "u+rwX", dir).Run() // overlay work dirs are mode 0
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 func newSandbox(t *testing.T, c *Config) *Sandbox {
