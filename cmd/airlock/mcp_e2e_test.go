@@ -2,37 +2,57 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/airlock-dev/airlock/internal/testutil"
 )
 
-// mcpSetup builds the in-sandbox MCP client (the official Go SDK) and finds
-// the npm filesystem server, skipping with the reason when either is missing.
-func mcpSetup(t *testing.T, dir string) (client, server string) {
+// mcpclientBin is testdata/mcpclient (the official Go SDK's client) built
+// once, next to the airlock binary, where uid 65534 can read it too.
+var mcpclientBin = sync.OnceValues(func() (string, error) {
+	if b := os.Getenv("AIRLOCK_TEST_MCPCLIENT"); b != "" {
+		return b, nil
+	}
+	out := filepath.Join(filepath.Dir(airlockBin), "mcpclient")
+	build := exec.Command("go", "build", "-o", out, "./testdata/mcpclient")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build mcpclient: %v\n%s", err, b)
+	}
+	return out, nil
+})
+
+// mcpSetup puts the MCP client in dir (the sandbox's /tmp is its own) and
+// finds the npm filesystem server, skipping with the reason when missing.
+func mcpSetup(t *testing.T, dir string) (client, server, serverDir string) {
 	t.Helper()
 	root, err := testutil.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	server = filepath.Join(root, "internal", "mcpproxy", "testdata", "servers", "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
+	serverDir = filepath.Join(root, "internal", "mcpproxy", "testdata", "servers")
+	server = filepath.Join(serverDir, "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
 	if _, err := os.Stat(server); err != nil {
 		t.Skip("no MCP filesystem server: npm ci --prefix internal/mcpproxy/testdata/servers")
 	}
 	if _, err := exec.LookPath("node"); err != nil {
 		t.Skip("no node for the MCP server")
 	}
-	client = filepath.Join(dir, "mcpclient") // the sandbox's /tmp is its own: build into its workspace
-	b := exec.Command("go", "build", "-o", client, "./cmd/airlock/testdata/mcpclient")
-	b.Dir, b.Env = root, append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := b.CombinedOutput(); err != nil {
-		t.Fatalf("build the MCP client: %v\n%s", err, out)
+	built, err := mcpclientBin()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return client, server
+	client = filepath.Join(dir, "mcpclient")
+	if err := testutil.CopyFile(built, client); err != nil {
+		t.Fatal(err)
+	}
+	return client, server, serverDir
 }
 
 // TestMCPCallsArePolicedByTheProxy: the npm filesystem server runs in its
@@ -44,7 +64,7 @@ func mcpSetup(t *testing.T, dir string) (client, server string) {
 func TestMCPCallsArePolicedByTheProxy(t *testing.T) {
 	eachMode(t, func(t *testing.T, mode string) {
 		e := newEnv(t)
-		client, server := mcpSetup(t, e.ws)
+		client, server, serverDir := mcpSetup(t, e.ws)
 		root := filepath.Join(t.TempDir(), "files")
 		os.MkdirAll(root, 0o777)
 		os.Chmod(filepath.Dir(root), 0o755)
@@ -52,6 +72,7 @@ func TestMCPCallsArePolicedByTheProxy(t *testing.T) {
 		cfg := map[string]any{"version": 1, "mcp_servers": map[string]any{"fs": map[string]any{
 			"command": []string{"node", server, root},
 			"roots":   []string{root},
+			"ro":      []string{serverDir}, // the server's code: under /tmp in a clone there, which sandboxes have private
 			"rules": []any{
 				map[string]any{"tool": "read_text_file", "allow": map[string]any{"path": map[string]any{"path_within": "roots"}}},
 				map[string]any{"tool": "write_file", "escalate": map[string]any{"path": map[string]any{"path_within": "roots"}}},

@@ -174,6 +174,11 @@ func (u *upstream) childEnv(t *testing.T) []string {
 	} else {
 		t.Log(err)
 	}
+	if bin, err := mcpclientBin(); err == nil {
+		env = append(env, "AIRLOCK_TEST_MCPCLIENT="+bin)
+	} else {
+		t.Log(err)
+	}
 	return env
 }
 

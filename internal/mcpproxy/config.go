@@ -20,7 +20,10 @@ type ServerConfig struct {
 	Cwd     string            // stdio: working directory (default: Roots[0])
 	// Roots are the host directories the server may change: Roots[0] is its
 	// sandbox's workspace, the rest --rw. They are also the policy's roots.
-	Roots      []string
+	Roots []string
+	// RO are more host paths the server's sandbox may read: its own code
+	// when that lies somewhere every sandbox has private (/tmp, the home).
+	RO         []string
 	AllowHosts []string // stdio: the server sandbox's --allow-host
 	Secrets    []string // stdio: the server sandbox's --secret (NAME@HOST...): never the agent's
 	URL        string   // remote: a Streamable HTTP endpoint
@@ -90,6 +93,8 @@ func parseServer(name string, raw any) (ServerConfig, error) {
 			s.Cwd, err = str(v)
 		case "roots":
 			s.Roots, err = stringList(v)
+		case "ro":
+			s.RO, err = stringList(v)
 		case "allow_hosts":
 			s.AllowHosts, err = stringList(v)
 		case "secrets":
@@ -136,6 +141,12 @@ func parseServer(name string, raw any) (ServerConfig, error) {
 			return s, fmt.Errorf("roots[%d]: want an absolute path, got %q", i, r)
 		}
 		s.Roots[i] = filepath.Clean(r)
+	}
+	for i, r := range s.RO {
+		if !filepath.IsAbs(r) {
+			return s, fmt.Errorf("ro[%d]: want an absolute path, got %q", i, r)
+		}
+		s.RO[i] = filepath.Clean(r)
 	}
 	if s.Cwd != "" && !filepath.IsAbs(s.Cwd) {
 		return s, fmt.Errorf("cwd: want an absolute path, got %q", s.Cwd)

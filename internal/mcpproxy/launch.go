@@ -45,6 +45,9 @@ func SandboxArgv(s ServerConfig) []string {
 			argv = append(argv, "--rw", r)
 		}
 	}
+	for _, p := range s.RO {
+		argv = append(argv, "--ro", p)
+	}
 	for _, h := range s.AllowHosts {
 		argv = append(argv, "--allow-host", h)
 	}
