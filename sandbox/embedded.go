@@ -617,15 +617,11 @@ func networkEvent(r audit.Record) (Event, bool) {
 
 // Decide answers approval request id (see ApprovalEvent).
 func (s *Sandbox) Decide(id string, d ApprovalDecision) error {
-	return s.decide(id, d, "api")
+	return s.DecideAs(id, d, "api")
 }
 
 // DecideAs is Decide recorded as made by the surface by (rpc for airlock rpc).
 func (s *Sandbox) DecideAs(id string, d ApprovalDecision, by string) error {
-	return s.decide(id, d, by)
-}
-
-func (s *Sandbox) decide(id string, d ApprovalDecision, by string) error {
 	q := s.sb.Approvals()
 	if q == nil {
 		return errorf(KindInvalidParams, "this sandbox asks nobody: create it with approvals {\"mode\": \"ask\"}")
@@ -664,7 +660,7 @@ func (s *Sandbox) answer(fn func(ApprovalEvent) ApprovalDecision) {
 				}
 				r := e.Request
 				ev := ApprovalEvent{Phase: "request", ID: r.ID, Subject: r.Subject, Host: r.Host, Port: int(r.Port), Reason: r.Reason}
-				go s.decide(r.ID, fn(ev), "api")
+				go s.DecideAs(r.ID, fn(ev), "api")
 			}
 		}
 	}()

@@ -48,16 +48,7 @@ func newAuditCmd() *cobra.Command {
 					return err != nil || cur.Status.State != state.Running
 				})
 			}
-			// Rotated files first, oldest first (path.N … path.1), then path.
-			files := []string{path}
-			for k := 1; k <= 100; k++ {
-				p := fmt.Sprintf("%s.%d", path, k)
-				if _, err := os.Stat(p); err != nil {
-					break
-				}
-				files = append([]string{p}, files...)
-			}
-			for _, p := range files {
+			for _, p := range audit.Files(path) {
 				f, err := os.Open(p)
 				if err != nil {
 					return err

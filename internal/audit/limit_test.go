@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -437,5 +438,18 @@ func TestHugeArgv(t *testing.T) {
 		if last := r.Argv[len(r.Argv)-1]; !strings.HasSuffix(last, " more arguments]") || *r.ExitCode != 1 {
 			t.Errorf("argv ends %q, exit %v", last, r.ExitCode)
 		}
+	}
+}
+
+func TestFilesListsRotatedFilesOldestFirst(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	if got := Files(path); len(got) != 1 || got[0] != path {
+		t.Fatalf("Files(no rotation) = %v, want just %s", got, path)
+	}
+	for _, p := range []string{path, path + ".1", path + ".2"} {
+		os.WriteFile(p, nil, 0o600)
+	}
+	if got, want := Files(path), []string{path + ".2", path + ".1", path}; !slices.Equal(got, want) {
+		t.Fatalf("Files = %v, want %v", got, want)
 	}
 }

@@ -109,6 +109,20 @@ func Follow(ctx context.Context, path string, fn func(Record) error, stop func()
 	}
 }
 
+// Files lists a log's files in the order they were written: the rotated
+// ones oldest first (path.N … path.1), then path itself.
+func Files(path string) []string {
+	files := []string{path}
+	for k := 1; k <= maxRotated; k++ {
+		p := path + "." + strconv.Itoa(k)
+		if _, err := os.Stat(p); err != nil {
+			break
+		}
+		files = append([]string{p}, files...)
+	}
+	return files
+}
+
 // maxRotated bounds how far Follow looks (path.1 … path.maxRotated) for the file it was
 // reading after a rotation.
 const maxRotated = 100

@@ -24,7 +24,7 @@ func SandboxEnv(host []string, home, id string, extra []string) ([]string, []str
 			env = MergeEnv(env, []string{kv})
 		}
 	}
-	if _, ok := lookupEnv(env, "PATH"); !ok {
+	if _, ok := LookupEnv(env, "PATH"); !ok {
 		env = append(env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
 	}
 	env = MergeEnv(env, []string{"HOME=" + home, "TMPDIR=/tmp", "AIRLOCK_SANDBOX=" + id})
@@ -48,7 +48,7 @@ func EnvFlags(host, flags []string) (set, warnings []string, err error) {
 			set = append(set, e)
 			continue
 		}
-		v, ok := lookupEnv(host, k)
+		v, ok := LookupEnv(host, k)
 		if !ok {
 			warnings = append(warnings, fmt.Sprintf("--env %s: not set on the host, so not set inside", k))
 			continue
@@ -58,8 +58,8 @@ func EnvFlags(host, flags []string) (set, warnings []string, err error) {
 	return set, warnings, nil
 }
 
-// lookupEnv finds k in env (the last entry wins, as for the kernel's getenv users).
-func lookupEnv(env []string, k string) (string, bool) {
+// LookupEnv finds k in env (the last entry wins, as for the kernel's getenv users).
+func LookupEnv(env []string, k string) (string, bool) {
 	for i := len(env) - 1; i >= 0; i-- {
 		if v, ok := strings.CutPrefix(env[i], k+"="); ok {
 			return v, true

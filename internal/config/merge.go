@@ -168,6 +168,11 @@ func Merge(layers ...*Layer) (Spec, Origins) {
 			*dst, or[k] = s.v.(bool), []Origin{s.origin}
 		}
 	}
+	dur := func(k string, dst *time.Duration) {
+		if s := eff[k]; s != nil {
+			*dst, or[k] = s.v.(time.Duration), []Origin{s.origin}
+		}
+	}
 	i64 := func(k string, dst *int64) {
 		if s := eff[k]; s != nil {
 			*dst, or[k] = s.v.(int64), []Origin{s.origin}
@@ -200,9 +205,7 @@ func Merge(layers ...*Layer) (Spec, Origins) {
 	}
 	i64("limits.pids", &sp.Limits.Pids)
 	i64("limits.tmp_size", &sp.Limits.TmpBytes)
-	if s := eff["limits.timeout"]; s != nil {
-		sp.Limits.Timeout, or["limits.timeout"] = s.v.(time.Duration), []Origin{s.origin}
-	}
+	dur("limits.timeout", &sp.Limits.Timeout)
 	str("network.mode", &sp.Network.Mode)
 	list("network.allow_hosts", &sp.Network.AllowHosts)
 	list("network.deny_hosts", &sp.Network.DenyHosts)
@@ -222,16 +225,12 @@ func Merge(layers ...*Layer) (Spec, Origins) {
 		sp.Audit.Keep, or["audit.keep"] = int(s.v.(int64)), []Origin{s.origin}
 	}
 	str("approvals.mode", &sp.Approvals.Mode)
-	if s := eff["approvals.timeout"]; s != nil {
-		sp.Approvals.Timeout, or["approvals.timeout"] = s.v.(time.Duration), []Origin{s.origin}
-	}
+	dur("approvals.timeout", &sp.Approvals.Timeout)
 	str("approvals.decisions", &sp.Approvals.Decisions)
 	list("hostexec.auto_approve", &sp.HostExec.AutoApprove)
 	list("hostexec.ask", &sp.HostExec.Ask)
 	list("hostexec.auto_deny", &sp.HostExec.AutoDeny)
-	if s := eff["hostexec.timeout"]; s != nil {
-		sp.HostExec.Timeout, or["hostexec.timeout"] = s.v.(time.Duration), []Origin{s.origin}
-	}
+	dur("hostexec.timeout", &sp.HostExec.Timeout)
 	boolean("hostexec.allow_copy_mode", &sp.HostExec.AllowCopyMode)
 	raw("mcp_servers", &sp.MCPServers)
 	raw("agents", &sp.Agents)

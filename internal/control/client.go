@@ -34,15 +34,8 @@ func (cl *Client) Close() error { return cl.r.Close() }
 
 // Kill stops the sandbox.
 func (cl *Client) Kill() error {
-	id, ch, err := cl.r.Request(&proto.Msg{Op: proto.OpKill})
-	if err != nil {
-		return err
-	}
-	defer cl.r.Done(id)
-	if _, ok := <-ch; !ok {
-		return ErrNotRunning
-	}
-	return nil
+	_, err := cl.call(&proto.Msg{Op: proto.OpKill})
+	return err
 }
 
 // Exec runs argv in the sandbox with this process's stdio (or, with tty, a

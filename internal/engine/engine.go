@@ -43,9 +43,6 @@ const (
 	OriginAPI = "api"
 )
 
-// ErrNotRunning is the one answer for a sandbox that has stopped.
-var ErrNotRunning = control.ErrNotRunning
-
 // Spec is everything the engine needs to make a sandbox. It is JSON: a
 // detached sandbox's background supervisor reads it back from the state dir.
 type Spec struct {
@@ -524,6 +521,9 @@ func (s *Sandbox) Workspace() string { return s.bspec.Workspace }
 
 // NetworkMode is the door the sandbox's traffic takes; "" without network.
 func (s *Sandbox) NetworkMode() string { return s.mode }
+
+// Limits are the sandbox's limits, defaults filled in.
+func (s *Sandbox) Limits() backend.Limits { return s.bspec.Limits }
 
 // Warnings are what is not enforced for this sandbox.
 func (s *Sandbox) Warnings() []string { return s.warnings }

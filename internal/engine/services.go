@@ -30,20 +30,11 @@ func toolsInside(exe string, b *backend.Spec, env []string) []string {
 	for _, name := range []string{"airlock", "hostexec", "mcp-bridge"} {
 		b.Files = append(b.Files, backend.FileMount{Source: exe, Target: filepath.Join(binInside, name)})
 	}
-	path := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-	for _, kv := range env {
-		if v, ok := cutEnv(kv, "PATH"); ok {
-			path = v
-		}
+	path, ok := config.LookupEnv(env, "PATH")
+	if !ok {
+		path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 	}
 	return config.MergeEnv(env, []string{"PATH=" + binInside + ":" + path})
-}
-
-func cutEnv(kv, name string) (string, bool) {
-	if len(kv) > len(name) && kv[:len(name)] == name && kv[len(name)] == '=' {
-		return kv[len(name)+1:], true
-	}
-	return "", false
 }
 
 // services are the sandbox's own handlers on airlock.internal.

@@ -71,7 +71,7 @@ func Run(h *state.Handle, spec engine.Spec, stdio term.IO, ready func(error), pe
 	code, reason := sv.main()
 	oom := sb.Stop()
 	if oom && reason == "" {
-		reason = fmt.Sprintf("the sandbox reached its memory limit (%d MiB) and the kernel killed a process", memoryLimit(spec)>>20)
+		reason = fmt.Sprintf("the sandbox reached its memory limit (%d MiB) and the kernel killed a process", sb.Limits().MemoryBytes>>20)
 	}
 	if reason != "" {
 		if !spec.Quiet {
@@ -98,13 +98,6 @@ func Run(h *state.Handle, spec engine.Spec, stdio term.IO, ready func(error), pe
 	h.SetStatus(st)
 	h.Release()
 	return code, nil
-}
-
-func memoryLimit(spec engine.Spec) int64 {
-	if m := spec.Config.Limits.MemoryBytes; m > 0 {
-		return m
-	}
-	return backend.TotalMemory() / 2
 }
 
 // requestStop ends the sandbox from outside (airlock kill, a signal to an idle one).
