@@ -24,6 +24,23 @@ func Dir() (string, error) {
 	return filepath.Join(d, "airlock"), nil
 }
 
+// DataDir is airlock's directory for data it keeps for the user (installed
+// agent CLIs, agents' private homes): $AIRLOCK_DATA_DIR, else
+// $XDG_DATA_HOME/airlock, else ~/.local/share/airlock.
+func DataDir() (string, error) {
+	if d := os.Getenv("AIRLOCK_DATA_DIR"); d != "" {
+		return filepath.Abs(d)
+	}
+	if x := os.Getenv("XDG_DATA_HOME"); filepath.IsAbs(x) {
+		return filepath.Join(x, "airlock"), nil
+	}
+	h, err := os.UserHomeDir()
+	if err != nil || !filepath.IsAbs(h) {
+		return "", errors.New("config: no data directory: set AIRLOCK_DATA_DIR or HOME")
+	}
+	return filepath.Join(h, ".local", "share", "airlock"), nil
+}
+
 // GlobalFile is the global config file in dir (see Dir).
 func GlobalFile(dir string) string { return filepath.Join(dir, "config.yaml") }
 

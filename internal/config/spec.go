@@ -53,10 +53,32 @@ type Spec struct {
 	// HostExec says which commands the sandbox may have run on the host.
 	HostExec HostExec `json:"hostexec,omitzero"`
 
+	// Budget bounds what the sandbox may spend on LLM APIs, as the gateway
+	// counts it.
+	Budget Budget `json:"budget,omitzero"`
+
 	// Reserved sections: parsed from config files and passed through, not yet
 	// interpreted (decoded YAML: maps, lists, strings, numbers, bools).
 	MCPServers any `json:"mcp_servers,omitempty"`
 	Agents     any `json:"agents,omitempty"`
+}
+
+// Budget bounds LLM usage seen at the gateway; zero means no bound. Once a
+// bound is spent, further LLM requests are refused.
+type Budget struct {
+	Tokens int64   `json:"tokens,omitempty"` // input + output tokens (cache reads and writes included)
+	USD    float64 `json:"usd,omitempty"`    // priced with Prices over the built-in table
+	// Prices per million tokens by model (a glob such as "claude-sonnet-*");
+	// they add to and override the built-in table.
+	Prices map[string]Price `json:"prices,omitempty"`
+}
+
+// Price is USD per million tokens.
+type Price struct {
+	Input      float64 `json:"input,omitempty"`
+	Output     float64 `json:"output,omitempty"`
+	CacheRead  float64 `json:"cache_read,omitempty"`
+	CacheWrite float64 `json:"cache_write,omitempty"`
 }
 
 // Workspace is the directory the sandbox may change and how it is shown.
