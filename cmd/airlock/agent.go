@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/airlock-dev/airlock/internal/agents"
 	"github.com/airlock-dev/airlock/internal/approval"
@@ -401,8 +401,11 @@ func agentHome(name, project string) (string, error) {
 	return h, nil
 }
 
-// writeHomeFiles writes the profile's files into the agent's home. Paths
-// are the profile's own (relative, no ..); files are private.
+// writeHomeFiles writes the profile's files into the agent's home. The
+// home is the sandbox's to write: a link it planted (say .claude →
+// ~/.ssh) must not lead these writes out, so every directory is opened
+// beneath the home without following links, and each file is replaced by
+// a rename, never written through.
 func writeHomeFiles(home string, files map[string][]byte) error {
 	names := make([]string, 0, len(files))
 	for n := range files {
@@ -413,35 +416,53 @@ func writeHomeFiles(home string, files map[string][]byte) error {
 		if !filepath.IsLocal(n) {
 			return fmt.Errorf("profile file %q is not a path inside the home", n)
 		}
-		p := filepath.Join(home, n)
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			return err
-		}
-		// The sandbox may have left a link here: replace it, never follow it.
-		if st, err := os.Lstat(p); err == nil && st.Mode()&fs.ModeType != 0 {
-			if err := os.RemoveAll(p); err != nil {
-				return err
-			}
-		}
-		tmp := p + ".airlock-tmp"
-		os.Remove(tmp)
-		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
-			return err
-		}
-		_, err = f.Write(files[n])
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = os.Rename(tmp, p)
-		}
-		if err != nil {
-			os.Remove(tmp)
-			return err
+		if err := writeBeneath(home, n, files[n]); err != nil {
+			return fmt.Errorf("%s: %w", n, err)
 		}
 	}
 	return nil
+}
+
+// writeBeneath writes data to rel (local) under root, mode 0600, making
+// missing directories (0700) and refusing any link on the way.
+func writeBeneath(root, rel string, data []byte) error {
+	dir, err := unix.Open(root, unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	parts := strings.Split(filepath.ToSlash(rel), "/")
+	for _, p := range parts[:len(parts)-1] {
+		if err := unix.Mkdirat(dir, p, 0o700); err != nil && err != unix.EEXIST {
+			unix.Close(dir)
+			return err
+		}
+		next, err := unix.Openat2(dir, p, &unix.OpenHow{Flags: unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
+		unix.Close(dir)
+		if err != nil {
+			return fmt.Errorf("%s is not a plain directory (%v): remove it from the agent's home %s", p, err, root)
+		}
+		dir = next
+	}
+	defer unix.Close(dir)
+	name := parts[len(parts)-1]
+	tmp := "." + name + ".airlock-tmp"
+	unix.Unlinkat(dir, tmp, 0)
+	fd, err := unix.Openat(dir, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(fd), tmp)
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = unix.Renameat(dir, tmp, dir, name)
+	}
+	if err != nil {
+		unix.Unlinkat(dir, tmp, 0)
+	}
+	return err
 }
 
 // appendNew appends the values not in list yet.
