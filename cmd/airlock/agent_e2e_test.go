@@ -9,6 +9,7 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -109,4 +110,29 @@ func (a *agentTest) checkKeyStayedOut(r result) {
 			return nil
 		})
 	}
+}
+
+// withMCPServer configures (in the test's global config file) the npm
+// filesystem MCP server as "fs", policed: read_text_file is allowed within
+// its root, which holds note.txt. It returns the note's path and content,
+// which an agent's MCP call through airlock can only have read from there.
+func (a *agentTest) withMCPServer() (note, content string) {
+	a.t.Helper()
+	_, server, serverDir := mcpSetup(a.t, a.t.TempDir())
+	root := filepath.Join(a.t.TempDir(), "files")
+	os.MkdirAll(root, 0o777)
+	os.Chmod(filepath.Dir(root), 0o755)
+	note, content = filepath.Join(root, "note.txt"), "the MCP server says hello "+hex.EncodeToString([]byte(a.t.Name()))[:8]
+	os.WriteFile(note, []byte(content), 0o644)
+	cfg := map[string]any{"version": 1, "mcp_servers": map[string]any{"fs": map[string]any{
+		"command": []string{"node", server, root},
+		"roots":   []string{root},
+		"ro":      []string{serverDir},
+		"rules": []any{
+			map[string]any{"tool": "read_text_file", "allow": map[string]any{"path": map[string]any{"path_within": "roots"}}},
+		},
+	}}}
+	b, _ := json.Marshal(cfg) // JSON is YAML
+	a.writeConfig(string(b))
+	return note, content
 }
