@@ -21,6 +21,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -72,6 +73,10 @@ type Server struct {
 	CAFile string // PEM of the CA that signed its certificate
 	Script []Step
 	Usage  Usage
+	// Log, if set before requests arrive, gets one line per request: API,
+	// path, step and the credential it carried (the server is a test's:
+	// showing what arrived is its point).
+	Log io.Writer
 
 	mu   sync.Mutex
 	reqs []Request
@@ -135,6 +140,9 @@ func (s *Server) record(r Request) {
 	r.Time = time.Now()
 	s.mu.Lock()
 	s.reqs = append(s.reqs, r)
+	if s.Log != nil {
+		fmt.Fprintf(s.Log, "%s %s step %d, credential %s\n", r.API, r.Path, r.Step, r.Credential)
+	}
 	s.mu.Unlock()
 }
 
