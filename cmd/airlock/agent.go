@@ -188,6 +188,17 @@ func agentRun(c *cobra.Command, o *runOptions, ao *agentOptions, name string, ar
 	if err != nil {
 		return err
 	}
+	if !o.quiet {
+		var present []string
+		for _, f := range p.RepoSettings {
+			if _, err := os.Lstat(filepath.Join(sc.Workspace.Path, f)); err == nil {
+				present = append(present, f)
+			}
+		}
+		if len(present) > 0 {
+			fmt.Fprintf(os.Stderr, "airlock: note: the repository's own %s settings apply inside (%s); they cannot widen what the sandbox allows\n", p.Display, strings.Join(present, ", "))
+		}
+	}
 	started := time.Now()
 	code, err := launch(spec, o, env, secs)
 	if err != nil {
