@@ -51,6 +51,10 @@ var gemini = &Profile{
 		"GEMINI_CLI_TRUST_WORKSPACE=true", // else headless runs exit 55 in an untrusted folder
 		"GEMINI_TELEMETRY_ENABLED=false",
 	},
+	RepoSettings: []string{
+		".gemini/settings.json", ".gemini/.env", "GEMINI.md", ".gemini/system.md",
+		".gemini/commands", ".gemini/skills", ".gemini/agents", ".gemini/hooks", ".gemini/policies", ".gemini/extensions",
+	},
 	Launch:      geminiLaunch,
 	FindSession: geminiFindSession,
 }
@@ -80,7 +84,7 @@ func geminiLaunch(in Inputs) (Launch, error) {
 
 // geminiSettings is ~/.gemini/settings.json: the auth type chosen (an API
 // key when one was found, else the Google login) so nothing prompts;
-// usage statistics, telemetry and auto-update off; each MCP server as a
+// usage statistics, telemetry, auto-update and the repository's .env off; each MCP server as a
 // stdio command, trusted (airlock polices its calls), with a timeout above
 // the approval timeout.
 func geminiSettings(in Inputs) ([]byte, error) {
@@ -109,6 +113,9 @@ func geminiSettings(in Inputs) ([]byte, error) {
 			"enableAutoUpdate":             false,
 			"enableAutoUpdateNotification": false,
 		},
+		// A repository's generic .env is not the agent's business (its
+		// .gemini/.env still applies, and is named when present).
+		"advanced":  map[string]any{"ignoreLocalEnv": true},
 		"privacy":   map[string]any{"usageStatisticsEnabled": false},
 		"telemetry": map[string]any{"enabled": false},
 		"security":  map[string]any{"auth": map[string]any{"selectedType": auth}},

@@ -143,16 +143,20 @@ func TestGeminiSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := geminiSettingsOf(t, l)
-	off := map[string][]string{
-		"usage statistics are off":       {"privacy", "usageStatisticsEnabled"},
-		"telemetry is off":               {"telemetry", "enabled"},
-		"auto-update is off":             {"general", "enableAutoUpdate"},
-		"the update notification is off": {"general", "enableAutoUpdateNotification"},
+	switches := map[string]struct {
+		path []string
+		want bool
+	}{
+		"usage statistics are off":            {[]string{"privacy", "usageStatisticsEnabled"}, false},
+		"telemetry is off":                    {[]string{"telemetry", "enabled"}, false},
+		"auto-update is off":                  {[]string{"general", "enableAutoUpdate"}, false},
+		"the update notification is off":      {[]string{"general", "enableAutoUpdateNotification"}, false},
+		"the repository's .env is not loaded": {[]string{"advanced", "ignoreLocalEnv"}, true},
 	}
-	for name, path := range off {
+	for name, sw := range switches {
 		t.Run(name, func(t *testing.T) {
-			if v := geminiGet(s, path...); v != false {
-				t.Errorf("%s = %v, want false", strings.Join(path, "."), v)
+			if v := geminiGet(s, sw.path...); v != sw.want {
+				t.Errorf("%s = %v, want %v", strings.Join(sw.path, "."), v, sw.want)
 			}
 		})
 	}

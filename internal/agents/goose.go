@@ -54,8 +54,9 @@ var goose = &Profile{
 		"GOOSE_TELEMETRY_ENABLED=false",     // no usage data
 		"GOOSE_DISABLE_SESSION_NAMING=true", // no extra model call to title the session
 	},
-	Launch:      gooseLaunch,
-	FindSession: gooseFindSession,
+	RepoSettings: []string{".goosehints", "AGENTS.md", ".goose/recipes"},
+	Launch:       gooseLaunch,
+	FindSession:  gooseFindSession,
 }
 
 func init() { register(goose) }

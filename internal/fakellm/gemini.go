@@ -108,21 +108,6 @@ func (r *geminiRequest) wantsJSON() bool {
 		r.GenerationConfig.ResponseSchema != nil || r.GenerationConfig.ResponseJSONSchema != nil
 }
 
-// geminiCredential is the key (header or query) or bearer token a request
-// carried.
-func geminiCredential(r *http.Request) string {
-	if k := r.Header.Get("X-Goog-Api-Key"); k != "" {
-		return k
-	}
-	if k := r.URL.Query().Get("key"); k != "" {
-		return k
-	}
-	if a, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-		return a
-	}
-	return ""
-}
-
 func geminiError(w http.ResponseWriter, code int, status, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
@@ -132,7 +117,7 @@ func geminiError(w http.ResponseWriter, code int, status, msg string) {
 // geminiCall serves POST .../models/{model}:{method}.
 func (s *Server) geminiCall(w http.ResponseWriter, r *http.Request) {
 	model, method, ok := strings.Cut(r.PathValue("call"), ":")
-	rec := Request{API: "gemini", Path: r.URL.Path, Credential: geminiCredential(r), Model: model, Step: -1}
+	rec := Request{API: "gemini", Path: r.URL.Path, Credential: Credential(r), Model: model, Step: -1}
 	if !ok {
 		s.record(rec)
 		geminiError(w, http.StatusNotFound, "NOT_FOUND", "fakellm: no method in "+r.URL.Path)
@@ -300,7 +285,7 @@ func fitSchema(schema map[string]any, depth int) any {
 
 // geminiModels serves the model list.
 func (s *Server) geminiModels(w http.ResponseWriter, r *http.Request) {
-	s.record(Request{API: "gemini", Path: r.URL.Path, Credential: geminiCredential(r), Step: -1})
+	s.record(Request{API: "gemini", Path: r.URL.Path, Credential: Credential(r), Step: -1})
 	w.Header().Set("Content-Type", "application/json")
 	var ms []any
 	for _, m := range []string{"gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-flash-lite", "gemini-3-pro-preview", "gemini-3-flash-preview"} {
@@ -310,7 +295,7 @@ func (s *Server) geminiModels(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) geminiModel(w http.ResponseWriter, r *http.Request) {
-	s.record(Request{API: "gemini", Path: r.URL.Path, Credential: geminiCredential(r), Model: r.PathValue("model"), Step: -1})
+	s.record(Request{API: "gemini", Path: r.URL.Path, Credential: Credential(r), Model: r.PathValue("model"), Step: -1})
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(geminiModelInfo(r.PathValue("model")))
 }
