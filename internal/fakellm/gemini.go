@@ -17,10 +17,10 @@ const maxGeminiBody = 32 << 20
 // countTokens, and the model list, under v1beta, v1 and v1alpha.
 //
 // The step of a generate request is the number of functionResponse parts in
-// its contents (distinct ids). A request that declares no functions or asks for JSON
-// (Gemini CLI's model router, next-speaker and loop checks) is a side
-// request: it is answered at step -1, with text, or with a JSON value that
-// fits the schema it asked for.
+// its contents (distinct ids). A request that declares no functions or asks
+// for JSON (Gemini CLI's model router, next-speaker and loop checks) is a
+// side request: it is answered at step -1, with text, or with a JSON value
+// that fits the schema it asked for.
 //
 // Usage is reported as Gemini does: promptTokenCount includes the cached
 // tokens (CacheRead, also in cachedContentTokenCount), and the output is
