@@ -14,8 +14,10 @@
 //     redacts the current and recent tokens from responses.
 //
 // Run keeps the real token fresh: shortly before it expires (RefreshBefore),
-// under a lock shared by every airlock on the machine (an flock on a file
-// beside the login, and for Claude Code also claude's own refresh lock), it
+// under a lock shared by every airlock on the machine and, where the CLI has
+// one, by the real CLI (an flock on a file beside the login: codex's own
+// ~/.codex/auth.lock; for Claude Code also claude's ~/.claude/.oauth_refresh.lock
+// directory; Gemini's Google refresh tokens do not rotate), it
 // re-reads the file, adopts a token someone else already refreshed, or spends
 // the refresh token at the provider, writes the result back to the user's file
 // (atomically, same mode and owner, every other field kept) so the real CLI
@@ -24,24 +26,32 @@
 // which is why there is exactly one at a time and why the file, not memory, is
 // where the refresh token is read from.
 //
-// What each CLI does with the sandbox's copy (checked against the pinned
-// versions, claude 2.1.330, codex 0.169.0, gemini 0.61.0):
+// What each CLI does with the sandbox's copy, seen by running the pinned
+// versions (claude 2.1.330, codex 0.169.0, gemini 0.61.0) on it through a
+// logging proxy:
 //
 //   - Claude Code refreshes only when expiresAt is within 5 minutes; without a
-//     refreshToken its refresh returns "no_refresh_token" and it keeps using
-//     the access token (the "inference only" login it also accepts from
-//     CLAUDE_CODE_OAUTH_TOKEN). The field is removed.
+//     refreshToken its refresh gives up ("no_refresh_token") and it keeps using
+//     the access token, as with the inference-only CLAUDE_CODE_OAUTH_TOKEN. It
+//     sent the placeholder to api.anthropic.com (/api/oauth/profile,
+//     /v1/messages) and, on a 401, did not try to refresh.
 //   - Codex refuses an auth.json without tokens.refresh_token ("failed to
-//     deserialize"); with "" it loads and reports "Logged in using ChatGPT".
-//     Its id_token carries the plan and account claims codex reads; the copy
-//     keeps them under a signature that verifies nowhere, since a signed
-//     id_token can be exchanged for an API key. last_refresh is set to now (it
-//     refreshes on its own 8 days after).
+//     deserialize"); with "" it loads ("Logged in using ChatGPT"). It reads the
+//     access token's exp (refresh_reason "proactive_expiry"), so the
+//     placeholder is a JWT in shape: the real claims with a far-off exp, and
+//     the marker as signature. It sent it to chatgpt.com (/backend-api/...);
+//     on a 401 it POSTs the empty refresh token to auth.openai.com
+//     ("unauthorized_recovery"), which can only fail. Its id_token carries the
+//     plan and account claims codex reads; the copy keeps them under a
+//     signature that verifies nowhere, since a signed id_token can be
+//     exchanged for an API key.
 //   - Gemini CLI (google-auth-library) refreshes when expiry_date is within
 //     5 minutes, and without refresh_token fails with "No refresh token is
-//     set." The field and id_token are removed. At start it also POSTs the
-//     token to oauth2.googleapis.com/tokeninfo, so that host must be among the
-//     login's hosts, or it falls back to a browser login.
+//     set." The copy has neither it nor id_token. At start it POSTs the token
+//     to oauth2.googleapis.com/tokeninfo (if that fails it wants a browser
+//     login), GETs www.googleapis.com/oauth2/v2/userinfo (a failure is only a
+//     warning), then uses cloudcode-pa.googleapis.com: the login's hosts must
+//     include the first and the last.
 //
 // The reference designs are out of date here: claude-docker-roadmap.md's OAuth
 // section refreshes at console.anthropic.com (now platform.claude.com, with
@@ -113,6 +123,7 @@ type config struct {
 	client   *http.Client
 	now      func() time.Time
 	poll     time.Duration // how often Run looks at the file
+	busy     func()        // called when a refresh finds a lock held
 }
 
 func defaultConfig() config {
@@ -301,13 +312,13 @@ func (l *Login) due(t tokens, now time.Time) bool {
 func (l *Login) refreshLocked(ctx context.Context) (map[string]any, tokens, error) {
 	lctx, cancel := context.WithTimeout(ctx, lockWait)
 	defer cancel()
-	unlock, err := lockFile(lctx, l.file+".airlock.lock")
+	unlock, err := lockFile(lctx, filepath.Join(filepath.Dir(l.file), l.f.lock), l.cfg.busy)
 	if err != nil {
 		return nil, tokens{}, l.errorf("%w", err)
 	}
 	defer unlock()
 	if l.Kind == Claude {
-		unlockClaude, err := lockClaude(lctx, filepath.Dir(l.file))
+		unlockClaude, err := lockClaude(lctx, filepath.Dir(l.file), l.cfg.busy)
 		if err != nil {
 			return nil, tokens{}, l.errorf("%w", err)
 		}

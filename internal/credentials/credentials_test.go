@@ -681,3 +681,84 @@ func x509Pool(t *testing.T, caFile string) *tls.Config {
 	}
 	return &tls.Config{RootCAs: pool}
 }
+
+func TestARefreshWaitsForTheRealCLIsLockAndAdoptsItsToken(t *testing.T) {
+	tests := []struct {
+		name string
+		kind Kind
+		// hold takes the lock the real CLI takes while it refreshes, in dir;
+		// the returned func releases it.
+		hold func(t *testing.T, dir string) func()
+	}{
+		{"codex's flock on auth.lock", Codex, func(t *testing.T, dir string) func() {
+			f, err := os.OpenFile(filepath.Join(dir, "auth.lock"), os.O_RDWR|os.O_CREATE, 0o666)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+				t.Fatal(err)
+			}
+			return func() { f.Close() }
+		}},
+		{"claude's .oauth_refresh.lock directory", Claude, func(t *testing.T, dir string) func() {
+			p := filepath.Join(dir, ".oauth_refresh.lock")
+			if err := os.Mkdir(p, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			return func() { os.Remove(p) }
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			home, rel, refresh := fixture(t, tt.kind, time.Now().Add(-time.Hour))
+			path := filepath.Join(home, rel)
+			p := newProvider(t, tt.kind, refresh)
+			release := tt.hold(t, filepath.Dir(path))
+			type result struct {
+				l   *Login
+				err error
+			}
+			done := make(chan result, 1)
+			waiting := make(chan struct{})
+			cfg := p.cfg(time.Now)
+			cfg.busy = func() { close(waiting) }
+			go func() {
+				l, err := open(context.Background(), home, rel, hostsOf[tt.kind], cfg)
+				done <- result{l, err}
+			}()
+			select {
+			case <-waiting:
+			case r := <-done:
+				t.Fatalf("Open did not wait for the CLI's lock (err %v)", r.err)
+			}
+			// While Open waits, the real CLI refreshes and rewrites its file.
+			doc := readDoc(t, path)
+			var fresh string
+			switch tt.kind {
+			case Codex:
+				fresh = jwt(map[string]any{"exp": time.Now().Add(10 * 24 * time.Hour).Unix()}, "by-codex")
+				doc["tokens"].(map[string]any)["access_token"] = fresh
+				doc["tokens"].(map[string]any)["refresh_token"] = "rotated-by-codex"
+			case Claude:
+				fresh = "sk-ant-oat01-by-claude"
+				o := doc["claudeAiOauth"].(map[string]any)
+				o["accessToken"], o["refreshToken"], o["expiresAt"] = fresh, "rotated-by-claude", time.Now().Add(8*time.Hour).UnixMilli()
+			}
+			b, _ := json.Marshal(doc)
+			if err := writeAtomic(path, b); err != nil {
+				t.Fatal(err)
+			}
+			release()
+			r := <-done
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			if posts, _ := p.counts(); posts != 0 {
+				t.Fatalf("%d refresh requests: airlock spent the refresh token the CLI had already rotated", posts)
+			}
+			if got := swapped(t, r.l); got != fresh {
+				t.Fatal("airlock did not adopt the CLI's new token")
+			}
+		})
+	}
+}

@@ -22,11 +22,11 @@ const (
 )
 
 // Where each CLI (the pinned versions: claude 2.1.330, codex 0.169.0, gemini
-// 0.61.0) keeps its login, relative to the user's home, and how it refreshes.
-// Read from the CLIs themselves: the constants in claude's bundle (TOKEN_URL,
-// CLIENT_ID), codex's binary (the token URL, client id and the refresh body are
-// also what codex-rs/login sends) and gemini's bundle (OAUTH_CLIENT_ID and
-// OAUTH_CLIENT_SECRET, the installed-app client Google documents as not secret).
+// 0.61.0) keeps its login, relative to the user's home, and how it refreshes:
+// the endpoints, client ids and request bodies are what those CLIs sent, seen
+// through a logging proxy, given a login due for refresh (and match the
+// constants in their bundles). Gemini's client secret is the installed-app
+// one gemini-cli ships in its source, as Google's installed-app flow expects.
 const (
 	claudePath = ".claude/.credentials.json"
 	codexPath  = ".codex/auth.json"
@@ -90,7 +90,11 @@ type format struct {
 	display  string // "Claude Code"
 	relogin  string // what the user does when the login cannot be refreshed
 	tokenURL string
-	read     func(doc map[string]any) (tokens, error)
+	// lock is the file beside the login that refreshers flock: codex's own
+	// (codex 0.169.0 holds ~/.codex/auth.lock while it refreshes and rewrites
+	// auth.json), else airlock's.
+	lock string
+	read func(doc map[string]any) (tokens, error)
 	// request is the refresh request's body and content type.
 	request func(doc map[string]any, refresh string) ([]byte, string)
 	// apply writes a refresh's result into doc.
@@ -103,7 +107,7 @@ type format struct {
 
 var formats = map[Kind]*format{
 	Claude: {
-		kind: Claude, display: "Claude Code", tokenURL: claudeTokenURL,
+		kind: Claude, display: "Claude Code", tokenURL: claudeTokenURL, lock: ".credentials.json.airlock.lock",
 		relogin: "sign in again on the host: run `claude` and type /login",
 		read: func(doc map[string]any) (tokens, error) {
 			o, ok := doc["claudeAiOauth"].(map[string]any)
@@ -117,7 +121,8 @@ var formats = map[Kind]*format{
 			return t, nil
 		},
 		request: func(doc map[string]any, refresh string) ([]byte, string) {
-			// What claude sends (it asks for the scopes it holds).
+			// claude 2.1.330 asks for its whole default scope list; airlock asks
+			// for the scopes the login holds, which its grant covers.
 			body := map[string]string{"grant_type": "refresh_token", "refresh_token": refresh, "client_id": claudeClientID}
 			o, _ := doc["claudeAiOauth"].(map[string]any)
 			if s := strList(o["scopes"]); len(s) > 0 {
@@ -156,7 +161,7 @@ var formats = map[Kind]*format{
 		},
 	},
 	Codex: {
-		kind: Codex, display: "Codex", tokenURL: codexTokenURL,
+		kind: Codex, display: "Codex", tokenURL: codexTokenURL, lock: "auth.lock",
 		relogin: "sign in again on the host: run `codex login`",
 		read: func(doc map[string]any) (tokens, error) {
 			o, ok := doc["tokens"].(map[string]any)
@@ -172,9 +177,11 @@ var formats = map[Kind]*format{
 			return t, nil
 		},
 		request: func(_ map[string]any, refresh string) ([]byte, string) {
+			// What codex 0.169.0 sends when its token nears expiry (older
+			// versions also sent "scope": "openid profile email").
 			b, _ := json.Marshal(map[string]string{
 				"client_id": codexClientID, "grant_type": "refresh_token",
-				"refresh_token": refresh, "scope": "openid profile email",
+				"refresh_reason": "proactive_expiry", "refresh_token": refresh,
 			})
 			return b, "application/json"
 		},
@@ -213,7 +220,7 @@ var formats = map[Kind]*format{
 		},
 	},
 	Gemini: {
-		kind: Gemini, display: "Gemini CLI", tokenURL: geminiTokenURL,
+		kind: Gemini, display: "Gemini CLI", tokenURL: geminiTokenURL, lock: "oauth_creds.json.airlock.lock",
 		relogin: "sign in again on the host: run `gemini` and choose Login with Google",
 		read: func(doc map[string]any) (tokens, error) {
 			t := tokens{access: str(doc["access_token"]), refresh: str(doc["refresh_token"])}

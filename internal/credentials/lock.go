@@ -20,7 +20,8 @@ const lockPoll = 50 * time.Millisecond
 // until ctx is done. The lock is the open file's: it goes with the process, so
 // a crashed refresher never leaves it held. Two openings in one process exclude
 // each other too (flock locks belong to the open file description).
-func lockFile(ctx context.Context, path string) (unlock func(), err error) {
+// busy, if not nil, is called once when the lock is found held.
+func lockFile(ctx context.Context, path string, busy func()) (unlock func(), err error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open the lock file %s: %w", path, err)
@@ -33,6 +34,10 @@ func lockFile(ctx context.Context, path string) (unlock func(), err error) {
 		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
 			f.Close()
 			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		if busy != nil {
+			busy()
+			busy = nil
 		}
 		select {
 		case <-ctx.Done():
@@ -55,7 +60,8 @@ const (
 )
 
 // lockClaude takes Claude Code's refresh lock in dir, waiting until ctx is done.
-func lockClaude(ctx context.Context, dir string) (unlock func(), err error) {
+// busy is as for lockFile.
+func lockClaude(ctx context.Context, dir string, busy func()) (unlock func(), err error) {
 	p := filepath.Join(dir, claudeLockName)
 	for {
 		err := os.Mkdir(p, 0o700)
@@ -69,6 +75,10 @@ func lockClaude(ctx context.Context, dir string) (unlock func(), err error) {
 			// A holder that stopped touching it is gone; claude does the same.
 			os.Remove(p)
 			continue
+		}
+		if busy != nil {
+			busy()
+			busy = nil
 		}
 		select {
 		case <-ctx.Done():
