@@ -36,10 +36,11 @@
 //     sent the placeholder to api.anthropic.com (/api/oauth/profile,
 //     /v1/messages) and, on a 401, did not try to refresh.
 //   - Codex refuses an auth.json without tokens.refresh_token ("failed to
-//     deserialize"); with "" it loads ("Logged in using ChatGPT"). It reads the
-//     access token's exp (refresh_reason "proactive_expiry"), so the
-//     placeholder is a JWT in shape: the real claims with a far-off exp, and
-//     the marker as signature. It sent it to chatgpt.com (/backend-api/...);
+//     deserialize"); with "" it loads ("Logged in using ChatGPT"). It
+//     refreshes by itself when the access token's exp is near (refresh_reason
+//     "proactive_expiry"; a token it cannot decode it just uses), so the
+//     placeholder is a JWT in shape: a far-off exp and the account claim, the
+//     marker as signature. It sent it to chatgpt.com (/backend-api/...);
 //     on a 401 it POSTs the empty refresh token to auth.openai.com
 //     ("unauthorized_recovery"), which can only fail. Its id_token carries the
 //     plan and account claims codex reads; the copy keeps them under a

@@ -270,6 +270,9 @@ func TestTheSandboxCopyHoldsAPlaceholderAndNoSecret(t *testing.T) {
 			if exp, ok := jwtExp(ph); !ok || exp.Before(now.Add(300*24*time.Hour)) {
 				t.Fatalf("the placeholder is not a JWT with a far-off exp (%v, %v)", exp, ok)
 			}
+			if c, _ := jwtPayload(ph); len(c) != 2 || c[codexAuthClaim] == nil {
+				t.Fatalf("the placeholder's claims are %v: want exp and the account claim only", c)
+			}
 		}},
 		{Gemini, "ya29." + secrets.Marker, func(t *testing.T, doc map[string]any, ph string) {
 			if doc["access_token"] != ph || doc["refresh_token"] != nil || doc["id_token"] != nil {

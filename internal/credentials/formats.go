@@ -371,6 +371,9 @@ func jwtExp(tok string) (time.Time, bool) {
 	return time.Unix(exp, 0), true
 }
 
+// codexAuthClaim holds the ChatGPT account and plan in OpenAI's tokens.
+const codexAuthClaim = "https://api.openai.com/auth"
+
 // unsignedSignature replaces a JWT's signature in the sandbox: valid base64url,
 // so a CLI that splits the token still can, and useless to anything verifying it.
 const unsignedSignature = "YWlybG9jay11bnNpZ25lZA"
@@ -388,15 +391,20 @@ func unsign(tok string) string {
 }
 
 // codexPrefix makes the placeholder a JWT in shape ("header.claims." then
-// airlock's marker as the signature), with the real token's claims but a
-// far-off exp, in case codex reads the access token's expiry. A token that is
-// not a JWT gets no prefix.
+// airlock's marker as the signature) whose exp is far off: codex 0.169.0
+// refreshes by itself when it can read an access token's exp and it is near
+// (it ignores a token it cannot decode, so this is a precaution). Of the real
+// claims only the ChatGPT account claim is kept; the rest (session, ids) stay
+// on the host. A token that is not a JWT gets no prefix.
 func codexPrefix(access string, now time.Time) string {
-	claims, ok := jwtPayload(access)
+	real, ok := jwtPayload(access)
 	if !ok {
 		return ""
 	}
-	claims["exp"] = now.Add(sandboxExpiry).Unix()
+	claims := map[string]any{"exp": now.Add(sandboxExpiry).Unix()}
+	if a, ok := real[codexAuthClaim]; ok {
+		claims[codexAuthClaim] = a
+	}
 	payload, err := json.Marshal(claims)
 	if err != nil {
 		return ""
