@@ -95,6 +95,9 @@ const (
 	// response is a few KiB.
 	maxFile     = 1 << 20
 	maxResponse = 64 << 10
+	// minRefreshInterval keeps a provider that hands out tokens shorter-lived
+	// than RefreshBefore from being asked again at once, over and over.
+	minRefreshInterval = time.Minute
 	// retryMin and retryMax bound the wait after a failed refresh.
 	retryMin = 15 * time.Second
 	retryMax = 5 * time.Minute
@@ -149,10 +152,11 @@ type Login struct {
 	rot     *secrets.Rotator
 	sandbox []byte
 
-	mu     sync.Mutex
-	access string    // the access token the Secret holds
-	expiry time.Time // its expiry, zero if unknown
-	stamp  fileStamp // the file as last read
+	mu       sync.Mutex
+	access   string    // the access token the Secret holds
+	expiry   time.Time // its expiry, zero if unknown
+	stamp    fileStamp // the file as last read
+	lastPost time.Time // when this Login last spent a refresh token
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -161,7 +165,8 @@ type Login struct {
 // Open opens the login file at rel (relative to home; its kind is known by the
 // path, see KindOf) for a sandbox whose access token may go to hosts. A login
 // that is expired or expires within RefreshBefore is refreshed first, so the
-// sandbox starts with a working token. Open does not start the refresher: call
+// sandbox starts with a working token (if that fails for a reason that may
+// pass and the token has not expired yet, Open goes on with it). Open does not start the refresher: call
 // Run, and Close when the sandbox is gone.
 func Open(ctx context.Context, home, rel string, hosts []string) (*Login, error) {
 	return open(ctx, home, rel, hosts, defaultConfig())
@@ -186,8 +191,15 @@ func open(ctx context.Context, home, rel string, hosts []string, cfg config) (*L
 	}
 	now := cfg.now()
 	if l.due(t, now) {
-		if doc, t, err = l.refreshLocked(ctx); err != nil {
+		d, nt, err := l.refreshLocked(ctx)
+		switch {
+		case err == nil:
+			doc, t = d, nt
+		case errors.Is(err, ErrLoginExpired) || !now.Before(t.expiry):
 			return nil, err
+		default:
+			// The token still works for a few minutes and the failure may
+			// pass: start with it; Run tries again.
 		}
 	}
 	name := "AIRLOCK_LOGIN_" + strings.ToUpper(string(kind))
@@ -235,11 +247,18 @@ func (l *Login) Run(ctx context.Context) error {
 	backoff := time.Duration(0)
 	for {
 		l.mu.Lock()
-		expiry := l.expiry
+		expiry, lastPost := l.expiry, l.lastPost
 		l.mu.Unlock()
+		now := l.cfg.now()
 		wait := l.cfg.poll
 		if !expiry.IsZero() {
-			wait = min(wait, max(0, expiry.Add(-RefreshBefore).Sub(l.cfg.now())))
+			// Due, but refreshed less than minRefreshInterval ago: wait for
+			// that, not for nothing.
+			due := expiry.Add(-RefreshBefore)
+			if next := lastPost.Add(minRefreshInterval); next.After(due) {
+				due = next
+			}
+			wait = min(wait, max(0, due.Sub(now)))
 		}
 		if backoff > 0 {
 			wait = backoff
@@ -329,12 +348,18 @@ func (l *Login) refreshLocked(ctx context.Context) (map[string]any, tokens, erro
 	if err != nil {
 		return nil, tokens{}, err
 	}
-	if !l.due(t, l.cfg.now()) {
+	l.mu.Lock()
+	recent := !l.lastPost.IsZero() && l.cfg.now().Sub(l.lastPost) < minRefreshInterval
+	l.mu.Unlock()
+	if !l.due(t, l.cfg.now()) || recent {
 		return doc, t, l.adopt(t, stamp)
 	}
 	if t.refresh == "" {
 		return nil, tokens{}, l.errorf("%w: it holds no refresh token; %s", ErrLoginExpired, l.f.relogin)
 	}
+	l.mu.Lock()
+	l.lastPost = l.cfg.now()
+	l.mu.Unlock()
 	resp, err := l.post(ctx, doc, t.refresh)
 	if err != nil {
 		return nil, tokens{}, err

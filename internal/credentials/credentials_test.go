@@ -43,6 +43,7 @@ type provider struct {
 	during  func()           // called while a refresh is being answered
 	lastTok tokenResponse    // the last answer
 	rotate  bool             // issue a new refresh token (Gemini's does not)
+	short   bool             // issue tokens valid for 2 minutes
 	seen    []map[string]any // request bodies, decoded
 }
 
@@ -117,6 +118,9 @@ func (p *provider) serve(w http.ResponseWriter, r *http.Request) {
 		resp.AccessToken = "ya29." + resp.AccessToken
 		resp.IDToken = jwt(map[string]any{"aud": geminiClientID}, "google-sig-NEW")
 		resp.Scope = "openid https://www.googleapis.com/auth/cloud-platform"
+	}
+	if p.short {
+		resp.ExpiresIn = "120"
 	}
 	p.lastTok = resp
 	json.NewEncoder(w).Encode(resp)
@@ -763,5 +767,46 @@ func TestARefreshWaitsForTheRealCLIsLockAndAdoptsItsToken(t *testing.T) {
 				t.Fatal("airlock did not adopt the CLI's new token")
 			}
 		})
+	}
+}
+
+func TestAnOutageDoesNotStopASandboxWhoseTokenStillWorks(t *testing.T) {
+	home, rel, refresh := fixture(t, Claude, time.Now().Add(5*time.Minute))
+	p := newProvider(t, Claude, refresh)
+	p.fail = http.StatusBadGateway
+	l, err := open(context.Background(), home, rel, hostsOf[Claude], p.cfg(time.Now))
+	if err != nil {
+		t.Fatalf("Open = %v; the token is good for 5 more minutes", err)
+	}
+	if got := swapped(t, l); got != "sk-ant-oat01-REAL-access" {
+		t.Fatal("not the user's token")
+	}
+}
+
+func TestAProviderOfShortTokensIsNotAskedAgainAtOnce(t *testing.T) {
+	c := &clock{t: time.Now()}
+	home, rel, refresh := fixture(t, Gemini, c.now().Add(-time.Minute))
+	p := newProvider(t, Gemini, refresh)
+	p.mu.Lock()
+	p.short = true // tokens valid for 2 minutes, always due
+	p.mu.Unlock()
+	l, err := open(context.Background(), home, rel, hostsOf[Gemini], p.cfg(c.now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := l.tick(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if posts, _ := p.counts(); posts != 1 {
+		t.Fatalf("%d refreshes within a minute, want 1", posts)
+	}
+	c.add(minRefreshInterval)
+	if err := l.tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if posts, _ := p.counts(); posts != 2 {
+		t.Fatalf("%d refreshes after a minute, want 2", posts)
 	}
 }
