@@ -165,9 +165,9 @@ type Login struct {
 // Open opens the login file at rel (relative to home; its kind is known by the
 // path, see KindOf) for a sandbox whose access token may go to hosts. A login
 // that is expired or expires within RefreshBefore is refreshed first, so the
-// sandbox starts with a working token (if that fails for a reason that may
-// pass and the token has not expired yet, Open goes on with it). Open does not start the refresher: call
-// Run, and Close when the sandbox is gone.
+// sandbox starts with a working token; if that fails for a reason that may
+// pass and the token has not expired yet, Open goes on with it. Open does not
+// start the refresher: call Run, and Close when the sandbox is gone.
 func Open(ctx context.Context, home, rel string, hosts []string) (*Login, error) {
 	return open(ctx, home, rel, hosts, defaultConfig())
 }
@@ -242,7 +242,8 @@ func (l *Login) String() string { return fmt.Sprintf("%s login ~/%s", l.f.displa
 // then returns nil. It returns an error wrapping ErrLoginExpired when the login
 // can no longer be refreshed (the user must sign in again); failures that may
 // pass (network, the provider's 5xx, a held lock) go to Warn and are retried
-// with backoff until the token expires.
+// with backoff (15 s doubling to 5 min). Whatever happens, the Secret keeps
+// the last token it had.
 func (l *Login) Run(ctx context.Context) error {
 	backoff := time.Duration(0)
 	for {
