@@ -124,6 +124,9 @@ func TestAJWTShapedPrefixLongerThanAFlagPrefixIsAccepted(t *testing.T) {
 	if _, err := NewSet(s); err != nil {
 		t.Fatal(err)
 	}
+	if str := s.String(); len(str) > 80 || !strings.Contains(str, Marker) {
+		t.Fatalf("String() = %q: want it short, with the marker", str)
+	}
 	if _, _, err := NewRotating("LOGIN", []byte("access-ONE-1111"), []string{"api.x.com"}, "a/b"+prefix); err == nil {
 		t.Fatal("a long prefix with a reserved character was accepted")
 	}

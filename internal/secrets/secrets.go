@@ -343,5 +343,9 @@ func shortPlaceholder(p string) string {
 	if end == len(p) {
 		return p
 	}
+	if i > maxPrefixLen {
+		// A long (JWT-shaped) prefix of a rotating secret: its start is enough.
+		return p[:16] + "…" + p[i:end] + "…"
+	}
 	return p[:end] + "…"
 }
