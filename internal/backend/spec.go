@@ -127,6 +127,16 @@ var credentialPaths = []string{
 	".password-store", ".local/share/keyrings", ".config/rclone", ".terraform.d",
 	".config/op", ".vault-token", ".cargo/credentials", ".cargo/credentials.toml",
 	".gem/credentials", ".config/airlock", ".local/state/airlock",
+	// Agents' own logins (OAuth refresh tokens): the sandbox gets a copy without
+	// them in its private home (see internal/credentials). The directories of the
+	// logins airlock refreshes are hidden whole: a file hidden by a mount is
+	// revealed when the host renames a new file over it (the kernel detaches
+	// mounts on a dentry renamed over, in every namespace), and the refresher and
+	// the CLIs write these files by rename. They also hold other projects'
+	// transcripts.
+	".claude", ".codex", ".gemini",
+	".claude/.credentials.json", ".codex/auth.json", ".gemini/oauth_creds.json",
+	".local/share/opencode/auth.json", ".config/goose/secrets.yaml",
 }
 
 // systemHidden are host paths no sandbox may read, whatever the flags.

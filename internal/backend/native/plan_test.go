@@ -123,6 +123,20 @@ func TestPlanHidesCredentialPathsAndSystemSecrets(t *testing.T) {
 	}
 }
 
+func TestPlanHidesTheAgentsLoginFiles(t *testing.T) {
+	home := t.TempDir()
+	in, err := Plan(&backend.Spec{Workspace: "/srv/ws", HostHome: home}, envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{".claude", ".codex", ".gemini", ".claude/.credentials.json", ".codex/auth.json", ".gemini/oauth_creds.json",
+		".local/share/opencode/auth.json", ".config/goose/secrets.yaml"} {
+		if want := filepath.Join(home, p); !slices.Contains(in.Hide, want) {
+			t.Errorf("%s is not hidden", want)
+		}
+	}
+}
+
 func TestPlanDoesNotHideAParentOfTheWorkspace(t *testing.T) {
 	home := t.TempDir()
 	cases := []struct {
