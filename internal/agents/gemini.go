@@ -45,7 +45,10 @@ var gemini = &Profile{
 		{Env: "GEMINI_API_KEY", From: []string{"GEMINI_API_KEY", "GOOGLE_API_KEY"}, Hosts: []string{geminiHost}},
 	},
 	Logins: []Login{
-		{Path: ".gemini/oauth_creds.json", Hosts: []string{"cloudcode-pa.googleapis.com"}},
+		// At start the CLI checks the token at oauth2.googleapis.com/tokeninfo
+		// (a failure there sends it to a browser login), then works against
+		// cloudcode-pa.
+		{Path: ".gemini/oauth_creds.json", Hosts: []string{"cloudcode-pa.googleapis.com", "oauth2.googleapis.com"}},
 	},
 	Env: []string{
 		"GEMINI_CLI_TRUST_WORKSPACE=true", // else headless runs exit 55 in an untrusted folder
