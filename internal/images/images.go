@@ -99,6 +99,10 @@ func Build(ctx context.Context, cli *client.Client, o BuildOptions) (string, err
 		}
 		steps = 5
 	}
+	previous := ""
+	if in, err := cli.ImageInspect(ctx, o.Tag); err == nil {
+		previous = in.ID
+	}
 	step := 0
 	stepf := func(format string, a ...any) {
 		step++
@@ -161,8 +165,24 @@ func Build(ctx context.Context, cli *client.Client, o BuildOptions) (string, err
 			return "", err
 		}
 	}
+	if previous != "" {
+		removePrevious(ctx, cli, o.Tag, previous, o.Progress)
+	}
 	stepf("done: %s (run with: airlock run --backend docker --image %s -- CMD)", o.Tag, o.Tag)
 	return o.Tag, nil
+}
+
+// removePrevious removes the image the build's tag named before, now
+// untagged (a rebuild would otherwise leave gigabytes behind), unless it
+// still has another name or a container uses it.
+func removePrevious(ctx context.Context, cli *client.Client, tag, previous string, progress io.Writer) {
+	in, err := cli.ImageInspect(ctx, previous)
+	if err != nil || len(in.RepoTags) > 0 || in.Config == nil || in.Config.Labels[dockerengine.LabelImage] == "" {
+		return
+	}
+	if _, err := cli.ImageRemove(ctx, previous, image.RemoveOptions{PruneChildren: true}); err == nil {
+		fmt.Fprintf(progress, "      removed the previous %s (%s)\n", tag, strings.TrimPrefix(previous, "sha256:")[:12])
+	}
 }
 
 // trim drops what an image does not need: downloaded packages and indexes.
