@@ -26,6 +26,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/credentials"
 	"github.com/airlock-dev/airlock/internal/egress"
 	"github.com/airlock-dev/airlock/internal/engine"
+	"github.com/airlock-dev/airlock/internal/images"
 	"github.com/airlock-dev/airlock/internal/mcpproxy"
 	"github.com/airlock-dev/airlock/internal/secrets"
 	"github.com/airlock-dev/airlock/internal/term"
@@ -124,6 +125,9 @@ func agentRun(c *cobra.Command, o *runOptions, ao *agentOptions, name string, ar
 	}
 	sc := &cfg.Spec
 	docker := sc.BackendName() == config.BackendDocker
+	if docker && sc.Image == "" {
+		sc.Image = images.Tag("agents") // airlock images build --variant agents
+	}
 	cli, err := findAgent(p, docker)
 	if err != nil {
 		return err
@@ -191,7 +195,10 @@ func agentRun(c *cobra.Command, o *runOptions, ao *agentOptions, name string, ar
 	if err := writeHomeFiles(hostHome, l.Files); err != nil {
 		return fmt.Errorf("agent %s: its home %s: %w", p.Name, hostHome, err)
 	}
-	env := append(slices.Clone(sc.Env), p.Env...)
+	// Node's own fetch ignores HTTPS_PROXY unless told (Node ≥ 22.21):
+	// through the proxy door (docker, unprivileged users) agents need it.
+	env := append(slices.Clone(sc.Env), "NODE_USE_ENV_PROXY=1")
+	env = append(env, p.Env...)
 	if root {
 		env = append(env, p.RootEnv...)
 	}
@@ -363,7 +370,8 @@ type agentCLI struct {
 // version), then the host's PATH. In a docker sandbox it is the image's.
 func findAgent(p *agents.Profile, docker bool) (agentCLI, error) {
 	if docker {
-		return agentCLI{path: p.Binary, where: "image"}, nil
+		// The image's own PATH is not the sandbox's: name the command whole.
+		return agentCLI{path: images.AgentsBin + "/" + p.Binary, where: "image"}, nil
 	}
 	if dir, err := agentInstallDir(p.Name); err == nil {
 		bin := filepath.Join(dir, "node_modules", ".bin", p.Binary)
