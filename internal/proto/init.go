@@ -62,6 +62,11 @@ type Mount struct {
 	// Upper and Work are MountOverlay's writable layer and scratch dir.
 	Upper string `cbor:"8,keyasint,omitempty"`
 	Work  string `cbor:"9,keyasint,omitempty"`
+	// FD, when not 0, says the host made this mount already: it is the
+	// FD-th descriptor sent with OpMounts (1-based), a detached tree the
+	// guest only attaches. For MountOverlay it is the lower layer, and the
+	// next one is the directory holding Upper and Work (by their names).
+	FD int `cbor:"10,keyasint,omitempty"`
 }
 
 // Landlock says where writes are allowed. Reads stay allowed everywhere the
