@@ -39,7 +39,7 @@ const OptOut = "--no-idmap"
 type idmapper struct {
 	lease *subid.Lease
 	exe   string
-	guest int              // the guest's pid: its user namespace maps root's files
+	guest int               // the guest's pid: its user namespace maps root's files
 	ns    map[[2]uint32]int // user namespace descriptors by owner
 }
 
@@ -320,4 +320,3 @@ func withinAny(d string, mounts []proto.Mount) bool {
 	}
 	return false
 }
-
