@@ -126,7 +126,7 @@ func setup(in *proto.Init, mounts []*os.File, r *reaper) (tap *os.File, warnings
 		}
 	}()
 	if in.Net != nil {
-		if tap, err = makeTAP(in.Net); err != nil {
+		if tap, err = makeTAP(in.Net, mounts); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -94,4 +94,8 @@ type Net struct {
 	Addr    string `cbor:"2,keyasint"` // the sandbox's address with prefix, e.g. 10.0.2.15/24
 	Gateway string `cbor:"3,keyasint"` // default route's next hop
 	MTU     int    `cbor:"4,keyasint"`
+	// FD, when not 0, is the OpMounts descriptor (1-based) of /dev/net/tun
+	// opened by the host in the sandbox's network namespace, for a guest
+	// that may not open it itself (root's sandboxes).
+	FD int `cbor:"5,keyasint,omitempty"`
 }

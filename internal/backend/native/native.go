@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"runtime"
 	"sort"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -438,6 +439,20 @@ func (s *Sandbox) sendMounts(init *proto.Init) error {
 		return fmt.Errorf("native: idmapped mounts: %w", err)
 	}
 	s.warnings = append(s.warnings, warnings...)
+	if init.Net != nil {
+		// /dev/net/tun is root's (often mode 0600), and the sandbox no
+		// longer is: the host opens it in the sandbox's network namespace,
+		// where the device it makes will live.
+		fd, err := openTunIn(s.guest.Pid)
+		if err != nil {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+			return fmt.Errorf("native: open /dev/net/tun for the sandbox: %w", err)
+		}
+		fds = append(fds, fd)
+		init.Net.FD = len(fds)
+	}
 	files := make([]*os.File, len(fds))
 	for i, fd := range fds {
 		files[i] = os.NewFile(uintptr(fd), "mount")
@@ -452,4 +467,30 @@ func (s *Sandbox) sendMounts(init *proto.Init) error {
 		files = files[n:]
 	}
 	return nil
+}
+
+// openTunIn opens /dev/net/tun from the network namespace of process pid.
+func openTunIn(pid int) (int, error) {
+	ns, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(ns)
+	self, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(self)
+	// setns changes this thread only; a thread that fails to come back is
+	// never given back to the runtime (it exits with the goroutine).
+	runtime.LockOSThread()
+	if err := unix.Setns(ns, unix.CLONE_NEWNET); err != nil {
+		runtime.UnlockOSThread()
+		return -1, err
+	}
+	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if unix.Setns(self, unix.CLONE_NEWNET) == nil {
+		runtime.UnlockOSThread()
+	}
+	return fd, err
 }
