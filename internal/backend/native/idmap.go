@@ -64,7 +64,7 @@ func (m *idmapper) userns(uid, gid uint32) (int, error) {
 		// The guest's own namespace maps exactly this.
 		fd, err = unix.Open("/proc/"+strconv.Itoa(m.guest)+"/ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	} else {
-		fd, err = stoppedUserns(m.exe, ownerMap(uid, m.lease.UID), ownerMap(gid, m.lease.GID))
+		fd, err = subid.Userns(m.exe, ownerMap(uid, m.lease.UID), ownerMap(gid, m.lease.GID))
 	}
 	if err != nil {
 		return -1, fmt.Errorf("user namespace for owner %d:%d: %w", uid, gid, err)
@@ -96,35 +96,6 @@ func ownerMap(owner, base uint32) []syscall.SysProcIDMap {
 		out = append(out, syscall.SysProcIDMap{ContainerID: 1, HostID: int(base) + 1, Size: int(hi) - 1})
 	}
 	return out
-}
-
-// stoppedUserns returns a descriptor of a new user namespace with these
-// maps. Only a process can make one: a child is cloned into it and stops at
-// its exec (PTRACE_TRACEME), before any of its code runs; it is killed once
-// the namespace is open. (runc does the same.)
-func stoppedUserns(exe string, uids, gids []syscall.SysProcIDMap) (int, error) {
-	pid, err := syscall.ForkExec(exe, []string{"airlock-userns"}, &syscall.ProcAttr{
-		Env: []string{},
-		Sys: &syscall.SysProcAttr{
-			Cloneflags:  unix.CLONE_NEWUSER,
-			UidMappings: uids, GidMappings: gids,
-			Ptrace:    true,
-			Pdeathsig: syscall.SIGKILL,
-		},
-	})
-	if err != nil {
-		return -1, err
-	}
-	defer func() {
-		unix.Kill(pid, unix.SIGKILL)
-		for {
-			var ws unix.WaitStatus
-			if _, err := unix.Wait4(pid, &ws, unix.WALL, nil); err != nil && !errors.Is(err, unix.EINTR) || ws.Exited() || ws.Signaled() {
-				return
-			}
-		}
-	}()
-	return unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 }
 
 // prepare clones and idmaps the sources of in's bind and overlay mounts,
@@ -204,7 +175,7 @@ func (m *idmapper) clone(p string, readOnly bool) (int, error) {
 	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
 		unix.Close(fd)
 		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EOPNOTSUPP) {
-			return -1, fmt.Errorf("%w: %s is on a filesystem (%s) that does not support idmapped mounts (or holds a mount that does not)", ErrNoIDMap, p, fsName(p))
+			return -1, fmt.Errorf("%w: %s is on a filesystem (%s) that does not support idmapped mounts (or holds a mount that does not)", ErrNoIDMap, p, subid.FSType(p))
 		}
 		return -1, fmt.Errorf("idmap %s: %w", p, err)
 	}
@@ -223,52 +194,6 @@ func plainClone(p string) (int, error) {
 		return -1, fmt.Errorf("clone %s: %w", p, err)
 	}
 	return fd, nil
-}
-
-// fsName names p's filesystem type from /proc/self/mountinfo ("unknown" if
-// it cannot tell).
-func fsName(p string) string {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return "unknown"
-	}
-	best, name := -1, "unknown"
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		sep := -1
-		for i, x := range f {
-			if x == "-" {
-				sep = i
-				break
-			}
-		}
-		if len(f) < 5 || sep < 0 || sep+1 >= len(f) {
-			continue
-		}
-		mp := unescapeMount(f[4])
-		if (p == mp || strings.HasPrefix(p, strings.TrimSuffix(mp, "/")+"/")) && len(mp) >= best {
-			best, name = len(mp), f[sep+1]
-		}
-	}
-	return name
-}
-
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return filepath.Clean(s)
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return filepath.Clean(b.String())
 }
 
 // blindParents returns, for a sandbox that holds no host id, the topmost
