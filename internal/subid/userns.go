@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -103,4 +103,3 @@ func unescapeMount(s string) string {
 	}
 	return filepath.Clean(b.String())
 }
-
