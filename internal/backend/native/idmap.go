@@ -28,7 +28,7 @@ import (
 
 // ErrNoIDMap says a path the sandbox must write lies on a filesystem that
 // refuses idmapped mounts.
-var ErrNoIDMap = errors.New("no idmapped mounts")
+var ErrNoIDMap = errors.New("does not support idmapped mounts")
 
 // OptOut is the run flag that keeps host root's identity instead.
 const OptOut = "--no-idmap"
@@ -175,7 +175,7 @@ func (m *idmapper) clone(p string, readOnly bool) (int, error) {
 	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
 		unix.Close(fd)
 		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EOPNOTSUPP) {
-			return -1, fmt.Errorf("%w: %s is on a filesystem (%s) that does not support idmapped mounts (or holds a mount that does not)", ErrNoIDMap, p, subid.FSType(p))
+			return -1, fmt.Errorf("%s is on a filesystem (%s) that %w (or holds a mount that does not)", p, subid.FSType(p), ErrNoIDMap)
 		}
 		return -1, fmt.Errorf("idmap %s: %w", p, err)
 	}
