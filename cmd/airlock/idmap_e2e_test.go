@@ -369,3 +369,32 @@ mount --bind "$D/subuid" /etc/subuid; mount --bind "$D/subgid" /etc/subgid`
 		t.Errorf("uid_map = %q, want one slot of the new range", r.stdout)
 	}
 }
+
+// --home, --rw and --ro of another user's are shown as root's inside, and
+// what the sandbox writes there is that user's on the host.
+func TestRootsSandboxHomeRWAndROKeepTheirOwners(t *testing.T) {
+	rootOnly(t)
+	e := newEnv(t)
+	d := hostDir(t)
+	home, rw, ro := filepath.Join(d, "home"), filepath.Join(d, "rw"), filepath.Join(d, "ro")
+	for _, p := range []string{home, rw, ro} {
+		if err := os.Mkdir(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(ro, "config"), []byte("theirs\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	chownTree(t, d, otherUID, otherGID)
+	script := `echo h > "$HOME/h" && echo r > ` + rw + `/r && cat ` + ro + `/config && (echo no > ` + ro + `/w) 2>/dev/null || echo ro-refused`
+	r := e.run("run", "-q", "--home", home, "--rw", rw, "--ro", ro, "--", "sh", "-c", script)
+	if r.code != 0 || r.stdout != "theirs\nro-refused\n" {
+		t.Fatalf("want the home and --rw writable, --ro readable and not writable: %v", r)
+	}
+	want := fmt.Sprintf("%d:%d", otherUID, otherGID)
+	for _, p := range []string{filepath.Join(home, "h"), filepath.Join(rw, "r")} {
+		if got := owner(t, p); got != want {
+			t.Errorf("%s is owned by %s on the host, want %s", p, got, want)
+		}
+	}
+}
