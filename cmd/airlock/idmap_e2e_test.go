@@ -398,3 +398,30 @@ func TestRootsSandboxHomeRWAndROKeepTheirOwners(t *testing.T) {
 		}
 	}
 }
+
+// airlock doctor says whether root's sandboxes get ids of their own, and
+// --fix reserves the range (here in a private mount namespace over copies).
+func TestDoctorReportsAndFixesRootsIDRange(t *testing.T) {
+	rootOnly(t)
+	e := newEnv(t)
+	d := t.TempDir()
+	script := `D=` + d + `
+: > "$D/subuid"; : > "$D/subgid"
+mount --bind "$D/subuid" /etc/subuid; mount --bind "$D/subgid" /etc/subgid
+"$1" doctor | grep "sandbox ids"; "$1" doctor --fix >/dev/null`
+	// Then, after the script, "doctor" once more: the whole report.
+	r := e.inMountNS(script, "doctor")
+	lines := strings.Split(r.stdout, "\n")
+	if !strings.HasPrefix(lines[0], "✗ sandbox ids") || !strings.Contains(lines[0], "no id range") {
+		t.Errorf("without a range the row is %q, want it missing", lines[0])
+	}
+	if !strings.Contains(r.stderr, "fixed: reserved uids 131072-16908287") {
+		t.Errorf("doctor --fix did not say what it reserved: %v", r)
+	}
+	if !strings.Contains(r.stdout, "✓ sandbox ids          as root: uids 131072-16908287") || !strings.Contains(r.stdout, "idmapped mounts work on") {
+		t.Errorf("after --fix the report has no ok row for sandbox ids: %v", r)
+	}
+	if b, _ := os.ReadFile(filepath.Join(d, "subgid")); string(b) != "airlock:131072:16777216\n" {
+		t.Errorf("subgid after doctor --fix = %q", b)
+	}
+}
