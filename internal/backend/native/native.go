@@ -105,6 +105,7 @@ func Spawn(o Options, c *backend.Spec) (*Sandbox, error) {
 	}
 	conn, child, err := proto.Pair()
 	if err != nil {
+		s.Close()
 		return nil, fmt.Errorf("native: %w", err)
 	}
 	s.conn = conn
