@@ -174,6 +174,9 @@ func (m *idmapper) clone(p string, readOnly bool) (int, error) {
 	attr := &unix.MountAttr{Attr_set: set, Userns_fd: uint64(ns), Propagation: unix.MS_PRIVATE}
 	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
 		unix.Close(fd)
+		if errors.Is(err, unix.ENOSYS) {
+			return -1, fmt.Errorf("this kernel %w (Linux 5.12+ has them)", ErrNoIDMap)
+		}
 		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EOPNOTSUPP) {
 			return -1, fmt.Errorf("%s is on a filesystem (%s) that %w (or holds a mount that does not)", p, subid.FSType(p), ErrNoIDMap)
 		}
