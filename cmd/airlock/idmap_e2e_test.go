@@ -7,6 +7,7 @@ package main
 // unprivileged user's sandboxes are unchanged.
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -424,4 +425,61 @@ mount --bind "$D/subuid" /etc/subuid; mount --bind "$D/subgid" /etc/subgid
 	if b, _ := os.ReadFile(filepath.Join(d, "subgid")); string(b) != "airlock:131072:16777216\n" {
 		t.Errorf("subgid after doctor --fix = %q", b)
 	}
+}
+
+// slotHeld reports whether the id slot holding host uid is locked by a
+// running sandbox's supervisor.
+func slotHeld(t *testing.T, uid int) bool {
+	t.Helper()
+	r, err := subid.DefaultPaths.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := (uid - int(r.UID)) / subid.SlotSize
+	fd, err := unix.Open(filepath.Join(subid.DefaultPaths.LockDir, "slot-"+strconv.Itoa(slot)), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	return unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB) != nil
+}
+
+// A supervisor killed with SIGKILL frees its id slot: the lock dies with
+// it, and so does every process that ran as the slot's ids.
+func TestRootsKilledSupervisorFreesItsIDSlot(t *testing.T) {
+	rootOnly(t)
+	e := newEnv(t)
+	marker := fmt.Sprintf("%d.7", 200000+os.Getpid())
+	if r := e.run("run", "-d", "--name", "slot", "--", "sleep", marker); r.code != 0 {
+		t.Fatalf("run -d: %v", r)
+	}
+	var pid int
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		if p := testutil.ProcsWith("sleep\x00" + marker); len(p) == 1 {
+			pid = p[0]
+		}
+		return pid != 0
+	})
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid := -1
+	for _, line := range strings.Split(string(st), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
+			uid, _ = strconv.Atoi(strings.Fields(rest)[0])
+		}
+	}
+	if !slotHeld(t, uid) {
+		t.Fatalf("the slot of host uid %d is not held while its sandbox runs", uid)
+	}
+	var got struct {
+		PID int `json:"pid"`
+	}
+	json.Unmarshal([]byte(e.run("get", "slot").stdout), &got)
+	if got.PID == 0 {
+		t.Fatal("no supervisor pid")
+	}
+	syscall.Kill(got.PID, syscall.SIGKILL)
+	testutil.WaitFor(t, 10*time.Second, func() bool { return len(testutil.ProcsWith("sleep\x00"+marker)) == 0 && !slotHeld(t, uid) })
 }
