@@ -158,7 +158,7 @@ func (p Paths) Ensure() (r Range, created bool, err error) {
 	}
 	unlock, err := p.lock("reserve")
 	if err != nil {
-		return Range{}, false, err
+		return Range{}, false, fmt.Errorf("%w: %w", ErrNoRange, err)
 	}
 	defer unlock()
 	u, err := readFile(p.SubUID)
