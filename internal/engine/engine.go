@@ -69,6 +69,9 @@ type Spec struct {
 	// Watch records every file created, written or deleted in a writable
 	// mount in the audit stream (kind file).
 	Watch bool `json:"watch,omitempty"`
+	// HostIDs: started by root, the sandbox keeps host root's identity
+	// (see backend.Spec.HostIDs).
+	HostIDs bool `json:"host_ids,omitempty"`
 }
 
 // Options are what a host gives the engine that cannot be stored.
@@ -140,7 +143,7 @@ func Prepare(spec *Spec, exe string) (backend.Pending, error) {
 	if err != nil {
 		return nil, err
 	}
-	return be.Prepare(context.Background(), &backend.Spec{Limits: limitsOf(&spec.Config)})
+	return be.Prepare(context.Background(), &backend.Spec{Limits: limitsOf(&spec.Config), HostIDs: spec.HostIDs})
 }
 
 // Prune removes what every backend left behind for sandboxes under
@@ -374,6 +377,7 @@ func (s *Sandbox) backendSpec() (*backend.Spec, error) {
 		ID: s.h.ID(), Workspace: c.Workspace.Path, Home: c.Home, HostHome: hostHome,
 		RO: c.RO, RW: c.RW, NoDelete: c.Workspace.NoDelete, TmpBytes: c.Limits.TmpBytes, Limits: limitsOf(c),
 		Binds: append([]backend.Bind(nil), s.spec.Binds...), Image: c.Image, StateRoot: stateRoot(s.h), RunDir: runDir(s.h.SocketPath()),
+		HostIDs: s.spec.HostIDs,
 	}
 	if b.TmpBytes == 0 {
 		b.TmpBytes = b.Limits.MemoryBytes
