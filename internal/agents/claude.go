@@ -78,7 +78,15 @@ func claudeProfile() *Profile {
 			"DISABLE_TELEMETRY=1",
 			"DISABLE_ERROR_REPORTING=1",
 		},
-		RootEnv:     []string{"IS_SANDBOX=1"},
+		RootEnv: []string{"IS_SANDBOX=1"},
+		// Its settings (hooks, env, permissions), instructions, commands,
+		// agents and skills; .mcp.json is not here: --strict-mcp-config
+		// ignores it.
+		RepoSettings: []string{
+			".claude/settings.json", ".claude/settings.local.json",
+			"CLAUDE.md", "CLAUDE.local.md",
+			".claude/commands", ".claude/agents", ".claude/skills",
+		},
 		FindSession: claudeFindSession,
 	}
 	p.Launch = func(in Inputs) (Launch, error) { return claudeLaunch(p, in) }
@@ -128,10 +136,9 @@ func claudeLaunch(p *Profile, in Inputs) (Launch, error) {
 	}
 	argv = append(argv, in.Args...)
 
-	env := append([]string(nil), p.Env...)
-	if in.Root {
-		env = append(env, p.RootEnv...)
-	}
+	// Env and RootEnv are the profile's; the run adds only what depends on
+	// its inputs.
+	var env []string
 	if ms > 0 {
 		// MCP_TIMEOUT bounds a server's start; MCP_TOOL_TIMEOUT a call
 		// (the per-server timeout above says the same for ours).

@@ -82,6 +82,16 @@ func claudeMCP(t *testing.T, argv []string) map[string]map[string]any {
 	return cfg.MCPServers
 }
 
+// claudeRunEnv is the environment a run gets, composed as airlock agent
+// run does: the profile's Env, its RootEnv as root, then the launch's.
+func claudeRunEnv(p *Profile, in Inputs, l Launch) []string {
+	env := slices.Clone(p.Env)
+	if in.Root {
+		env = append(env, p.RootEnv...)
+	}
+	return append(env, l.Env...)
+}
+
 func TestClaudeLaunch(t *testing.T) {
 	p, err := Lookup("claude")
 	if err != nil {
@@ -89,10 +99,10 @@ func TestClaudeLaunch(t *testing.T) {
 	}
 	for name, tc := range map[string]struct {
 		change func(*Inputs)
-		check  func(t *testing.T, in Inputs, l Launch)
+		check  func(t *testing.T, in Inputs, l Launch, env []string)
 	}{
 		"a run skips Claude's own permission prompts and ends with the user's arguments": {
-			check: func(t *testing.T, in Inputs, l Launch) {
+			check: func(t *testing.T, in Inputs, l Launch, env []string) {
 				if l.Argv[0] != "claude" || l.Argv[1] != "--dangerously-skip-permissions" {
 					t.Errorf("argv %q", l.Argv)
 				}
@@ -102,7 +112,7 @@ func TestClaudeLaunch(t *testing.T) {
 			},
 		},
 		"the orientation is appended to the system prompt verbatim": {
-			check: func(t *testing.T, in Inputs, l Launch) {
+			check: func(t *testing.T, in Inputs, l Launch, env []string) {
 				i := slices.Index(l.Argv, "--append-system-prompt")
 				if i < 0 || l.Argv[i+1] != in.Orientation {
 					t.Errorf("argv %q: want --append-system-prompt with the orientation", l.Argv)
@@ -110,7 +120,7 @@ func TestClaudeLaunch(t *testing.T) {
 			},
 		},
 		"an MCP server is airlock's bridge, loaded up front, with the tool timeout": {
-			check: func(t *testing.T, in Inputs, l Launch) {
+			check: func(t *testing.T, in Inputs, l Launch, env []string) {
 				servers := claudeMCP(t, l.Argv)
 				fs, ok := servers["fs"]
 				if !ok || len(servers) != 1 {
@@ -124,25 +134,25 @@ func TestClaudeLaunch(t *testing.T) {
 		},
 		"without MCP servers the config is empty and still strict, so the workspace's .mcp.json is ignored": {
 			change: func(in *Inputs) { in.MCP = nil },
-			check: func(t *testing.T, in Inputs, l Launch) {
+			check: func(t *testing.T, in Inputs, l Launch, env []string) {
 				if servers := claudeMCP(t, l.Argv); len(servers) != 0 {
 					t.Errorf("servers %v, want none", servers)
 				}
 			},
 		},
 		"MCP timeouts are raised to the tool timeout": {
-			check: func(t *testing.T, in Inputs, l Launch) {
+			check: func(t *testing.T, in Inputs, l Launch, env []string) {
 				for _, want := range []string{"MCP_TIMEOUT=360000", "MCP_TOOL_TIMEOUT=360000"} {
-					if !slices.Contains(l.Env, want) {
-						t.Errorf("env %q lacks %s", l.Env, want)
+					if !slices.Contains(env, want) {
+						t.Errorf("env %q lacks %s", env, want)
 					}
 				}
 			},
 		},
 		"without a tool timeout Claude's own MCP timeouts are left alone": {
 			change: func(in *Inputs) { in.ToolTimeout = 0 },
-			check: func(t *testing.T, in Inputs, l Launch) {
-				for _, e := range l.Env {
+			check: func(t *testing.T, in Inputs, l Launch, env []string) {
+				for _, e := range env {
 					if strings.HasPrefix(e, "MCP_") {
 						t.Errorf("env has %s", e)
 					}
@@ -154,7 +164,7 @@ func TestClaudeLaunch(t *testing.T) {
 		},
 		"a resumed session names its id before the user's arguments": {
 			change: func(in *Inputs) { in.Resume = "8f6ad036-7acd-4021-9c48-a56cc945398a" },
-			check: func(t *testing.T, in Inputs, l Launch) {
+			check: func(t *testing.T, in Inputs, l Launch, env []string) {
 				n := len(l.Argv)
 				if !slices.Equal(l.Argv[n-4:], []string{"--resume", in.Resume, "-p", "fix the tests"}) {
 					t.Errorf("argv %q", l.Argv)
@@ -165,7 +175,7 @@ func TestClaudeLaunch(t *testing.T) {
 			},
 		},
 		"a new session is not resumed": {
-			check: func(t *testing.T, in Inputs, l Launch) {
+			check: func(t *testing.T, in Inputs, l Launch, env []string) {
 				if slices.Contains(l.Argv, "--resume") || slices.Contains(l.Argv, "--continue") || slices.Contains(l.Argv, "-c") {
 					t.Errorf("argv %q", l.Argv)
 				}
@@ -173,30 +183,43 @@ func TestClaudeLaunch(t *testing.T) {
 		},
 		"as root IS_SANDBOX is set, or Claude refuses to skip permissions": {
 			change: func(in *Inputs) { in.Root = true },
-			check: func(t *testing.T, in Inputs, l Launch) {
-				if !slices.Contains(l.Env, "IS_SANDBOX=1") {
-					t.Errorf("env %q lacks IS_SANDBOX=1", l.Env)
+			check: func(t *testing.T, in Inputs, l Launch, env []string) {
+				if !slices.Contains(env, "IS_SANDBOX=1") {
+					t.Errorf("env %q lacks IS_SANDBOX=1", env)
 				}
 			},
 		},
 		"as another user IS_SANDBOX is not set": {
-			check: func(t *testing.T, in Inputs, l Launch) {
-				if slices.Contains(l.Env, "IS_SANDBOX=1") {
-					t.Errorf("env %q", l.Env)
+			check: func(t *testing.T, in Inputs, l Launch, env []string) {
+				if slices.Contains(env, "IS_SANDBOX=1") {
+					t.Errorf("env %q", env)
 				}
 			},
 		},
 		"nonessential traffic, updates, telemetry and error reports are off": {
-			check: func(t *testing.T, in Inputs, l Launch) {
+			check: func(t *testing.T, in Inputs, l Launch, env []string) {
 				for _, want := range []string{"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1"} {
-					if !slices.Contains(l.Env, want) {
-						t.Errorf("env %q lacks %s", l.Env, want)
+					if !slices.Contains(env, want) {
+						t.Errorf("env %q lacks %s", env, want)
 					}
 				}
 			},
 		},
+		"no variable is set twice": {
+			change: func(in *Inputs) { in.Root = true },
+			check: func(t *testing.T, in Inputs, l Launch, env []string) {
+				seen := map[string]bool{}
+				for _, e := range env {
+					name, _, _ := strings.Cut(e, "=")
+					if seen[name] {
+						t.Errorf("env %q sets %s twice", env, name)
+					}
+					seen[name] = true
+				}
+			},
+		},
 		"onboarding is done, the workspace trusted and the key's placeholder approved": {
-			check: func(t *testing.T, in Inputs, l Launch) {
+			check: func(t *testing.T, in Inputs, l Launch, env []string) {
 				var st struct {
 					HasCompletedOnboarding bool
 					CustomAPIKeyResponses  struct{ Approved, Rejected []string } `json:"customApiKeyResponses"`
@@ -218,14 +241,14 @@ func TestClaudeLaunch(t *testing.T) {
 		},
 		"without an API key no key is approved": {
 			change: func(in *Inputs) { in.Keys = map[string]string{"CLAUDE_CODE_OAUTH_TOKEN": "sk-ant-oat01-airlock-ph-x"} },
-			check: func(t *testing.T, in Inputs, l Launch) {
+			check: func(t *testing.T, in Inputs, l Launch, env []string) {
 				if !strings.Contains(string(l.Files[".claude.json"]), `"approved": []`) {
 					t.Errorf(".claude.json %s", l.Files[".claude.json"])
 				}
 			},
 		},
 		"files go only into the private home": {
-			check: func(t *testing.T, in Inputs, l Launch) {
+			check: func(t *testing.T, in Inputs, l Launch, env []string) {
 				for name := range l.Files {
 					if filepath.IsAbs(name) || !filepath.IsLocal(name) || strings.HasPrefix(filepath.Join(in.Home, name), in.Workspace) {
 						t.Errorf("file %q is not inside the home", name)
@@ -243,7 +266,7 @@ func TestClaudeLaunch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tc.check(t, in, l)
+			tc.check(t, in, l, claudeRunEnv(p, in, l))
 		})
 	}
 }
@@ -274,7 +297,7 @@ func TestClaudeLaunchHoldsNoKey(t *testing.T) {
 	}
 	var all []string
 	all = append(all, l.Argv...)
-	all = append(all, l.Env...)
+	all = append(all, claudeRunEnv(p, in, l)...)
 	for name, b := range l.Files {
 		all = append(all, name, string(b))
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"unicode/utf8"
 )
 
@@ -48,7 +47,7 @@ func (s *Server) routeAnthropic(mux *http.ServeMux) {
 // anthropicStatic answers a fixed JSON body, recorded as a side request.
 func (s *Server) anthropicStatic(status int, body string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		s.record(Request{API: "anthropic", Path: r.URL.Path, Credential: anthropicCredential(r), Step: -1})
+		s.record(Request{API: "anthropic", Path: r.URL.Path, Credential: Credential(r), Step: -1})
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
 		io.WriteString(w, body)
@@ -85,18 +84,6 @@ func (r *anthropicRequest) toolResults() int {
 	return n
 }
 
-// anthropicCredential is the key (x-api-key) or token (Authorization:
-// Bearer) a request carried.
-func anthropicCredential(r *http.Request) string {
-	if k := r.Header.Get("X-Api-Key"); k != "" {
-		return k
-	}
-	if t, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-		return t
-	}
-	return ""
-}
-
 // anthropicError answers in the API's error shape.
 func anthropicError(w http.ResponseWriter, status int, kind, msg string) {
 	w.Header().Set("Content-Type", "application/json")
@@ -122,7 +109,7 @@ func (s *Server) anthropicCountTokens(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s.record(Request{API: "anthropic", Path: r.URL.Path, Credential: anthropicCredential(r), Model: req.Model, Step: -1})
+	s.record(Request{API: "anthropic", Path: r.URL.Path, Credential: Credential(r), Model: req.Model, Step: -1})
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(map[string]int64{"input_tokens": s.Usage.Input})
 }
@@ -141,7 +128,7 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	rec := Request{API: "anthropic", Path: r.URL.Path, Credential: anthropicCredential(r),
+	rec := Request{API: "anthropic", Path: r.URL.Path, Credential: Credential(r),
 		Model: req.Model, Step: -1, Stream: req.Stream, Usage: s.Usage}
 	var blocks []anthropicBlock
 	stop := "end_turn"
