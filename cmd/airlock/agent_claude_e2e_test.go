@@ -1,0 +1,153 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/airlock-dev/airlock/internal/fakellm"
+)
+
+// claudeTestIP serves the fake Anthropic API for the Claude Code tests.
+const claudeTestIP = "127.0.0.21"
+
+// claudeResult is the part of `claude -p --output-format json` the tests read.
+type claudeResult struct {
+	SessionID string `json:"session_id"`
+	Result    string `json:"result"`
+	IsError   bool   `json:"is_error"`
+}
+
+func parseClaudeResult(t *testing.T, r result) claudeResult {
+	t.Helper()
+	var c claudeResult
+	if err := json.Unmarshal([]byte(strings.TrimSpace(r.stdout)), &c); err != nil {
+		t.Fatalf("claude's JSON result: %v\n%v", err, r)
+	}
+	return c
+}
+
+// TestClaudeCodeWorksWithItsKeyHeldBack runs the real Claude Code (pinned)
+// with `ANTHROPIC_API_KEY=... airlock agent run claude --workspace DIR
+// --add-host api.anthropic.com:IP --upstream-ca CA.pem -- -p PROMPT`
+// against the fake Anthropic API. The scripted model writes a file with
+// Claude's Write tool, curls a host no rule allows, reads a file through
+// the policed MCP server, and dumps the environment of every process in
+// the sandbox into the workspace. Then: the file is there; the curl was
+// refused by airlock; the MCP call passed the proxy's policy; the
+// real key reached the fake API and is nowhere inside (output, workspace
+// with the env dump, the agent's home), where only its placeholder is;
+// as root IS_SANDBOX=1 was set. A second run with --resume last goes on
+// with the same Claude session, its history (four tool results) intact.
+func TestClaudeCodeWorksWithItsKeyHeldBack(t *testing.T) {
+	// The script names paths in the workspace, so it is made first.
+	ws := filepath.Join(t.TempDir(), "ws")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hello, dump := filepath.Join(ws, "hello.txt"), filepath.Join(ws, "env-dump.txt")
+	var a *agentTest
+	note := "" // set below, before the agent runs
+	script := func() []fakellm.Step {
+		return []fakellm.Step{
+			{Text: "I'll write the file.", Tool: "Write", Args: map[string]any{"file_path": hello, "content": "hello from claude\n"}},
+			{Tool: "Bash", Args: map[string]any{"command": "curl -sS https://denied.example.com", "description": "Reach a host no rule allows"}},
+			{Tool: "mcp__fs__read_text_file", Args: map[string]any{"path": note}},
+			{Tool: "Bash", Args: map[string]any{
+				"command":     `for f in /proc/[0-9]*/environ; do tr '\0' '\n' < "$f"; echo; done > ` + dump,
+				"description": "Dump every process's environment",
+			}},
+			{Text: "All done: wrote hello.txt, denied.example.com was refused, read the note."},
+		}
+	}
+	// newAgentTest starts the fake with the script; the MCP server's note
+	// path is known only once the test's env exists, so the fake gets a
+	// stand-in first and the script is set before any request arrives.
+	a = newAgentTest(t, claudeTestIP, nil)
+	a.ws = ws
+	note, _ = a.withMCPServer()
+	a.fake.Script = script()
+	a.fake.Requests() // takes the fake's lock, which its handlers read the script under
+
+	r := a.agent("claude", "ANTHROPIC_API_KEY", "api.anthropic.com", []string{"--name", "claude-e2e", "--timeout", "4m"},
+		"-p", "write hello.txt", "--output-format", "json")
+	if r.code != 0 {
+		t.Fatalf("airlock agent run claude: %v\nrequests: %+v", r, a.fake.Requests())
+	}
+	first := parseClaudeResult(t, r)
+	if first.IsError || !strings.Contains(first.Result, "All done") || first.SessionID == "" {
+		t.Errorf("claude's result %+v", first)
+	}
+	if b, err := os.ReadFile(hello); err != nil || string(b) != "hello from claude\n" {
+		t.Errorf("the file Claude wrote: %q, %v", b, err)
+	}
+	steps := map[int]bool{}
+	for _, q := range a.fake.Requests() {
+		if q.API == "unknown" {
+			t.Errorf("Claude Code called %s, which the fake does not serve", q.Path)
+		}
+		if q.Path == "/v1/messages" {
+			steps[q.Step] = true
+		}
+	}
+	for i := range a.fake.Script {
+		if !steps[i] {
+			t.Errorf("the model's step %d was never asked for; steps seen %v", i, steps)
+		}
+	}
+
+	var denied, mcpAllowed bool
+	for _, rec := range auditRecords(t, a.env, "claude-e2e") {
+		denied = denied || rec.Decision == "deny" && rec.Host == "denied.example.com" // dns, or network in proxy mode
+		mcpAllowed = mcpAllowed || rec.Kind == "mcp" && rec.Decision == "allow" && rec.Subject == "fs/read_text_file"
+	}
+	if !denied {
+		t.Error("no denial of denied.example.com in the audit log")
+	}
+	if !mcpAllowed {
+		t.Error("no allowed fs/read_text_file MCP call in the audit log")
+	}
+
+	b, err := os.ReadFile(dump)
+	if err != nil {
+		t.Fatalf("the environment dump: %v", err)
+	}
+	envs := string(b)
+	if !strings.Contains(envs, "ANTHROPIC_API_KEY=sk-ant-api03-airlock-ph-") {
+		t.Errorf("the sandbox's processes have no ANTHROPIC_API_KEY placeholder:\n%s", envs)
+	}
+	if !strings.Contains(envs, "IS_SANDBOX=1") || !strings.Contains(envs, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1") {
+		t.Errorf("the profile's environment is missing inside:\n%s", envs)
+	}
+	a.checkKeyStayedOut(r)
+
+	// Resume: the same Claude session, its history carried over.
+	n := len(a.fake.Requests())
+	r = a.agent("claude", "ANTHROPIC_API_KEY", "api.anthropic.com", []string{"--name", "claude-e2e-resumed", "--timeout", "4m", "--resume", "last"},
+		"-p", "what did you do?", "--output-format", "json")
+	if r.code != 0 {
+		t.Fatalf("airlock agent run claude --resume last: %v", r)
+	}
+	if again := parseClaudeResult(t, r); again.SessionID != first.SessionID || again.IsError {
+		t.Errorf("resumed %+v, want session %s", again, first.SessionID)
+	}
+	resumed := 0
+	for _, q := range a.fake.Requests()[n:] {
+		if q.Path != "/v1/messages" {
+			continue
+		}
+		resumed++
+		if q.Step < 4 {
+			t.Errorf("a resumed request is at step %d: its history lost the first run's four tool results", q.Step)
+		}
+	}
+	if resumed == 0 {
+		t.Error("the resumed run asked the model nothing")
+	}
+	a.checkKeyStayedOut(r)
+	if r := a.run("agent", "sessions"); !strings.Contains(r.stdout, first.SessionID) {
+		t.Errorf("airlock agent sessions does not list %s: %v", first.SessionID, r)
+	}
+}
