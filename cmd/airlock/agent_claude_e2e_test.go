@@ -2,10 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/creack/pty"
 
 	"github.com/airlock-dev/airlock/internal/fakellm"
 )
@@ -150,4 +155,64 @@ func TestClaudeCodeWorksWithItsKeyHeldBack(t *testing.T) {
 	if r := a.run("agent", "sessions"); !strings.Contains(r.stdout, first.SessionID) {
 		t.Errorf("airlock agent sessions does not list %s: %v", first.SessionID, r)
 	}
+}
+
+// TestClaudeCodeStartsInteractivelyWithNoQuestion runs `airlock agent run
+// claude -- PROMPT` on a terminal with a fresh agent home: onboarding, the
+// "use this API key?" question (the placeholder is pre-approved), workspace
+// trust and the bypass-permissions warning must all be answered already,
+// or the prompt never reaches the model and the file is never written.
+func TestClaudeCodeStartsInteractivelyWithNoQuestion(t *testing.T) {
+	ws := filepath.Join(t.TempDir(), "ws")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hello := filepath.Join(ws, "hello.txt")
+	a := newAgentTest(t, claudeTestIP, []fakellm.Step{
+		{Tool: "Write", Args: map[string]any{"file_path": hello, "content": "hello from an interactive claude\n"}},
+		{Text: "Wrote hello.txt."},
+	})
+	a.ws = ws
+	c := a.agentCmd("claude", "ANTHROPIC_API_KEY", "api.anthropic.com", []string{"--timeout", "3m"}, "write hello.txt")
+	c.Env = append(c.Env, "TERM=xterm-256color")
+	ptm, err := pty.StartWithSize(c, &pty.Winsize{Rows: 40, Cols: 120})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptm.Close()
+	var screen lockedBuffer
+	go io.Copy(&screen, ptm)
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+
+	// The model's final answer is asked for once Write has run.
+	answered := func() bool {
+		for _, q := range a.fake.Requests() {
+			if q.Path == "/v1/messages" && q.Step == 1 {
+				return true
+			}
+		}
+		return false
+	}
+	deadline := time.After(2 * time.Minute)
+	for !answered() {
+		select {
+		case err := <-done:
+			t.Fatalf("claude ended (%v) before the model's last step; the screen:\n%s", err, screen.String())
+		case <-deadline:
+			t.Fatalf("the prompt never went through (a first-run question?); the screen:\n%s", screen.String())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if b, err := os.ReadFile(hello); err != nil || string(b) != "hello from an interactive claude\n" {
+		t.Errorf("the file Claude wrote: %q, %v", b, err)
+	}
+	c.Process.Signal(syscall.SIGTERM) // airlock stops the sandbox
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		c.Process.Kill()
+		t.Fatal("airlock did not end on SIGTERM")
+	}
+	a.checkKeyStayedOut(result{stdout: screen.String()})
 }
