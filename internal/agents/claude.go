@@ -36,11 +36,27 @@ import (
 //   - MCP servers given by --mcp-config take a per-server "timeout" (ms, the
 //     tool-call limit, overriding MCP_TOOL_TIMEOUT); --strict-mcp-config
 //     ignores every other source, the workspace's .mcp.json included.
+//   - MCP timeouts (read from the bundle, then tried): a call may take
+//     1e8 ms (~28 h) unless MCP_TOOL_TIMEOUT or the server's "timeout"
+//     says otherwise, so an escalated call approved after 90 s came
+//     through with nothing set; a stdio call silent for 30 min
+//     (CLAUDE_CODE_MCP_TOOL_IDLE_TIMEOUT) is dropped; connecting may take
+//     MCP_TIMEOUT (30 s by default; over 60 s is not honoured, #16837).
 //   - Sessions are stored as ~/.claude/projects/<cwd with / as ->/<uuid>.jsonl;
 //     --resume <uuid> appends to the same file.
 
 // claudeHost is the one host Claude Code needs.
 const claudeHost = "api.anthropic.com"
+
+// Claude Code's own MCP limits (see above). A run raises them to its tool
+// timeout when that is longer, never lowers them.
+const (
+	claudeToolTimeout = 100_000_000 * time.Millisecond
+	claudeIdleTimeout = 30 * time.Minute
+	// claudeConnectTimeout is given to MCP_TIMEOUT: a server airlock starts
+	// in its own sandbox (npx may download it) can take longer than 30 s.
+	claudeConnectTimeout = 60 * time.Second
+)
 
 func init() { register(claudeProfile()) }
 
@@ -109,14 +125,17 @@ func claudeLaunch(p *Profile, in Inputs) (Launch, error) {
 	if in.Workspace == "" {
 		return Launch{}, fmt.Errorf("claude: no workspace")
 	}
-	ms := in.ToolTimeout.Milliseconds()
+	var callTimeout int64 // ms; 0: Claude's own
+	if in.ToolTimeout > claudeToolTimeout {
+		callTimeout = in.ToolTimeout.Milliseconds()
+	}
 
 	servers := map[string]claudeMCPServer{}
 	for _, s := range in.MCP {
 		if _, dup := servers[s.Name]; dup {
 			return Launch{}, fmt.Errorf("claude: MCP server %q named twice", s.Name)
 		}
-		servers[s.Name] = claudeMCPServer{Type: "stdio", Command: s.Command, Args: s.Args, Timeout: ms, AlwaysLoad: true}
+		servers[s.Name] = claudeMCPServer{Type: "stdio", Command: s.Command, Args: s.Args, Timeout: callTimeout, AlwaysLoad: true}
 	}
 	mcp, err := json.Marshal(map[string]any{"mcpServers": servers})
 	if err != nil {
@@ -139,11 +158,16 @@ func claudeLaunch(p *Profile, in Inputs) (Launch, error) {
 	// Env and RootEnv are the profile's; the run adds only what depends on
 	// its inputs.
 	var env []string
-	if ms > 0 {
-		// MCP_TIMEOUT bounds a server's start; MCP_TOOL_TIMEOUT a call
-		// (the per-server timeout above says the same for ours).
-		v := strconv.FormatInt(ms, 10)
-		env = append(env, "MCP_TIMEOUT="+v, "MCP_TOOL_TIMEOUT="+v)
+	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+	if len(in.MCP) > 0 {
+		env = append(env, "MCP_TIMEOUT="+ms(claudeConnectTimeout))
+		if callTimeout > 0 {
+			env = append(env, "MCP_TOOL_TIMEOUT="+strconv.FormatInt(callTimeout, 10))
+		}
+		if in.ToolTimeout > claudeIdleTimeout {
+			// The proxy's progress notifications may not count as activity.
+			env = append(env, "CLAUDE_CODE_MCP_TOOL_IDLE_TIMEOUT="+ms(in.ToolTimeout))
+		}
 	}
 
 	files, err := claudeFiles(in, p.Version)

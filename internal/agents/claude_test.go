@@ -119,7 +119,7 @@ func TestClaudeLaunch(t *testing.T) {
 				}
 			},
 		},
-		"an MCP server is airlock's bridge, loaded up front, with the tool timeout": {
+		"an MCP server is airlock's bridge, loaded up front": {
 			check: func(t *testing.T, in Inputs, l Launch, env []string) {
 				servers := claudeMCP(t, l.Argv)
 				fs, ok := servers["fs"]
@@ -127,7 +127,7 @@ func TestClaudeLaunch(t *testing.T) {
 					t.Fatalf("servers %v, want fs alone", servers)
 				}
 				if fs["type"] != "stdio" || fs["command"] != "/run/airlock/bin/mcp-bridge" ||
-					!slices.Equal(claudeStrings(fs["args"]), []string{"fs"}) || fs["timeout"] != 360000.0 || fs["alwaysLoad"] != true {
+					!slices.Equal(claudeStrings(fs["args"]), []string{"fs"}) || fs["alwaysLoad"] != true {
 					t.Errorf("fs server %v", fs)
 				}
 			},
@@ -138,27 +138,47 @@ func TestClaudeLaunch(t *testing.T) {
 				if servers := claudeMCP(t, l.Argv); len(servers) != 0 {
 					t.Errorf("servers %v, want none", servers)
 				}
-			},
-		},
-		"MCP timeouts are raised to the tool timeout": {
-			check: func(t *testing.T, in Inputs, l Launch, env []string) {
-				for _, want := range []string{"MCP_TIMEOUT=360000", "MCP_TOOL_TIMEOUT=360000"} {
-					if !slices.Contains(env, want) {
-						t.Errorf("env %q lacks %s", env, want)
-					}
+				if slices.ContainsFunc(env, func(e string) bool { return strings.Contains(e, "MCP_") }) {
+					t.Errorf("env %q sets MCP limits with no MCP server", env)
 				}
 			},
 		},
-		"without a tool timeout Claude's own MCP timeouts are left alone": {
-			change: func(in *Inputs) { in.ToolTimeout = 0 },
+		"a tool timeout under Claude's own limits never lowers them": {
 			check: func(t *testing.T, in Inputs, l Launch, env []string) {
 				for _, e := range env {
-					if strings.HasPrefix(e, "MCP_") {
-						t.Errorf("env has %s", e)
+					if strings.HasPrefix(e, "MCP_TOOL_TIMEOUT=") || strings.HasPrefix(e, "CLAUDE_CODE_MCP_TOOL_IDLE_TIMEOUT=") {
+						t.Errorf("env has %s: Claude waits 1e8 ms for a call, 30 min for a silent one", e)
 					}
 				}
 				if _, ok := claudeMCP(t, l.Argv)["fs"]["timeout"]; ok {
 					t.Error("the fs server has a timeout")
+				}
+				if !slices.Contains(env, "MCP_TIMEOUT=60000") {
+					t.Errorf("env %q: a server gets 60 s to connect", env)
+				}
+			},
+		},
+		"a tool timeout past Claude's idle limit raises it": {
+			change: func(in *Inputs) { in.ToolTimeout = 45 * time.Minute },
+			check: func(t *testing.T, in Inputs, l Launch, env []string) {
+				if !slices.Contains(env, "CLAUDE_CODE_MCP_TOOL_IDLE_TIMEOUT=2700000") {
+					t.Errorf("env %q", env)
+				}
+				if slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, "MCP_TOOL_TIMEOUT=") }) {
+					t.Errorf("env %q lowers the call limit", env)
+				}
+			},
+		},
+		"a tool timeout past every limit of Claude's raises them all": {
+			change: func(in *Inputs) { in.ToolTimeout = 30 * time.Hour },
+			check: func(t *testing.T, in Inputs, l Launch, env []string) {
+				for _, want := range []string{"MCP_TOOL_TIMEOUT=108000000", "CLAUDE_CODE_MCP_TOOL_IDLE_TIMEOUT=108000000"} {
+					if !slices.Contains(env, want) {
+						t.Errorf("env %q lacks %s", env, want)
+					}
+				}
+				if got := claudeMCP(t, l.Argv)["fs"]["timeout"]; got != 108000000.0 {
+					t.Errorf("the fs server's timeout is %v", got)
 				}
 			},
 		},
