@@ -25,6 +25,14 @@ type claudeResult struct {
 	IsError   bool   `json:"is_error"`
 }
 
+// setScript gives the fake its script after it started (the script names
+// the test's paths). The fake's handlers read the script under its lock,
+// which Requests takes: that orders this write before every answer.
+func (a *agentTest) setScript(script []fakellm.Step) {
+	a.fake.Script = script
+	a.fake.Requests()
+}
+
 func parseClaudeResult(t *testing.T, r result) claudeResult {
 	t.Helper()
 	var c claudeResult
@@ -47,34 +55,21 @@ func parseClaudeResult(t *testing.T, r result) claudeResult {
 // as root IS_SANDBOX=1 was set. A second run with --resume last goes on
 // with the same Claude session, its history (four tool results) intact.
 func TestClaudeCodeWorksWithItsKeyHeldBack(t *testing.T) {
-	// The script names paths in the workspace, so it is made first.
-	ws := filepath.Join(t.TempDir(), "ws")
-	if err := os.MkdirAll(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	hello, dump := filepath.Join(ws, "hello.txt"), filepath.Join(ws, "env-dump.txt")
-	var a *agentTest
-	note := "" // set below, before the agent runs
-	script := func() []fakellm.Step {
-		return []fakellm.Step{
-			{Text: "I'll write the file.", Tool: "Write", Args: map[string]any{"file_path": hello, "content": "hello from claude\n"}},
-			{Tool: "Bash", Args: map[string]any{"command": "curl -sS https://denied.example.com", "description": "Reach a host no rule allows"}},
-			{Tool: "mcp__fs__read_text_file", Args: map[string]any{"path": note}},
-			{Tool: "Bash", Args: map[string]any{
-				"command":     `for f in /proc/[0-9]*/environ; do tr '\0' '\n' < "$f"; echo; done > ` + dump,
-				"description": "Dump every process's environment",
-			}},
-			{Text: "All done: wrote hello.txt, denied.example.com was refused, read the note."},
-		}
-	}
-	// newAgentTest starts the fake with the script; the MCP server's note
-	// path is known only once the test's env exists, so the fake gets a
-	// stand-in first and the script is set before any request arrives.
-	a = newAgentTest(t, claudeTestIP, nil)
-	a.ws = ws
-	note, _ = a.withMCPServer()
-	a.fake.Script = script()
-	a.fake.Requests() // takes the fake's lock, which its handlers read the script under
+	// The script names paths known only once the test's env exists: the
+	// fake starts without one and gets it before any request arrives.
+	a := newAgentTest(t, claudeTestIP, nil)
+	hello, dump := filepath.Join(a.ws, "hello.txt"), filepath.Join(a.ws, "env-dump.txt")
+	note, _ := a.withMCPServer()
+	a.setScript([]fakellm.Step{
+		{Text: "I'll write the file.", Tool: "Write", Args: map[string]any{"file_path": hello, "content": "hello from claude\n"}},
+		{Tool: "Bash", Args: map[string]any{"command": "curl -sS https://denied.example.com", "description": "Reach a host no rule allows"}},
+		{Tool: "mcp__fs__read_text_file", Args: map[string]any{"path": note}},
+		{Tool: "Bash", Args: map[string]any{
+			"command":     `for f in /proc/[0-9]*/environ; do tr '\0' '\n' < "$f"; echo; done > ` + dump,
+			"description": "Dump every process's environment",
+		}},
+		{Text: "All done: wrote hello.txt, denied.example.com was refused, read the note."},
+	})
 
 	r := a.agent("claude", "ANTHROPIC_API_KEY", "api.anthropic.com", []string{"--name", "claude-e2e", "--timeout", "4m"},
 		"-p", "write hello.txt", "--output-format", "json")
@@ -163,16 +158,12 @@ func TestClaudeCodeWorksWithItsKeyHeldBack(t *testing.T) {
 // trust and the bypass-permissions warning must all be answered already,
 // or the prompt never reaches the model and the file is never written.
 func TestClaudeCodeStartsInteractivelyWithNoQuestion(t *testing.T) {
-	ws := filepath.Join(t.TempDir(), "ws")
-	if err := os.MkdirAll(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	hello := filepath.Join(ws, "hello.txt")
-	a := newAgentTest(t, claudeTestIP, []fakellm.Step{
+	a := newAgentTest(t, claudeTestIP, nil)
+	hello := filepath.Join(a.ws, "hello.txt")
+	a.setScript([]fakellm.Step{
 		{Tool: "Write", Args: map[string]any{"file_path": hello, "content": "hello from an interactive claude\n"}},
 		{Text: "Wrote hello.txt."},
 	})
-	a.ws = ws
 	c := a.agentCmd("claude", "ANTHROPIC_API_KEY", "api.anthropic.com", []string{"--timeout", "3m"}, "write hello.txt")
 	c.Env = append(c.Env, "TERM=xterm-256color")
 	ptm, err := pty.StartWithSize(c, &pty.Winsize{Rows: 40, Cols: 120})
