@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -22,8 +23,10 @@ import (
 	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/credentials"
 	"github.com/airlock-dev/airlock/internal/egress"
 	"github.com/airlock-dev/airlock/internal/engine"
+	"github.com/airlock-dev/airlock/internal/images"
 	"github.com/airlock-dev/airlock/internal/mcpproxy"
 	"github.com/airlock-dev/airlock/internal/secrets"
 	"github.com/airlock-dev/airlock/internal/term"
@@ -122,6 +125,9 @@ func agentRun(c *cobra.Command, o *runOptions, ao *agentOptions, name string, ar
 	}
 	sc := &cfg.Spec
 	docker := sc.BackendName() == config.BackendDocker
+	if docker && sc.Image == "" {
+		sc.Image = images.Tag("agents") // airlock images build --variant agents
+	}
 	cli, err := findAgent(p, docker)
 	if err != nil {
 		return err
@@ -139,16 +145,39 @@ func agentRun(c *cobra.Command, o *runOptions, ao *agentOptions, name string, ar
 	// The profile adds to the config: hosts, keys, home, the CLI's files.
 	sc.Network.AllowHosts = appendNew(sc.Network.AllowHosts, p.Hosts...)
 	sc.Network.Endpoints = appendNew(sc.Network.Endpoints, p.Endpoints...)
-	secs, keys, err := agentKeys(p, sc.Network.Secrets)
-	if err != nil {
-		return err
-	}
 	hostHome := sc.Home
 	if hostHome == "" {
 		if hostHome, err = agentHome(p.Name, project); err != nil {
 			return err
 		}
 		sc.Home = hostHome
+	}
+	secs, keys, err := agentKeys(p, sc.Network.Secrets)
+	var noKey errNoKey
+	if errors.As(err, &noKey) {
+		// No key: the agent's own login may stand in.
+		login, lerr := agentLogin(p, hostHome)
+		if lerr != nil {
+			return lerr
+		}
+		if login == nil {
+			return err
+		}
+		defer login.Close()
+		login.Warn = func(err error) {
+			if !o.quiet {
+				fmt.Fprintf(os.Stderr, "airlock: warning: %v\n", err)
+			}
+		}
+		go func() {
+			if err := login.Run(context.Background()); err != nil {
+				fmt.Fprintf(os.Stderr, "airlock: %v\n", err)
+			}
+		}()
+		secs, err = []*secrets.Secret{login.Secret()}, nil
+	}
+	if err != nil {
+		return err
 	}
 	if cli.expose != "" {
 		sc.RO = appendNew(sc.RO, cli.expose)
@@ -166,7 +195,10 @@ func agentRun(c *cobra.Command, o *runOptions, ao *agentOptions, name string, ar
 	if err := writeHomeFiles(hostHome, l.Files); err != nil {
 		return fmt.Errorf("agent %s: its home %s: %w", p.Name, hostHome, err)
 	}
-	env := append(slices.Clone(sc.Env), p.Env...)
+	// Node's own fetch ignores HTTPS_PROXY unless told (Node ≥ 22.21):
+	// through the proxy door (docker, unprivileged users) agents need it.
+	env := append(slices.Clone(sc.Env), "NODE_USE_ENV_PROXY=1")
+	env = append(env, p.Env...)
 	if root {
 		env = append(env, p.RootEnv...)
 	}
@@ -288,9 +320,42 @@ func agentKeys(p *agents.Profile, userSecrets []string) ([]*secrets.Secret, map[
 	}
 	if len(keys) == 0 && len(p.Keys) > 0 {
 		msg := fmt.Sprintf("%s needs an API key and none was found: set %s on the host", p.Display, strings.Join(looked, " or "))
-		return nil, nil, errors.New(msg + " (it stays on the host; the sandbox sees a placeholder), or pass --secret NAME@HOST")
+		for _, l := range p.Logins {
+			msg += fmt.Sprintf(", or log in with %s so ~/%s exists", p.Binary, l.Path)
+		}
+		return nil, nil, errNoKey{msg + " (it stays on the host; the sandbox sees a placeholder), or pass --secret NAME@HOST"}
 	}
 	return secs, keys, nil
+}
+
+// errNoKey: none of an agent's keys is set (a login may stand in).
+type errNoKey struct{ msg string }
+
+func (e errNoKey) Error() string { return e.msg }
+
+// agentLogin opens the agent's first OAuth login found in the user's real
+// home: the sandbox's copy (a placeholder token, no refresh token) goes to
+// the agent's home, the real token to the gateway; Run keeps it fresh.
+func agentLogin(p *agents.Profile, agentHome string) (*credentials.Login, error) {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return nil, nil
+	}
+	for _, l := range p.Logins {
+		if len(credentials.Find(home, l.Path)) == 0 {
+			continue
+		}
+		login, err := credentials.Open(context.Background(), home, l.Path, l.Hosts)
+		if err != nil {
+			return nil, fmt.Errorf("%s login ~/%s: %w", p.Display, l.Path, err)
+		}
+		if err := writeBeneath(agentHome, l.Path, login.SandboxFile()); err != nil {
+			login.Close()
+			return nil, fmt.Errorf("%s login: the agent's home: %w", p.Display, err)
+		}
+		return login, nil
+	}
+	return nil, nil
 }
 
 // agentCLI is where an agent's command was found.
@@ -305,7 +370,8 @@ type agentCLI struct {
 // version), then the host's PATH. In a docker sandbox it is the image's.
 func findAgent(p *agents.Profile, docker bool) (agentCLI, error) {
 	if docker {
-		return agentCLI{path: p.Binary, where: "image"}, nil
+		// The image's own PATH is not the sandbox's: name the command whole.
+		return agentCLI{path: images.AgentsBin + "/" + p.Binary, where: "image"}, nil
 	}
 	if dir, err := agentInstallDir(p.Name); err == nil {
 		bin := filepath.Join(dir, "node_modules", ".bin", p.Binary)

@@ -118,6 +118,14 @@ func Start(addr, dir string, script []Step, usage Usage) (*Server, error) {
 	return s, nil
 }
 
+// Set changes the script, the log or the key required while the server
+// runs (the fields themselves may only be set before requests arrive).
+func (s *Server) Set(f func(s *Server)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f(s)
+}
+
 // Close stops the server.
 func (s *Server) Close() error { return s.srv.Close() }
 
@@ -168,7 +176,10 @@ func Credential(r *http.Request) string {
 // with an error body their clients print.
 func (s *Server) checkKey(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.RequireKey == "" || Credential(r) == s.RequireKey {
+		s.mu.Lock()
+		want := s.RequireKey
+		s.mu.Unlock()
+		if want == "" || Credential(r) == want {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -182,6 +193,8 @@ func (s *Server) checkKey(next http.Handler) http.Handler {
 // step returns the script step for a history holding toolResults results,
 // and whether it is past the script's end (then a closing text is said).
 func (s *Server) step(toolResults int) (Step, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if toolResults < len(s.Script) {
 		return s.Script[toolResults], true
 	}
