@@ -25,14 +25,6 @@ type claudeResult struct {
 	IsError   bool   `json:"is_error"`
 }
 
-// setScript gives the fake its script after it started (the script names
-// the test's paths). The fake's handlers read the script under its lock,
-// which Requests takes: that orders this write before every answer.
-func (a *agentTest) setScript(script []fakellm.Step) {
-	a.fake.Script = script
-	a.fake.Requests()
-}
-
 func parseClaudeResult(t *testing.T, r result) claudeResult {
 	t.Helper()
 	var c claudeResult
@@ -60,7 +52,7 @@ func TestClaudeCodeWorksWithItsKeyHeldBack(t *testing.T) {
 	a := newAgentTest(t, claudeTestIP, nil)
 	hello, dump := filepath.Join(a.ws, "hello.txt"), filepath.Join(a.ws, "env-dump.txt")
 	note, _ := a.withMCPServer()
-	a.setScript([]fakellm.Step{
+	script := []fakellm.Step{
 		{Text: "I'll write the file.", Tool: "Write", Args: map[string]any{"file_path": hello, "content": "hello from claude\n"}},
 		{Tool: "Bash", Args: map[string]any{"command": "curl -sS https://denied.example.com", "description": "Reach a host no rule allows"}},
 		{Tool: "mcp__fs__read_text_file", Args: map[string]any{"path": note}},
@@ -69,7 +61,8 @@ func TestClaudeCodeWorksWithItsKeyHeldBack(t *testing.T) {
 			"description": "Dump every process's environment",
 		}},
 		{Text: "All done: wrote hello.txt, denied.example.com was refused, read the note."},
-	})
+	}
+	a.fake.Set(func(s *fakellm.Server) { s.Script = script })
 
 	r := a.agent("claude", "ANTHROPIC_API_KEY", "api.anthropic.com", []string{"--name", "claude-e2e", "--timeout", "4m"},
 		"-p", "write hello.txt", "--output-format", "json")
@@ -92,7 +85,7 @@ func TestClaudeCodeWorksWithItsKeyHeldBack(t *testing.T) {
 			steps[q.Step] = true
 		}
 	}
-	for i := range a.fake.Script {
+	for i := range script {
 		if !steps[i] {
 			t.Errorf("the model's step %d was never asked for; steps seen %v", i, steps)
 		}
@@ -160,10 +153,11 @@ func TestClaudeCodeWorksWithItsKeyHeldBack(t *testing.T) {
 func TestClaudeCodeStartsInteractivelyWithNoQuestion(t *testing.T) {
 	a := newAgentTest(t, claudeTestIP, nil)
 	hello := filepath.Join(a.ws, "hello.txt")
-	a.setScript([]fakellm.Step{
+	script := []fakellm.Step{
 		{Tool: "Write", Args: map[string]any{"file_path": hello, "content": "hello from an interactive claude\n"}},
 		{Text: "Wrote hello.txt."},
-	})
+	}
+	a.fake.Set(func(s *fakellm.Server) { s.Script = script })
 	c := a.agentCmd("claude", "ANTHROPIC_API_KEY", "api.anthropic.com", []string{"--timeout", "3m"}, "write hello.txt")
 	c.Env = append(c.Env, "TERM=xterm-256color")
 	ptm, err := pty.StartWithSize(c, &pty.Winsize{Rows: 40, Cols: 120})

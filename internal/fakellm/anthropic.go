@@ -136,12 +136,7 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 		blocks = []anthropicBlock{{Type: "text", Text: anthropicSideText}}
 	} else {
 		n := req.toolResults()
-		// Under the server's lock: a test may set Script after Start (its
-		// paths can depend on the run); taking the lock once after that
-		// (Requests does) orders the write before every answer.
-		s.mu.Lock()
 		st, inScript := s.step(n)
-		s.mu.Unlock()
 		if inScript {
 			rec.Step = n
 		} else {
