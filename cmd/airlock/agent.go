@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -186,7 +188,16 @@ func agentRun(c *cobra.Command, o *runOptions, ao *agentOptions, name string, ar
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	root := os.Geteuid() == 0 && !docker
+	// Who the agent is inside: native sandboxes of root run as (mapped) uid
+	// 0; a docker sandbox of root runs as the workspace's owner.
+	root := os.Geteuid() == 0
+	var owner *syscall.Stat_t
+	if root && docker {
+		if st, err := os.Stat(sc.Workspace.Path); err == nil {
+			owner = st.Sys().(*syscall.Stat_t)
+			root = owner.Uid == 0
+		}
+	}
 	in := agentInputs(p, cfg, keys, servers, root, args, resume)
 	l, err := p.Launch(in)
 	if err != nil {
@@ -194,6 +205,12 @@ func agentRun(c *cobra.Command, o *runOptions, ao *agentOptions, name string, ar
 	}
 	if err := writeHomeFiles(hostHome, l.Files); err != nil {
 		return fmt.Errorf("agent %s: its home %s: %w", p.Name, hostHome, err)
+	}
+	if owner != nil && owner.Uid != 0 {
+		// The container runs as the workspace's owner: the home is theirs.
+		if err := chownTree(hostHome, int(owner.Uid), int(owner.Gid)); err != nil {
+			return fmt.Errorf("agent %s: its home %s: %w", p.Name, hostHome, err)
+		}
 	}
 	// Node's own fetch ignores HTTPS_PROXY unless told (Node ≥ 22.21):
 	// through the proxy door (docker, unprivileged users) agents need it.
@@ -540,6 +557,17 @@ func writeBeneath(root, rel string, data []byte) error {
 		unix.Unlinkat(dir, tmp, 0)
 	}
 	return err
+}
+
+// chownTree gives dir and everything in it to uid:gid, links themselves
+// (never their targets).
+func chownTree(dir string, uid, gid int) error {
+	return filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, gid)
+	})
 }
 
 // appendNew appends the values not in list yet.

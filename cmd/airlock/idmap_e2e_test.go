@@ -61,15 +61,9 @@ func owner(t *testing.T, p string) string {
 	return fmt.Sprintf("%d:%d", st.Uid, st.Gid)
 }
 
-func chownTree(t *testing.T, root string, uid, gid int) {
+func chownTreeT(t *testing.T, root string, uid, gid int) {
 	t.Helper()
-	err := filepath.Walk(root, func(p string, _ os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(p, uid, gid)
-	})
-	if err != nil {
+	if err := chownTree(root, uid, gid); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -125,7 +119,7 @@ func TestRootsSandboxWritesAsTheWorkspaceOwner(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(ws, "old"), []byte("old\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			chownTree(t, ws, uid, gid)
+			chownTreeT(t, ws, uid, gid)
 			script := `echo "inside $(stat -c %u:%g . old | tr '\n' ' ')"; echo new > new && mkdir -p d/e && echo f > d/e/f && echo more >> old && ln -s new link && echo done`
 			args := []string{"run", "-q", "-w", ws, "--workspace-mode", mode}
 			if mode != "bind" {
@@ -169,7 +163,7 @@ func TestRootsSandboxCommitsInAnotherUsersRepository(t *testing.T) {
 			t.Fatalf("git %v: %v\n%s", args, err, out)
 		}
 	}
-	chownTree(t, ws, otherUID, otherGID)
+	chownTreeT(t, ws, otherUID, otherGID)
 	r := e.run("run", "-q", "-w", ws, "--", "sh", "-c", `echo hello > hello.txt && git add hello.txt && git commit -q -m "from the sandbox" && git log --format=%s`)
 	if r.code != 0 || !strings.Contains(r.stdout, "from the sandbox") {
 		t.Fatalf("git commit in a workspace of uid %d failed inside a root's sandbox: %v", otherUID, r)
@@ -386,7 +380,7 @@ func TestRootsSandboxHomeRWAndROKeepTheirOwners(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ro, "config"), []byte("theirs\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	chownTree(t, d, otherUID, otherGID)
+	chownTreeT(t, d, otherUID, otherGID)
 	script := `echo h > "$HOME/h" && echo r > ` + rw + `/r && cat ` + ro + `/config && (echo no > ` + ro + `/w) 2>/dev/null || echo ro-refused`
 	r := e.run("run", "-q", "--home", home, "--rw", rw, "--ro", ro, "--", "sh", "-c", script)
 	if r.code != 0 || r.stdout != "theirs\nro-refused\n" {
