@@ -74,6 +74,7 @@ func newUpstream(g *Gateway, t target, scheme string) *upstream {
 func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := audit.Record{Kind: "http", Host: u.t.host, IP: u.t.addr.String(), Port: int(u.t.port), Method: r.Method, Path: r.URL.Path, Rule: u.t.rule}
+	var st *reqState // only for requests whose response is looked into beyond redaction
 	deny := func(status int, decision, reason string) {
 		http.Error(w, "airlock: "+reason, status)
 		rec.Status, rec.Decision, rec.Reason = status, decision, reason
@@ -114,6 +115,16 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Redaction matches plain bytes: let the transport negotiate (and
 		// undo) compression itself, so an echoed value is never gzipped past it.
 		r.Header.Del("Accept-Encoding")
+		if isWebSocket(r.Header) {
+			// The same for WebSocket frames: permessage-deflate (the usual
+			// offer) would compress payloads past the scrubber, so the offer
+			// is withdrawn and the server answers uncompressed.
+			r.Header.Del("Sec-WebSocket-Extensions")
+			st = &reqState{}
+		}
+	}
+	if st != nil {
+		r = r.WithContext(context.WithValue(r.Context(), reqStateKey{}, st))
 	}
 	cw := &countingWriter{ResponseWriter: w}
 	body := &countingReader{r: r.Body}
@@ -125,6 +136,11 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec.Decision = "allow"
 	if cw.failure != "" {
 		rec.Decision, rec.Reason = cw.decision, cw.failure
+	}
+	if st != nil {
+		if d, why := st.failed(); why != "" {
+			rec.Decision, rec.Reason = d, why
+		}
 	}
 	rec.Duration = audit.Millis(time.Since(start))
 	u.g.record(rec)
@@ -174,9 +190,47 @@ func swapRequest(s *secrets.Set, host string, r *http.Request) ([]string, error)
 	return all, nil
 }
 
+// reqState is what one request's response handling reports back to
+// ServeHTTP, which writes the audit record; it travels in the request's
+// context, only for the requests that need it.
+type reqState struct {
+	mu       sync.Mutex
+	decision string
+	reason   string
+}
+
+type reqStateKey struct{}
+
+func stateOf(r *http.Request) *reqState {
+	if r == nil {
+		return nil
+	}
+	st, _ := r.Context().Value(reqStateKey{}).(*reqState)
+	return st
+}
+
+// fail keeps the first reason a relay ended the exchange.
+func (st *reqState) fail(decision, reason string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.reason == "" {
+		st.decision, st.reason = decision, reason
+	}
+}
+
+func (st *reqState) failed() (string, string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.decision, st.reason
+}
+
 // modifyResponse redacts, then runs the embedding program's hook.
 func (u *upstream) modifyResponse(resp *http.Response) error {
-	if err := u.redact(resp); err != nil {
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		if err := u.upgrade(resp); err != nil {
+			return err
+		}
+	} else if err := u.redact(resp); err != nil {
 		return err
 	}
 	if h := u.g.cfg.Hooks.OnResponse; h != nil {
@@ -187,13 +241,52 @@ func (u *upstream) modifyResponse(resp *http.Response) error {
 	return nil
 }
 
-// redact replaces real secret values an upstream echoes back (an echo
-// endpoint, an error quoting the request) with their placeholders.
-func (u *upstream) redact(resp *http.Response) error {
+// upgrade handles a 101 answer. Headers are redacted like any response's;
+// the connection that follows is relayed frame by frame when secrets must
+// be scrubbed from it (a WebSocket only: another protocol could not be
+// scanned, so it is refused while secrets are configured).
+func (u *upstream) upgrade(resp *http.Response) error {
 	s := u.g.cfg.Secrets
 	if s == nil {
 		return nil
 	}
+	redactHeaders(s, resp)
+	if !isWebSocket(resp.Header) {
+		return fmt.Errorf("upgrade to %q: only WebSocket connections can be scanned for secrets", resp.Header.Get("Upgrade"))
+	}
+	if ext := resp.Header.Get("Sec-WebSocket-Extensions"); ext != "" {
+		return fmt.Errorf("the server agreed to WebSocket extensions nobody offered (%q)", ext)
+	}
+	rwc, ok := resp.Body.(io.ReadWriteCloser)
+	if !ok {
+		return nil // the reverse proxy reports it
+	}
+	st := stateOf(resp.Request)
+	if st == nil {
+		st = &reqState{} // not reached: ServeHTTP made one for a WebSocket with secrets
+	}
+	host := u.t.host
+	c := &wsConn{rwc: rwc, fail: st.fail}
+	c.down = &wsDir{xf: s.RedactStream(), ctl: func(p []byte) ([]byte, error) { return []byte(s.RedactString(string(p))), nil }}
+	if xf := s.SwapStream(host); xf != nil {
+		// Toward the server, payloads follow the rules of request bodies:
+		// a placeholder becomes its value only for a secret that opted into
+		// bodies (:body), passes unchanged for other secrets of this host,
+		// and ends the connection (audited secret_blocked) for anyone else's.
+		c.up = &wsDir{fromClient: true, xf: xf, ctl: func(p []byte) ([]byte, error) {
+			x := s.SwapStream(host)
+			out, err := x.Push(nil, p)
+			if err != nil {
+				return nil, err
+			}
+			return x.Flush(out)
+		}}
+	}
+	resp.Body = c
+	return nil
+}
+
+func redactHeaders(s *secrets.Set, resp *http.Response) {
 	for _, vs := range resp.Header {
 		for i, v := range vs {
 			vs[i] = s.RedactString(v)
@@ -204,6 +297,16 @@ func (u *upstream) redact(resp *http.Response) error {
 			vs[i] = s.RedactString(v)
 		}
 	}
+}
+
+// redact replaces real secret values an upstream echoes back (an echo
+// endpoint, an error quoting the request) with their placeholders.
+func (u *upstream) redact(resp *http.Response) error {
+	s := u.g.cfg.Secrets
+	if s == nil {
+		return nil
+	}
+	redactHeaders(s, resp)
 	if resp.Body != nil && resp.Body != http.NoBody {
 		resp.Body = readCloser{s.Redact(resp.Body), resp.Body}
 		resp.ContentLength = -1 // a placeholder's length differs from the value's
