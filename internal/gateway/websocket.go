@@ -105,11 +105,11 @@ func (d *wsDir) feed(p []byte) error {
 			continue
 		}
 		n := int(min(d.remain, uint64(len(p)), wsReadChunk))
+		d.remain -= uint64(n)
 		if err := d.payload(p[:n]); err != nil {
 			return err
 		}
 		p = p[n:]
-		d.remain -= uint64(n)
 		if d.remain == 0 {
 			if err := d.endFrame(); err != nil {
 				return err
@@ -189,14 +189,33 @@ func (d *wsDir) payload(p []byte) error {
 		d.tap(p, false)
 	}
 	out, err := d.xf.Push(d.xbuf[:0], p)
-	d.xbuf = out[:0]
 	if err != nil {
+		d.xbuf = out[:0]
 		d.dataFrame(false, out) // the text before the placeholder is clean
 		return err
 	}
-	if len(out) > 0 {
-		d.dataFrame(false, out)
+	if d.remain == 0 && d.fin {
+		// The message ends with this piece: send it as one frame, so a
+		// message that came in one frame leaves in one.
+		return d.endMessage(out)
 	}
+	d.xbuf = out[:0]
+	d.dataFrame(false, out)
+	return nil
+}
+
+// endMessage sends the message's last fragment: out plus what was held back.
+func (d *wsDir) endMessage(out []byte) error {
+	out, err := d.xf.Flush(out)
+	d.xbuf = out[:0]
+	if err != nil {
+		return err
+	}
+	if d.tap != nil && d.msgOp == 1 {
+		d.tap(nil, true)
+	}
+	d.dataFrame(true, out)
+	d.inMsg = false
 	return nil
 }
 
@@ -221,20 +240,12 @@ func (d *wsDir) endFrame() error {
 		d.frame(true, d.op, p)
 		return nil
 	}
-	if !d.fin {
-		return nil // what is held back goes out with the next fragment
+	if !d.fin || !d.inMsg {
+		// Not the end, or the end already sent with the last piece: what is
+		// held back goes out with the next fragment.
+		return nil
 	}
-	out, err := d.xf.Flush(d.xbuf[:0])
-	d.xbuf = out[:0]
-	if err != nil {
-		return err
-	}
-	if d.tap != nil && d.msgOp == 1 {
-		d.tap(nil, true)
-	}
-	d.dataFrame(true, out)
-	d.inMsg = false
-	return nil
+	return d.endMessage(d.xbuf[:0])
 }
 
 // dataFrame sends a fragment of the current message; empty ones only to end it.
