@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/audit"
+	"github.com/airlock-dev/airlock/internal/llmusage"
 	"github.com/airlock-dev/airlock/internal/policy"
 	"github.com/airlock-dev/airlock/internal/secrets"
 )
@@ -98,6 +99,19 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if m := u.g.cfg.Meter; m != nil {
+		if api := llmusage.Match(r.Method, r.URL.Path); api != "" && (r.Method != http.MethodGet || isWebSocket(r.Header)) {
+			if why := m.Spent(); why != "" {
+				u.refuseLLM(w, r, api, why)
+				return
+			}
+			st = &reqState{api: api}
+			// The tap reads plain bytes: let the transport negotiate (and
+			// undo) compression, and withdraw a WebSocket's compression offer.
+			r.Header.Del("Accept-Encoding")
+			r.Header.Del("Sec-WebSocket-Extensions")
+		}
+	}
 	if s := u.g.cfg.Secrets; s != nil {
 		names, err := swapRequest(s, u.t.host, r)
 		var leak *secrets.LeakError
@@ -120,7 +134,9 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// offer) would compress payloads past the scrubber, so the offer
 			// is withdrawn and the server answers uncompressed.
 			r.Header.Del("Sec-WebSocket-Extensions")
-			st = &reqState{}
+			if st == nil {
+				st = &reqState{}
+			}
 		}
 	}
 	if st != nil {
@@ -194,6 +210,7 @@ func swapRequest(s *secrets.Set, host string, r *http.Request) ([]string, error)
 // ServeHTTP, which writes the audit record; it travels in the request's
 // context, only for the requests that need it.
 type reqState struct {
+	api      llmusage.API // an LLM request, metered
 	mu       sync.Mutex
 	decision string
 	reason   string
@@ -230,8 +247,13 @@ func (u *upstream) modifyResponse(resp *http.Response) error {
 		if err := u.upgrade(resp); err != nil {
 			return err
 		}
-	} else if err := u.redact(resp); err != nil {
-		return err
+	} else {
+		if st := stateOf(resp.Request); st != nil && st.api != "" {
+			u.tapResponse(resp, st) // next to the upstream's bytes, before redaction
+		}
+		if err := u.redact(resp); err != nil {
+			return err
+		}
 	}
 	if h := u.g.cfg.Hooks.OnResponse; h != nil {
 		if err := h(resp); err != nil {
@@ -247,11 +269,18 @@ func (u *upstream) modifyResponse(resp *http.Response) error {
 // scanned, so it is refused while secrets are configured).
 func (u *upstream) upgrade(resp *http.Response) error {
 	s := u.g.cfg.Secrets
-	if s == nil {
+	st := stateOf(resp.Request)
+	tap := st != nil && st.api == llmusage.OpenAIResponses
+	if s == nil && !tap {
 		return nil
 	}
-	redactHeaders(s, resp)
+	if s != nil {
+		redactHeaders(s, resp)
+	}
 	if !isWebSocket(resp.Header) {
+		if s == nil {
+			return nil
+		}
 		return fmt.Errorf("upgrade to %q: only WebSocket connections can be scanned for secrets", resp.Header.Get("Upgrade"))
 	}
 	if ext := resp.Header.Get("Sec-WebSocket-Extensions"); ext != "" {
@@ -261,13 +290,19 @@ func (u *upstream) upgrade(resp *http.Response) error {
 	if !ok {
 		return nil // the reverse proxy reports it
 	}
-	st := stateOf(resp.Request)
 	if st == nil {
 		st = &reqState{} // not reached: ServeHTTP made one for a WebSocket with secrets
 	}
+	c := &wsConn{rwc: rwc, fail: st.fail, down: &wsDir{}}
+	if tap {
+		c.down.tap = u.wsTap(st, c.down, resp.Request.URL.Path)
+	}
+	resp.Body = c
+	if s == nil {
+		return nil
+	}
 	host := u.t.host
-	c := &wsConn{rwc: rwc, fail: st.fail}
-	c.down = &wsDir{xf: s.RedactStream(), ctl: func(p []byte) ([]byte, error) { return []byte(s.RedactString(string(p))), nil }}
+	c.down.xf, c.down.ctl = s.RedactStream(), func(p []byte) ([]byte, error) { return []byte(s.RedactString(string(p))), nil }
 	if xf := s.SwapStream(host); xf != nil {
 		// Toward the server, payloads follow the rules of request bodies:
 		// a placeholder becomes its value only for a secret that opted into
@@ -282,7 +317,6 @@ func (u *upstream) upgrade(resp *http.Response) error {
 			return x.Flush(out)
 		}}
 	}
-	resp.Body = c
 	return nil
 }
 

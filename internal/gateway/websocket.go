@@ -60,6 +60,7 @@ type wsDir struct {
 	scratch []byte // unmasked payload piece
 	xbuf    []byte // rewritten payload piece
 	out     []byte // frames ready to send
+	stop    string // set by tap: end the connection after what is out, for this reason
 }
 
 // headerLen is the length of the frame header whose first two bytes are b0, b1.
@@ -79,7 +80,7 @@ func headerLen(b1 byte) int {
 
 // feed parses p, appending output frames to d.out.
 func (d *wsDir) feed(p []byte) error {
-	for len(p) > 0 {
+	for len(p) > 0 && d.stop == "" {
 		if !d.inFrame {
 			need := 2
 			if d.nh >= 2 {
@@ -344,6 +345,9 @@ func (c *wsConn) Read(p []byte) (int, error) {
 			c.fail(decision, "websocket from upstream: "+ferr.Error())
 			c.down.closeFrame(code, "airlock: "+ferr.Error())
 			err = ferr
+		} else if why := c.down.stop; why != "" {
+			c.down.closeFrame(wsClosePolicy, "airlock: "+why)
+			err = errors.New(why)
 		}
 		c.rerr = err
 	}
