@@ -153,6 +153,9 @@ Limits default to ` + strconv.Itoa(defaultPids) + ` processes and half of the ma
 	f.BoolVar(&o.noConfig, "no-config-files", false, "read no config file: defaults and these flags only")
 	f.BoolVar(&o.watch, "watch-files", false, "record every file created, written or deleted in the workspace and writable mounts in the audit log (airlock audit ID)")
 	f.StringArrayVar(&o.scratch, "scratch", nil, "an empty writable directory at `PATH` inside that lives as long as the sandbox (repeatable)")
+	// LLM budgets: read through the flag layer (runconfig.go) into config.Budget.
+	f.Int64("budget-tokens", 0, "refuse LLM API requests (Anthropic, OpenAI, Gemini) once the sandbox has used `N` tokens, cache included (default: no limit)")
+	f.Float64("budget-usd", 0, "refuse LLM API requests once the sandbox has spent `X` US dollars, priced per model (config budget.prices over a built-in table; default: no limit)")
 	return c
 }
 

@@ -265,7 +265,7 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 		s.eg, err = egress.Start(egress.Config{
 			Network: spec.Config.Network, Mode: s.mode, ID: h.ID(), Dir: h.Dir(),
 			ProxySocket: gatewaySocket(h.SocketPath()), Secrets: set, Audit: s.log, Hooks: o.Hooks, Approver: approver,
-			Services: handlers,
+			Services: handlers, Budget: spec.Config.Budget,
 		})
 		if err != nil {
 			return nil, step("egress", err)

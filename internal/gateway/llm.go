@@ -63,16 +63,14 @@ func (u *upstream) count(method, path string, status int, res llmusage.Result) s
 func llmRecord(host, method, path string, status int, decision, reason string, api llmusage.API, res llmusage.Result, cost float64, priced bool, tot llmusage.Totals) audit.Record {
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
 	x := map[string]string{
-		"api":            string(api),
-		"input":          i(res.Usage.Input),
-		"output":         i(res.Usage.Output),
-		"cache_read":     i(res.Usage.CacheRead),
-		"cache_write":    i(res.Usage.CacheWrite),
-		"tokens":         i(res.Usage.Total()),
-		"total_requests": i(tot.Requests),
-		"total_tokens":   i(tot.Tokens),
-		"total_usd":      llmusage.USD(tot.USD),
+		"api":         string(api),
+		"input":       i(res.Usage.Input),
+		"output":      i(res.Usage.Output),
+		"cache_read":  i(res.Usage.CacheRead),
+		"cache_write": i(res.Usage.CacheWrite),
+		"tokens":      i(res.Usage.Total()),
 	}
+	tot.Fields(x)
 	if priced {
 		x["usd"] = llmusage.USD(cost)
 	}

@@ -154,3 +154,41 @@ func (m *Meter) Totals() Totals {
 // USD formats dollars as the audit log and messages show them: 4 decimals,
 // as cents are too coarse for one small request.
 func USD(v float64) string { return strconv.FormatFloat(v, 'f', 4, 64) }
+
+// Fields are t as audit record extras ("total_*", "budget_*"), which
+// ParseTotals reads back: each llm record carries the running totals, so
+// the last one tells a sandbox's use, running or gone.
+func (t Totals) Fields(into map[string]string) {
+	i := func(v int64) string { return strconv.FormatInt(v, 10) }
+	into["total_requests"] = i(t.Requests)
+	into["total_input"] = i(t.Usage.Input)
+	into["total_output"] = i(t.Usage.Output)
+	into["total_cache_read"] = i(t.Usage.CacheRead)
+	into["total_cache_write"] = i(t.Usage.CacheWrite)
+	into["total_tokens"] = i(t.Tokens)
+	into["total_usd"] = USD(t.USD)
+	if t.Unpriced > 0 {
+		into["total_unpriced"] = i(t.Unpriced)
+	}
+	if t.Refused > 0 {
+		into["total_refused"] = i(t.Refused)
+	}
+	if t.BudgetTokens > 0 {
+		into["budget_tokens"] = i(t.BudgetTokens)
+	}
+	if t.BudgetUSD > 0 {
+		into["budget_usd"] = USD(t.BudgetUSD)
+	}
+}
+
+// ParseTotals reads what Fields wrote; missing or bad fields are zero.
+func ParseTotals(f map[string]string) Totals {
+	i := func(k string) int64 { v, _ := strconv.ParseInt(f[k], 10, 64); return v }
+	x := func(k string) float64 { v, _ := strconv.ParseFloat(f[k], 64); return v }
+	return Totals{
+		Requests: i("total_requests"),
+		Usage:    Usage{Input: i("total_input"), Output: i("total_output"), CacheRead: i("total_cache_read"), CacheWrite: i("total_cache_write")},
+		Tokens:   i("total_tokens"), USD: x("total_usd"), Unpriced: i("total_unpriced"), Refused: i("total_refused"),
+		BudgetTokens: i("budget_tokens"), BudgetUSD: x("budget_usd"),
+	}
+}

@@ -68,3 +68,12 @@ func TestMeterIsSpentOnceTotalsReachTheBudget(t *testing.T) {
 		t.Errorf("USD Spent() = %q", why)
 	}
 }
+
+func TestTotalsSurviveTheirAuditFields(t *testing.T) {
+	in := Totals{Requests: 3, Usage: Usage{Input: 1, Output: 2, CacheRead: 3, CacheWrite: 4}, Tokens: 10, USD: 0.0123, Unpriced: 1, Refused: 2, BudgetTokens: 9, BudgetUSD: 1.5}
+	f := map[string]string{}
+	in.Fields(f)
+	if out := ParseTotals(f); out != in {
+		t.Errorf("ParseTotals(Fields(%+v)) = %+v", in, out)
+	}
+}
