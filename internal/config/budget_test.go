@@ -51,3 +51,18 @@ func TestBadBudgetsAreRefusedWithTheKey(t *testing.T) {
 		}
 	}
 }
+
+func TestShowWritesABudgetThatParsesBack(t *testing.T) {
+	in := Spec{Budget: Budget{Tokens: 7, USD: 0.5, Prices: map[string]Price{"gpt-*": {Input: 1, Output: 2, CacheRead: 0.1}}}}
+	var b strings.Builder
+	if err := Show(&b, in, nil); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Parse("shown.yaml", []byte(b.String()), SourceGlobal)
+	if err != nil {
+		t.Fatalf("Parse(Show) = %v\n%s", err, b.String())
+	}
+	if out, _ := Merge(l); !reflect.DeepEqual(out.Budget, in.Budget) {
+		t.Errorf("Budget after Show and Parse = %+v, want %+v\n%s", out.Budget, in.Budget, b.String())
+	}
+}
