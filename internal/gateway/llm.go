@@ -83,6 +83,7 @@ func llmRecord(host, method, path string, status int, decision, reason string, a
 type tapBody struct {
 	rc   io.ReadCloser
 	tap  *llmusage.Tap
+	left int64 // bytes to come when the length is known, else -1
 	once sync.Once
 	done func(llmusage.Result)
 }
@@ -92,7 +93,13 @@ func (t *tapBody) Read(p []byte) (int, error) {
 	if n > 0 {
 		t.tap.Write(p[:n])
 	}
-	if err != nil {
+	if t.left >= 0 {
+		// A sized body is complete for the client with its last byte,
+		// before the read that returns EOF: count it now, so that a next
+		// request cannot overtake the count.
+		t.left -= int64(n)
+	}
+	if err != nil || t.left == 0 {
 		t.finish()
 	}
 	return n, err
@@ -112,7 +119,7 @@ func (u *upstream) tapResponse(resp *http.Response, st *reqState) {
 		u.count(method, path, status, llmusage.Result{API: st.api})
 		return
 	}
-	resp.Body = &tapBody{rc: resp.Body, tap: llmusage.NewTap(st.api, path, resp.Header.Get("Content-Type")),
+	resp.Body = &tapBody{rc: resp.Body, tap: llmusage.NewTap(st.api, path, resp.Header.Get("Content-Type")), left: resp.ContentLength,
 		done: func(r llmusage.Result) { u.count(method, path, status, r) }}
 }
 

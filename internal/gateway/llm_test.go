@@ -168,3 +168,32 @@ func TestResponsesOverAWebSocketAreMeteredAndCutAtTheBudget(t *testing.T) {
 		t.Errorf("a request after the budget: %d %s", resp.StatusCode, b)
 	}
 }
+
+// TestASizedJSONAnswerIsCountedBeforeTheNextRequest: a non-streamed answer
+// with a Content-Length is counted by its last byte, so the request that
+// follows it at once is already refused.
+func TestASizedJSONAnswerIsCountedBeforeTheNextRequest(t *testing.T) {
+	body := `{"model":"gpt-5-mini","choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":70,"completion_tokens":40}}`
+	up := upstreamTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+		io.WriteString(w, body)
+	}))
+	m := llmusage.NewMeter(llmusage.Budget{Tokens: 100})
+	f := newFixture(t, options{policy: allowExample(), meter: m, static: map[string]netip.Addr{"example.com": loopback},
+		ports: map[uint16]string{443: up.Listener.Addr().String()}}, up.Certificate())
+	for i, want := range []int{200, 402} {
+		resp, err := f.client.Post("https://example.com/v1/chat/completions", "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("request %d: %d %s, want %d", i+1, resp.StatusCode, b, want)
+		}
+	}
+	if tot := m.Totals(); tot.Tokens != 110 || tot.Refused != 1 {
+		t.Errorf("totals %+v", tot)
+	}
+}

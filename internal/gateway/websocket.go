@@ -375,7 +375,7 @@ func (c *wsConn) Write(p []byte) (int, error) {
 	if ferr != nil {
 		code, decision := c.why(ferr)
 		c.fail(decision, "websocket from the sandbox: "+ferr.Error())
-		c.up.closeFrame(code, "airlock: "+ferr.Error())
+		c.up.closeFrame(code, "") // the reason (a secret's name) is for the audit log, not the server
 	}
 	if _, err := c.rwc.Write(c.up.out); err != nil {
 		c.werr = err
