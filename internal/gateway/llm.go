@@ -146,3 +146,19 @@ func (u *upstream) wsTap(st *reqState, d *wsDir, path string) func([]byte, bool)
 		tap = nil
 	}
 }
+
+// wsGate refuses the sandbox's next message on a Responses WebSocket once
+// the budget is spent (audited like a refused request); the relay then
+// closes the connection with the reason.
+func (u *upstream) wsGate(st *reqState, path string) func() error {
+	return func() error {
+		m := u.g.cfg.Meter
+		why := m.Spent()
+		if why == "" {
+			return nil
+		}
+		m.Refuse()
+		u.g.record(llmRecord(u.t.host, http.MethodGet, path, http.StatusSwitchingProtocols, audit.Deny, why, st.api, llmusage.Result{API: st.api}, 0, false, m.Totals()))
+		return &refusal{why: why}
+	}
+}

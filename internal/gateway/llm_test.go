@@ -197,3 +197,54 @@ func TestASizedJSONAnswerIsCountedBeforeTheNextRequest(t *testing.T) {
 		t.Errorf("totals %+v", tot)
 	}
 }
+
+// TestAResponseCreateOnAnOpenWebSocketIsRefusedOnceTheBudgetIsSpent: the
+// budget runs out through another request while Codex's WebSocket is open;
+// its next message is not passed on, and the sandbox is told why.
+func TestAResponseCreateOnAnOpenWebSocketIsRefusedOnceTheBudgetIsSpent(t *testing.T) {
+	got := make(chan string, 4)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/messages", func(w http.ResponseWriter, r *http.Request) { anthropicStream(w, 30, 25) })
+	ws := wsUpstream(t, false, func(r *http.Request, c net.Conn, br *bufio.Reader) {
+		for {
+			op, msg, _, err := readWSMessage(br)
+			if err != nil || op == 8 {
+				close(got)
+				return
+			}
+			got <- string(msg)
+		}
+	})
+	up := upstreamTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/responses" {
+			ws.Config.Handler.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	}))
+	m := llmusage.NewMeter(llmusage.Budget{Tokens: 50})
+	f := newFixture(t, options{policy: allowExample(), meter: m, static: map[string]netip.Addr{"example.com": loopback},
+		ports: map[uint16]string{443: up.Listener.Addr().String()}}, up.Certificate())
+	tc, br := wsThrough(t, f, "/v1/responses", "")
+	writeWSFrame(tc, true, 1, []byte(`{"type":"response.create","n":1}`), true)
+	if msg := <-got; msg != `{"type":"response.create","n":1}` {
+		t.Fatalf("first message arrived as %q", msg)
+	}
+	resp, err := f.client.Post("https://example.com/v1/messages", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	writeWSFrame(tc, true, 1, []byte(`{"type":"response.create","n":2}`), true)
+	op, _, ctl, err := readWSMessage(br)
+	if err != nil || op != 8 || !strings.Contains(string(ctl[0].payload), "budget of 50 tokens is spent (used 60)") {
+		t.Fatalf("after the budget: %d %+v %v, want a close frame saying why", op, ctl, err)
+	}
+	if msg, ok := <-got; ok {
+		t.Errorf("the server got %q after the budget was spent", msg)
+	}
+	if tot := m.Totals(); tot.Refused != 1 {
+		t.Errorf("totals %+v, want one refusal", tot)
+	}
+}

@@ -296,6 +296,9 @@ func (u *upstream) upgrade(resp *http.Response) error {
 	c := &wsConn{rwc: rwc, fail: st.fail, down: &wsDir{}}
 	if tap {
 		c.down.tap = u.wsTap(st, c.down, resp.Request.URL.Path)
+		// A response.create on the open connection is a request too: once
+		// the budget is spent, it is not passed on.
+		c.up = &wsDir{fromClient: true, gate: u.wsGate(st, resp.Request.URL.Path)}
 	}
 	resp.Body = c
 	if s == nil {
@@ -308,14 +311,17 @@ func (u *upstream) upgrade(resp *http.Response) error {
 		// a placeholder becomes its value only for a secret that opted into
 		// bodies (:body), passes unchanged for other secrets of this host,
 		// and ends the connection (audited secret_blocked) for anyone else's.
-		c.up = &wsDir{fromClient: true, xf: xf, ctl: func(p []byte) ([]byte, error) {
+		if c.up == nil {
+			c.up = &wsDir{fromClient: true}
+		}
+		c.up.xf, c.up.ctl = xf, func(p []byte) ([]byte, error) {
 			x := s.SwapStream(host)
 			out, err := x.Push(nil, p)
 			if err != nil {
 				return nil, err
 			}
 			return x.Flush(out)
-		}}
+		}
 	}
 	return nil
 }

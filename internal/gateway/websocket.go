@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/airlock-dev/airlock/internal/secrets"
 )
@@ -30,6 +31,7 @@ const (
 
 // Close codes the relay sends when it must end a connection.
 const (
+	wsCloseNormal   = 1000
 	wsCloseProtocol = 1002
 	wsClosePolicy   = 1008
 )
@@ -43,6 +45,7 @@ type wsDir struct {
 	xf         *secrets.Stream // payload rewrite; nil: unchanged
 	ctl        func([]byte) ([]byte, error)
 	tap        func(p []byte, end bool) // text message payloads, end at a message's end; nil: none
+	gate       func() error             // asked before each data message is passed on; an error ends the connection
 
 	hdr     [14]byte
 	nh      int
@@ -159,6 +162,11 @@ func (d *wsDir) startFrame() error {
 	case d.op == 1 || d.op == 2:
 		if d.inMsg {
 			return fmt.Errorf("%w: a new message began before the last one ended", errWSProtocol)
+		}
+		if d.gate != nil {
+			if err := d.gate(); err != nil {
+				return err
+			}
 		}
 		d.inMsg, d.msgOp, d.started = true, d.op, false
 	case d.op == 0:
@@ -315,6 +323,9 @@ type wsConn struct {
 	rbuf []byte
 	off  int
 	rerr error
+	// refused is why Write refused the sandbox's next message (the budget):
+	// Write closes the upstream, and Read, woken by that, tells the sandbox.
+	refused atomic.Pointer[string]
 
 	wmu  sync.Mutex
 	werr error
@@ -340,6 +351,11 @@ func (c *wsConn) Read(p []byte) (int, error) {
 			c.rbuf = make([]byte, wsReadChunk)
 		}
 		n, err := c.rwc.Read(c.rbuf)
+		if why := c.refused.Load(); why != nil {
+			c.down.closeFrame(wsClosePolicy, "airlock: "+*why)
+			c.rerr = errors.New(*why)
+			continue
+		}
 		if ferr := c.down.feed(c.rbuf[:n]); ferr != nil {
 			code, decision := c.why(ferr)
 			c.fail(decision, "websocket from upstream: "+ferr.Error())
@@ -353,10 +369,19 @@ func (c *wsConn) Read(p []byte) (int, error) {
 	}
 }
 
+// refusal is a message the gate kept from the server.
+type refusal struct{ why string }
+
+func (r *refusal) Error() string { return r.why }
+
 func (c *wsConn) why(err error) (uint16, string) {
 	var leak *secrets.LeakError
 	if errors.As(err, &leak) {
 		return wsClosePolicy, "secret_blocked"
+	}
+	var ref *refusal
+	if errors.As(err, &ref) {
+		return wsCloseNormal, "deny"
 	}
 	return wsCloseProtocol, "error"
 }
@@ -382,6 +407,11 @@ func (c *wsConn) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	if ferr != nil {
+		var ref *refusal
+		if errors.As(ferr, &ref) {
+			c.refused.Store(&ref.why)
+			c.rwc.Close() // wakes Read, which tells the sandbox
+		}
 		c.werr = ferr
 		return 0, ferr
 	}
