@@ -30,7 +30,31 @@ func FuzzWebSocketRelay(f *testing.F) {
 		f.Fatal(err)
 	}
 	set, _ := secrets.NewSet(sec)
+	body, err := secrets.New("B", []byte("BODYVALUE"), []string{"example.com"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	body.InBody = true
+	other, _ := secrets.New("O", []byte("OTHERVAL"), []string{"other.test"})
+	upSet, _ := secrets.NewSet(body, other)
 	f.Fuzz(func(t *testing.T, in []byte, cut uint8) {
+		// The sandbox's direction: masked frames, placeholders swapped or
+		// refused; whatever happens, the output is masked frames.
+		up := &wsDir{fromClient: true, xf: upSet.SwapStream("example.com"), gate: func() error { return nil }}
+		for i := 0; i < len(in); i += int(cut)%17 + 1 {
+			if up.feed(in[i:min(i+int(cut)%17+1, len(in))]) != nil {
+				break
+			}
+		}
+		for r := bytes.NewReader(up.out); r.Len() > 0; {
+			if up.out[len(up.out)-r.Len()+1]&0x80 == 0 {
+				t.Fatalf("an unmasked frame toward the server")
+			}
+			if _, err := readWSFrame(r); err != nil {
+				t.Fatalf("output toward the server is not frames: %v", err)
+			}
+		}
+
 		d := &wsDir{xf: set.RedactStream(), ctl: func(p []byte) ([]byte, error) { return []byte(set.RedactString(string(p))), nil }}
 		step := int(cut)%17 + 1
 		var ferr error
