@@ -266,7 +266,8 @@ func (u *upstream) modifyResponse(resp *http.Response) error {
 // upgrade handles a 101 answer. Headers are redacted like any response's;
 // the connection that follows is relayed frame by frame when secrets must
 // be scrubbed from it (a WebSocket only: another protocol could not be
-// scanned, so it is refused while secrets are configured).
+// scanned, so it is refused while secrets are configured) or when it is an
+// OpenAI Responses WebSocket to meter; otherwise its bytes pass untouched.
 func (u *upstream) upgrade(resp *http.Response) error {
 	s := u.g.cfg.Secrets
 	st := stateOf(resp.Request)
