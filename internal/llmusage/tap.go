@@ -232,8 +232,10 @@ type geminiUsage struct {
 // compactor finds the JSON objects in a stream — each top-level object, or
 // each object element of a top-level array — and hands each to emit in a
 // compact form: whitespace outside strings dropped, strings cut to
-// maxString bytes. It keeps one such object at a time, at most maxValue
-// bytes of it; a larger one is dropped.
+// maxString bytes, and arrays inside the object emptied (no usage figure is
+// in one; the text, tool calls and tool schemas that are make an object
+// large). It keeps one such object at a time, at most maxValue bytes of
+// it; a larger one is dropped.
 type compactor struct {
 	emit func([]byte)
 
@@ -248,6 +250,7 @@ type compactor struct {
 	strLen   int
 	keep     bool // still keeping this string's bytes
 	started  bool
+	skip     int // >0: inside an array opened at this depth, whose contents are dropped
 }
 
 func (c *compactor) reset() {
@@ -260,7 +263,7 @@ func (c *compactor) reset() {
 func (c *compactor) end() { c.reset() }
 
 func (c *compactor) add(b byte) {
-	if !c.started || c.over {
+	if !c.started || c.over || c.skip > 0 {
 		return
 	}
 	if len(c.buf) >= maxValue {
@@ -314,7 +317,13 @@ func (c *compactor) write(p []byte) {
 			}
 			c.depth++
 			c.add(b)
+			if b == '[' && c.started && c.skip == 0 {
+				c.skip = c.depth
+			}
 		case '}', ']':
+			if c.skip > 0 && c.depth <= c.skip {
+				c.skip = 0 // the dropped array ends
+			}
 			c.add(b)
 			c.depth--
 			if c.depth < 0 {

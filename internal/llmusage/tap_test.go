@@ -64,6 +64,11 @@ func TestTapReadsUsageFromEveryAPIAndShape(t *testing.T) {
 		"OpenAI Responses stream with a megabyte of text in response.completed": {
 			OpenAIResponses, "/v1/responses", "text/event-stream", responsesSSE,
 			"gpt-5-2025-08-07", Usage{Input: 200, Output: 50, CacheRead: 800}},
+		"OpenAI Responses stream whose completion lists 3000 tools and output items": {
+			OpenAIResponses, "/v1/responses", "text/event-stream",
+			`data: {"type":"response.completed","response":{"model":"gpt-5-codex","tools":[` + strings.Repeat(`{"type":"function","name":"shell","parameters":{"type":"object","properties":{"command":{"type":"array","items":{"type":"string"}}}}},`, 3000) +
+				`{}],"output":[` + strings.Repeat(`{"type":"reasoning","summary":[]},`, 3000) + `{}],"usage":{"input_tokens":5,"output_tokens":6}}}` + "\n\n",
+			"gpt-5-codex", Usage{Input: 5, Output: 6}},
 		"OpenAI Responses JSON body": {
 			OpenAIResponses, "/v1/responses", "application/json",
 			`{"id":"resp_2","object":"response","model":"gpt-5-mini","usage":{"input_tokens":10,"input_tokens_details":{"cached_tokens":0},"output_tokens":3}}`,
@@ -117,7 +122,7 @@ func feed(tap *Tap, body string, cut int) {
 
 func TestTapSkipsWhatItCannotReadWithoutFailing(t *testing.T) {
 	tests := map[string]string{
-		"a value too large to keep":   "data: {\"pad\":[" + strings.Repeat("1,", maxValue) + "1],\"usage\":{\"input_tokens\":5}}\n\n",
+		"a value too large to keep":   "data: {\"pad\":{" + strings.Repeat("\"k\":1,", maxValue/4) + "\"k\":1},\"usage\":{\"input_tokens\":5}}\n\n",
 		"not JSON":                    "data: hello\n\n",
 		"an event cut off by the end": "data: {\"usage\":{\"input_tokens\":5",
 		"a field name too long":       strings.Repeat("d", 100) + ": {\"usage\":{\"input_tokens\":5}}\n\n",
