@@ -23,7 +23,7 @@ const (
 	Anthropic       API = "anthropic"        // POST /v1/messages
 	OpenAIResponses API = "openai-responses" // POST /v1/responses, and its WebSocket (GET with an upgrade)
 	OpenAIChat      API = "openai-chat"      // POST /v1/chat/completions
-	Gemini          API = "gemini"           // POST /v1beta/models/M:generateContent and :streamGenerateContent
+	Gemini          API = "gemini"           // POST /v1beta/models/M:generateContent and :streamGenerateContent (and Code Assist's /v1internal:...)
 )
 
 // Match recognises a request to an LLM API by its method and path; "" when
@@ -33,11 +33,14 @@ func Match(method, path string) API {
 	switch {
 	case method == "POST" && path == "/v1/messages":
 		return Anthropic
-	case (method == "POST" || method == "GET") && path == "/v1/responses":
+	case (method == "POST" || method == "GET") && (path == "/v1/responses" || path == "/backend-api/codex/responses"):
+		// The second is Codex signed in with ChatGPT (chatgpt.com).
 		return OpenAIResponses
 	case method == "POST" && path == "/v1/chat/completions":
 		return OpenAIChat
-	case method == "POST" && geminiModel(path) != "":
+	case method == "POST" && (geminiModel(path) != "" || path == "/v1internal:generateContent" || path == "/v1internal:streamGenerateContent"):
+		// The latter two are Gemini CLI signed in with Google (Code Assist,
+		// cloudcode-pa.googleapis.com): the same answers wrapped in "response".
 		return Gemini
 	}
 	return ""

@@ -148,6 +148,9 @@ func (t *Tap) event(b []byte) {
 	case Gemini:
 		// Every chunk may carry usageMetadata, the last the totals.
 		u := ev.UsageMetadata
+		if u == nil && ev.Response != nil {
+			u = ev.Response.UsageMetadata
+		}
 		if u == nil {
 			return
 		}
@@ -182,13 +185,18 @@ type event struct {
 }
 
 type inner struct {
-	Model string     `json:"model"`
-	Usage *usageJSON `json:"usage"`
+	Model         string       `json:"model"`
+	ModelVersion  string       `json:"modelVersion"`
+	Usage         *usageJSON   `json:"usage"`
+	UsageMetadata *geminiUsage `json:"usageMetadata"` // Code Assist wraps Gemini's answer in "response"
 }
 
 func (i *inner) model() string {
 	if i == nil {
 		return ""
+	}
+	if i.Model == "" {
+		return i.ModelVersion
 	}
 	return i.Model
 }

@@ -88,6 +88,10 @@ func TestTapReadsUsageFromEveryAPIAndShape(t *testing.T) {
 			Gemini, "/v1beta/models/gemini-2.5-flash:streamGenerateContent", "application/json",
 			"[" + geminiChunk1 + ",\r\n" + strings.ReplaceAll(geminiChunk2, `"modelVersion":"gemini-2.5-pro"`, `"other":1`) + "]",
 			"gemini-2.5-pro", Usage{Input: 400, Output: 50, CacheRead: 100}},
+		"Gemini through Code Assist (signed in with Google): the answer wrapped in response": {
+			Gemini, "/v1internal:streamGenerateContent", "text/event-stream",
+			"data: {\"traceId\":\"t\",\"response\":" + geminiChunk2 + "}\r\n\r\n",
+			"gemini-2.5-pro", Usage{Input: 400, Output: 50, CacheRead: 100}},
 		"Gemini JSON body without modelVersion takes the model from the path": {
 			Gemini, "/v1beta/models/gemini-2.5-flash:generateContent", "application/json",
 			`{"candidates":[],"usageMetadata":{"promptTokenCount":7,"candidatesTokenCount":3}}`,
@@ -166,6 +170,9 @@ func TestMatchRecognisesLLMRequestsByMethodAndPath(t *testing.T) {
 		"Anthropic token counting is not a response": {"POST", "/v1/messages/count_tokens", ""},
 		"OpenAI Responses":                           {"POST", "/v1/responses", OpenAIResponses},
 		"OpenAI Responses over a WebSocket":          {"GET", "/v1/responses", OpenAIResponses},
+		"Codex signed in with ChatGPT":               {"POST", "/backend-api/codex/responses", OpenAIResponses},
+		"Gemini CLI signed in with Google":           {"POST", "/v1internal:streamGenerateContent", Gemini},
+		"Code Assist's other methods":                {"POST", "/v1internal:loadCodeAssist", ""},
 		"Chat Completions":                           {"POST", "/v1/chat/completions", OpenAIChat},
 		"Gemini generateContent":                     {"POST", "/v1beta/models/gemini-2.5-pro:generateContent", Gemini},
 		"Gemini streamGenerateContent":               {"POST", "/v1beta/models/gemini-2.5-flash:streamGenerateContent", Gemini},
