@@ -212,3 +212,15 @@ func FuzzTap(f *testing.F) {
 		}
 	})
 }
+
+// Match runs on every request through the gateway: it must not allocate.
+func TestMatchDoesNotAllocate(t *testing.T) {
+	paths := []string{"/v1/messages", "/v1beta/models/gemini-2.5-pro:streamGenerateContent", "/static/app.js", "/v1/models/x/y:z"}
+	if n := testing.AllocsPerRun(100, func() {
+		for _, p := range paths {
+			Match("POST", p)
+		}
+	}); n != 0 {
+		t.Errorf("Match allocates %v times per run", n)
+	}
+}
