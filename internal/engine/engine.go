@@ -28,6 +28,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/control"
 	"github.com/airlock-dev/airlock/internal/egress"
+	"github.com/airlock-dev/airlock/internal/llmusage"
 	"github.com/airlock-dev/airlock/internal/gateway"
 	"github.com/airlock-dev/airlock/internal/mcpproxy"
 	"github.com/airlock-dev/airlock/internal/proto"
@@ -344,6 +345,15 @@ func networkMode(requested string, caps backend.Caps) (string, error) {
 		return config.ModeProxy, nil
 	}
 	return "", fmt.Errorf("--network-mode %q: use auto, transparent or proxy", requested)
+}
+
+// LLMUsage is the sandbox's LLM use as its gateway metered it (zero
+// without a network). The same totals are in every llm audit record.
+func (s *Sandbox) LLMUsage() llmusage.Totals {
+	if s.eg == nil {
+		return llmusage.Totals{}
+	}
+	return s.eg.Usage()
 }
 
 // NetworkMode says which door a native sandbox would get here, and why.
