@@ -19,8 +19,8 @@ const (
 	// refused because the budget is spent): Host, Method, Path, Status,
 	// Subject (the model), Decision, Reason; Extra holds the API, this
 	// response's tokens (input, output, cache_read, cache_write, tokens) and
-	// cost (usd, absent when the model has no price), and the sandbox's
-	// running totals (total_tokens, total_usd, total_requests).
+	// cost (usd; usd_estimated when the model has no price), and the
+	// sandbox's running totals (total_*, budget_*).
 	KindLLM = "llm"
 )
 

@@ -51,16 +51,16 @@ func (u *upstream) refuseLLM(w http.ResponseWriter, r *http.Request, api llmusag
 // why the budget is now spent, if it is.
 func (u *upstream) count(method, path string, status int, res llmusage.Result) string {
 	m := u.g.cfg.Meter
-	cost, priced, tot := m.Add(res)
+	cost, exact, tot := m.Add(res)
 	reason := ""
 	if !res.Seen {
 		reason = "no usage in the response"
 	}
-	u.g.record(llmRecord(u.t.host, method, path, status, audit.Allow, reason, res.API, res, cost, priced, tot))
+	u.g.record(llmRecord(u.t.host, method, path, status, audit.Allow, reason, res.API, res, cost, exact, tot))
 	return m.Spent()
 }
 
-func llmRecord(host, method, path string, status int, decision, reason string, api llmusage.API, res llmusage.Result, cost float64, priced bool, tot llmusage.Totals) audit.Record {
+func llmRecord(host, method, path string, status int, decision, reason string, api llmusage.API, res llmusage.Result, cost float64, exact bool, tot llmusage.Totals) audit.Record {
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
 	x := map[string]string{
 		"api":         string(api),
@@ -71,8 +71,11 @@ func llmRecord(host, method, path string, status int, decision, reason string, a
 		"tokens":      i(res.Usage.Total()),
 	}
 	tot.Fields(x)
-	if priced {
+	if cost > 0 || exact {
 		x["usd"] = llmusage.USD(cost)
+		if !exact {
+			x["usd_estimated"] = "true" // no price for the model: its API's fallback
+		}
 	}
 	return audit.Record{Kind: audit.KindLLM, Host: host, Method: method, Path: path, Status: status, Subject: res.Model,
 		Decision: decision, Reason: reason, Extra: x}

@@ -25,18 +25,34 @@ func (p Price) Cost(u Usage) float64 {
 	return (float64(u.Input)*p.Input + float64(u.Output)*p.Output + float64(u.CacheRead)*cr + float64(u.CacheWrite)*cw) / 1e6
 }
 
-// builtinPrices are list prices per million tokens, standard tier, as the
-// providers published them in November 2025 (Anthropic cache writes at the
-// 5-minute rate; Gemini at the ≤200k-token-prompt rate). They date; a
-// config's prices add to and override them. Keep it small: the models
-// agents use by default.
+// builtinPrices are list prices per million tokens, standard tier. Dated:
+// Anthropic's are the model catalog bundled with Claude Code 2.1.330
+// (November 2026; cache writes at the 5-minute rate); OpenAI's and
+// Gemini's are as those providers published them in late 2025 (Gemini at
+// the ≤200k-token-prompt rate), as newer ones could not be checked. A
+// config's prices add to and override them; a model in none is charged at
+// its API's fallbackPrices. Keep it small: the models agents use.
 var builtinPrices = map[string]Price{
+	"claude-opus-5-5*":       {Input: 4, Output: 20, CacheRead: 0.2, CacheWrite: 5},
+	"claude-opus-5*":         {Input: 5, Output: 25, CacheRead: 0.5, CacheWrite: 6.25},
 	"claude-opus-4-5*":       {Input: 5, Output: 25, CacheRead: 0.5, CacheWrite: 6.25},
-	"claude-opus-4*":         {Input: 15, Output: 75, CacheRead: 1.5, CacheWrite: 18.75},
+	"claude-opus-4-6*":       {Input: 5, Output: 25, CacheRead: 0.5, CacheWrite: 6.25},
+	"claude-opus-4-7*":       {Input: 5, Output: 25, CacheRead: 0.5, CacheWrite: 6.25},
+	"claude-opus-4-8*":       {Input: 5, Output: 25, CacheRead: 0.5, CacheWrite: 6.25},
+	"claude-opus-4*":         {Input: 15, Output: 75, CacheRead: 1.5, CacheWrite: 18.75}, // 4-0, 4-1
+	"claude-sonnet-5-5*":     {Input: 2, Output: 10, CacheRead: 0.1, CacheWrite: 2.5},
+	"claude-sonnet-5*":       {Input: 2, Output: 10, CacheRead: 0.2, CacheWrite: 2.5},
 	"claude-sonnet-4*":       {Input: 3, Output: 15, CacheRead: 0.3, CacheWrite: 3.75},
 	"claude-3-7-sonnet*":     {Input: 3, Output: 15, CacheRead: 0.3, CacheWrite: 3.75},
+	"claude-haiku-5-5*":      {Input: 0.1, Output: 0.5, CacheRead: 0.01, CacheWrite: 0.125},
 	"claude-haiku-4*":        {Input: 1, Output: 5, CacheRead: 0.1, CacheWrite: 1.25},
 	"claude-3-5-haiku*":      {Input: 0.8, Output: 4, CacheRead: 0.08, CacheWrite: 1},
+	"claude-fable-5-2*":      {Input: 8, Output: 40, CacheRead: 0.2, CacheWrite: 10},
+	"claude-fable-5-1*":      {Input: 10, Output: 50, CacheRead: 0.25, CacheWrite: 12.5},
+	"claude-fable-5*":        {Input: 10, Output: 50, CacheRead: 1, CacheWrite: 12.5},
+	"claude-mythos-5-2*":     {Input: 8, Output: 40, CacheRead: 0.2, CacheWrite: 10},
+	"claude-mythos-5-1*":     {Input: 10, Output: 50, CacheRead: 0.25, CacheWrite: 12.5},
+	"claude-mythos-5*":       {Input: 10, Output: 50, CacheRead: 1, CacheWrite: 12.5},
 	"gpt-5*":                 {Input: 1.25, Output: 10, CacheRead: 0.125},
 	"gpt-5-mini*":            {Input: 0.25, Output: 2, CacheRead: 0.025},
 	"gpt-5-nano*":            {Input: 0.05, Output: 0.4, CacheRead: 0.005},
@@ -50,6 +66,17 @@ var builtinPrices = map[string]Price{
 	"gemini-2.5-flash*":      {Input: 0.3, Output: 2.5, CacheRead: 0.03},
 	"gemini-2.5-flash-lite*": {Input: 0.1, Output: 0.4, CacheRead: 0.01},
 	"gemini-3-pro*":          {Input: 2, Output: 12, CacheRead: 0.2},
+}
+
+// fallbackPrices charge a model no table prices (a newer one, a renamed
+// one) at a deliberately high rate for its API: a budget in dollars must
+// not stop counting because a model name is new. The audit record says the
+// cost is an estimate; budget.prices makes it exact.
+var fallbackPrices = map[API]Price{
+	Anthropic:       {Input: 10, Output: 50, CacheRead: 1, CacheWrite: 12.5}, // the dearest in the table
+	OpenAIResponses: {Input: 5, Output: 40, CacheRead: 0.5},
+	OpenAIChat:      {Input: 5, Output: 40, CacheRead: 0.5},
+	Gemini:          {Input: 4, Output: 24, CacheRead: 0.4},
 }
 
 // PriceOf finds model's price: the longest glob (path.Match) in extra that
@@ -85,7 +112,7 @@ type Totals struct {
 	Usage    Usage   `json:"usage"`
 	Tokens   int64   `json:"tokens"`
 	USD      float64 `json:"usd"`
-	Unpriced int64   `json:"unpriced,omitempty"` // responses from models without a price (not in USD)
+	Unpriced int64   `json:"unpriced,omitempty"` // responses from models without a price (in USD at their API's fallback price)
 	Refused  int64   `json:"refused,omitempty"`  // requests refused because the budget was spent
 
 	BudgetTokens int64   `json:"budget_tokens,omitempty"`
@@ -104,23 +131,25 @@ func NewMeter(b Budget) *Meter {
 	return &Meter{budget: b, t: Totals{BudgetTokens: b.Tokens, BudgetUSD: b.USD}}
 }
 
-// Add counts one response and returns its cost (priced false when its
-// model has no price) and the totals after it.
-func (m *Meter) Add(r Result) (cost float64, priced bool, t Totals) {
-	p, priced := PriceOf(r.Model, m.budget.Prices)
-	if priced {
-		cost = p.Cost(r.Usage)
+// Add counts one response and returns its cost (exact false when its
+// model has no price and the cost is its API's fallback estimate) and the
+// totals after it.
+func (m *Meter) Add(r Result) (cost float64, exact bool, t Totals) {
+	p, exact := PriceOf(r.Model, m.budget.Prices)
+	if !exact {
+		p = fallbackPrices[r.API]
 	}
+	cost = p.Cost(r.Usage)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.t.Requests++
 	m.t.Usage.Add(r.Usage)
 	m.t.Tokens += r.Usage.Total()
 	m.t.USD += cost
-	if !priced && r.Usage.Total() > 0 {
+	if !exact && r.Usage.Total() > 0 {
 		m.t.Unpriced++
 	}
-	return cost, priced, m.t
+	return cost, exact, m.t
 }
 
 // Spent says why no more LLM requests may leave; "" while the budget lasts.

@@ -77,3 +77,17 @@ func TestTotalsSurviveTheirAuditFields(t *testing.T) {
 		t.Errorf("ParseTotals(Fields(%+v)) = %+v", in, out)
 	}
 }
+
+func TestAModelWithoutAPriceIsChargedAtItsAPIsFallback(t *testing.T) {
+	m := NewMeter(Budget{USD: 1})
+	cost, exact, tot := m.Add(Result{API: OpenAIResponses, Model: "gpt-6.1-sol", Usage: Usage{Input: 100_000, Output: 20_000}})
+	if exact || cost <= 0 || tot.Unpriced != 1 || tot.USD != cost {
+		t.Fatalf("Add(an unpriced model) = %v, %v, %+v: want an estimated cost counted", cost, exact, tot)
+	}
+	if why := m.Spent(); !strings.Contains(why, "budget of $1.0000 is spent") {
+		t.Errorf("Spent() = %q: a dollar budget must end with unknown models too", why)
+	}
+	if p, _ := PriceOf("claude-opus-5-5-20261001", nil); p.Input != 4 {
+		t.Errorf("claude-opus-5-5 priced %+v, want its own entry over claude-opus-5*", p)
+	}
+}
