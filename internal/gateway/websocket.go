@@ -36,7 +36,10 @@ const (
 	wsClosePolicy   = 1008
 )
 
-var errWSProtocol = errors.New("websocket protocol error")
+var (
+	errWSProtocol = errors.New("websocket protocol error")
+	errDropping   = errors.New("refused: dropping what the sandbox sends")
+)
 
 // wsDir is one direction of a relayed WebSocket: a push parser that turns
 // the bytes it is fed into output frames appended to out.
@@ -392,26 +395,38 @@ func (c *wsConn) Write(p []byte) (int, error) {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if c.werr == errDropping {
+		return len(p), nil
+	}
 	if c.werr != nil {
 		return 0, c.werr
 	}
 	c.up.out = c.up.out[:0]
 	ferr := c.up.feed(p)
+	var ref *refusal
+	if errors.As(ferr, &ref) {
+		// Before the server hears of it (and closes, waking Read): Read
+		// must know to tell the sandbox why.
+		c.refused.Store(&ref.why)
+	}
 	if ferr != nil {
 		code, decision := c.why(ferr)
 		c.fail(decision, "websocket from the sandbox: "+ferr.Error())
 		c.up.closeFrame(code, "") // the reason (a secret's name) is for the audit log, not the server
 	}
-	if _, err := c.rwc.Write(c.up.out); err != nil {
+	if _, err := c.rwc.Write(c.up.out); err != nil && ref == nil {
 		c.werr = err
 		return 0, err
 	}
+	if ref != nil {
+		// Read, woken by the close, tells the sandbox why and then ends the
+		// relay. Until then what the sandbox sends is dropped, not refused:
+		// an error here would end the relay before the sandbox heard why.
+		c.rwc.Close()
+		c.werr = errDropping
+		return len(p), nil
+	}
 	if ferr != nil {
-		var ref *refusal
-		if errors.As(ferr, &ref) {
-			c.refused.Store(&ref.why)
-			c.rwc.Close() // wakes Read, which tells the sandbox
-		}
 		c.werr = ferr
 		return 0, ferr
 	}
