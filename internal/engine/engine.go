@@ -29,6 +29,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/control"
 	"github.com/airlock-dev/airlock/internal/egress"
 	"github.com/airlock-dev/airlock/internal/gateway"
+	"github.com/airlock-dev/airlock/internal/llmusage"
 	"github.com/airlock-dev/airlock/internal/mcpproxy"
 	"github.com/airlock-dev/airlock/internal/proto"
 	"github.com/airlock-dev/airlock/internal/secrets"
@@ -268,7 +269,7 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 		s.eg, err = egress.Start(egress.Config{
 			Network: spec.Config.Network, Mode: s.mode, ID: h.ID(), Dir: h.Dir(),
 			ProxySocket: gatewaySocket(h.SocketPath()), Secrets: set, Audit: s.log, Hooks: o.Hooks, Approver: approver,
-			Services: handlers,
+			Services: handlers, Budget: spec.Config.Budget,
 		})
 		if err != nil {
 			return nil, step("egress", err)
@@ -347,6 +348,15 @@ func networkMode(requested string, caps backend.Caps) (string, error) {
 		return config.ModeProxy, nil
 	}
 	return "", fmt.Errorf("--network-mode %q: use auto, transparent or proxy", requested)
+}
+
+// LLMUsage is the sandbox's LLM use as its gateway metered it (zero
+// without a network). The same totals are in every llm audit record.
+func (s *Sandbox) LLMUsage() llmusage.Totals {
+	if s.eg == nil {
+		return llmusage.Totals{}
+	}
+	return s.eg.Usage()
 }
 
 // NetworkMode says which door a native sandbox would get here, and why.
