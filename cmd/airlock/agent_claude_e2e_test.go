@@ -13,6 +13,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/airlock-dev/airlock/internal/fakellm"
+	"github.com/airlock-dev/airlock/internal/llmusage"
 )
 
 // claudeTestIP serves the fake Anthropic API for the Claude Code tests.
@@ -200,4 +201,52 @@ func TestClaudeCodeStartsInteractivelyWithNoQuestion(t *testing.T) {
 		t.Fatal("airlock did not end on SIGTERM")
 	}
 	a.checkKeyStayedOut(result{stdout: screen.String()})
+}
+
+// TestClaudeCodeUsageIsMeteredAndABudgetStopsIt: the gateway reads the
+// usage of every answer the fake API streams to Claude Code, and airlock
+// get's totals equal what the fake reported; with --budget-tokens below one
+// answer, the request after the first (carrying the tool's result) is
+// refused at the gateway and never reaches the API, and Claude says why.
+func TestClaudeCodeUsageIsMeteredAndABudgetStopsIt(t *testing.T) {
+	a := newAgentTest(t, claudeTestIP, nil)
+	first := filepath.Join(a.ws, "first.txt")
+	a.fake.Set(func(s *fakellm.Server) {
+		s.Script = []fakellm.Step{
+			{Tool: "Write", Args: map[string]any{"file_path": first, "content": "one\n"}},
+			{Tool: "Write", Args: map[string]any{"file_path": filepath.Join(a.ws, "second.txt"), "content": "two\n"}},
+			{Text: "done"},
+		}
+	})
+	r := a.agent("claude", "ANTHROPIC_API_KEY", "api.anthropic.com", []string{"--name", "budget", "--timeout", "3m", "--budget-tokens", "500"},
+		"-p", "write two files")
+	if _, err := os.Stat(first); err != nil {
+		t.Fatalf("the first answer's tool call did not run: %v\n%v", err, r)
+	}
+	if _, err := os.Stat(filepath.Join(a.ws, "second.txt")); err == nil {
+		t.Errorf("the second answer arrived after the budget was spent\n%v", r)
+	}
+	for _, q := range a.fake.Requests() {
+		if q.Step >= 1 {
+			t.Errorf("a request past the budget reached the API: %+v", q)
+		}
+	}
+	if !strings.Contains(r.stdout+r.stderr, "budget") {
+		t.Errorf("Claude's output does not say the budget stopped it:\n%v", r)
+	}
+	g := a.run("get", "budget")
+	var got struct {
+		LLM *llmusage.Totals `json:"llm"`
+	}
+	if err := json.Unmarshal([]byte(g.stdout), &got); err != nil || got.LLM == nil {
+		t.Fatalf("airlock get budget: %v\n%v", err, g)
+	}
+	want := a.fake.Totals()
+	u := got.LLM.Usage
+	if u.Input != want.Input || u.Output != want.Output || u.CacheRead != want.CacheRead || u.CacheWrite != want.CacheWrite {
+		t.Errorf("metered %+v, the fake reported %+v", u, want)
+	}
+	if got.LLM.Refused < 1 {
+		t.Errorf("no request was refused: %+v", got.LLM)
+	}
 }
