@@ -250,3 +250,43 @@ func TestClaudeCodeUsageIsMeteredAndABudgetStopsIt(t *testing.T) {
 		t.Errorf("no request was refused: %+v", got.LLM)
 	}
 }
+
+// TestClaudeCodeUsesTheLoginWithoutItEntering: no key in the environment,
+// but a Claude login (~/.claude/.credentials.json) on the host. The agent's
+// home gets a copy with a placeholder access token and no refresh token;
+// the gateway sends the real access token to the API; the user's file is
+// untouched (nothing was due for refresh) and the refresh token is nowhere
+// inside.
+func TestClaudeCodeUsesTheLoginWithoutItEntering(t *testing.T) {
+	a := newAgentTest(t, claudeTestIP, []fakellm.Step{{Text: "Logged in and answering."}})
+	a.key = "sk-ant-oat01-" + strings.Repeat("A", 40) + a.key[len(a.key)-16:]
+	refresh := "sk-ant-ort01-refresh-" + a.key[len(a.key)-16:]
+	login := map[string]any{"claudeAiOauth": map[string]any{
+		"accessToken": a.key, "refreshToken": refresh,
+		"expiresAt": time.Now().Add(8*time.Hour).UnixMilli(), "scopes": []string{"user:inference", "user:profile"},
+		"subscriptionType": "max",
+	}}
+	b, _ := json.Marshal(login)
+	path := filepath.Join(a.home, ".claude", ".credentials.json")
+	os.MkdirAll(filepath.Dir(path), 0o700)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := a.agent("claude", "", "api.anthropic.com", []string{"--timeout", "3m"}, "-p", "hello", "--output-format", "json")
+	if r.code != 0 || !strings.Contains(parseClaudeResult(t, r).Result, "Logged in and answering") {
+		t.Fatalf("claude with a login: %v\nrequests: %+v", r, a.fake.Requests())
+	}
+	a.checkKeyStayedOut(r)
+	if after, _ := os.ReadFile(path); string(after) != string(b) {
+		t.Errorf("the user's login file changed:\n%s", after)
+	}
+	homes := filepath.Join(a.home, ".local", "share", "airlock", "agents", "homes")
+	copies, _ := filepath.Glob(filepath.Join(homes, "*", "claude", ".claude", ".credentials.json"))
+	if len(copies) != 1 {
+		t.Fatalf("the sandbox's copy of the login: %v", copies)
+	}
+	c, _ := os.ReadFile(copies[0])
+	if strings.Contains(string(c), refresh) || strings.Contains(string(c), "refreshToken") || !strings.Contains(string(c), "airlock-ph-") {
+		t.Errorf("the sandbox's copy holds a refresh token or no placeholder:\n%s", c)
+	}
+}

@@ -75,7 +75,10 @@ func (a *agentTest) agentCmd(name, keyVar, host string, flags []string, args ...
 	argv := append([]string{"agent", "run", name, "--workspace", a.ws, "--add-host", host + ":" + ip, "--upstream-ca", a.fake.CAFile}, flags...)
 	argv = append(append(argv, "--"), args...)
 	c := a.cmd(argv...)
-	c.Env = a.environ(keyVar + "=" + a.key)
+	c.Env = a.environ()
+	if keyVar != "" { // "": no key in the environment (a login, say)
+		c.Env = append(c.Env, keyVar+"="+a.key)
+	}
 	for i, v := range c.Env {
 		if p, ok := strings.CutPrefix(v, "PATH="); ok {
 			c.Env[i] = "PATH=" + a.bin + ":" + p
