@@ -125,5 +125,7 @@ echo "-- what the model API on the host received (the gateway swapped the placeh
 sed 's/^/   /' "$work/model.log"
 echo "-- the workspace afterwards: greeting.py, written by the agent"
 sed 's/^/   /' "$home/project/greeting.py"
-echo "-- airlock audit demo-agent (network)"
-AIRLOCK_STATE_DIR="$work/state" "$work/airlock" audit demo-agent | grep -v '"kind":"exec"\|"kind":"file"' | sed 's/^/   /' | tail -8
+echo "-- airlock audit demo-agent: the model's requests with their token counts, and the refused host"
+AIRLOCK_STATE_DIR="$work/state" "$work/airlock" audit demo-agent | grep -E 'DENY|llm ' | cut -c1-160 | sed 's/^/   /'
+echo "-- airlock get demo-agent: the sandbox's LLM usage"
+AIRLOCK_STATE_DIR="$work/state" "$work/airlock" get demo-agent | python3 -c 'import json,sys; print("  ", json.dumps(json.load(sys.stdin).get("llm")))'

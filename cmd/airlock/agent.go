@@ -181,9 +181,7 @@ func agentRun(c *cobra.Command, o *runOptions, ao *agentOptions, name string, ar
 	if err != nil {
 		return err
 	}
-	if cli.expose != "" {
-		sc.RO = appendNew(sc.RO, cli.expose)
-	}
+	sc.RO = appendNew(sc.RO, cli.expose...)
 	servers, err := mcpproxy.ParseServers(sc.MCPServers)
 	if err != nil {
 		return usageError{err.Error()}
@@ -377,10 +375,10 @@ func agentLogin(p *agents.Profile, agentHome string) (*credentials.Login, error)
 
 // agentCLI is where an agent's command was found.
 type agentCLI struct {
-	path    string // the command to run (the same path inside)
-	expose  string // a host dir to show read-only so it runs ("" if visible anyway)
-	version string // "" if unknown
-	where   string // "airlock", "PATH" or "image"
+	path    string   // the command to run (the same path inside)
+	expose  []string // host dirs to show read-only so it runs (none if visible anyway)
+	version string   // "" if unknown
+	where   string   // "airlock", "PATH" or "image"
 }
 
 // findAgent finds the agent's CLI: airlock's own install first (its pinned
@@ -393,7 +391,7 @@ func findAgent(p *agents.Profile, docker bool) (agentCLI, error) {
 	if dir, err := agentInstallDir(p.Name); err == nil {
 		bin := filepath.Join(dir, "node_modules", ".bin", p.Binary)
 		if _, err := os.Stat(bin); err == nil {
-			return agentCLI{path: bin, expose: dir, version: packageVersion(bin, p.Package), where: "airlock"}, nil
+			return agentCLI{path: bin, expose: []string{dir}, version: packageVersion(bin, p.Package), where: "airlock"}, nil
 		}
 	}
 	bin, err := exec.LookPath(p.Binary)
@@ -412,11 +410,15 @@ func findAgent(p *agents.Profile, docker bool) (agentCLI, error) {
 	// An npm install keeps the command's code (and, for Codex, a native
 	// binary in a sibling package) in a node_modules tree: show all of it,
 	// and the link's own dir when the link is outside the tree (a global
-	// bin dir). Elsewhere, what the sandbox cannot see (a home, /tmp) is shown.
+	// bin dir, a linked node_modules). Elsewhere, what the sandbox cannot
+	// see (a home, /tmp) is shown.
 	if nm := nodeModulesRoot(real); nm != "" {
-		cli.expose = commonDir(nm, filepath.Dir(bin))
+		cli.expose = []string{nm}
+		if !under(bin, nm) {
+			cli.expose = append(cli.expose, filepath.Dir(bin))
+		}
 	} else if home, _ := os.UserHomeDir(); under(real, home) || under(real, os.TempDir()) {
-		cli.expose = filepath.Dir(real)
+		cli.expose = []string{filepath.Dir(real)}
 	}
 	return cli, nil
 }
@@ -433,14 +435,6 @@ func nodeModulesRoot(p string) string {
 // under reports whether p is dir or inside it.
 func under(p, dir string) bool {
 	return dir != "" && dir != "/" && (p == dir || strings.HasPrefix(p, dir+"/"))
-}
-
-// commonDir is the deepest directory holding both a and b.
-func commonDir(a, b string) string {
-	for !strings.HasPrefix(b+"/", a+"/") {
-		a = filepath.Dir(a)
-	}
-	return a
 }
 
 // packageVersion reads the version of npm package pkg from the

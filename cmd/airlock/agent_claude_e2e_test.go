@@ -263,7 +263,7 @@ func TestClaudeCodeUsesTheLoginWithoutItEntering(t *testing.T) {
 	refresh := "sk-ant-ort01-refresh-" + a.key[len(a.key)-16:]
 	login := map[string]any{"claudeAiOauth": map[string]any{
 		"accessToken": a.key, "refreshToken": refresh,
-		"expiresAt": time.Now().Add(8*time.Hour).UnixMilli(), "scopes": []string{"user:inference", "user:profile"},
+		"expiresAt": time.Now().Add(8 * time.Hour).UnixMilli(), "scopes": []string{"user:inference", "user:profile"},
 		"subscriptionType": "max",
 	}}
 	b, _ := json.Marshal(login)

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -133,10 +134,34 @@ func TestNpmTreesAreExposedWhole(t *testing.T) {
 	if got := nodeModulesRoot("/opt/a/node_modules/@openai/codex/bin/codex.js"); got != "/opt/a" {
 		t.Errorf("nodeModulesRoot = %q", got)
 	}
-	if got := commonDir("/usr/local/lib", "/usr/local/bin"); got != "/usr/local" {
-		t.Errorf("commonDir = %q", got)
-	}
-	if got := commonDir("/opt/a", "/opt/a/node_modules/.bin"); got != "/opt/a" {
-		t.Errorf("commonDir = %q", got)
+}
+
+func TestAnAgentInALinkedNodeModulesTreeIsFoundAndShownWhole(t *testing.T) {
+	t.Setenv("AIRLOCK_DATA_DIR", t.TempDir())
+	real, other := t.TempDir(), t.TempDir()
+	pkg := filepath.Join(real, "node_modules", "fake-agent", "bin")
+	os.MkdirAll(pkg, 0o755)
+	os.WriteFile(filepath.Join(real, "node_modules", "fake-agent", "package.json"), []byte(`{"name":"fake-agent","version":"1.2.3"}`), 0o644)
+	os.WriteFile(filepath.Join(pkg, "agent.js"), []byte("#!/bin/sh\n"), 0o755)
+	os.MkdirAll(filepath.Join(real, "node_modules", ".bin"), 0o755)
+	os.Symlink("../fake-agent/bin/agent.js", filepath.Join(real, "node_modules", ".bin", "fake-agent"))
+	// Another tree whose node_modules is a link to the first (far apart).
+	os.Symlink(filepath.Join(real, "node_modules"), filepath.Join(other, "node_modules"))
+	t.Setenv("PATH", filepath.Join(other, "node_modules", ".bin"))
+	done := make(chan agentCLI, 1)
+	go func() {
+		cli, err := findAgent(&agents.Profile{Name: "fake", Binary: "fake-agent", Package: "fake-agent"}, false)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- cli
+	}()
+	select {
+	case cli := <-done:
+		if cli.version != "1.2.3" || !slices.Contains(cli.expose, real) || !slices.Contains(cli.expose, filepath.Join(other, "node_modules", ".bin")) {
+			t.Errorf("found %+v: want version 1.2.3, the real tree and the link's dir shown", cli)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("findAgent does not return")
 	}
 }

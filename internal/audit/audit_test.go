@@ -586,6 +586,12 @@ func TestFormat(t *testing.T) {
 			"\x1b[2m15:04:05.123 dns       allow   api.example.com A -> 198.18.0.1 [api.example.com]\x1b[0m",
 		},
 		{
+			Record{Time: at, Kind: "llm", Decision: "allow", Host: "api.anthropic.com", Subject: "claude-sonnet-4-5", Method: "POST", Path: "/v1/messages", Status: 200,
+				Extra: map[string]string{"tokens": "1130", "usd": "0.0042", "total_tokens": "2260", "total_usd": "0.0084"}},
+			"     15:04:05.123 llm       allow   api.anthropic.com claude-sonnet-4-5 POST /v1/messages 1130 tokens $0.0042 (sandbox: 2260 tokens, $0.0084) 200",
+			"\x1b[2m15:04:05.123 llm       allow   api.anthropic.com claude-sonnet-4-5 POST /v1/messages 1130 tokens $0.0042 (sandbox: 2260 tokens, $0.0084) 200\x1b[0m",
+		},
+		{
 			Record{Time: at, Kind: "approval", Decision: "ask", Subject: "git push"},
 			"     15:04:05.123 approval  ask     git push",
 			"\x1b[33m15:04:05.123 approval  ask     git push\x1b[0m",

@@ -77,6 +77,17 @@ func Format(r Record, color bool) string {
 		parts = []string{r.Op, subject, r.Backend}
 	case KindAudit:
 		parts = []string{subject}
+	case KindLLM: // model, request, and what the answer cost
+		parts = []string{r.Host, subject, r.Method, r.Path}
+		if t := r.Extra["tokens"]; t != "" {
+			parts = append(parts, t+" tokens")
+		}
+		if u := r.Extra["usd"]; u != "" {
+			parts = append(parts, "$"+u)
+		}
+		if t := r.Extra["total_tokens"]; t != "" {
+			parts = append(parts, "(sandbox: "+t+" tokens, $"+r.Extra["total_usd"]+")")
+		}
 	}
 	for _, s := range parts {
 		if s != "" {
