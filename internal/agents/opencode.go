@@ -24,10 +24,12 @@ import (
 //   - It trusts NODE_EXTRA_CA_CERTS (every sandbox sets it).
 //   - Left alone it fetches models.dev (OPENCODE_DISABLE_MODELS_FETCH),
 //     checks for updates (OPENCODE_DISABLE_AUTOUPDATE) and installs its
-//     default plugins from registry.npmjs.org
-//     (OPENCODE_DISABLE_DEFAULT_PLUGINS) and its plugin SDK into
-//     ~/.config/opencode (OPENCODE_PURE); with those set it reaches the
-//     provider's host only.
+//     default and configured plugins from registry.npmjs.org
+//     (OPENCODE_DISABLE_DEFAULT_PLUGINS, OPENCODE_PURE). With those set
+//     it reaches the provider's host, and looks registry.npmjs.org up
+//     once in the background (it installs @opencode-ai/plugin into its
+//     config dir at every start, with no switch to stop it); the refusal
+//     is immediate and harmless.
 //   - A project's opencode.json / .opencode can add MCP servers, providers
 //     and permissions: OPENCODE_DISABLE_PROJECT_CONFIG ignores them (and
 //     with them the repository's AGENTS.md, which OpenCode then looks for
@@ -53,7 +55,7 @@ func init() {
 			"OPENCODE_DISABLE_MODELS_FETCH=1",
 			"OPENCODE_DISABLE_AUTOUPDATE=1",
 			"OPENCODE_DISABLE_DEFAULT_PLUGINS=1",
-			"OPENCODE_PURE=1", // no external plugins: they would be installed from registry.npmjs.org
+			"OPENCODE_PURE=1", // no external plugins (installed from registry.npmjs.org)
 			"OPENCODE_DISABLE_LSP_DOWNLOAD=1",
 			"OPENCODE_DISABLE_SHARE=1",
 			"OPENCODE_DISABLE_PROJECT_CONFIG=1",
