@@ -1,13 +1,19 @@
 package fakellm
 
 import (
+	"bufio"
 	"crypto/rand"
+	"crypto/sha1"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -26,9 +32,11 @@ const openaiMaxBody = 32 << 20
 // text and does not count as a step.
 //
 // A WebSocket upgrade of /v1/responses (Codex tries it before SSE) is
-// answered 426 Upgrade Required, which Codex 0.169 takes as "no
-// WebSocket here" and falls back to SSE within milliseconds, without
-// retrying (a TLS or 5xx failure costs it ~6 s of retries instead).
+// answered 426 Upgrade Required unless ServeResponsesWebSocket turned the
+// WebSocket on: Codex 0.169 takes 426 as "no WebSocket here" and falls
+// back to SSE within milliseconds, without retrying (a TLS failure or a
+// 5xx costs it ~6.5 s of retries instead), so tests of the agents stay
+// fast whatever the gateway does with upgrades.
 func (s *Server) routeOpenAI(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/responses", s.openAIResponses)
 	mux.HandleFunc("GET /v1/responses", s.openAIResponses) // a WebSocket upgrade
@@ -190,6 +198,10 @@ func (s *Server) reportedUsage() Usage {
 
 func (s *Server) openAIResponses(w http.ResponseWriter, r *http.Request) {
 	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		if s.responsesWebSocketOn() {
+			s.responsesWebSocket(w, r)
+			return
+		}
 		s.record(Request{API: "openai-responses-websocket", Path: r.URL.Path, Credential: openaiBearer(r), Step: -1})
 		http.Error(w, `{"error":{"message":"fakellm: WebSocket not supported; use HTTP","type":"invalid_request_error"}}`, http.StatusUpgradeRequired)
 		return
@@ -203,30 +215,61 @@ func (s *Server) openAIResponses(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"message":"fakellm: bad JSON"}}`, http.StatusBadRequest)
 		return
 	}
+	rep := s.responsesReply(q, nil, Request{API: "openai-responses", Path: r.URL.Path, Credential: openaiBearer(r), Stream: q.Stream})
+	if !q.Stream {
+		openaiJSON(w, rep.response("completed"))
+		return
+	}
+	sse := openaiNewSSE(w)
+	rep.stream(func(typ string, ev map[string]any) { sse.event(typ, ev) })
+}
+
+// responsesReply is one answer of the Responses API.
+type responsesReply struct {
+	s       *Server
+	id      string
+	model   string
+	text    string
+	items   []map[string]any
+	results int              // tool results in the history answered (for a chain)
+	tools   responsesRequest // the request whose tools were offered
+}
+
+// responsesReply chooses and records the answer to q. A WebSocket turn
+// that continues an earlier one (previous_response_id) sends only its new
+// input: its history holds prior's tool results too, and the tools prior
+// was offered.
+func (s *Server) responsesReply(q responsesRequest, prior *responsesReply, rec Request) *responsesReply {
 	n := q.toolResults()
+	tools := q
+	if prior != nil {
+		n += prior.results
+		if !q.offersTools() {
+			tools = prior.tools // the tools came with the chain's first turn
+		}
+	}
 	st, scripted := s.step(n)
-	if !q.offersTools() {
+	if !tools.offersTools() {
 		// A side request (a title, a summary): it cannot call a tool.
 		st, scripted = Step{Text: sideText(st)}, false
 	}
-	rec := Request{API: "openai-responses", Path: r.URL.Path, Credential: openaiBearer(r), Model: q.Model, Step: n, Stream: q.Stream, Usage: s.reportedUsage()}
+	rec.Model, rec.Step, rec.Usage = q.Model, n, s.reportedUsage()
 	if !scripted {
 		rec.Step = -1
 	}
 	s.record(rec)
 
-	respID := openaiID("resp_")
-	var items []map[string]any
+	rep := &responsesReply{s: s, id: openaiID("resp_"), model: q.Model, text: st.Text, items: []map[string]any{}, results: n, tools: tools}
 	if st.Text != "" {
-		items = append(items, map[string]any{
+		rep.items = append(rep.items, map[string]any{
 			"type": "message", "id": openaiID("msg_"), "status": "completed", "role": "assistant",
 			"content": []map[string]any{{"type": "output_text", "text": st.Text, "annotations": []any{}}},
 		})
 	}
 	if st.Tool != "" {
-		if q.customTool(st.Tool) {
+		if tools.customTool(st.Tool) {
 			input, _ := st.Args["input"].(string)
-			items = append(items, map[string]any{
+			rep.items = append(rep.items, map[string]any{
 				"type": "custom_tool_call", "id": openaiID("ctc_"), "status": "completed",
 				"call_id": openaiID("call_"), "name": st.Tool, "input": input,
 			})
@@ -235,44 +278,45 @@ func (s *Server) openAIResponses(w http.ResponseWriter, r *http.Request) {
 			if st.Args == nil {
 				args = []byte("{}")
 			}
-			items = append(items, map[string]any{
+			rep.items = append(rep.items, map[string]any{
 				"type": "function_call", "id": openaiID("fc_"), "status": "completed",
 				"call_id": openaiID("call_"), "name": st.Tool, "arguments": string(args),
 			})
 		}
 	}
-	response := func(status string, output []map[string]any) map[string]any {
-		m := map[string]any{
-			"id": respID, "object": "response", "created_at": time.Now().Unix(),
-			"status": status, "model": q.Model, "output": output,
-			"parallel_tool_calls": false, "tool_choice": "auto", "tools": []any{},
-		}
-		if status == "completed" {
-			m["usage"] = s.responsesUsage()
-		} else {
-			m["usage"] = nil
-		}
-		return m
-	}
-	if output := items; !q.Stream {
-		if output == nil {
-			output = []map[string]any{}
-		}
-		openaiJSON(w, response("completed", output))
-		return
-	}
+	return rep
+}
 
-	sse := openaiNewSSE(w)
+// response is the response object in a state.
+func (rep *responsesReply) response(status string) map[string]any {
+	output := rep.items
+	if status != "completed" {
+		output = []map[string]any{}
+	}
+	m := map[string]any{
+		"id": rep.id, "object": "response", "created_at": time.Now().Unix(),
+		"status": status, "model": rep.model, "output": output,
+		"parallel_tool_calls": false, "tool_choice": "auto", "tools": []any{},
+		"usage": nil,
+	}
+	if status == "completed" {
+		m["usage"] = rep.s.responsesUsage()
+	}
+	return m
+}
+
+// stream sends the answer as the streaming events, each to send(type, event).
+func (rep *responsesReply) stream(send func(typ string, event map[string]any)) {
 	seq := 0
 	emit := func(typ string, m map[string]any) {
 		m["type"] = typ
 		m["sequence_number"] = seq
 		seq++
-		sse.event(typ, m)
+		send(typ, m)
 	}
-	emit("response.created", map[string]any{"response": response("in_progress", []map[string]any{})})
-	emit("response.in_progress", map[string]any{"response": response("in_progress", []map[string]any{})})
-	for i, it := range items {
+	emit("response.created", map[string]any{"response": rep.response("in_progress")})
+	emit("response.in_progress", map[string]any{"response": rep.response("in_progress")})
+	for i, it := range rep.items {
 		added := map[string]any{}
 		for k, v := range it {
 			added[k] = v
@@ -284,11 +328,11 @@ func (s *Server) openAIResponses(w http.ResponseWriter, r *http.Request) {
 			emit("response.output_item.added", map[string]any{"output_index": i, "item": added})
 			part := map[string]any{"type": "output_text", "text": "", "annotations": []any{}}
 			emit("response.content_part.added", map[string]any{"item_id": it["id"], "output_index": i, "content_index": 0, "part": part})
-			for _, chunk := range openaiChunks(st.Text, 16) {
+			for _, chunk := range openaiChunks(rep.text, 16) {
 				emit("response.output_text.delta", map[string]any{"item_id": it["id"], "output_index": i, "content_index": 0, "delta": chunk, "logprobs": []any{}})
 			}
-			emit("response.output_text.done", map[string]any{"item_id": it["id"], "output_index": i, "content_index": 0, "text": st.Text, "logprobs": []any{}})
-			part["text"] = st.Text
+			emit("response.output_text.done", map[string]any{"item_id": it["id"], "output_index": i, "content_index": 0, "text": rep.text, "logprobs": []any{}})
+			part = map[string]any{"type": "output_text", "text": rep.text, "annotations": []any{}}
 			emit("response.content_part.done", map[string]any{"item_id": it["id"], "output_index": i, "content_index": 0, "part": part})
 		case "function_call":
 			added["arguments"] = ""
@@ -309,10 +353,194 @@ func (s *Server) openAIResponses(w http.ResponseWriter, r *http.Request) {
 		}
 		emit("response.output_item.done", map[string]any{"output_index": i, "item": it})
 	}
-	if items == nil {
-		items = []map[string]any{}
+	emit("response.completed", map[string]any{"response": rep.response("completed")})
+}
+
+// responsesWS records which servers accept WebSocket upgrades.
+var responsesWS sync.Map // *Server → bool
+
+// ServeResponsesWebSocket makes s accept Codex's WebSocket upgrade of
+// /v1/responses and answer over it (on), or refuse it with 426 (off, the
+// default). Over the WebSocket each turn is a text frame
+// {"type":"response.create", ...the request's fields} and its answer the
+// same events as the SSE stream, one JSON text frame each; a turn may
+// continue an earlier one with previous_response_id and only the new input
+// items, whose tool results then add to the earlier history's.
+func (s *Server) ServeResponsesWebSocket(on bool) { responsesWS.Store(s, on) }
+
+func (s *Server) responsesWebSocketOn() bool {
+	v, _ := responsesWS.Load(s)
+	on, _ := v.(bool)
+	return on
+}
+
+// WebSocket opcodes (RFC 6455).
+const (
+	wsContinuation = 0x0
+	wsText         = 0x1
+	wsBinary       = 0x2
+	wsClose        = 0x8
+	wsPing         = 0x9
+	wsPong         = 0xA
+)
+
+// wsIdle is how long a WebSocket may stay silent.
+const wsIdle = 5 * time.Minute
+
+func (s *Server) responsesWebSocket(w http.ResponseWriter, r *http.Request) {
+	key := r.Header.Get("Sec-WebSocket-Key")
+	hj, ok := w.(http.Hijacker)
+	if key == "" || r.Header.Get("Sec-WebSocket-Version") != "13" || !ok {
+		http.Error(w, `{"error":{"message":"fakellm: bad WebSocket upgrade"}}`, http.StatusUpgradeRequired)
+		return
 	}
-	emit("response.completed", map[string]any{"response": response("completed", items)})
+	cred := openaiBearer(r)
+	conn, brw, err := hj.Hijack()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	sum := sha1.Sum([]byte(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
+	fmt.Fprintf(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n", base64.StdEncoding.EncodeToString(sum[:]))
+	if brw.Flush() != nil {
+		return
+	}
+	chain := map[string]*responsesReply{} // the answers given, by response id
+	for {
+		conn.SetReadDeadline(time.Now().Add(wsIdle))
+		op, msg, err := wsReadMessage(brw.Reader, conn)
+		if err != nil || op == wsClose {
+			if op == wsClose {
+				wsWriteFrame(conn, wsClose, nil)
+			}
+			return
+		}
+		if op != wsText {
+			continue
+		}
+		var turn struct {
+			Type               string `json:"type"`
+			PreviousResponseID string `json:"previous_response_id"`
+		}
+		var q responsesRequest
+		if json.Unmarshal(msg, &turn) != nil || json.Unmarshal(msg, &q) != nil || turn.Type != "response.create" {
+			b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]any{"type": "invalid_request_error", "message": "fakellm: expected a response.create"}})
+			if wsWriteFrame(conn, wsText, b) != nil {
+				return
+			}
+			continue
+		}
+		rep := s.responsesReply(q, chain[turn.PreviousResponseID], Request{API: "openai-responses-websocket", Path: r.URL.Path, Credential: cred, Stream: true})
+		if len(chain) < 4096 {
+			chain[rep.id] = rep
+		}
+		failed := false
+		rep.stream(func(_ string, ev map[string]any) {
+			if b, _ := json.Marshal(ev); !failed && wsWriteFrame(conn, wsText, b) != nil {
+				failed = true
+			}
+		})
+		if failed {
+			return
+		}
+	}
+}
+
+// wsReadMessage reads one data message (reassembling fragments, answering
+// pings) or a close, bounded by openaiMaxBody.
+func wsReadMessage(r *bufio.Reader, w io.Writer) (byte, []byte, error) {
+	var msg []byte
+	var op byte
+	for {
+		fin, fop, payload, err := wsReadFrame(r, openaiMaxBody-len(msg))
+		if err != nil {
+			return 0, nil, err
+		}
+		switch fop {
+		case wsPing:
+			if err := wsWriteFrame(w, wsPong, payload); err != nil {
+				return 0, nil, err
+			}
+			continue
+		case wsPong:
+			continue
+		case wsClose:
+			return wsClose, nil, nil
+		case wsContinuation:
+			if op == 0 {
+				return 0, nil, errors.New("websocket: continuation without a message")
+			}
+		case wsText, wsBinary:
+			op = fop
+		default:
+			return 0, nil, fmt.Errorf("websocket: opcode %#x", fop)
+		}
+		msg = append(msg, payload...)
+		if fin {
+			return op, msg, nil
+		}
+	}
+}
+
+// wsReadFrame reads one (masked, client) frame of at most limit bytes.
+func wsReadFrame(r *bufio.Reader, limit int) (fin bool, op byte, payload []byte, err error) {
+	var h [2]byte
+	if _, err = io.ReadFull(r, h[:]); err != nil {
+		return
+	}
+	fin, op = h[0]&0x80 != 0, h[0]&0x0f
+	if h[0]&0x70 != 0 {
+		return false, 0, nil, errors.New("websocket: reserved bits set (no extension was agreed)")
+	}
+	n := uint64(h[1] & 0x7f)
+	switch n {
+	case 126:
+		var b [2]byte
+		if _, err = io.ReadFull(r, b[:]); err != nil {
+			return
+		}
+		n = uint64(binary.BigEndian.Uint16(b[:]))
+	case 127:
+		var b [8]byte
+		if _, err = io.ReadFull(r, b[:]); err != nil {
+			return
+		}
+		n = binary.BigEndian.Uint64(b[:])
+	}
+	if n > uint64(max(limit, 0)) {
+		return false, 0, nil, errors.New("websocket: message too large")
+	}
+	if h[1]&0x80 == 0 {
+		return false, 0, nil, errors.New("websocket: unmasked client frame")
+	}
+	var mask [4]byte
+	if _, err = io.ReadFull(r, mask[:]); err != nil {
+		return
+	}
+	payload = make([]byte, n)
+	if _, err = io.ReadFull(r, payload); err != nil {
+		return
+	}
+	for i := range payload {
+		payload[i] ^= mask[i%4]
+	}
+	return fin, op, payload, nil
+}
+
+// wsWriteFrame writes one unmasked (server) frame.
+func wsWriteFrame(w io.Writer, op byte, payload []byte) error {
+	h := []byte{0x80 | op}
+	switch n := len(payload); {
+	case n < 126:
+		h = append(h, byte(n))
+	case n <= 0xffff:
+		h = append(h, 126, byte(n>>8), byte(n))
+	default:
+		h = append(h, 127)
+		h = binary.BigEndian.AppendUint64(h, uint64(n))
+	}
+	_, err := w.Write(append(h, payload...))
+	return err
 }
 
 // chatRequest is the part of a Chat Completions request the fake reads.

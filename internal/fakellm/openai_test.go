@@ -254,7 +254,7 @@ func TestSideRequestsWithoutToolsGetTextAndDoNotCountAsSteps(t *testing.T) {
 	}
 }
 
-func TestAWebSocketUpgradeIsRefusedWith426(t *testing.T) {
+func TestAWebSocketUpgradeIsRefusedWith426ByDefault(t *testing.T) {
 	s := startOpenAI(t, responsesScript)
 	req, _ := http.NewRequest("GET", "https://api.openai.com/v1/responses", nil)
 	req.Header.Set("Connection", "Upgrade")
@@ -273,6 +273,158 @@ func TestAWebSocketUpgradeIsRefusedWith426(t *testing.T) {
 	if q := s.Requests(); len(q) != 1 || q[0].API != "openai-responses-websocket" || q[0].Credential != "sk-ws" {
 		t.Errorf("recorded %+v", q)
 	}
+}
+
+// wsDial opens a WebSocket to s's /v1/responses as Codex does.
+func wsDial(t *testing.T, s *Server, key string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	pem, _ := os.ReadFile(s.CAFile)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	conn, err := tls.Dial("tcp", s.Addr, &tls.Config{RootCAs: pool, ServerName: "api.openai.com", NextProtos: []string{"http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(conn, "GET /v1/responses HTTP/1.1\r\nHost: api.openai.com\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bearer "+key+"\r\n\r\n")
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get("Sec-WebSocket-Accept") != "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=" {
+		t.Fatalf("upgrade: %v %+v", err, resp)
+	}
+	return conn, br
+}
+
+// wsSend writes a masked client frame.
+func wsSend(t *testing.T, c net.Conn, op byte, payload []byte) {
+	t.Helper()
+	mask := [4]byte{1, 2, 3, 4}
+	h := []byte{0x80 | op}
+	switch n := len(payload); {
+	case n < 126:
+		h = append(h, 0x80|byte(n))
+	case n <= 0xffff:
+		h = append(h, 0x80|126, byte(n>>8), byte(n))
+	default:
+		t.Fatal("too big for the test")
+	}
+	h = append(h, mask[:]...)
+	for i, b := range payload {
+		h = append(h, b^mask[i%4])
+	}
+	if _, err := c.Write(h); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wsRecv reads one server frame.
+func wsRecv(t *testing.T, br *bufio.Reader) (byte, []byte) {
+	t.Helper()
+	var h [2]byte
+	if _, err := io.ReadFull(br, h[:]); err != nil {
+		t.Fatal(err)
+	}
+	if h[1]&0x80 != 0 {
+		t.Fatal("a masked server frame")
+	}
+	n := int(h[1] & 0x7f)
+	if n == 126 {
+		var b [2]byte
+		io.ReadFull(br, b[:])
+		n = int(b[0])<<8 | int(b[1])
+	} else if n == 127 {
+		var b [8]byte
+		io.ReadFull(br, b[:])
+		n = 0
+		for _, x := range b {
+			n = n<<8 | int(x)
+		}
+	}
+	p := make([]byte, n)
+	if _, err := io.ReadFull(br, p); err != nil {
+		t.Fatal(err)
+	}
+	return h[0] & 0x0f, p
+}
+
+// wsTurn sends a response.create and returns the completed response.
+func wsTurn(t *testing.T, c net.Conn, br *bufio.Reader, turn map[string]any) map[string]any {
+	t.Helper()
+	turn["type"] = "response.create"
+	b, _ := json.Marshal(turn)
+	wsSend(t, c, 0x1, b)
+	for {
+		op, p := wsRecv(t, br)
+		if op != 0x1 {
+			t.Fatalf("opcode %#x", op)
+		}
+		var ev map[string]any
+		if err := json.Unmarshal(p, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev["type"] == "response.completed" {
+			return ev["response"].(map[string]any)
+		}
+		if ev["type"] == "error" {
+			t.Fatalf("error event %s", p)
+		}
+	}
+}
+
+func TestResponsesOverAWebSocketWhenServed(t *testing.T) {
+	s := startOpenAI(t, responsesScript)
+	s.ServeResponsesWebSocket(true)
+	c, br := wsDial(t, s, "sk-ws")
+	tools := []any{map[string]any{"type": "additional_tools", "tools": []any{
+		map[string]any{"type": "function", "name": "shell"}, map[string]any{"type": "custom", "name": "exec"},
+	}}}
+	first := wsTurn(t, c, br, map[string]any{"model": "gpt-5", "input": append(tools, map[string]any{"type": "message", "role": "user", "content": "go"})})
+	out := first["output"].([]any)
+	call := out[len(out)-1].(map[string]any)
+	if call["type"] != "function_call" || call["name"] != "shell" {
+		t.Fatalf("first turn: %v", out)
+	}
+	t.Run("a ping is answered with a pong", func(t *testing.T) {
+		wsSend(t, c, 0x9, []byte("hi"))
+		if op, p := wsRecv(t, br); op != 0xA || string(p) != "hi" {
+			t.Errorf("got %#x %q", op, p)
+		}
+	})
+	t.Run("a turn continuing the first with only its new input is the next step, with the first turn's tools", func(t *testing.T) {
+		second := wsTurn(t, c, br, map[string]any{"model": "gpt-5", "previous_response_id": first["id"], "input": []any{
+			map[string]any{"type": "function_call_output", "call_id": call["call_id"], "output": "ok"},
+		}})
+		it := second["output"].([]any)[0].(map[string]any)
+		if it["type"] != "custom_tool_call" || it["name"] != "exec" {
+			t.Errorf("second turn: %v", second["output"])
+		}
+		third := wsTurn(t, c, br, map[string]any{"model": "gpt-5", "previous_response_id": second["id"], "input": []any{
+			map[string]any{"type": "custom_tool_call_output", "call_id": it["call_id"], "output": "ok"},
+		}})
+		if m := third["output"].([]any)[0].(map[string]any); m["type"] != "message" {
+			t.Errorf("third turn: %v", third["output"])
+		}
+	})
+	t.Run("every turn is recorded with the upgrade's credential and its step", func(t *testing.T) {
+		var steps []int
+		for _, q := range s.Requests() {
+			if q.API != "openai-responses-websocket" || q.Credential != "sk-ws" {
+				t.Errorf("recorded %+v", q)
+			}
+			steps = append(steps, q.Step)
+		}
+		if len(steps) != 3 || steps[0] != 0 || steps[1] != 1 || steps[2] != 2 {
+			t.Errorf("steps %v, want 0 1 2", steps)
+		}
+	})
+	t.Run("a close is answered with a close", func(t *testing.T) {
+		wsSend(t, c, 0x8, nil)
+		if op, _ := wsRecv(t, br); op != 0x8 {
+			t.Errorf("got %#x", op)
+		}
+	})
 }
 
 func TestChatCompletionsStreamToolCallsAndUsage(t *testing.T) {
