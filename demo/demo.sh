@@ -16,6 +16,7 @@ trap cleanup EXIT
 echo "== building airlock"
 CGO_ENABLED=0 go build -o "$work/airlock" ./cmd/airlock
 go build -o "$work/upstream" ./demo/upstream
+go build -o "$work/fakemodel" ./demo/fakemodel
 
 # A fake home with secrets a real one would have, and a secret in the environment.
 home="$work/home"
@@ -95,3 +96,34 @@ echo "-- what the API server on the host received (the real key was swapped in o
 sed 's/^/   /' "$work/upstream.log"
 echo "-- airlock audit demo-net"
 AIRLOCK_STATE_DIR="$work/state" "$work/airlock" audit demo-net | sed 's/^/   /'
+
+# Act three: an agent. Claude Code — the real CLI from npm — runs in the
+# sandbox against a stand-in model on the host (Anthropic's API under its
+# real name, on 127.0.0.7:443 with a throwaway CA). The model asks it to
+# write a file, then to fetch a page from a host nobody allowed.
+echo
+echo "== an agent: airlock agent run claude (the real Claude Code, against a stand-in model)"
+agents_data="${AIRLOCK_DEMO_DATA:-${XDG_CACHE_HOME:-$HOME/.cache}/airlock-demo}"
+if ! AIRLOCK_DATA_DIR="$agents_data" "$work/airlock" agent ls 2>/dev/null | grep -q '^claude .* airlock /'; then
+	if ! command -v npm >/dev/null; then
+		echo "   (skipping: npm is needed to install Claude Code: apt install npm)"
+		exit 0
+	fi
+	AIRLOCK_DATA_DIR="$agents_data" "$work/airlock" agent install claude 2>&1 | sed 's/^/   /'
+fi
+"$work/fakemodel" -addr 127.0.0.7:443 -dir "$work" -workspace "$home/project" >"$work/model.log" 2>&1 &
+model_pid=$!
+trap 'kill $api_pid $model_pid 2>/dev/null; cleanup' EXIT
+sleep 0.3
+export ANTHROPIC_API_KEY="sk-ant-demo-REAL-KEY-$(date +%s)"
+echo "   on the host: ANTHROPIC_API_KEY=$ANTHROPIC_API_KEY"
+echo "   airlock agent run claude --add-host api.anthropic.com:127.0.0.7 --upstream-ca ca.pem -- -p 'add a greeting module'"
+HOME=$home AIRLOCK_STATE_DIR="$work/state" AIRLOCK_DATA_DIR="$agents_data" "$work/airlock" agent run claude \
+	--name demo-agent --workspace "$home/project" \
+	--add-host api.anthropic.com:127.0.0.7 --upstream-ca "$work/ca.pem" -- -p "add a greeting module" 2>&1 | sed 's/^/   /'
+echo "-- what the model API on the host received (the gateway swapped the placeholder for the real key):"
+sed 's/^/   /' "$work/model.log"
+echo "-- the workspace afterwards: greeting.py, written by the agent"
+sed 's/^/   /' "$home/project/greeting.py"
+echo "-- airlock audit demo-agent (network)"
+AIRLOCK_STATE_DIR="$work/state" "$work/airlock" audit demo-agent | grep -v '"kind":"exec"\|"kind":"file"' | sed 's/^/   /' | tail -8

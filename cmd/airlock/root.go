@@ -32,7 +32,7 @@ Exit status is the command's own; 125 when airlock itself fails.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err.Error()} })
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.AddCommand(newRunCmd(), newExecCmd(), newLsCmd(), newGetCmd(), newLogsCmd(),
-		newKillCmd(), newRmCmd(), newPruneCmd(), newDiffCmd(), newApplyCmd(), newDiscardCmd(), newAuditCmd(), newCACmd(), newDoctorCmd(), newGatewayCmd(), newImagesCmd(), newRPCCmd(), newConfigCmd(), newTrustCmd(), newApprovalsCmd(), newDecideCmd(true), newDecideCmd(false), newRevokeCmd(), newUICmd(), newMCPBridgeCmd(), newHostexecCmd(), newVersionCmd())
+		newKillCmd(), newRmCmd(), newPruneCmd(), newDiffCmd(), newApplyCmd(), newDiscardCmd(), newAuditCmd(), newCACmd(), newDoctorCmd(), newGatewayCmd(), newImagesCmd(), newRPCCmd(), newConfigCmd(), newTrustCmd(), newApprovalsCmd(), newAgentCmd(), newDecideCmd(true), newDecideCmd(false), newRevokeCmd(), newUICmd(), newMCPBridgeCmd(), newHostexecCmd(), newVersionCmd())
 	return root
 }
 

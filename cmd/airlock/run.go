@@ -13,10 +13,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/engine"
+	"github.com/airlock-dev/airlock/internal/secrets"
 	"github.com/airlock-dev/airlock/internal/state"
 	"github.com/airlock-dev/airlock/internal/supervisor"
 	"github.com/airlock-dev/airlock/internal/term"
@@ -116,7 +118,13 @@ Limits default to ` + strconv.Itoa(defaultPids) + ` processes and half of the ma
 		RunE: func(c *cobra.Command, args []string) error { return run(c, o, args) },
 	}
 	c.Flags().SetInterspersed(false) // everything after CMD belongs to CMD
-	f := c.Flags()
+	addRunFlags(c.Flags(), o)
+	return c
+}
+
+// addRunFlags registers the flags every sandbox-making command shares
+// (airlock run, airlock agent run).
+func addRunFlags(f *pflag.FlagSet, o *runOptions) {
 	f.StringVarP(&o.workspace, "workspace", "w", "", "directory the sandbox may change (default: the current directory)")
 	f.StringVar(&o.home, "home", "", "keep the sandbox's home directory in `DIR` across runs (default: an empty private home)")
 	f.StringArrayVar(&o.ro, "ro", nil, "also expose `PATH` read-only (repeatable)")
@@ -153,7 +161,6 @@ Limits default to ` + strconv.Itoa(defaultPids) + ` processes and half of the ma
 	f.BoolVar(&o.noConfig, "no-config-files", false, "read no config file: defaults and these flags only")
 	f.BoolVar(&o.watch, "watch-files", false, "record every file created, written or deleted in the workspace and writable mounts in the audit log (airlock audit ID)")
 	f.StringArrayVar(&o.scratch, "scratch", nil, "an empty writable directory at `PATH` inside that lives as long as the sandbox (repeatable)")
-	return c
 }
 
 func run(c *cobra.Command, o *runOptions, args []string) error {
@@ -170,6 +177,17 @@ func run(c *cobra.Command, o *runOptions, args []string) error {
 	if err != nil {
 		return err
 	}
+	code, err := launch(spec, o, cfg.Spec.Env, nil)
+	if err != nil {
+		return err
+	}
+	return exitError{code}
+}
+
+// launch registers spec's sandbox and runs it in the foreground (returning
+// the command's exit code), or starts it detached. env are --env entries
+// (config.SandboxEnv's extra); secrets given by value need a foreground run.
+func launch(spec engine.Spec, o *runOptions, env []string, secs []*secrets.Secret) (int, error) {
 	// A foreground run is latency-bound: the sandbox is prepared (a native
 	// guest's namespaces and runtime come up, milliseconds) while it is
 	// registered and its environment built.
@@ -194,34 +212,33 @@ func run(c *cobra.Command, o *runOptions, args []string) error {
 	}
 	store, err := openStore()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	h, err := store.Create(o.name)
 	if err != nil {
 		if errors.Is(err, state.ErrNameTaken) {
-			return fmt.Errorf("a sandbox named %q exists already: pick another --name, or remove it with airlock rm %s", o.name, o.name)
+			return 0, fmt.Errorf("a sandbox named %q exists already: pick another --name, or remove it with airlock rm %s", o.name, o.name)
 		}
-		return err
+		return 0, err
 	}
-	if spec.Env, err = sandboxEnv(spec, h.ID(), cfg.Spec.Env); err != nil {
+	if spec.Env, err = sandboxEnv(spec, h.ID(), env); err != nil {
 		h.Remove()
-		return err
+		return 0, err
 	}
 	if o.detach {
-		return detach(h, spec)
+		if len(secs) > 0 {
+			h.Remove()
+			return 0, errors.New("secrets given by value cannot go to a detached sandbox")
+		}
+		return 0, detach(h, spec)
 	}
 	r := <-preparing
 	preparing = nil
 	if r.err != nil {
 		h.Remove()
-		return r.err
+		return 0, r.err
 	}
-	pending := r.p
-	code, err := supervisor.Run(h, spec, term.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, nil, pending)
-	if err != nil {
-		return err
-	}
-	return exitError{code}
+	return supervisor.Run(h, spec, term.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, supervisor.Options{Pending: r.p, Secrets: secs})
 }
 
 func sandboxEnv(spec engine.Spec, id string, extra []string) ([]string, error) {

@@ -51,7 +51,7 @@ func supervise(args []string) int {
 		return supervisor.ExitAirlock
 	}
 	devnull, _ := os.Open(os.DevNull)
-	code, err := supervisor.Run(h, spec, term.IO{Stdin: devnull, Stdout: os.Stdout, Stderr: os.Stderr}, report, nil)
+	code, err := supervisor.Run(h, spec, term.IO{Stdin: devnull, Stdout: os.Stdout, Stderr: os.Stderr}, supervisor.Options{Ready: report})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "airlock: %v\n", err)
 	}

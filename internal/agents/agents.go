@@ -48,6 +48,11 @@ type Profile struct {
 	// RootEnv is added when the sandbox runs as uid 0.
 	RootEnv []string
 
+	// RepoSettings are files in a repository that steer this agent (hooks,
+	// env, MCP servers): they apply inside, where they cannot widen what the
+	// sandbox allows, and a run names the ones present.
+	RepoSettings []string
+
 	// Launch makes the command line, environment and home files of one run.
 	Launch func(in Inputs) (Launch, error)
 	// FindSession returns the id of the newest session the agent stored in

@@ -127,6 +127,36 @@ var credentialPaths = []string{
 	".password-store", ".local/share/keyrings", ".config/rclone", ".terraform.d",
 	".config/op", ".vault-token", ".cargo/credentials", ".cargo/credentials.toml",
 	".gem/credentials", ".config/airlock", ".local/state/airlock",
+	// Agents' own logins (OAuth refresh tokens): the sandbox gets a copy without
+	// them in its private home (see internal/credentials). The directories of the
+	// logins airlock refreshes are hidden whole: a file hidden by a mount is
+	// revealed when the host renames a new file over it (the kernel detaches
+	// mounts on a dentry renamed over, in every namespace), and the refresher and
+	// the CLIs write these files by rename. They also hold other projects'
+	// transcripts.
+	".claude", ".codex", ".gemini",
+	".claude/.credentials.json", ".codex/auth.json", ".gemini/oauth_creds.json",
+	".local/share/opencode/auth.json", ".config/goose/secrets.yaml",
+}
+
+// exposed reports whether dir is, or is inside, a host path s shows.
+func exposed(s *Spec, dir string) bool {
+	for _, p := range append(append([]string{s.Workspace}, s.RO...), s.RW...) {
+		if p != "" && Within(dir, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// sameDir reports whether a and b are the same directory.
+func sameDir(a, b string) bool {
+	if a == "" || b == "" {
+		return false
+	}
+	sa, errA := os.Stat(a)
+	sb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(sa, sb)
 }
 
 // systemHidden are host paths no sandbox may read, whatever the flags.
@@ -147,6 +177,13 @@ func Hidden(s *Spec, env func(string) string) []string {
 	out = append(out, keys...)
 	for _, h := range uniq(s.HostHome, home) {
 		if h == "" || h == "/" {
+			continue
+		}
+		// A kept home (--home DIR, an agent's private home) covers the home
+		// path: what shows there is that dir, given on purpose, not the
+		// user's real home — unless it is the real home, or the real home
+		// is shown there too (as, or inside, the workspace or --ro/--rw).
+		if s.Home != "" && h == home && !sameDir(s.Home, s.HostHome) && !exposed(s, h) {
 			continue
 		}
 		for _, p := range credentialPaths {

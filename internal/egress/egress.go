@@ -52,9 +52,11 @@ var (
 // Inside the sandbox: where the guest relays from, and where the gateway's
 // socket and the CA bundle appear.
 const (
-	relayListen  = "127.0.0.1:3128"
-	proxyInside  = "/run/airlock/proxy.sock"
-	bundleInside = "/run/airlock/ca-bundle.pem"
+	relayListen = "127.0.0.1:3128"
+	proxyInside = "/run/airlock/proxy.sock"
+	// BundleInside is the CA bundle (the system's plus airlock's CA) every
+	// sandbox with a gateway trusts; SSL_CERT_FILE and friends point at it.
+	BundleInside = "/run/airlock/ca-bundle.pem"
 )
 
 // systemBundles are the usual trust-store files; the ones that exist on the
@@ -220,15 +222,15 @@ func Start(c Config) (_ *Egress, err error) {
 		return nil, err
 	}
 	e := &Egress{gw: gw, base: p.config, audit: c.Audit}
-	e.Files = []backend.FileMount{{Source: bundlePath, Target: bundleInside}}
+	e.Files = []backend.FileMount{{Source: bundlePath, Target: BundleInside}}
 	for _, b := range systemBundles {
 		if st, err := os.Stat(b); err == nil && st.Mode().IsRegular() {
 			e.Files = append(e.Files, backend.FileMount{Source: bundlePath, Target: b})
 		}
 	}
 	e.Env = append(c.Secrets.Env(),
-		"SSL_CERT_FILE="+bundleInside, "NODE_EXTRA_CA_CERTS="+bundleInside, "REQUESTS_CA_BUNDLE="+bundleInside,
-		"CURL_CA_BUNDLE="+bundleInside, "GIT_SSL_CAINFO="+bundleInside)
+		"SSL_CERT_FILE="+BundleInside, "NODE_EXTRA_CA_CERTS="+BundleInside, "REQUESTS_CA_BUNDLE="+BundleInside,
+		"CURL_CA_BUNDLE="+BundleInside, "GIT_SSL_CAINFO="+BundleInside)
 
 	if c.Mode == config.ModeTransparent {
 		e.Net = &tapNet

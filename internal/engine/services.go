@@ -13,10 +13,10 @@ import (
 	"github.com/airlock-dev/airlock/internal/mcpproxy"
 )
 
-// binInside is where the airlock binary appears inside a sandbox that has
+// BinInside is where the airlock binary appears inside a sandbox that has
 // broker services, also under the names it answers to (hostexec,
 // mcp-bridge), read-only; it is put first on PATH.
-const binInside = "/run/airlock/bin"
+const BinInside = "/run/airlock/bin"
 
 // toolsInside shows exe (the airlock binary) inside and returns the
 // environment that finds it.
@@ -28,13 +28,13 @@ func toolsInside(exe string, b *backend.Spec, env []string) []string {
 		}
 	}
 	for _, name := range []string{"airlock", "hostexec", "mcp-bridge"} {
-		b.Files = append(b.Files, backend.FileMount{Source: exe, Target: filepath.Join(binInside, name)})
+		b.Files = append(b.Files, backend.FileMount{Source: exe, Target: filepath.Join(BinInside, name)})
 	}
 	path, ok := config.LookupEnv(env, "PATH")
 	if !ok {
 		path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 	}
-	return config.MergeEnv(env, []string{"PATH=" + binInside + ":" + path})
+	return config.MergeEnv(env, []string{"PATH=" + BinInside + ":" + path})
 }
 
 // services are the sandbox's own handlers on airlock.internal.

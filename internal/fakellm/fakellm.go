@@ -21,11 +21,13 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 )
@@ -72,6 +74,13 @@ type Server struct {
 	CAFile string // PEM of the CA that signed its certificate
 	Script []Step
 	Usage  Usage
+	// Log, if set before requests arrive, gets one line per request: API,
+	// path, step and the credential it carried (the server is a test's:
+	// showing what arrived is its point).
+	Log io.Writer
+	// RequireKey, if set before requests arrive, is the only credential
+	// accepted: others get 401 in the providers' error shape.
+	RequireKey string
 
 	mu   sync.Mutex
 	reqs []Request
@@ -103,10 +112,18 @@ func Start(addr, dir string, script []Step, usage Usage) (*Server, error) {
 		s.record(Request{API: "unknown", Path: r.URL.Path, Step: -1})
 		http.Error(w, `{"error":{"message":"fakellm: no such endpoint"}}`, http.StatusNotFound)
 	})
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	s.srv = &http.Server{Handler: s.checkKey(mux), ReadHeaderTimeout: 10 * time.Second}
 	s.ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}})
 	go s.srv.Serve(s.ln)
 	return s, nil
+}
+
+// Set changes the script, the log or the key required while the server
+// runs (the fields themselves may only be set before requests arrive).
+func (s *Server) Set(f func(s *Server)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f(s)
 }
 
 // Close stops the server.
@@ -135,12 +152,49 @@ func (s *Server) record(r Request) {
 	r.Time = time.Now()
 	s.mu.Lock()
 	s.reqs = append(s.reqs, r)
+	if s.Log != nil {
+		fmt.Fprintf(s.Log, "%s %s step %d, credential %s\n", r.API, r.Path, r.Step, r.Credential)
+	}
 	s.mu.Unlock()
+}
+
+// Credential is the key or token a request carries, wherever its API puts it.
+func Credential(r *http.Request) string {
+	if k := r.Header.Get("x-api-key"); k != "" {
+		return k
+	}
+	if k := r.Header.Get("x-goog-api-key"); k != "" {
+		return k
+	}
+	if a, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		return a
+	}
+	return r.URL.Query().Get("key")
+}
+
+// checkKey refuses requests without RequireKey, as the providers do: 401
+// with an error body their clients print.
+func (s *Server) checkKey(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		want := s.RequireKey
+		s.mu.Unlock()
+		if want == "" || Credential(r) == want {
+			next.ServeHTTP(w, r)
+			return
+		}
+		s.record(Request{API: "rejected", Path: r.URL.Path, Credential: Credential(r), Step: -1})
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		io.WriteString(w, `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key","code":"invalid_api_key","status":"UNAUTHENTICATED"}}`)
+	})
 }
 
 // step returns the script step for a history holding toolResults results,
 // and whether it is past the script's end (then a closing text is said).
 func (s *Server) step(toolResults int) (Step, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if toolResults < len(s.Script) {
 		return s.Script[toolResults], true
 	}

@@ -346,6 +346,50 @@ func TestSecretsAreSwappedTowardTheirHostAndRedactedOnTheWayBack(t *testing.T) {
 	}
 }
 
+func TestARotatedSecretIsSwappedAtItsNewValueAndTheOldOneStaysRedacted(t *testing.T) {
+	const old, cur = "access-OLD-value-1111", "access-NEW-value-2222"
+	sec, rot, err := secrets.NewRotating("LOGIN", []byte(old), []string{"example.com"}, "sk-ant-oat01-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := secrets.NewSet(sec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen struct {
+		sync.Mutex
+		auth string
+	}
+	up := upstreamTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.Lock()
+		seen.auth = r.Header.Get("Authorization")
+		seen.Unlock()
+		// An upstream that quotes the token it got, and an older one.
+		fmt.Fprintf(w, "you sent %s; before that %s", r.Header.Get("Authorization"), old)
+	}))
+	f := newFixture(t, options{policy: allowExample(), secrets: set, static: map[string]netip.Addr{"example.com": loopback}, ports: map[uint16]string{443: up.Listener.Addr().String()}}, up.Certificate())
+	// The gateway runs; the refresher rotates the value under it.
+	if err := rot.Rotate([]byte(cur)); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", "https://example.com/v1", nil)
+	req.Header.Set("Authorization", "Bearer "+sec.Placeholder)
+	resp, err := f.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	seen.Lock()
+	if seen.auth != "Bearer "+cur {
+		t.Errorf("upstream saw %q, want the rotated value", seen.auth)
+	}
+	seen.Unlock()
+	if strings.Contains(string(body), cur) || strings.Contains(string(body), old) {
+		t.Fatalf("a real value reached the sandbox: %q", body)
+	}
+}
+
 func TestEchoedSecretsAreRedactedEvenWhenTheSandboxAsksForGzip(t *testing.T) {
 	const real = "sk-real-value-gzip-check-98765"
 	sec, _ := secrets.New("API_KEY", []byte(real), []string{"example.com"})

@@ -48,6 +48,9 @@ type Secret struct {
 	// a Secret where fmt cannot call Format (an unexported field) shows an address. A
 	// pointer is not enough, as a bad verb (%s on a pointer) makes fmt dereference it.
 	value func() []byte
+	// retired, for a Secret made by NewRotating, returns values it held before,
+	// still redacted from responses but never swapped in.
+	retired func() [][]byte
 }
 
 // val returns the real value, nil for a Secret not made by New or ParseFlag.
@@ -56,6 +59,14 @@ func (s *Secret) val() []byte {
 		return nil
 	}
 	return s.value()
+}
+
+// old returns the values a rotating secret held before, still to be redacted.
+func (s *Secret) old() [][]byte {
+	if s.retired == nil {
+		return nil
+	}
+	return s.retired()
 }
 
 func seal(v []byte) func() []byte {
@@ -123,6 +134,11 @@ func checkPrefix(p string) error {
 	if len(p) > maxPrefixLen {
 		return fmt.Errorf("placeholder prefix longer than %d characters", maxPrefixLen)
 	}
+	return checkChars(p)
+}
+
+// checkChars is checkPrefix without the length limit.
+func checkChars(p string) error {
 	for i := 0; i < len(p); i++ {
 		if !unreserved(p[i]) {
 			return fmt.Errorf("placeholder prefix may hold only letters, digits and - . _ ~, not %q", p[i])
@@ -326,6 +342,10 @@ func shortPlaceholder(p string) string {
 	end := min(len(p), i+len(Marker)+4)
 	if end == len(p) {
 		return p
+	}
+	if i > maxPrefixLen {
+		// A long (JWT-shaped) prefix of a rotating secret: its start is enough.
+		return p[:16] + "…" + p[i:end] + "…"
 	}
 	return p[:end] + "…"
 }

@@ -371,9 +371,12 @@ func (s *Set) redactor() *matcher {
 	if s == nil || len(s.secrets) == 0 {
 		return nil
 	}
-	rules := make([]rule, len(s.secrets))
-	for i, c := range s.secrets {
-		rules[i] = rule{pat: c.val(), repl: []byte(c.Placeholder), name: c.Name}
+	rules := make([]rule, 0, len(s.secrets))
+	for _, c := range s.secrets {
+		rules = append(rules, rule{pat: c.val(), repl: []byte(c.Placeholder), name: c.Name})
+		for _, v := range c.old() {
+			rules = append(rules, rule{pat: v, repl: []byte(c.Placeholder), name: c.Name})
+		}
 	}
 	return newMatcher(rules)
 }
@@ -408,6 +411,11 @@ func (s *Set) Leaks(b []byte) bool {
 	for _, c := range s.secrets {
 		if bytes.Contains(b, c.val()) {
 			return true
+		}
+		for _, v := range c.old() {
+			if bytes.Contains(b, v) {
+				return true
+			}
 		}
 	}
 	return false

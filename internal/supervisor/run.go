@@ -18,6 +18,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/engine"
 	"github.com/airlock-dev/airlock/internal/proto"
+	"github.com/airlock-dev/airlock/internal/secrets"
 	"github.com/airlock-dev/airlock/internal/state"
 	"github.com/airlock-dev/airlock/internal/term"
 	"github.com/airlock-dev/airlock/internal/workspace"
@@ -41,14 +42,24 @@ type supervisor struct {
 	stop     chan string // why the sandbox is being stopped from outside
 }
 
+// Options are what a host hands Run beside the spec.
+type Options struct {
+	// Ready, if set, is called once: with nil when the sandbox runs, or with
+	// the error that stopped it from starting — in which case nothing is
+	// left in the state dir.
+	Ready func(error)
+	// Pending, if not nil, is a sandbox engine.Prepare began early; Run owns it.
+	Pending backend.Pending
+	// Secrets given by value (never stored: a foreground run only).
+	Secrets []*secrets.Secret
+}
+
 // Run runs the sandbox described by spec until its main command ends (or,
-// with no command, until it is killed) and returns the exit code. ready, if
-// set, is called once: with nil when the sandbox runs, or with the error that
-// stopped it from starting — in which case nothing is left in the state dir.
-// pending, if not nil, is a sandbox engine.Prepare began early; Run owns it.
-func Run(h *state.Handle, spec engine.Spec, stdio term.IO, ready func(error), pending backend.Pending) (int, error) {
+// with no command, until it is killed) and returns the exit code.
+func Run(h *state.Handle, spec engine.Spec, stdio term.IO, ro Options) (int, error) {
 	sv := &supervisor{h: h, spec: spec, io: stdio, stop: make(chan string, 1)}
-	o := engine.Options{Stderr: stdio.Stderr, OnStop: sv.requestStop, Pending: pending}
+	ready := ro.Ready
+	o := engine.Options{Stderr: stdio.Stderr, OnStop: sv.requestStop, Pending: ro.Pending, Secrets: ro.Secrets}
 	// A foreground run without a terminal has only its decisions file.
 	o.NobodyToAsk = spec.Config.Approvals.Ask() && !spec.Detached && !term.IsTerminal(stdio.Stderr)
 	if !spec.Quiet && term.IsTerminal(stdio.Stderr) {

@@ -123,6 +123,45 @@ func TestPlanHidesCredentialPathsAndSystemSecrets(t *testing.T) {
 	}
 }
 
+func TestPlanHidesTheAgentsLoginFiles(t *testing.T) {
+	home := t.TempDir()
+	in, err := Plan(&backend.Spec{Workspace: "/srv/ws", HostHome: home}, envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{".claude", ".codex", ".gemini", ".claude/.credentials.json", ".codex/auth.json", ".gemini/oauth_creds.json",
+		".local/share/opencode/auth.json", ".config/goose/secrets.yaml"} {
+		if want := filepath.Join(home, p); !slices.Contains(in.Hide, want) {
+			t.Errorf("%s is not hidden", want)
+		}
+	}
+}
+
+func TestAKeptHomeIsNotMaskedUnlessTheRealHomeShows(t *testing.T) {
+	home, kept := t.TempDir(), t.TempDir()
+	hidden := func(c backend.Spec) bool {
+		in, err := Plan(&c, envOf(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Contains(in.Hide, filepath.Join(home, ".claude")) && slices.Contains(in.Hide, filepath.Join(home, ".ssh"))
+	}
+	// An agent's private home holds its own .claude: masking it would break the agent.
+	if hidden(backend.Spec{Workspace: "/srv/ws", HostHome: home, Home: kept}) {
+		t.Error("a kept home's own dirs are masked")
+	}
+	for name, c := range map[string]backend.Spec{
+		"no kept home":                   {Workspace: "/srv/ws", HostHome: home},
+		"the kept home is the real one":  {Workspace: "/srv/ws", HostHome: home, Home: home},
+		"the real home is shown --ro":    {Workspace: "/srv/ws", HostHome: home, Home: kept, RO: []string{home}},
+		"the real home's parent is --rw": {Workspace: "/srv/ws", HostHome: home, Home: kept, RW: []string{filepath.Dir(home)}},
+	} {
+		if !hidden(c) {
+			t.Errorf("%s: the real home's credentials are not masked", name)
+		}
+	}
+}
+
 func TestPlanDoesNotHideAParentOfTheWorkspace(t *testing.T) {
 	home := t.TempDir()
 	cases := []struct {

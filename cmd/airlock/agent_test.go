@@ -1,0 +1,142 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/internal/agents"
+)
+
+func TestWriteHomeFilesNeverFollowsALinkTheSandboxPlanted(t *testing.T) {
+	home, outside := t.TempDir(), t.TempDir()
+	// A sandbox could leave these in the agent's home between runs.
+	if err := os.Symlink(outside, filepath.Join(home, ".claude")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(outside, "victim"), filepath.Join(home, ".claude.json")); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(outside, "victim"), []byte("untouched"), 0o600)
+
+	err := writeHomeFiles(home, map[string][]byte{".claude/settings.json": []byte("{}")})
+	if err == nil || !strings.Contains(err.Error(), "not a plain directory") {
+		t.Errorf("a linked directory: err = %v, want a refusal", err)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "settings.json")); err == nil {
+		t.Error("the write went through the link, out of the home")
+	}
+	if err := writeHomeFiles(home, map[string][]byte{".claude.json": []byte(`{"ok":true}`)}); err != nil {
+		t.Fatalf("a linked file is replaced, not followed: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(outside, "victim")); string(b) != "untouched" {
+		t.Errorf("the link's target was written: %q", b)
+	}
+	st, err := os.Lstat(filepath.Join(home, ".claude.json"))
+	if err != nil || !st.Mode().IsRegular() || st.Mode().Perm() != 0o600 {
+		t.Errorf(".claude.json: %v %v, want a private regular file", st, err)
+	}
+}
+
+func TestWriteHomeFilesRefusesPathsOutOfTheHome(t *testing.T) {
+	home := t.TempDir()
+	for _, p := range []string{"../x", "/etc/x", "a/../../x", ""} {
+		if err := writeHomeFiles(home, map[string][]byte{p: nil}); err == nil {
+			t.Errorf("%q: written", p)
+		}
+	}
+	if err := writeHomeFiles(home, map[string][]byte{"a/b/c.json": []byte("1")}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := os.Stat(filepath.Join(home, "a", "b")); st == nil || st.Mode().Perm() != 0o700 {
+		t.Errorf("made directories: %v, want 0700", st)
+	}
+}
+
+func TestValidSessionID(t *testing.T) {
+	for id, want := range map[string]bool{
+		"0b3c0e3a-5d2e-4f7a-9a51-2f1f6c2a9e11": true,
+		"ses_4f2a9c":                           true,
+		"":                                     false,
+		"../../etc/passwd":                     false,
+		"-rf":                                  false,
+		".hidden":                              false,
+		"a b":                                  false,
+		strings.Repeat("a", 129):               false,
+	} {
+		if got := validSessionID(id); got != want {
+			t.Errorf("validSessionID(%q) = %v, want %v", id, got, want)
+		}
+	}
+}
+
+func TestFindSessionResolvesLastAnIDOrAPrefixWithinTheProject(t *testing.T) {
+	t.Setenv("AIRLOCK_DATA_DIR", t.TempDir())
+	p := &agents.Profile{Name: "claude", Display: "Claude Code"}
+	for i, id := range []string{"aaa-111", "aab-222", "bbb-333"} {
+		project := "/src/one"
+		if id == "bbb-333" {
+			project = "/src/two"
+		}
+		p.FindSession = func(string, time.Time) (string, error) { return id, nil }
+		recordSession(p, project, project, "/h", time.Now(), i, true)
+		time.Sleep(10 * time.Millisecond) // ordered by end time
+	}
+	for _, c := range []struct{ ref, project, want, err string }{
+		{"last", "/src/one", "aab-222", ""},
+		{"aaa-111", "/src/one", "aaa-111", ""},
+		{"aaa", "/src/one", "aaa-111", ""},
+		{"aa", "/src/one", "", "give more of the id"},
+		{"bbb", "/src/one", "", "belongs to /src/two"},
+		{"zzz", "/src/one", "", "no such"},
+		{"last", "/src/three", "", "no claude session recorded"},
+	} {
+		s, err := findSession("claude", c.project, c.ref)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("--resume %s in %s: %v, want an error saying %q", c.ref, c.project, err, c.err)
+			}
+			continue
+		}
+		if err != nil || s.ID != c.want {
+			t.Errorf("--resume %s in %s = %q, %v; want %q", c.ref, c.project, s.ID, err, c.want)
+		}
+	}
+}
+
+func TestAgentKeysBecomePlaceholdersAndNoKeyNamesTheVariables(t *testing.T) {
+	p := &agents.Profile{Name: "x", Display: "X", Keys: []agents.Key{
+		{Env: "CODEX_API_KEY", From: []string{"CODEX_API_KEY", "OPENAI_API_KEY"}, Hosts: []string{"api.openai.com"}, Prefix: "sk-"},
+	}}
+	t.Setenv("CODEX_API_KEY", "")
+	t.Setenv("OPENAI_API_KEY", "")
+	if _, _, err := agentKeys(p, nil); err == nil || !strings.Contains(err.Error(), "CODEX_API_KEY or OPENAI_API_KEY") {
+		t.Errorf("no key: %v, want the variables named", err)
+	}
+	t.Setenv("OPENAI_API_KEY", "sk-real-value-0123456789")
+	secs, keys, err := agentKeys(p, nil)
+	if err != nil || len(secs) != 1 {
+		t.Fatalf("agentKeys: %v %v", secs, err)
+	}
+	ph := keys["CODEX_API_KEY"]
+	if !strings.HasPrefix(ph, "sk-airlock-ph-") || strings.Contains(ph, "real-value") {
+		t.Errorf("placeholder %q: want sk-airlock-ph-…, never the value", ph)
+	}
+	if secs, _, err := agentKeys(p, []string{"CODEX_API_KEY=file:/k@api.openai.com"}); err != nil || len(secs) != 0 {
+		t.Errorf("a key the user gave with --secret is theirs: %v %v", secs, err)
+	}
+}
+
+func TestNpmTreesAreExposedWhole(t *testing.T) {
+	if got := nodeModulesRoot("/opt/a/node_modules/@openai/codex/bin/codex.js"); got != "/opt/a" {
+		t.Errorf("nodeModulesRoot = %q", got)
+	}
+	if got := commonDir("/usr/local/lib", "/usr/local/bin"); got != "/usr/local" {
+		t.Errorf("commonDir = %q", got)
+	}
+	if got := commonDir("/opt/a", "/opt/a/node_modules/.bin"); got != "/opt/a" {
+		t.Errorf("commonDir = %q", got)
+	}
+}
