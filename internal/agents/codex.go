@@ -37,7 +37,9 @@ import (
 // (rewritten every run), not on the command line: interactive `codex`
 // gets them too, and the user's own -c flags still override them. The
 // workspace is not marked trusted, so a .codex/config.toml in the
-// repository is not loaded; `exec` gets --skip-git-repo-check instead.
+// repository is not loaded (checked: its model = ... is ignored, git repo
+// or not); `exec` gets --skip-git-repo-check instead. The repository's
+// AGENTS.md does apply.
 func init() {
 	register(&Profile{
 		Name:    "codex",
@@ -57,9 +59,10 @@ func init() {
 			// A ChatGPT login talks to chatgpt.com/backend-api/codex.
 			Hosts: []string{"chatgpt.com", "api.openai.com"},
 		}},
-		CAEnv:       []string{"CODEX_CA_CERTIFICATE"},
-		Launch:      codexLaunch,
-		FindSession: codexFindSession,
+		CAEnv:        []string{"CODEX_CA_CERTIFICATE"},
+		RepoSettings: []string{"AGENTS.md", "AGENTS.override.md"},
+		Launch:       codexLaunch,
+		FindSession:  codexFindSession,
 	})
 }
 
@@ -74,13 +77,9 @@ func codexLaunch(in Inputs) (Launch, error) {
 	if err != nil {
 		return Launch{}, err
 	}
-	env := []string{"CODEX_HOME=" + filepath.Join(in.Home, codexHome)}
-	if in.CABundle != "" {
-		env = append(env, "CODEX_CA_CERTIFICATE="+in.CABundle)
-	}
 	return Launch{
 		Argv:  codexArgv(in.Args, in.Resume),
-		Env:   env,
+		Env:   []string{"CODEX_HOME=" + filepath.Join(in.Home, codexHome)}, // CODEX_CA_CERTIFICATE is in CAEnv
 		Files: map[string][]byte{codexHome + "/config.toml": cfg},
 	}, nil
 }

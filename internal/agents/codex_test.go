@@ -133,10 +133,15 @@ func TestCodexConfig(t *testing.T) {
 			}
 		}
 	})
-	t.Run("CODEX_HOME is the private home's .codex and the CA is named", func(t *testing.T) {
-		want := []string{"CODEX_HOME=/home/agent/.codex", "CODEX_CA_CERTIFICATE=/run/airlock/ca-bundle.pem"}
-		if !reflect.DeepEqual(l.Env, want) {
+	t.Run("CODEX_HOME is the private home's .codex, where the config is written", func(t *testing.T) {
+		want := []string{"CODEX_HOME=/home/agent/.codex"}
+		if !reflect.DeepEqual(l.Env, want) || l.Files[".codex/config.toml"] == nil {
 			t.Errorf("env %q, want %q", l.Env, want)
+		}
+	})
+	t.Run("the CA bundle is named in CODEX_CA_CERTIFICATE (its WebSocket reads no other)", func(t *testing.T) {
+		if !reflect.DeepEqual(p.CAEnv, []string{"CODEX_CA_CERTIFICATE"}) {
+			t.Errorf("CAEnv %q", p.CAEnv)
 		}
 	})
 	t.Run("a server name Codex cannot take is refused", func(t *testing.T) {

@@ -31,9 +31,10 @@ import (
 //     config dir at every start, with no switch to stop it); the refusal
 //     is immediate and harmless.
 //   - A project's opencode.json / .opencode can add MCP servers, providers
-//     and permissions: OPENCODE_DISABLE_PROJECT_CONFIG ignores them (and
-//     with them the repository's AGENTS.md, which OpenCode then looks for
-//     in its config dir only).
+//     and permissions. They apply inside (RepoSettings names them): the
+//     switch that ignores them, OPENCODE_DISABLE_PROJECT_CONFIG, also
+//     ignores the repository's AGENTS.md, and nothing they add can widen
+//     what the sandbox allows.
 //   - Sessions live in a SQLite database (~/.local/share/opencode/
 //     opencode.db); FindSession reads the session ids from its log
 //     (~/.local/share/opencode/log), which names each session it creates
@@ -58,10 +59,10 @@ func init() {
 			"OPENCODE_PURE=1", // no external plugins (installed from registry.npmjs.org)
 			"OPENCODE_DISABLE_LSP_DOWNLOAD=1",
 			"OPENCODE_DISABLE_SHARE=1",
-			"OPENCODE_DISABLE_PROJECT_CONFIG=1",
 		},
-		Launch:      opencodeLaunch,
-		FindSession: opencodeFindSession,
+		RepoSettings: []string{"opencode.json", "opencode.jsonc", ".opencode", "AGENTS.md", "CLAUDE.md"},
+		Launch:       opencodeLaunch,
+		FindSession:  opencodeFindSession,
 	})
 }
 

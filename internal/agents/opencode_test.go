@@ -130,8 +130,8 @@ func TestOpenCodeConfig(t *testing.T) {
 			}
 		})
 	}
-	t.Run("the profile turns off model fetches, updates, plugins and the project's config", func(t *testing.T) {
-		for _, want := range []string{"OPENCODE_DISABLE_MODELS_FETCH=1", "OPENCODE_DISABLE_AUTOUPDATE=1", "OPENCODE_PURE=1", "OPENCODE_DISABLE_PROJECT_CONFIG=1"} {
+	t.Run("the profile turns off model fetches, updates and plugins", func(t *testing.T) {
+		for _, want := range []string{"OPENCODE_DISABLE_MODELS_FETCH=1", "OPENCODE_DISABLE_AUTOUPDATE=1", "OPENCODE_DISABLE_DEFAULT_PLUGINS=1", "OPENCODE_PURE=1"} {
 			found := false
 			for _, e := range p.Env {
 				found = found || e == want
