@@ -2,254 +2,136 @@ package main
 
 import (
 	"encoding/json"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/airlock-dev/airlock/internal/agents"
 	"github.com/airlock-dev/airlock/internal/fakellm"
 )
 
-// The OpenAI agents (Codex, OpenCode) run for real against the fake
-// OpenAI API: the scripted model makes the agent write a file in the
-// workspace (and dump the environment of every process inside), try a
-// host the policy refuses, and answer; then the session is resumed.
+// codexIP is the loopback address the fake OpenAI API listens on for the
+// Codex tests.
+const codexIP = "127.0.0.22"
 
-// openaiAgentIP is the loopback address the fake OpenAI API listens on
-// (port 443, so root only).
-const openaiAgentIP = "127.0.0.24"
-
-// openaiTestKey is the "real" key: it must reach the fake and nothing
-// inside.
-const openaiTestKey = "sk-proj-REALKEY-7f3c9a1e5b2d4f60a8c7e9b1d3f5a7c9"
-
-// oaRun is one agent run's setup: the fake, the agent's private home,
-// and the flags and launch that start it in a sandbox.
-type oaRun struct {
-	e        *env
-	fake     *fakellm.Server
-	profile  *agents.Profile
-	bin      string // the CLI on the host
-	modules  string // the node_modules tree it lives in, exposed read-only
-	home     string // the agent's private home on the host (--home)
-	innerDir string // the home as the sandbox sees it
+// jsString quotes s as a JavaScript string literal (JSON's are).
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }
 
-func newOARun(t *testing.T, name string, script []fakellm.Step) *oaRun {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("the fake OpenAI API listens on port 443: root only")
-	}
-	if testBackend() == "docker" {
-		t.Skip("native backend only: the CLI is mounted from the host")
-	}
-	p, err := agents.Lookup(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := oaAgentBinary(t, p.Binary)
-	fake, err := fakellm.Start(openaiAgentIP+":443", t.TempDir(), script, fakellm.Usage{Input: 1000, Output: 50, CacheRead: 200})
-	if err != nil {
-		t.Skipf("fake OpenAI API on %s:443: %v", openaiAgentIP, err)
-	}
-	t.Cleanup(func() { fake.Close() })
-	e := newEnv(t)
-	// Inside, the home is at the path of the user's own.
-	r := &oaRun{e: e, fake: fake, profile: p, bin: bin, home: t.TempDir(), innerDir: e.home}
-	if real, err := filepath.EvalSymlinks(bin); err == nil {
-		for d := filepath.Dir(real); d != "/" && d != "."; d = filepath.Dir(d) {
-			if filepath.Base(d) == "node_modules" {
-				r.modules = d
-				break
-			}
+// codexExec is a call of Codex's exec tool (its code mode: JavaScript
+// that calls the nested tools) running cmd with exec_command.
+func codexExec(cmd string) map[string]any {
+	return map[string]any{"input": "const r = await tools.exec_command({cmd: " + jsString(cmd) + "});\ntext(r);"}
+}
+
+// agentHomesContain reports whether a file in the agents' private homes
+// (under airlock's data dir in the test's HOME) holds s: what an agent
+// recorded of its session.
+func agentHomesContain(home, s string) bool {
+	found := false
+	filepath.WalkDir(filepath.Join(home, ".local", "share", "airlock", "agents", "homes"), func(p string, d fs.DirEntry, err error) error {
+		if found || err != nil || !d.Type().IsRegular() {
+			return nil
 		}
-	}
-	os.Chmod(r.home, 0o755)
-	return r
-}
-
-// oaAgentBinary finds an agent CLI on PATH or in $AIRLOCK_TEST_AGENTS
-// (default /tmp/agents)/node_modules/.bin, or skips.
-func oaAgentBinary(t *testing.T, name string) string {
-	t.Helper()
-	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
-		if p := filepath.Join(d, name); isExecutable(p) {
-			return p
+		if info, err := d.Info(); err == nil && info.Size() < 64<<20 {
+			b, _ := os.ReadFile(p)
+			found = strings.Contains(string(b), s)
 		}
-	}
-	dir := os.Getenv("AIRLOCK_TEST_AGENTS")
-	if dir == "" {
-		dir = "/tmp/agents"
-	}
-	p := filepath.Join(dir, "node_modules", ".bin", name)
-	if !isExecutable(p) {
-		t.Skipf("%s is not installed (PATH, or %s)", name, p)
-	}
-	return p
+		return nil
+	})
+	return found
 }
 
-func isExecutable(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
-}
-
-// launch runs the agent once with args (and a session to resume) and
-// returns what airlock printed.
-func (r *oaRun) launch(t *testing.T, secret, sandboxName string, args []string, resume string) result {
+// checkOpenAIRun asserts what every run of an OpenAI agent's script shows:
+// the file, every process's environment with the placeholder, the MCP
+// note and the refusal in the agent's own record, the refusal audited,
+// only the OpenAI API contacted with the real key, and no key inside.
+func (a *agentTest) checkOpenAIRun(t *testing.T, r result, sandbox, keyVar, hello, helloText, envDump, noteContent string) {
 	t.Helper()
-	in := agents.Inputs{
-		Home:        r.innerDir,
-		Workspace:   r.e.ws,
-		CABundle:    "/run/airlock/ca-bundle.pem",
-		Keys:        map[string]string{},
-		Orientation: agents.Orientation(agents.Facts{Workspace: r.e.ws, AllowHosts: []string{"api.openai.com"}}),
-		ToolTimeout: 5 * time.Minute,
-		Args:        args,
-		Resume:      resume,
+	if b, err := os.ReadFile(hello); err != nil || string(b) != helloText {
+		t.Errorf("%s = %q, %v; want the file the model asked for", hello, b, err)
 	}
-	l, err := r.profile.Launch(in)
-	if err != nil {
-		t.Fatal(err)
+	a.checkKeyStayedOut(r)
+	env, err := os.ReadFile(envDump)
+	if err != nil || !strings.Contains(string(env), keyVar+"=sk-") || strings.Contains(string(env), keyVar+"="+a.key) {
+		t.Errorf("the processes' environment (%v) should name %s with a placeholder:\n%.2000s", err, keyVar, env)
 	}
-	for name, b := range l.Files {
-		p := filepath.Join(r.home, name)
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, b, 0o600); err != nil {
-			t.Fatal(err)
+	if !agentHomesContain(a.home, noteContent) {
+		t.Errorf("the MCP server's note %q never reached the agent (not in its session record)", noteContent)
+	}
+	if !agentHomesContain(a.home, "Could not resolve host: denied.example.com") {
+		t.Errorf("curl's refusal of denied.example.com is not in the agent's session record")
+	}
+	au := a.run("audit", "--json", sandbox)
+	if !strings.Contains(au.stdout, `"denied.example.com"`) || !strings.Contains(au.stdout, `"deny"`) {
+		t.Errorf("no audit record of the denied host:\n%v", au)
+	}
+	for _, q := range a.fake.Requests() {
+		if !strings.HasPrefix(q.API, "openai-responses") || q.Credential != a.key {
+			t.Errorf("request %s %s with credential %q: want the Responses API with the real key", q.API, q.Path, q.Credential)
 		}
-	}
-	flags := []string{"run", "-q", "--name", sandboxName, "--home", r.home, "--workspace", r.e.ws,
-		"--secret", secret, "--add-host", "api.openai.com:" + openaiAgentIP, "--upstream-ca", r.fake.CAFile}
-	if r.modules != "" {
-		flags = append(flags, "--ro", r.modules)
-	}
-	for _, v := range append(append([]string{}, r.profile.Env...), l.Env...) {
-		flags = append(flags, "-e", v)
-	}
-	argv := append([]string{r.bin}, l.Argv[1:]...)
-	c := r.e.cmd(append(append(flags, "--"), argv...)...)
-	c.Env = r.e.environ("OPENAI_API_KEY=" + openaiTestKey)
-	return r.e.runCmd(c)
-}
-
-// check asserts what every OpenAI agent run must show: the file, the
-// refused host, the real key at the fake and nowhere inside.
-func (r *oaRun) check(t *testing.T, out result, file, sandboxName, keyEnv string) {
-	t.Helper()
-	if out.code != 0 || !strings.Contains(out.stdout+out.stderr, "All done") {
-		t.Fatalf("the agent's run: %v", out)
-	}
-	if b, err := os.ReadFile(filepath.Join(r.e.ws, file)); err != nil || !strings.Contains(string(b), "made by") {
-		t.Errorf("the file the agent wrote: %q, %v", b, err)
 	}
 	steps := map[int]bool{}
-	for _, q := range r.fake.Requests() {
-		if q.Credential != openaiTestKey {
-			t.Errorf("the fake got credential %q on %s %s, want the real key", q.Credential, q.API, q.Path)
-		}
+	for _, q := range a.fake.Requests() {
 		steps[q.Step] = true
 	}
-	for s := range 3 {
-		if !steps[s] {
-			t.Errorf("step %d never asked for: %+v", s, r.fake.Requests())
+	for i := range a.fake.Script {
+		if !steps[i] {
+			t.Errorf("the agent never asked for step %d; requests: %+v", i, a.fake.Requests())
 		}
-	}
-	// The agent's environment, as every process inside saw it.
-	dump, err := os.ReadFile(filepath.Join(r.e.ws, "env-dump.txt"))
-	if err != nil || !strings.Contains(string(dump), keyEnv+"=sk-") {
-		t.Errorf("the environment dump lacks the placeholder %s: %v", keyEnv, err)
-	}
-	// The key is nowhere inside: home, workspace (with the dump), output.
-	for _, dir := range []string{r.home, r.e.ws} {
-		filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-			if err == nil && d.Type().IsRegular() {
-				if b, _ := os.ReadFile(p); strings.Contains(string(b), openaiTestKey) {
-					t.Errorf("the real key is in %s", p)
-				}
-			}
-			return nil
-		})
-	}
-	if strings.Contains(out.stdout+out.stderr, openaiTestKey) {
-		t.Error("the real key is in the agent's output")
-	}
-	// denied.example.com was refused by the gateway.
-	a := r.e.run("audit", "--json", sandboxName)
-	denied := false
-	for _, line := range strings.Split(a.stdout, "\n") {
-		var rec struct {
-			Host, Decision string
-		}
-		if json.Unmarshal([]byte(line), &rec) == nil && rec.Host == "denied.example.com" && rec.Decision == "deny" {
-			denied = true
-		}
-		if strings.Contains(line, openaiTestKey) {
-			t.Error("the real key is in the audit log")
-		}
-	}
-	if !denied {
-		t.Errorf("no refusal of denied.example.com in the audit: %v", a)
 	}
 }
 
-// envDump writes every process's environment into the workspace.
-const envDump = `for p in /proc/[0-9]*; do tr '\0' '\n' < $p/environ; done > env-dump.txt 2>/dev/null`
-
-func TestCodexRunsInTheSandboxWithItsKeyHeldBack(t *testing.T) {
-	r := newOARun(t, "codex", []fakellm.Step{
-		{Text: "Writing the file.", Tool: "exec", Args: map[string]any{"input": `const r = await tools.exec_command({cmd: "echo made by codex > made-by-codex.txt; ` + strings.ReplaceAll(envDump, `\`, `\\`) + `"});
-text(r);`}},
-		{Tool: "exec", Args: map[string]any{"input": `const r = await tools.exec_command({cmd: "curl -sS https://denied.example.com; echo curl=$?"});
-text(r);`}},
-		{Text: "All done: the file is written and denied.example.com was refused."},
-	})
-	start := time.Now()
-	secret := "CODEX_API_KEY=env:OPENAI_API_KEY@api.openai.com:prefix=sk-"
-	out := r.launch(t, secret, "codex1", []string{"exec", "Write the file, then try denied.example.com."}, "")
-	r.check(t, out, "made-by-codex.txt", "codex1", "CODEX_API_KEY")
-
-	id, err := r.profile.FindSession(r.home, start)
-	if err != nil || id == "" {
-		t.Fatalf("FindSession: %q, %v", id, err)
+// checkResumed asserts the resumed run's turn carried the first run's
+// history: the step is the count of tool results it already holds.
+func (a *agentTest) checkResumed(t *testing.T, r result, before int) {
+	t.Helper()
+	if r.code != 0 {
+		t.Fatalf("the resumed run failed:\n%v", r)
 	}
-	before := len(r.fake.Requests())
-	out = r.launch(t, secret, "codex2", []string{"exec", "--json", "And now?"}, id)
-	if out.code != 0 || !strings.Contains(out.stdout, `"thread_id":"`+id+`"`) {
-		t.Fatalf("resume %s: %v", id, out)
+	var last *fakellm.Request
+	for _, q := range a.fake.Requests()[before:] {
+		if q.Step >= 0 {
+			last = &q
+		}
 	}
-	// The resumed history holds both tool results: the final step.
-	reqs := r.fake.Requests()[before:]
-	if n := len(reqs); n == 0 || reqs[n-1].Step != 2 {
-		t.Errorf("the resumed turn asked %+v, want step 2", reqs)
+	if last == nil || last.Step != len(a.fake.Script)-1 {
+		t.Errorf("the resumed turn: %+v, want step %d (the first run's tool results); requests %+v", last, len(a.fake.Script)-1, a.fake.Requests()[before:])
 	}
+	a.checkKeyStayedOut(r)
 }
 
-func TestOpenCodeRunsInTheSandboxWithItsKeyHeldBack(t *testing.T) {
-	r := newOARun(t, "opencode", []fakellm.Step{
-		{Text: "Writing the file.", Tool: "bash", Args: map[string]any{"command": "echo made by opencode > made-by-opencode.txt; " + envDump, "description": "Write the file"}},
-		{Tool: "bash", Args: map[string]any{"command": "curl -sS https://denied.example.com; echo curl=$?", "description": "Try a refused host"}},
-		{Text: "All done: the file is written and denied.example.com was refused."},
+// TestCodexRunsWithItsKeyHeldBack runs the real Codex CLI (0.169.0) in the
+// issue's exact form, `OPENAI_API_KEY=... airlock agent run codex
+// --workspace DIR --add-host api.openai.com:IP --upstream-ca CA.pem -- exec
+// "PROMPT"`, against the fake OpenAI API. The scripted model (through
+// Codex's exec tool) writes a file, reads a note through the policed MCP
+// server, tries a denied host and dumps every process's environment, then
+// answers. Then the session is resumed by its id.
+func TestCodexRunsWithItsKeyHeldBack(t *testing.T) {
+	a := newAgentTest(t, codexIP, nil)
+	note, noteContent := a.withMCPServer()
+	hello := filepath.Join(a.ws, "hello.txt")
+	envDump := filepath.Join(a.ws, "env.txt")
+	a.rescript(t, []fakellm.Step{
+		{Text: "Writing the file.", Tool: "exec", Args: codexExec(`printf 'hello from codex\n' > ` + hello)},
+		{Tool: "exec", Args: map[string]any{"input": "const r = await tools.mcp__fs__read_text_file({path: " + jsString(note) + "});\ntext(JSON.stringify(r));"}},
+		{Tool: "exec", Args: codexExec(`curl -sS https://denied.example.com; for f in /proc/[0-9]*/environ; do tr '\0' '\n' < "$f"; done > ` + envDump)},
+		{Text: "All done."},
 	})
-	start := time.Now()
-	secret := "OPENAI_API_KEY=env:OPENAI_API_KEY@api.openai.com:prefix=sk-"
-	out := r.launch(t, secret, "opencode1", []string{"run", "-m", "openai/gpt-5.5", "Write the file, then try denied.example.com."}, "")
-	r.check(t, out, "made-by-opencode.txt", "opencode1", "OPENAI_API_KEY")
 
-	id, err := r.profile.FindSession(r.home, start)
-	if err != nil || !strings.HasPrefix(id, "ses_") {
-		t.Fatalf("FindSession: %q, %v", id, err)
+	r := a.agent("codex", "OPENAI_API_KEY", "api.openai.com", []string{"--name", "codex"}, "exec", "write hello.txt, read the note, try the network")
+	if r.code != 0 || !strings.Contains(r.stdout, "All done.") {
+		t.Fatalf("codex did not finish the script:\n%v\nrequests: %+v", r, a.fake.Requests())
 	}
-	before := len(r.fake.Requests())
-	out = r.launch(t, secret, "opencode2", []string{"run", "--format", "json", "-m", "openai/gpt-5.5", "And now?"}, id)
-	if out.code != 0 || !strings.Contains(out.stdout, `"sessionID":"`+id+`"`) {
-		t.Fatalf("resume %s: %v", id, out)
-	}
-	reqs := r.fake.Requests()[before:]
-	if n := len(reqs); n == 0 || reqs[n-1].Step != 2 {
-		t.Errorf("the resumed turn asked %+v, want step 2", reqs)
-	}
+	a.checkOpenAIRun(t, r, "codex", "CODEX_API_KEY", hello, "hello from codex\n", envDump, noteContent)
+
+	before := len(a.fake.Requests())
+	r = a.agent("codex", "OPENAI_API_KEY", "api.openai.com", []string{"--resume", "last"}, "exec", "and now?")
+	a.checkResumed(t, r, before)
 }
 
 // TestCodexTalksOverTheWebSocketWithItsKeySwapped: where the provider
@@ -257,22 +139,21 @@ func TestOpenCodeRunsInTheSandboxWithItsKeyHeldBack(t *testing.T) {
 // through the gateway, the placeholder swapped for the real key in the
 // upgrade request; no turn falls back to HTTPS.
 func TestCodexTalksOverTheWebSocketWithItsKeySwapped(t *testing.T) {
-	r := newOARun(t, "codex", []fakellm.Step{
-		{Tool: "exec", Args: map[string]any{"input": `const r = await tools.exec_command({cmd: "echo made by codex > made-by-codex.txt"});
-text(r);`}},
+	a := newAgentTest(t, codexIP, []fakellm.Step{
+		{Tool: "exec", Args: codexExec("echo made by codex > made-by-codex.txt")},
 		{Text: "All done."},
 	})
-	r.fake.ServeResponsesWebSocket(true)
-	out := r.launch(t, "CODEX_API_KEY=env:OPENAI_API_KEY@api.openai.com:prefix=sk-", "codexws", []string{"exec", "Write the file."}, "")
+	a.fake.ServeResponsesWebSocket(true)
+	out := a.agent("codex", "OPENAI_API_KEY", "api.openai.com", []string{"--name", "codexws"}, "exec", "write the file")
 	if out.code != 0 || !strings.Contains(out.stdout, "All done.") {
 		t.Fatalf("the agent's run: %v", out)
 	}
-	if a := r.e.run("audit", "codexws"); strings.Contains(a.stdout, "101 switching protocols response with non-writable body") {
+	if au := a.run("audit", "codexws"); strings.Contains(au.stdout, "101 switching protocols response with non-writable body") {
 		t.Skip("the gateway still breaks WebSocket upgrades when a secret applies to the host (issue 13's gateway defect): Codex fell back to HTTPS")
 	}
 	ws := 0
-	for _, q := range r.fake.Requests() {
-		if q.Credential != openaiTestKey {
+	for _, q := range a.fake.Requests() {
+		if q.Credential != a.key {
 			t.Errorf("the fake got credential %q on %s, want the real key", q.Credential, q.API)
 		}
 		if q.API == "openai-responses" {
@@ -283,7 +164,7 @@ text(r);`}},
 		}
 	}
 	if ws < 2 {
-		t.Errorf("%d scripted turns over the WebSocket, want 2: %+v", ws, r.fake.Requests())
+		t.Errorf("%d scripted turns over the WebSocket, want 2: %+v", ws, a.fake.Requests())
 	}
 	if strings.Contains(out.stdout+out.stderr, "Falling back from WebSockets") {
 		t.Errorf("Codex fell back to HTTPS: %v", out)

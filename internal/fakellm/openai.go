@@ -41,7 +41,8 @@ func (s *Server) routeOpenAI(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/responses", s.openAIResponses)
 	mux.HandleFunc("GET /v1/responses", s.openAIResponses) // a WebSocket upgrade
 	mux.HandleFunc("POST /v1/chat/completions", s.openAIChat)
-	mux.HandleFunc("GET /v1/models", s.openAIModels)
+	// Host-bound: Gemini serves GET /v1/models too.
+	mux.HandleFunc("GET api.openai.com/v1/models", s.openAIModels)
 }
 
 // OpenAIModels are the models GET /v1/models lists.
