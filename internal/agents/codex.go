@@ -32,6 +32,11 @@ import (
 //     config, after which it reaches api.openai.com only.
 //   - Its own sandbox (Landlock/seccomp) cannot run inside ours:
 //     sandbox_mode "danger-full-access" and approval_policy "never".
+//   - The interactive CLI (no exec) starts a background app-server that
+//     fails inside (features.daemon_auto_start off), and reads no key from
+//     its environment: its API-key login file ($CODEX_HOME/auth.json)
+//     gets the placeholder. It then starts at the prompt, with no trust
+//     or login screen.
 //
 // Settings go in $CODEX_HOME/config.toml of the agent's private home
 // (rewritten every run), not on the command line: interactive `codex`
@@ -77,10 +82,21 @@ func codexLaunch(in Inputs) (Launch, error) {
 	if err != nil {
 		return Launch{}, err
 	}
+	files := map[string][]byte{codexHome + "/config.toml": cfg}
+	if ph := in.Keys["CODEX_API_KEY"]; ph != "" {
+		// The interactive CLI reads no key from its environment (only
+		// exec does): it would ask to log in. Its API-key login file holds
+		// the same placeholder.
+		auth, err := json.Marshal(map[string]string{"auth_mode": "apikey", "OPENAI_API_KEY": ph})
+		if err != nil {
+			return Launch{}, err
+		}
+		files[codexHome+"/auth.json"] = auth
+	}
 	return Launch{
 		Argv:  codexArgv(in.Args, in.Resume),
 		Env:   []string{"CODEX_HOME=" + filepath.Join(in.Home, codexHome)}, // CODEX_CA_CERTIFICATE is in CAEnv
-		Files: map[string][]byte{codexHome + "/config.toml": cfg},
+		Files: files,
 	}, nil
 }
 
@@ -96,7 +112,9 @@ func codexConfig(in Inputs) ([]byte, error) {
 	}
 	b.WriteString("\n[analytics]\nenabled = false\n")
 	b.WriteString("\n[feedback]\nenabled = false\n")
-	b.WriteString("\n[features]\napi_key_model_discovery = false\nplugins = false\nremote_plugin = false\napps = false\n")
+	// daemon_auto_start: the interactive CLI's background app-server fails
+	// inside ("Cross-device link (os error 18)") and the CLI exits.
+	b.WriteString("\n[features]\napi_key_model_discovery = false\nplugins = false\nremote_plugin = false\napps = false\ndaemon_auto_start = false\n")
 	// Seconds, rounded up, plus a margin over the approval timeout.
 	timeout := int64((in.ToolTimeout + time.Second - 1) / time.Second)
 	if timeout <= 0 {

@@ -83,6 +83,14 @@ func TestCodexLaunch(t *testing.T) {
 			if !reflect.DeepEqual(l.Argv, tc.want) {
 				t.Errorf("argv %q, want %q", l.Argv, tc.want)
 			}
+			// The placeholder (never a real key: Launch is not given one)
+			// is only in the interactive CLI's login file.
+			auth := l.Files[".codex/auth.json"]
+			var login map[string]string
+			if err := json.Unmarshal(auth, &login); err != nil || login["auth_mode"] != "apikey" || login["OPENAI_API_KEY"] != in.Keys["CODEX_API_KEY"] {
+				t.Errorf("auth.json %s: want an API-key login holding the placeholder", auth)
+			}
+			delete(l.Files, ".codex/auth.json")
 			all := launchText(l)
 			for env, v := range in.Keys {
 				if strings.Contains(all, v) {
@@ -91,6 +99,14 @@ func TestCodexLaunch(t *testing.T) {
 			}
 		})
 	}
+	t.Run("without a key (a login stands in) no login file is written", func(t *testing.T) {
+		in := launchInputs(p, nil, "")
+		in.Keys = map[string]string{}
+		l, err := p.Launch(in)
+		if err != nil || l.Files[".codex/auth.json"] != nil {
+			t.Errorf("files %q, %v", l.Files, err)
+		}
+	})
 }
 
 func TestCodexConfig(t *testing.T) {
@@ -115,6 +131,7 @@ func TestCodexConfig(t *testing.T) {
 		{"the plugin marketplace sync is off", "features.plugins", false},
 		{"remote plugins are off", "features.remote_plugin", false},
 		{"ChatGPT apps are off", "features.apps", false},
+		{"the background app-server (which fails inside) is off", "features.daemon_auto_start", false},
 		{"the orientation is the developer instructions, verbatim", "developer_instructions", in.Orientation},
 		{"an MCP server runs the bridge", "mcp_servers.fs.command", "/run/airlock/bin/mcp-bridge"},
 		{"the bridge is told the server's name", "mcp_servers.fs.args", []any{"fs"}},
