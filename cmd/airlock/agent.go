@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -26,6 +28,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/credentials"
 	"github.com/airlock-dev/airlock/internal/egress"
 	"github.com/airlock-dev/airlock/internal/engine"
+	"github.com/airlock-dev/airlock/internal/images"
 	"github.com/airlock-dev/airlock/internal/mcpproxy"
 	"github.com/airlock-dev/airlock/internal/secrets"
 	"github.com/airlock-dev/airlock/internal/term"
@@ -124,6 +127,9 @@ func agentRun(c *cobra.Command, o *runOptions, ao *agentOptions, name string, ar
 	}
 	sc := &cfg.Spec
 	docker := sc.BackendName() == config.BackendDocker
+	if docker && sc.Image == "" {
+		sc.Image = images.Tag("agents") // airlock images build --variant agents
+	}
 	cli, err := findAgent(p, docker)
 	if err != nil {
 		return err
@@ -182,7 +188,16 @@ func agentRun(c *cobra.Command, o *runOptions, ao *agentOptions, name string, ar
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	root := os.Geteuid() == 0 && !docker
+	// Who the agent is inside: native sandboxes of root run as (mapped) uid
+	// 0; a docker sandbox of root runs as the workspace's owner.
+	root := os.Geteuid() == 0
+	var owner *syscall.Stat_t
+	if root && docker {
+		if st, err := os.Stat(sc.Workspace.Path); err == nil {
+			owner = st.Sys().(*syscall.Stat_t)
+			root = owner.Uid == 0
+		}
+	}
 	in := agentInputs(p, cfg, keys, servers, root, args, resume)
 	l, err := p.Launch(in)
 	if err != nil {
@@ -191,7 +206,16 @@ func agentRun(c *cobra.Command, o *runOptions, ao *agentOptions, name string, ar
 	if err := writeHomeFiles(hostHome, l.Files); err != nil {
 		return fmt.Errorf("agent %s: its home %s: %w", p.Name, hostHome, err)
 	}
-	env := append(slices.Clone(sc.Env), p.Env...)
+	if owner != nil && owner.Uid != 0 {
+		// The container runs as the workspace's owner: the home is theirs.
+		if err := chownTree(hostHome, int(owner.Uid), int(owner.Gid)); err != nil {
+			return fmt.Errorf("agent %s: its home %s: %w", p.Name, hostHome, err)
+		}
+	}
+	// Node's own fetch ignores HTTPS_PROXY unless told (Node ≥ 22.21):
+	// through the proxy door (docker, unprivileged users) agents need it.
+	env := append(slices.Clone(sc.Env), "NODE_USE_ENV_PROXY=1")
+	env = append(env, p.Env...)
 	if root {
 		env = append(env, p.RootEnv...)
 	}
@@ -363,7 +387,8 @@ type agentCLI struct {
 // version), then the host's PATH. In a docker sandbox it is the image's.
 func findAgent(p *agents.Profile, docker bool) (agentCLI, error) {
 	if docker {
-		return agentCLI{path: p.Binary, where: "image"}, nil
+		// The image's own PATH is not the sandbox's: name the command whole.
+		return agentCLI{path: images.AgentsBin + "/" + p.Binary, where: "image"}, nil
 	}
 	if dir, err := agentInstallDir(p.Name); err == nil {
 		bin := filepath.Join(dir, "node_modules", ".bin", p.Binary)
@@ -532,6 +557,17 @@ func writeBeneath(root, rel string, data []byte) error {
 		unix.Unlinkat(dir, tmp, 0)
 	}
 	return err
+}
+
+// chownTree gives dir and everything in it to uid:gid, links themselves
+// (never their targets).
+func chownTree(dir string, uid, gid int) error {
+	return filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, gid)
+	})
 }
 
 // appendNew appends the values not in list yet.

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -64,6 +65,12 @@ func newAgentTest(t *testing.T, ip string, script []fakellm.Step) *agentTest {
 // environment and the agent CLIs on PATH: the exact form.
 func (a *agentTest) agent(name, keyVar, host string, flags []string, args ...string) result {
 	a.t.Helper()
+	return a.runCmd(a.agentCmd(name, keyVar, host, flags, args...))
+}
+
+// agentCmd is the command agent runs, for a test that runs it itself (on
+// a terminal, say).
+func (a *agentTest) agentCmd(name, keyVar, host string, flags []string, args ...string) *exec.Cmd {
 	ip, _, _ := strings.Cut(a.fake.Addr, ":")
 	argv := append([]string{"agent", "run", name, "--workspace", a.ws, "--add-host", host + ":" + ip, "--upstream-ca", a.fake.CAFile}, flags...)
 	argv = append(append(argv, "--"), args...)
@@ -74,7 +81,7 @@ func (a *agentTest) agent(name, keyVar, host string, flags []string, args ...str
 			c.Env[i] = "PATH=" + a.bin + ":" + p
 		}
 	}
-	return a.runCmd(c)
+	return c
 }
 
 // checkKeyStayedOut asserts the real key reached the fake provider and

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -11,13 +12,16 @@ import (
 )
 
 func newDoctorCmd() *cobra.Command {
-	var asJSON bool
+	var asJSON, fix bool
 	c := &cobra.Command{
 		Use:   "doctor",
 		Short: "Report which kernel features airlock can use here, and what degrades without each",
 		Args:  noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			r := doctor.Run()
+			r, fixed := doctor.RunFix(fix)
+			for _, f := range fixed {
+				fmt.Fprintln(c.ErrOrStderr(), "airlock: fixed:", f)
+			}
 			if asJSON {
 				enc := json.NewEncoder(c.OutOrStdout())
 				enc.SetIndent("", "  ")
@@ -34,5 +38,6 @@ func newDoctorCmd() *cobra.Command {
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.Flags().BoolVar(&fix, "fix", false, "repair what can be repaired first (as root: reserve the id range for sandboxes in /etc/subuid and /etc/subgid)")
 	return c
 }

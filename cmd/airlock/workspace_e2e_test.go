@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -276,6 +277,30 @@ func TestWorkspaceProtectGitInBindMode(t *testing.T) {
 	// --protect-git=false: the sandbox may change them.
 	if r := e.sh(`echo '# x' >> .git/config && echo wrote`, "--protect-git=false"); !strings.Contains(r.stdout, "wrote") {
 		t.Fatalf("--protect-git=false: %v", r)
+	}
+}
+
+// TestWorkspaceARepositoryTheRunMadeIsKeptDefused: an agent's git init in a
+// workspace without a repository keeps its commits, but the config and
+// hooks it set up are those of a fresh repository afterwards.
+func TestWorkspaceARepositoryTheRunMadeIsKeptDefused(t *testing.T) {
+	e := newEnv(t)
+	r := e.sh(`git init -q && git -c user.name=a -c user.email=a@b commit -q --allow-empty -m "made inside" &&
+		git config core.fsmonitor "touch /tmp/x" && printf '#!/bin/sh\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && echo done`)
+	if r.code != 0 || !strings.Contains(r.stdout, "done") || strings.Contains(r.stderr, "review failed") {
+		t.Fatalf("git init inside: %v", r)
+	}
+	if !strings.Contains(r.stderr, "--protect-git restored .git/config") {
+		t.Errorf("the config change is not reported: %v", r)
+	}
+	if c := e.read(".git/config"); strings.Contains(c, "fsmonitor") {
+		t.Errorf(".git/config kept the sandbox's fsmonitor:\n%s", c)
+	}
+	if _, err := os.Lstat(filepath.Join(e.ws, ".git/hooks/pre-commit")); err == nil {
+		t.Error("the hook the run planted is still there")
+	}
+	if out, err := exec.Command("git", "-C", e.ws, "log", "--format=%s").Output(); err != nil || string(out) != "made inside\n" {
+		t.Errorf("the run's commit is lost: %q %v", out, err)
 	}
 }
 

@@ -15,6 +15,13 @@ const (
 	KindApproval  = "approval"
 	KindMCP       = "mcp"
 	KindHostExec  = "hostexec"
+	// KindLLM is one LLM API response seen at the gateway (or a request
+	// refused because the budget is spent): Host, Method, Path, Status,
+	// Subject (the model), Decision, Reason; Extra holds the API, this
+	// response's tokens (input, output, cache_read, cache_write, tokens) and
+	// cost (usd; usd_estimated when the model has no price), and the
+	// sandbox's running totals (total_*, budget_*).
+	KindLLM = "llm"
 )
 
 // Decisions.

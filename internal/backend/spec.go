@@ -24,6 +24,10 @@ type Spec struct {
 	Hide      []string `json:"hide,omitempty"`      // extra paths always hidden (airlock's own state and config)
 	TmpBytes  int64    `json:"tmp_bytes,omitempty"` // size of /tmp
 	Limits    Limits   `json:"limits"`
+	// HostIDs, for a sandbox started by root, keeps host root's identity
+	// inside (no id range, no idmapped mounts): the opt-out for where those
+	// are unavailable.
+	HostIDs bool `json:"host_ids,omitempty"`
 	// Files are host files bound read-only at Target inside (the gateway's
 	// socket, the CA bundle); a Target under /run or /tmp is created.
 	Files []FileMount `json:"files,omitempty"`

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -406,6 +407,27 @@ func (p *parser) value(f *field, k, v *yaml.Node) error {
 			}
 			s.items = append(s.items, it)
 		}
+	case kPrices:
+		if v.Kind != yaml.MappingNode {
+			return bad()
+		}
+		prices := map[string]Price{}
+		for i := 0; i+1 < len(v.Content); i += 2 {
+			g, pv := v.Content[i], deref(v.Content[i+1])
+			glob, ok := scalar(g, "!!str")
+			if !ok || glob == "" {
+				return p.errorf(g, key, "a model name or glob such as claude-sonnet-*")
+			}
+			if _, err := path.Match(glob, ""); err != nil {
+				return p.errorf(g, key, "%q: not a valid glob: %v", glob, err)
+			}
+			pr, err := p.price(key+"."+glob, pv)
+			if err != nil {
+				return err
+			}
+			prices[glob] = pr
+		}
+		s.v = prices
 	case kRaw:
 		var x any
 		if err := v.Decode(&x); err != nil {
@@ -415,6 +437,37 @@ func (p *parser) value(f *field, k, v *yaml.Node) error {
 	}
 	p.l.vals[key] = s
 	return nil
+}
+
+// price reads {input, output, cache_read, cache_write}: USD per million tokens.
+func (p *parser) price(key string, n *yaml.Node) (Price, error) {
+	var pr Price
+	if n.Kind != yaml.MappingNode {
+		return pr, p.errorf(n, key, "expected a mapping of input, output, cache_read, cache_write (USD per million tokens)")
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], deref(n.Content[i+1])
+		var dst *float64
+		switch k.Value {
+		case "input":
+			dst = &pr.Input
+		case "output":
+			dst = &pr.Output
+		case "cache_read":
+			dst = &pr.CacheRead
+		case "cache_write":
+			dst = &pr.CacheWrite
+		default:
+			return pr, p.errorf(k, key+"."+k.Value, "unknown key; known keys here: input, output, cache_read, cache_write")
+		}
+		t, ok := scalar(v, "!!int", "!!float")
+		x, err := strconv.ParseFloat(t, 64)
+		if !ok || err != nil || x < 0 {
+			return pr, p.errorf(v, key+"."+k.Value, "expected a non-negative number of USD per million tokens")
+		}
+		*dst = x
+	}
+	return pr, nil
 }
 
 // seq returns a sequence's items; a lone scalar is a list of one.

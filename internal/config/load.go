@@ -111,6 +111,11 @@ project: ` + project + `
 # audit:
 #   max_size: 100m
 #   keep: 3
+# budget:                    # LLM use counted at the gateway; once spent, LLM requests are refused
+#   tokens: 2000000          # input + output + cache tokens
+#   usd: 5                   # priced per model: a built-in table, then these
+#   prices:                  # USD per million tokens, by model glob
+#     "my-model-*": {input: 1, output: 4, cache_read: 0.1, cache_write: 1.25}
 `)
 }
 

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -40,7 +41,7 @@ func Defaults() *Layer {
 // relative to the current directory.
 func (l *Layer) SetFlag(key, flag string, values []string) error {
 	f := lookup(key)
-	if f == nil || f.kind == kSection || f.kind == kRaw {
+	if f == nil || f.kind == kSection || f.kind == kRaw || f.kind == kPrices {
 		return fmt.Errorf("config: no key %q for %s", key, flag)
 	}
 	o := Origin{Source: l.Source, Flag: flag}
@@ -142,6 +143,14 @@ func Merge(layers ...*Layer) (Spec, Origins) {
 				continue
 			}
 			switch f.kind {
+			case kPrices:
+				// A later layer's price for a glob replaces the earlier one's.
+				merged := map[string]Price{}
+				if cur := eff[f.key]; cur != nil {
+					maps.Copy(merged, cur.v.(map[string]Price))
+				}
+				maps.Copy(merged, s.v.(map[string]Price))
+				eff[f.key] = &setting{v: merged, origin: s.origin}
 			case kList, kPathList, kEnv, kSecrets:
 				cur := eff[f.key]
 				if cur == nil {
@@ -232,6 +241,13 @@ func Merge(layers ...*Layer) (Spec, Origins) {
 	list("hostexec.auto_deny", &sp.HostExec.AutoDeny)
 	dur("hostexec.timeout", &sp.HostExec.Timeout)
 	boolean("hostexec.allow_copy_mode", &sp.HostExec.AllowCopyMode)
+	i64("budget.tokens", &sp.Budget.Tokens)
+	if s := eff["budget.usd"]; s != nil {
+		sp.Budget.USD, or["budget.usd"] = s.v.(float64), []Origin{s.origin}
+	}
+	if s := eff["budget.prices"]; s != nil {
+		sp.Budget.Prices, or["budget.prices"] = s.v.(map[string]Price), []Origin{s.origin}
+	}
 	raw("mcp_servers", &sp.MCPServers)
 	raw("agents", &sp.Agents)
 	return sp, or

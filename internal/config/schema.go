@@ -21,6 +21,7 @@ const (
 	kPathList      // paths; layers union
 	kEnv           // NAME or NAME=VALUE (or a mapping); a later NAME replaces
 	kSecrets       // structured or --secret form; a later NAME replaces
+	kPrices        // a mapping MODEL_GLOB: {input, output, cache_read, cache_write}; layers merge by glob
 	kRaw           // reserved: parsed, kept, not interpreted
 	kSection       // a mapping of further keys
 )
@@ -81,6 +82,10 @@ var schema = []field{
 	{key: "hostexec.auto_deny", kind: kList, help: "a list of regular expressions over the command line"},
 	{key: "hostexec.timeout", kind: kDuration, help: "a duration such as 60s or 5m"},
 	{key: "hostexec.allow_copy_mode", kind: kBool},
+	{key: "budget", kind: kSection},
+	{key: "budget.tokens", kind: kInt, help: "a number of tokens (input, output and cache, all counted)"},
+	{key: "budget.usd", kind: kFloat, help: "an amount of US dollars such as 2.50"},
+	{key: "budget.prices", kind: kPrices, help: "a mapping MODEL_GLOB: {input, output, cache_read, cache_write} in USD per million tokens"},
 	{key: "mcp_servers", kind: kRaw},
 	{key: "agents", kind: kRaw},
 }

@@ -58,6 +58,15 @@ func values(s Spec) map[string]any {
 	put("hostexec.auto_deny", s.HostExec.AutoDeny, len(s.HostExec.AutoDeny) > 0)
 	put("hostexec.timeout", lit(s.HostExec.Timeout.String()), s.HostExec.Timeout > 0)
 	put("hostexec.allow_copy_mode", lit(strconv.FormatBool(s.HostExec.AllowCopyMode)), s.HostExec.AllowCopyMode)
+	put("budget.tokens", lit(strconv.FormatInt(s.Budget.Tokens, 10)), s.Budget.Tokens > 0)
+	put("budget.usd", lit(strconv.FormatFloat(s.Budget.USD, 'g', -1, 64)), s.Budget.USD > 0)
+	if len(s.Budget.Prices) > 0 {
+		prices := map[string]map[string]float64{}
+		for g, p := range s.Budget.Prices {
+			prices[g] = map[string]float64{"input": p.Input, "output": p.Output, "cache_read": p.CacheRead, "cache_write": p.CacheWrite}
+		}
+		put("budget.prices", prices, true)
+	}
 	put("mcp_servers", s.MCPServers, s.MCPServers != nil)
 	put("agents", s.Agents, s.Agents != nil)
 	return m
@@ -108,9 +117,9 @@ func Show(w io.Writer, s Spec, origins Origins) error {
 			}
 			text := strings.TrimRight(string(out), "\n")
 			first, rest, _ := strings.Cut(text, "\n")
-			b.WriteString(first + comment(0) + "\n")
+			b.WriteString(indent + first + comment(0) + "\n")
 			if rest != "" {
-				b.WriteString(rest + "\n")
+				b.WriteString(indent + strings.ReplaceAll(rest, "\n", "\n"+indent) + "\n")
 			}
 		}
 	}

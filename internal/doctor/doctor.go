@@ -31,6 +31,7 @@ const (
 	NameCgroups  = "cgroups"
 	NameTun      = "/dev/net/tun"
 	NameOverlay  = "overlayfs in userns"
+	NameIDs      = "sandbox ids"
 )
 
 // required are the checks without which the native backend cannot start a sandbox at all.
@@ -56,6 +57,14 @@ type Report struct {
 // Run probes this kernel as the calling user. Every probe is bounded and leaves nothing
 // behind: the namespace child is reaped and the trial cgroup removed.
 func Run() Report {
+	r, _ := RunFix(false)
+	return r
+}
+
+// RunFix is Run that, with fix, first repairs what it can: as root, it
+// reserves airlock's id range in /etc/subuid and /etc/subgid. fixed says
+// what it changed.
+func RunFix(fix bool) (_ Report, fixed []string) {
 	kernel, ver := uname()
 	r := Report{Kernel: kernel, User: whoami()}
 	userns := probeUserNS()
@@ -69,6 +78,9 @@ func Run() Report {
 		tun,
 		probeOverlay(ver, userns.Status != StatusMissing),
 	}
+	ids, did := probeIDs(fix)
+	r.Checks = append(r.Checks, ids)
+	fixed = append(fixed, did...)
 	// The same rule as `airlock run --network-mode auto`: transparent
 	// wherever the guest can make its TAP device.
 	switch {
@@ -79,7 +91,7 @@ func Run() Report {
 	default:
 		r.NetworkMode, r.NetworkWhy = "proxy", "no user namespace, so no sandbox network of its own"
 	}
-	return r
+	return r, fixed
 }
 
 // OK reports whether none of the required checks is missing.

@@ -16,7 +16,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/testutil"
 )
 
-var allNames = []string{NameUserNS, NameMountAPI, NameLandlock, NameSeccomp, NameCgroups, NameTun, NameOverlay}
+var allNames = []string{NameUserNS, NameMountAPI, NameLandlock, NameSeccomp, NameCgroups, NameTun, NameOverlay, NameIDs}
 
 func check(t *testing.T, r Report, name string) Check {
 	t.Helper()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/cgroup"
 	"github.com/airlock-dev/airlock/internal/seccomp"
+	"github.com/airlock-dev/airlock/internal/subid"
 )
 
 // childTimeout bounds one namespace child; /bin/true takes a few milliseconds.
@@ -429,4 +430,46 @@ func errText(err error) string {
 		return "errno " + strconv.Itoa(int(e))
 	}
 	return err.Error()
+}
+
+// probeIDs says which identity root's sandboxes get: a slot of airlock's id
+// range with idmapped mounts (the workspace's filesystem must take them:
+// the current directory's is tried), or nothing but --no-idmap. With fix it
+// reserves the range first.
+func probeIDs(fix bool) (Check, []string) {
+	c := Check{Name: NameIDs}
+	if os.Geteuid() != 0 {
+		c.Status = StatusOK
+		c.Detail = fmt.Sprintf("not root: a sandbox maps only uid %d, yours", os.Geteuid())
+		return c, nil
+	}
+	p := subid.DefaultPaths
+	var fixed []string
+	r, err := p.Read()
+	if fix && errors.Is(err, subid.ErrNoRange) {
+		var created bool
+		if r, created, err = p.Ensure(); created {
+			fixed = append(fixed, fmt.Sprintf("reserved uids %d-%d in %s and gids %d-%d in %s for airlock's sandboxes", r.UID, r.UID+uint32(r.Slots*subid.SlotSize)-1, p.SubUID, r.GID, r.GID+uint32(r.Slots*subid.SlotSize)-1, p.SubGID))
+		}
+	}
+	if err != nil {
+		c.Status = StatusMissing
+		c.Detail = "as root: " + err.Error()
+		c.Impact = "airlock run reserves one on first use where /etc is writable; run `airlock doctor --fix` to do it now.\nWithout it a sandbox run as root must pass --no-idmap and runs as host root: root-owned files that are not hidden become readable inside."
+		return c, fixed
+	}
+	rng := fmt.Sprintf("uids %d-%d (%d sandboxes at once, %d running)", r.UID, r.UID+uint32(r.Slots*subid.SlotSize)-1, r.Slots, p.InUse(r))
+	wd, _ := os.Getwd()
+	if wd == "" {
+		wd = "/"
+	}
+	if err := subid.CanIDMap("/proc/self/exe", wd, r.UID); err != nil {
+		c.Status = StatusDegraded
+		c.Detail = fmt.Sprintf("as root: %s; but %s (%s) refuses idmapped mounts (%s)", rng, wd, subid.FSType(wd), errText(err))
+		c.Impact = "a workspace, --home or --rw there cannot be given to a sandbox run as root: use a directory on another filesystem (ext4, xfs, btrfs, tmpfs 6.3+), or pass --no-idmap to run as host root (unsafe)"
+		return c, fixed
+	}
+	c.Status = StatusOK
+	c.Detail = fmt.Sprintf("as root: %s from %s; idmapped mounts work on %s (%s)", rng, p.SubUID, subid.FSType(wd), wd)
+	return c, fixed
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/dnsserver"
 	"github.com/airlock-dev/airlock/internal/gateway"
 	"github.com/airlock-dev/airlock/internal/link"
+	"github.com/airlock-dev/airlock/internal/llmusage"
 	"github.com/airlock-dev/airlock/internal/netstack"
 	"github.com/airlock-dev/airlock/internal/policy"
 	"github.com/airlock-dev/airlock/internal/proto"
@@ -74,6 +75,7 @@ type Egress struct {
 	Net   *proto.Net   // transparent mode: the sandbox's interface
 
 	gw     *gateway.Gateway
+	meter  *llmusage.Meter
 	base   policy.Config // the config's rules; SetRules adds remembered ones
 	dns    *dnsserver.Server
 	audit  *audit.Log
@@ -102,7 +104,25 @@ type Config struct {
 	// handler, e.g. "/hostexec/" or "/mcp/"): this sandbox's own, so a
 	// request's sandbox is the one whose door it came through.
 	Services map[string]http.Handler
+	// Budget bounds the sandbox's LLM use; the gateway meters LLM responses
+	// (kind llm in the audit log, with running totals) whether or not it is set.
+	Budget config.Budget
 }
+
+// NewMeter is a sandbox's LLM meter for budget b (zero: no bound).
+func NewMeter(b config.Budget) *llmusage.Meter {
+	lb := llmusage.Budget{Tokens: b.Tokens, USD: b.USD}
+	if len(b.Prices) > 0 {
+		lb.Prices = map[string]llmusage.Price{}
+		for g, p := range b.Prices {
+			lb.Prices[g] = llmusage.Price{Input: p.Input, Output: p.Output, CacheRead: p.CacheRead, CacheWrite: p.CacheWrite}
+		}
+	}
+	return llmusage.NewMeter(lb)
+}
+
+// Usage is the sandbox's LLM use so far, as the gateway metered it.
+func (e *Egress) Usage() llmusage.Totals { return e.meter.Totals() }
 
 // LoadSecrets reads the values of flags (--secret's form: from the host's
 // environment, a file or a command) and adds values given directly. An error
@@ -135,7 +155,7 @@ type pipeline struct {
 }
 
 // newPipeline builds a gateway from n, its secrets and audit log.
-func newPipeline(id string, n config.Network, mode string, set *secrets.Set, log *audit.Log, hooks gateway.Hooks, approver gateway.Approver, services map[string]http.Handler) (*pipeline, error) {
+func newPipeline(id string, n config.Network, mode string, set *secrets.Set, log *audit.Log, hooks gateway.Hooks, approver gateway.Approver, services map[string]http.Handler, meter *llmusage.Meter) (*pipeline, error) {
 	allow := append([]string(nil), n.AllowHosts...)
 	allow = append(allow, set.Hosts()...)
 	pc := policy.Config{AllowHosts: allow, DenyHosts: n.DenyHosts, Endpoints: n.Endpoints}
@@ -197,7 +217,7 @@ func newPipeline(id string, n config.Network, mode string, set *secrets.Set, log
 		b.Handle(pattern, h)
 	}
 	gw, err := gateway.New(gateway.Config{Policy: pol, CA: authority, Secrets: set, Audit: log, StaticHosts: static, Resolver: resolver, Upstream: roots, Token: token, Hooks: hooks,
-		Sandbox: id, Broker: b, Approver: approver})
+		Sandbox: id, Broker: b, Approver: approver, Meter: meter})
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +228,8 @@ func newPipeline(id string, n config.Network, mode string, set *secrets.Set, log
 // when Attach gets the sandbox's link; in proxy mode its front door listens
 // on c.ProxySocket now.
 func Start(c Config) (_ *Egress, err error) {
-	p, err := newPipeline(c.ID, c.Network, c.Mode, c.Secrets, c.Audit, c.Hooks, c.Approver, c.Services)
+	meter := NewMeter(c.Budget)
+	p, err := newPipeline(c.ID, c.Network, c.Mode, c.Secrets, c.Audit, c.Hooks, c.Approver, c.Services, meter)
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +242,7 @@ func Start(c Config) (_ *Egress, err error) {
 	if err := os.WriteFile(bundlePath, bundle, 0o644); err != nil {
 		return nil, err
 	}
-	e := &Egress{gw: gw, base: p.config, audit: c.Audit}
+	e := &Egress{gw: gw, meter: meter, base: p.config, audit: c.Audit}
 	e.Files = []backend.FileMount{{Source: bundlePath, Target: BundleInside}}
 	for _, b := range systemBundles {
 		if st, err := os.Stat(b); err == nil && st.Mode().IsRegular() {

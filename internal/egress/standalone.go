@@ -123,7 +123,7 @@ func ServeGateway(ctx context.Context, o GatewayOptions) error {
 		return err
 	}
 	defer log.Close()
-	p, err := newPipeline(id, o.Network, config.ModeProxy, set, log, gateway.Hooks{}, nil, nil)
+	p, err := newPipeline(id, o.Network, config.ModeProxy, set, log, gateway.Hooks{}, nil, nil, NewMeter(config.Budget{}))
 	if err != nil {
 		return err
 	}

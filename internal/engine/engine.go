@@ -29,6 +29,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/control"
 	"github.com/airlock-dev/airlock/internal/egress"
 	"github.com/airlock-dev/airlock/internal/gateway"
+	"github.com/airlock-dev/airlock/internal/llmusage"
 	"github.com/airlock-dev/airlock/internal/mcpproxy"
 	"github.com/airlock-dev/airlock/internal/proto"
 	"github.com/airlock-dev/airlock/internal/secrets"
@@ -69,6 +70,9 @@ type Spec struct {
 	// Watch records every file created, written or deleted in a writable
 	// mount in the audit stream (kind file).
 	Watch bool `json:"watch,omitempty"`
+	// HostIDs: started by root, the sandbox keeps host root's identity
+	// (see backend.Spec.HostIDs).
+	HostIDs bool `json:"host_ids,omitempty"`
 }
 
 // Options are what a host gives the engine that cannot be stored.
@@ -140,7 +144,7 @@ func Prepare(spec *Spec, exe string) (backend.Pending, error) {
 	if err != nil {
 		return nil, err
 	}
-	return be.Prepare(context.Background(), &backend.Spec{Limits: limitsOf(&spec.Config)})
+	return be.Prepare(context.Background(), &backend.Spec{Limits: limitsOf(&spec.Config), HostIDs: spec.HostIDs})
 }
 
 // Prune removes what every backend left behind for sandboxes under
@@ -265,7 +269,7 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 		s.eg, err = egress.Start(egress.Config{
 			Network: spec.Config.Network, Mode: s.mode, ID: h.ID(), Dir: h.Dir(),
 			ProxySocket: gatewaySocket(h.SocketPath()), Secrets: set, Audit: s.log, Hooks: o.Hooks, Approver: approver,
-			Services: handlers,
+			Services: handlers, Budget: spec.Config.Budget,
 		})
 		if err != nil {
 			return nil, step("egress", err)
@@ -346,6 +350,15 @@ func networkMode(requested string, caps backend.Caps) (string, error) {
 	return "", fmt.Errorf("--network-mode %q: use auto, transparent or proxy", requested)
 }
 
+// LLMUsage is the sandbox's LLM use as its gateway metered it (zero
+// without a network). The same totals are in every llm audit record.
+func (s *Sandbox) LLMUsage() llmusage.Totals {
+	if s.eg == nil {
+		return llmusage.Totals{}
+	}
+	return s.eg.Usage()
+}
+
 // NetworkMode says which door a native sandbox would get here, and why.
 func NetworkMode() (mode, why string) {
 	caps := native.Backend{}.Caps()
@@ -374,6 +387,7 @@ func (s *Sandbox) backendSpec() (*backend.Spec, error) {
 		ID: s.h.ID(), Workspace: c.Workspace.Path, Home: c.Home, HostHome: hostHome,
 		RO: c.RO, RW: c.RW, NoDelete: c.Workspace.NoDelete, TmpBytes: c.Limits.TmpBytes, Limits: limitsOf(c),
 		Binds: append([]backend.Bind(nil), s.spec.Binds...), Image: c.Image, StateRoot: stateRoot(s.h), RunDir: runDir(s.h.SocketPath()),
+		HostIDs: s.spec.HostIDs,
 	}
 	if b.TmpBytes == 0 {
 		b.TmpBytes = b.Limits.MemoryBytes

@@ -25,6 +25,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/audit"
 	"github.com/airlock-dev/airlock/internal/ca"
+	"github.com/airlock-dev/airlock/internal/llmusage"
 	"github.com/airlock-dev/airlock/internal/policy"
 	"github.com/airlock-dev/airlock/internal/secrets"
 )
@@ -70,6 +71,10 @@ type Config struct {
 	// intercepted with a leaf from CA) through both doors; nil refuses the
 	// name like any host no rule allows.
 	Broker http.Handler
+	// Meter, if set, reads LLM API responses (usage per response, audited
+	// as kind llm) and refuses LLM requests once its budget is spent; nil
+	// leaves LLM traffic like any other.
+	Meter *llmusage.Meter
 }
 
 // Hooks let an embedding program see and change intercepted HTTP. OnRequest

@@ -26,6 +26,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/audit"
 	"github.com/airlock-dev/airlock/internal/ca"
+	"github.com/airlock-dev/airlock/internal/llmusage"
 	"github.com/airlock-dev/airlock/internal/policy"
 	"github.com/airlock-dev/airlock/internal/secrets"
 	"github.com/airlock-dev/airlock/internal/testutil"
@@ -64,6 +65,7 @@ type options struct {
 	approver Approver
 	broker   http.Handler
 	resolver Resolver // instead of dns
+	meter    *llmusage.Meter
 }
 
 // newFixture runs a gateway on 127.0.0.1:0 with a real CA, policy and audit
@@ -98,7 +100,7 @@ func newFixture(t *testing.T, o options, upstreamRoots ...*x509.Certificate) *fi
 		resolver = o.resolver
 	}
 	gw, err := New(Config{Policy: pol, CA: c, Secrets: o.secrets, Audit: al, StaticHosts: o.static, Resolver: resolver, Upstream: roots, Token: token,
-		Sandbox: "sb-test", Approver: o.approver, Broker: o.broker})
+		Sandbox: "sb-test", Approver: o.approver, Broker: o.broker, Meter: o.meter})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/audit"
+	"github.com/airlock-dev/airlock/internal/llmusage"
 	"github.com/airlock-dev/airlock/internal/policy"
 	"github.com/airlock-dev/airlock/internal/secrets"
 )
@@ -74,6 +75,7 @@ func newUpstream(g *Gateway, t target, scheme string) *upstream {
 func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := audit.Record{Kind: "http", Host: u.t.host, IP: u.t.addr.String(), Port: int(u.t.port), Method: r.Method, Path: r.URL.Path, Rule: u.t.rule}
+	var st *reqState // only for requests whose response is looked into beyond redaction
 	deny := func(status int, decision, reason string) {
 		http.Error(w, "airlock: "+reason, status)
 		rec.Status, rec.Decision, rec.Reason = status, decision, reason
@@ -97,6 +99,19 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if m := u.g.cfg.Meter; m != nil {
+		if api := llmusage.Match(r.Method, r.URL.Path); api != "" && (r.Method != http.MethodGet || isWebSocket(r.Header)) {
+			if why := m.Spent(); why != "" {
+				u.refuseLLM(w, r, api, why)
+				return
+			}
+			st = &reqState{api: api}
+			// The tap reads plain bytes: let the transport negotiate (and
+			// undo) compression, and withdraw a WebSocket's compression offer.
+			r.Header.Del("Accept-Encoding")
+			r.Header.Del("Sec-WebSocket-Extensions")
+		}
+	}
 	if s := u.g.cfg.Secrets; s != nil {
 		names, err := swapRequest(s, u.t.host, r)
 		var leak *secrets.LeakError
@@ -114,6 +129,18 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Redaction matches plain bytes: let the transport negotiate (and
 		// undo) compression itself, so an echoed value is never gzipped past it.
 		r.Header.Del("Accept-Encoding")
+		if isWebSocket(r.Header) {
+			// The same for WebSocket frames: permessage-deflate (the usual
+			// offer) would compress payloads past the scrubber, so the offer
+			// is withdrawn and the server answers uncompressed.
+			r.Header.Del("Sec-WebSocket-Extensions")
+			if st == nil {
+				st = &reqState{}
+			}
+		}
+	}
+	if st != nil {
+		r = r.WithContext(context.WithValue(r.Context(), reqStateKey{}, st))
 	}
 	cw := &countingWriter{ResponseWriter: w}
 	body := &countingReader{r: r.Body}
@@ -125,6 +152,11 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec.Decision = "allow"
 	if cw.failure != "" {
 		rec.Decision, rec.Reason = cw.decision, cw.failure
+	}
+	if st != nil {
+		if d, why := st.failed(); why != "" {
+			rec.Decision, rec.Reason = d, why
+		}
 	}
 	rec.Duration = audit.Millis(time.Since(start))
 	u.g.record(rec)
@@ -174,10 +206,54 @@ func swapRequest(s *secrets.Set, host string, r *http.Request) ([]string, error)
 	return all, nil
 }
 
+// reqState is what one request's response handling reports back to
+// ServeHTTP, which writes the audit record; it travels in the request's
+// context, only for the requests that need it.
+type reqState struct {
+	api      llmusage.API // an LLM request, metered
+	mu       sync.Mutex
+	decision string
+	reason   string
+}
+
+type reqStateKey struct{}
+
+func stateOf(r *http.Request) *reqState {
+	if r == nil {
+		return nil
+	}
+	st, _ := r.Context().Value(reqStateKey{}).(*reqState)
+	return st
+}
+
+// fail keeps the first reason a relay ended the exchange.
+func (st *reqState) fail(decision, reason string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.reason == "" {
+		st.decision, st.reason = decision, reason
+	}
+}
+
+func (st *reqState) failed() (string, string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.decision, st.reason
+}
+
 // modifyResponse redacts, then runs the embedding program's hook.
 func (u *upstream) modifyResponse(resp *http.Response) error {
-	if err := u.redact(resp); err != nil {
-		return err
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		if err := u.upgrade(resp); err != nil {
+			return err
+		}
+	} else {
+		if st := stateOf(resp.Request); st != nil && st.api != "" {
+			u.tapResponse(resp, st) // next to the upstream's bytes, before redaction
+		}
+		if err := u.redact(resp); err != nil {
+			return err
+		}
 	}
 	if h := u.g.cfg.Hooks.OnResponse; h != nil {
 		if err := h(resp); err != nil {
@@ -187,13 +263,71 @@ func (u *upstream) modifyResponse(resp *http.Response) error {
 	return nil
 }
 
-// redact replaces real secret values an upstream echoes back (an echo
-// endpoint, an error quoting the request) with their placeholders.
-func (u *upstream) redact(resp *http.Response) error {
+// upgrade handles a 101 answer. Headers are redacted like any response's;
+// the connection that follows is relayed frame by frame when secrets must
+// be scrubbed from it (a WebSocket only: another protocol could not be
+// scanned, so it is refused while secrets are configured) or when it is an
+// OpenAI Responses WebSocket to meter; otherwise its bytes pass untouched.
+func (u *upstream) upgrade(resp *http.Response) error {
 	s := u.g.cfg.Secrets
+	st := stateOf(resp.Request)
+	tap := st != nil && st.api == llmusage.OpenAIResponses
+	if s == nil && !tap {
+		return nil
+	}
+	if s != nil {
+		redactHeaders(s, resp)
+	}
+	if !isWebSocket(resp.Header) {
+		if s == nil {
+			return nil
+		}
+		return fmt.Errorf("upgrade to %q: only WebSocket connections can be scanned for secrets", resp.Header.Get("Upgrade"))
+	}
+	if ext := resp.Header.Get("Sec-WebSocket-Extensions"); ext != "" {
+		return fmt.Errorf("the server agreed to WebSocket extensions nobody offered (%q)", ext)
+	}
+	rwc, ok := resp.Body.(io.ReadWriteCloser)
+	if !ok {
+		return nil // the reverse proxy reports it
+	}
+	if st == nil {
+		st = &reqState{} // not reached: ServeHTTP made one for a WebSocket with secrets
+	}
+	c := &wsConn{rwc: rwc, fail: st.fail, down: &wsDir{}}
+	if tap {
+		c.down.tap = u.wsTap(st, c.down, resp.Request.URL.Path)
+		// A response.create on the open connection is a request too: once
+		// the budget is spent, it is not passed on.
+		c.up = &wsDir{fromClient: true, gate: u.wsGate(st, resp.Request.URL.Path)}
+	}
+	resp.Body = c
 	if s == nil {
 		return nil
 	}
+	host := u.t.host
+	c.down.xf, c.down.ctl = s.RedactStream(), func(p []byte) ([]byte, error) { return []byte(s.RedactString(string(p))), nil }
+	if xf := s.SwapStream(host); xf != nil {
+		// Toward the server, payloads follow the rules of request bodies:
+		// a placeholder becomes its value only for a secret that opted into
+		// bodies (:body), passes unchanged for other secrets of this host,
+		// and ends the connection (audited secret_blocked) for anyone else's.
+		if c.up == nil {
+			c.up = &wsDir{fromClient: true}
+		}
+		c.up.xf, c.up.ctl = xf, func(p []byte) ([]byte, error) {
+			x := s.SwapStream(host)
+			out, err := x.Push(nil, p)
+			if err != nil {
+				return nil, err
+			}
+			return x.Flush(out)
+		}
+	}
+	return nil
+}
+
+func redactHeaders(s *secrets.Set, resp *http.Response) {
 	for _, vs := range resp.Header {
 		for i, v := range vs {
 			vs[i] = s.RedactString(v)
@@ -204,6 +338,16 @@ func (u *upstream) redact(resp *http.Response) error {
 			vs[i] = s.RedactString(v)
 		}
 	}
+}
+
+// redact replaces real secret values an upstream echoes back (an echo
+// endpoint, an error quoting the request) with their placeholders.
+func (u *upstream) redact(resp *http.Response) error {
+	s := u.g.cfg.Secrets
+	if s == nil {
+		return nil
+	}
+	redactHeaders(s, resp)
 	if resp.Body != nil && resp.Body != http.NoBody {
 		resp.Body = readCloser{s.Redact(resp.Body), resp.Body}
 		resp.ContentLength = -1 // a placeholder's length differs from the value's

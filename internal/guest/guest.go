@@ -52,13 +52,14 @@ func control(args []string) (*proto.Conn, error) {
 }
 
 func run(conn *proto.Conn) int {
-	m, _, err := conn.Recv()
-	if err != nil || m.Op != proto.OpInit || m.Init == nil {
+	m, mounts, err := recvInit(conn)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "airlock guest: expected init message:", err)
 		return 1
 	}
 	g := newGuest(conn, m.Init.Workdir)
-	tap, warnings, err := setup(m.Init, g.reaper)
+	tap, warnings, err := setup(m.Init, mounts, g.reaper)
+	proto.CloseFiles(mounts)
 	if err != nil {
 		perr := &proto.Error{Message: err.Error()}
 		var se *stepError
@@ -85,9 +86,35 @@ func run(conn *proto.Conn) int {
 	return 0
 }
 
+// maxMounts bounds the descriptors the host may send ahead of Init.
+const maxMounts = 1024
+
+// recvInit reads the plan, and the mounts the host made for it before it
+// (proto.OpMounts).
+func recvInit(conn *proto.Conn) (*proto.Msg, []*os.File, error) {
+	var mounts []*os.File
+	for {
+		m, files, err := conn.Recv()
+		if err == nil && m.Op == proto.OpMounts && len(mounts)+len(files) <= maxMounts {
+			mounts = append(mounts, files...)
+			continue
+		}
+		proto.CloseFiles(files)
+		if err == nil && (m.Op != proto.OpInit || m.Init == nil) {
+			err = fmt.Errorf("got %s", m.Op)
+		}
+		if err != nil {
+			proto.CloseFiles(mounts)
+			return nil, nil, err
+		}
+		return m, mounts, nil
+	}
+}
+
 // setup builds the sandbox and locks the guest down; tap is the network
-// interface's descriptor for the host when in.Net asked for one.
-func setup(in *proto.Init, r *reaper) (tap *os.File, warnings []string, err error) {
+// interface's descriptor for the host when in.Net asked for one. mounts are
+// the ones the host made (Mount.FD).
+func setup(in *proto.Init, mounts []*os.File, r *reaper) (tap *os.File, warnings []string, err error) {
 	if in.Contained {
 		warnings, err = setupContained(in, r)
 		return nil, warnings, err
@@ -99,11 +126,11 @@ func setup(in *proto.Init, r *reaper) (tap *os.File, warnings []string, err erro
 		}
 	}()
 	if in.Net != nil {
-		if tap, err = makeTAP(in.Net); err != nil {
+		if tap, err = makeTAP(in.Net, mounts); err != nil {
 			return nil, nil, err
 		}
 	}
-	if err := buildRoot(in); err != nil {
+	if err := buildRoot(in, mounts); err != nil {
 		return tap, nil, err
 	}
 	if err := unix.Sethostname([]byte(in.Hostname)); err != nil {

@@ -44,15 +44,55 @@ type builder struct {
 	sealed  []int // read-only tmpfs mounts, made read-only once their children are in place
 }
 
-func buildRoot(in *proto.Init) error {
+func buildRoot(in *proto.Init, premade []*os.File) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return step("make mounts private", err)
 	}
 	// Clone every source first, while the host view is intact.
 	sources := make([]int, len(in.Mounts))
 	layers := make([][3]int, len(in.Mounts))
+	made := func(n int) (int, error) {
+		if n < 1 || n > len(premade) {
+			return -1, fmt.Errorf("the host sent %d mounts, the plan names the %dth", len(premade), n)
+		}
+		return int(premade[n-1].Fd()), nil
+	}
 	for i, m := range in.Mounts {
 		sources[i] = -1
+		if m.FD > 0 {
+			// The host made it (idmapped): attach it as it is.
+			fd, err := made(m.FD)
+			if err != nil {
+				return step("mount "+m.Target, err)
+			}
+			if m.Kind != proto.MountOverlay {
+				sources[i] = fd
+				continue
+			}
+			// overlayfs takes a layer only from a mount namespace whose
+			// owner the mounter is privileged over, which a detached tree
+			// of the host's is not: the layers are stacked at newRootAt in
+			// ours first (the new root covers them; the overlay keeps
+			// private clones of them).
+			dir, err := made(m.FD + 1)
+			if err != nil {
+				return step("mount "+m.Target, err)
+			}
+			for j, name := range []string{"", path.Base(m.Upper), path.Base(m.Work)} {
+				if j < 2 {
+					if err := unix.MoveMount([]int{fd, dir}[j], "", unix.AT_FDCWD, newRootAt, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+						return step("attach overlay layer of "+m.Target, err)
+					}
+				}
+				at, err := unix.Open(path.Join(newRootAt, name), unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+				if err != nil {
+					return step("open overlay layer of "+m.Target, err)
+				}
+				defer unix.Close(at)
+				layers[i][j] = at
+			}
+			continue
+		}
 		if m.Kind == proto.MountOverlay {
 			for j, p := range []string{m.Source, m.Upper, m.Work} {
 				fd, err := unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -135,7 +175,7 @@ func buildRoot(in *proto.Init) error {
 			if sources[i] < 0 {
 				continue
 			}
-			err = b.bind(sources[i], m)
+			err = b.bind(sources[i], m, m.FD > 0)
 		case proto.MountOverlay:
 			err = b.overlay(layers[i], m.Target)
 		case proto.MountTmpfs:
@@ -408,10 +448,15 @@ func (b *builder) attach(mnt int, p string, dir bool) error {
 	return unix.MoveMount(mnt, "", t, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
 }
 
-func (b *builder) bind(src int, m proto.Mount) error {
+// bind attaches src at m.Target; premade mounts come with their attributes
+// set by the host.
+func (b *builder) bind(src int, m proto.Mount, premade bool) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(src, &st); err != nil {
 		return err
+	}
+	if premade {
+		return b.attach(src, m.Target, st.Mode&unix.S_IFMT == unix.S_IFDIR)
 	}
 	set, clr := uint64(unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV), uint64(0)
 	if m.ReadOnly {
@@ -552,7 +597,8 @@ func (b *builder) readOnly(p string) error {
 // other file with an empty read-only file. Missing paths are skipped.
 func (b *builder) hide(p string) error {
 	t, err := unix.Openat2(b.root, strings.TrimPrefix(path.Clean("/"+p), "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS})
-	if errors.Is(err, unix.ENOENT) {
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EACCES) {
+		// EACCES: a sandbox holding no host id cannot reach it either.
 		return nil
 	}
 	if err != nil {

@@ -16,8 +16,15 @@ import (
 // namespace (the guest still holds CAP_NET_ADMIN there) and returns the
 // device's descriptor for the host. It must run before the root is pivoted:
 // the sandbox's /dev has no /dev/net/tun, so nothing inside can make another.
-func makeTAP(n *proto.Net) (*os.File, error) {
-	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+func makeTAP(n *proto.Net, sent []*os.File) (*os.File, error) {
+	var fd int
+	var err error
+	if n.FD > 0 && n.FD <= len(sent) {
+		// Opened by the host in our network namespace (see proto.Net.FD).
+		fd, err = unix.FcntlInt(sent[n.FD-1].Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	} else {
+		fd, err = unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	}
 	if err != nil {
 		return nil, step("open /dev/net/tun", err)
 	}

@@ -30,6 +30,9 @@ import (
 var variants = map[string][]string{
 	"minimal":  {"bash", "coreutils", "git", "curl", "ca-certificates", "python3"},
 	"standard": {"bash", "coreutils", "git", "curl", "ca-certificates", "python3", "nodejs", "npm", "build-essential"},
+	// agents: minimal plus ripgrep (the agents search with it), then
+	// Node.js and the agent CLIs (see agents.go)
+	"agents": {"bash", "coreutils", "git", "curl", "ca-certificates", "python3", "ripgrep"},
 }
 
 // Variants lists the variant names.
@@ -51,14 +54,15 @@ type BuildOptions struct {
 	Tag      string // default Tag(Variant)
 	Mirror   string // default: the host's Debian mirror (see Mirror)
 	Suite    string // default: the host's Debian release, else bookworm
-	CacheDir string // debootstrap's package cache; "" for none
+	CacheDir string // debootstrap's package cache (and npm's, under it); "" for none
+	Registry string // npm registry for the agents variant; default DefaultRegistry
 	Progress io.Writer
 }
 
 // Build makes the image and returns its tag. It needs root (debootstrap
 // makes device nodes and chroots) and the debootstrap program.
 func Build(ctx context.Context, cli *client.Client, o BuildOptions) (string, error) {
-	pkgs, ok := variants[o.Variant]
+	pkgs0, ok := variants[o.Variant]
 	if !ok {
 		return "", fmt.Errorf("unknown variant %q: use %s", o.Variant, strings.Join(Variants(), " or "))
 	}
@@ -81,6 +85,29 @@ func Build(ctx context.Context, cli *client.Client, o BuildOptions) (string, err
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
+	var pkgs []AgentPackage
+	steps := 3
+	if o.Variant == "agents" {
+		if err := agentsPlatform(); err != nil {
+			return "", err
+		}
+		if pkgs = AgentPackages(); len(pkgs) == 0 {
+			return "", errors.New("the agents variant has no agents to install: no agent profile names an npm package and version")
+		}
+		if o.Registry == "" {
+			o.Registry = DefaultRegistry
+		}
+		steps = 5
+	}
+	previous := ""
+	if in, err := cli.ImageInspect(ctx, o.Tag); err == nil {
+		previous = in.ID
+	}
+	step := 0
+	stepf := func(format string, a ...any) {
+		step++
+		fmt.Fprintf(o.Progress, "[%d/%d] "+format+"\n", append([]any{step, steps}, a...)...)
+	}
 	work, err := os.MkdirTemp("/var/tmp", "airlock-image-")
 	if err != nil {
 		return "", err
@@ -88,8 +115,8 @@ func Build(ctx context.Context, cli *client.Client, o BuildOptions) (string, err
 	defer os.RemoveAll(work)
 	root := filepath.Join(work, "rootfs")
 
-	fmt.Fprintf(o.Progress, "[1/3] debootstrap %s (%s: %s) from %s\n", o.Suite, o.Variant, strings.Join(pkgs, ", "), o.Mirror)
-	args := []string{"--variant=minbase", "--include=" + strings.Join(pkgs, ",")}
+	stepf("debootstrap %s (%s: %s) from %s", o.Suite, o.Variant, strings.Join(pkgs0, ", "), o.Mirror)
+	args := []string{"--variant=minbase", "--include=" + strings.Join(pkgs0, ",")}
 	if o.CacheDir != "" {
 		if err := os.MkdirAll(o.CacheDir, 0o755); err != nil {
 			return "", fmt.Errorf("debootstrap cache: %w", err)
@@ -106,12 +133,56 @@ func Build(ctx context.Context, cli *client.Client, o BuildOptions) (string, err
 		return "", err
 	}
 
-	fmt.Fprintf(o.Progress, "[2/3] importing into Docker as %s\n", o.Tag)
-	if err := importTree(ctx, cli, root, o); err != nil {
-		return "", err
+	if o.Variant != "agents" {
+		stepf("importing into Docker as %s", o.Tag)
+		if err := importTree(ctx, cli, root, o); err != nil {
+			return "", err
+		}
+	} else {
+		stepf("Node.js %s and npm %s into %s", nodeTarball.Version, npmCLI.Version, NodePrefix)
+		if err := prepareAgents(ctx, root, o, pkgs); err != nil {
+			return "", err
+		}
+		final := o.Tag
+		o.Tag = fmt.Sprintf("airlock/agents-stage:%d", os.Getpid())
+		stepf("importing the tree into Docker (as %s, for the install)", o.Tag)
+		err := importTree(ctx, cli, root, o)
+		stage := o.Tag
+		o.Tag = final
+		if err != nil {
+			return "", err
+		}
+		defer removeStage(cli, stage)
+		cache := ""
+		if o.CacheDir != "" {
+			cache = filepath.Join(o.CacheDir, "npm")
+			if err := os.MkdirAll(cache, 0o755); err != nil {
+				return "", fmt.Errorf("npm cache: %w", err)
+			}
+		}
+		stepf("npm install %s (in a container of the image)", sortedNames(pkgs))
+		if err := installAgents(ctx, cli, stage, cache, o, pkgs); err != nil {
+			return "", err
+		}
 	}
-	fmt.Fprintf(o.Progress, "[3/3] done: %s (run with: airlock run --backend docker --image %s -- CMD)\n", o.Tag, o.Tag)
+	if previous != "" {
+		removePrevious(ctx, cli, o.Tag, previous, o.Progress)
+	}
+	stepf("done: %s (run with: airlock run --backend docker --image %s -- CMD)", o.Tag, o.Tag)
 	return o.Tag, nil
+}
+
+// removePrevious removes the image the build's tag named before, now
+// untagged (a rebuild would otherwise leave gigabytes behind), unless it
+// still has another name or a container uses it.
+func removePrevious(ctx context.Context, cli *client.Client, tag, previous string, progress io.Writer) {
+	in, err := cli.ImageInspect(ctx, previous)
+	if err != nil || len(in.RepoTags) > 0 || in.Config == nil || in.Config.Labels[dockerengine.LabelImage] == "" {
+		return
+	}
+	if _, err := cli.ImageRemove(ctx, previous, image.RemoveOptions{PruneChildren: true}); err == nil {
+		fmt.Fprintf(progress, "      removed the previous %s (%s)\n", tag, strings.TrimPrefix(previous, "sha256:")[:12])
+	}
 }
 
 // trim drops what an image does not need: downloaded packages and indexes.

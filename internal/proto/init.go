@@ -62,6 +62,11 @@ type Mount struct {
 	// Upper and Work are MountOverlay's writable layer and scratch dir.
 	Upper string `cbor:"8,keyasint,omitempty"`
 	Work  string `cbor:"9,keyasint,omitempty"`
+	// FD, when not 0, says the host made this mount already: it is the
+	// FD-th descriptor sent with OpMounts (1-based), a detached tree the
+	// guest only attaches. For MountOverlay it is the lower layer, and the
+	// next one is the directory holding Upper and Work (by their names).
+	FD int `cbor:"10,keyasint,omitempty"`
 }
 
 // Landlock says where writes are allowed. Reads stay allowed everywhere the
@@ -89,4 +94,8 @@ type Net struct {
 	Addr    string `cbor:"2,keyasint"` // the sandbox's address with prefix, e.g. 10.0.2.15/24
 	Gateway string `cbor:"3,keyasint"` // default route's next hop
 	MTU     int    `cbor:"4,keyasint"`
+	// FD, when not 0, is the OpMounts descriptor (1-based) of /dev/net/tun
+	// opened by the host in the sandbox's network namespace, for a guest
+	// that may not open it itself (root's sandboxes).
+	FD int `cbor:"5,keyasint,omitempty"`
 }

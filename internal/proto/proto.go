@@ -5,6 +5,7 @@
 // Message sequence on a sandbox's control channel:
 //
 //	host                          guest (PID 1)
+//	[Mounts +fds ...]   ───────▶  (root's sandboxes: idmapped mounts made on the host)
 //	Init{...}           ───────▶  mounts, pivot_root, Landlock, seccomp, caps dropped
 //	                    ◀───────  Ready | Error{Step}
 //	Exec{ID:n} [+fds]   ───────▶  start process
@@ -62,12 +63,16 @@ const (
 	OpApprovals      // client→supervisor: list pending requests; the reply's Data is JSON
 	OpDecide         // client→supervisor: answer request Path with the JSON decision in Data
 	OpWatchApprovals // client→supervisor: stream approval events (Output frames, JSON in Data) until the client goes
+	// OpMounts (host→guest, before Init) carries mounts the host made for a
+	// sandbox of root's (idmapped clones), at most MaxFDs per message;
+	// Init's Mount.FD numbers them in the order they came.
+	OpMounts
 	opMax
 )
 
 var opNames = [...]string{"invalid", "init", "ready", "error", "exec", "started", "stdin", "stdin_close",
 	"output", "exit", "signal", "resize", "write_file", "read_file", "list_files", "stat", "mkdir", "remove", "result", "kill",
-	"approvals", "decide", "watch_approvals"}
+	"approvals", "decide", "watch_approvals", "mounts"}
 
 func (o Op) String() string {
 	if int(o) < len(opNames) {

@@ -399,7 +399,27 @@ func (a *applier) commit(c Change, tmp string) error {
 		}
 		return fmt.Errorf("rename into place: %w", err)
 	}
+	if c.Before == nil {
+		a.ownLikeParent(dfd, name, c.After.Mode, c.After.Type == TypeSymlink)
+	}
 	return nil
+}
+
+// ownLikeParent gives what root's apply created to the owner of the
+// directory it is in (the workspace's owner, in effect): a root's sandbox
+// writes as that owner, and its changes applied must not be root's. Others
+// create as themselves already. chown clears set-id bits, so mode is set again.
+func (a *applier) ownLikeParent(dfd int, name string, mode uint32, link bool) {
+	if a.uid != 0 {
+		return
+	}
+	var st unix.Stat_t
+	if unix.Fstat(dfd, &st) != nil || (st.Uid == 0 && st.Gid == 0) {
+		return
+	}
+	if unix.Fchownat(dfd, name, int(st.Uid), int(st.Gid), unix.AT_SYMLINK_NOFOLLOW) == nil && !link {
+		unix.Fchmodat(dfd, name, mode&0o7777, 0)
+	}
 }
 
 // mkdirParents makes missing parents of rel (directories the change set
@@ -428,9 +448,13 @@ func (a *applier) mkdirParents(rel string) error {
 		return err
 	}
 	defer unix.Close(pfd)
-	if err := unix.Mkdirat(pfd, name, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+	if err := unix.Mkdirat(pfd, name, 0o755); err != nil {
+		if errors.Is(err, unix.EEXIST) {
+			return nil
+		}
 		return fmt.Errorf("create directory %s: %w", Quote(dir), err)
 	}
+	a.ownLikeParent(pfd, name, 0o755, false)
 	return nil
 }
 
@@ -445,6 +469,8 @@ func (a *applier) mkdir(c Change) error {
 	defer unix.Close(dfd)
 	if err := unix.Mkdirat(dfd, name, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
 		return describeWrite(err)
+	} else if err == nil {
+		a.ownLikeParent(dfd, name, 0o700, false)
 	}
 	return a.chmod(c.Path, c.After.Mode)
 }

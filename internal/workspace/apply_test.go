@@ -278,3 +278,41 @@ func TestApplyChild(t *testing.T) {
 	// already replaced count as applied.
 	Apply(hostDir, srcDir, Compare(before, after, nil), byBefore)
 }
+
+// Root applying a root's sandbox's changes into someone's workspace: what
+// is new belongs to the directory's owner, what existed keeps its owner.
+func TestApplyAsRootGivesNewFilesTheWorkspaceOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (chown)")
+	}
+	hostDir, srcDir, cs := applyFixture(t,
+		map[string]string{"mod": "old", "theirs": "t"},
+		map[string]string{"mod": "new", "theirs": "t2", "added": "a", "newdir/deep/f": "f", "link": "->added"})
+	const owner, group = 1234, 2345
+	if err := os.Chown(hostDir, owner, group); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"mod"} {
+		if err := os.Chown(filepath.Join(hostDir, p), owner, group); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// "theirs" stays root's on the host: a modification keeps its owner.
+	if _, err := Apply(hostDir, srcDir, cs, byBefore); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][2]uint32{
+		"mod": {owner, group}, "added": {owner, group}, "newdir": {owner, group},
+		"newdir/deep": {owner, group}, "newdir/deep/f": {owner, group}, "link": {owner, group}, "theirs": {0, 0},
+	}
+	for p, w := range want {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(filepath.Join(hostDir, p), &st); err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		if st.Uid != w[0] || st.Gid != w[1] {
+			t.Errorf("%s is owned by %d:%d, want %d:%d", p, st.Uid, st.Gid, w[0], w[1])
+		}
+	}
+}

@@ -93,13 +93,18 @@ func (s *Session) restoreGit() ([]Change, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workspace: --protect-git: read .git after the run: %w", err)
 	}
-	snap := Manifest{} // no snapshot: there was no repository at start
+	var snap Manifest
 	if _, err := os.Lstat(s.path(gitManifest)); err == nil {
 		if snap, err = LoadManifest(s.path(gitManifest)); err != nil {
 			return nil, fmt.Errorf("workspace: --protect-git: %w", err)
 		}
 	} else if len(cur) == 0 {
 		return nil, nil
+	} else if snap, err = s.freshGit(); err != nil {
+		// No repository at start: the run made one (git init). It is kept —
+		// it may hold the run's commits — with the config and hooks of a
+		// fresh repository, so nothing it set up runs on the host.
+		return nil, fmt.Errorf("workspace: --protect-git: %w", err)
 	}
 	forward := Compare(snap, cur, nil)
 	if len(forward) == 0 {
@@ -111,6 +116,23 @@ func (s *Session) restoreGit() ([]Change, error) {
 		return forward, fmt.Errorf("workspace: --protect-git: restore .git: %w", err)
 	}
 	return forward, nil
+}
+
+// freshConfig is what git init writes on Linux.
+const freshConfig = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n"
+
+// freshGit puts a fresh repository's config and (empty) hooks in the
+// session's git snapshot dir and returns its manifest: what a .git the run
+// created is restored to.
+func (s *Session) freshGit() (Manifest, error) {
+	dir := filepath.Join(s.path(gitDir), ".git")
+	if err := os.MkdirAll(filepath.Join(dir, "hooks"), 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config"), []byte(freshConfig), 0o644); err != nil {
+		return nil, err
+	}
+	return gitSubset(s.path(gitDir))
 }
 
 type gitReader struct{ s *Session }

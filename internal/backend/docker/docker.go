@@ -138,6 +138,9 @@ func Start(ctx context.Context, c Config, whileStarting func() error) (_ *Sandbo
 	if s.cli, err = Connect(ctx); err != nil {
 		return nil, err
 	}
+	if w := s.rootWarning(ctx, c.User); w != "" {
+		s.Warnings = append(s.Warnings, w)
+	}
 	ln, err := s.listen(c)
 	if err != nil {
 		return nil, err
@@ -589,4 +592,25 @@ func (s *Sandbox) Close() error {
 		}
 	})
 	return err
+}
+
+// rootWarning says what a container run as uid 0 by root cannot be given:
+// the native backend's own id range with idmapped mounts. The Engine API
+// idmaps no bind mount, so unless the daemon remaps user namespaces
+// (dockerd --userns-remap), uid 0 inside is host root to the binds — the
+// workspace, the home, --rw and --ro paths, though no other host file is
+// shown. ("" when that does not apply.)
+func (s *Sandbox) rootWarning(ctx context.Context, user string) string {
+	if os.Getuid() != 0 || !strings.HasPrefix(user, "0:") {
+		return ""
+	}
+	info, err := s.cli.Info(ctx)
+	if err == nil {
+		for _, o := range info.SecurityOptions {
+			if strings.Contains(o, "name=userns") {
+				return ""
+			}
+		}
+	}
+	return "docker: the container runs as uid 0, which is host root to its bind mounts (the workspace, the home, --rw and --ro paths): the Docker Engine idmaps no bind mount; start dockerd with --userns-remap to give containers ids of their own, or use the native backend"
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"sort"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -20,6 +22,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/guest"
 	"github.com/airlock-dev/airlock/internal/link"
 	"github.com/airlock-dev/airlock/internal/proto"
+	"github.com/airlock-dev/airlock/internal/subid"
 )
 
 // ErrClosed is returned for requests to a sandbox that has ended.
@@ -52,13 +55,17 @@ type Sandbox struct {
 	guest     *os.Process
 	cg        *cgroup.Group
 	exited    chan struct{} // closed when the guest is reaped
+	// ids, for root's sandboxes, holds their id slot and makes their
+	// idmapped mounts; nil when the sandbox runs with the caller's ids.
+	ids     *idmapper
+	hostIDs bool
 
 	closeOnce sync.Once
 }
 
 // Start creates the sandbox and returns once its guest is ready for requests.
 func Start(ctx context.Context, c *backend.Spec, o Options) (*Sandbox, error) {
-	s, err := Spawn(o, c.Limits)
+	s, err := Spawn(o, c)
 	if err != nil {
 		return nil, err
 	}
@@ -68,11 +75,13 @@ func Start(ctx context.Context, c *backend.Spec, o Options) (*Sandbox, error) {
 	return s, nil
 }
 
-// Spawn starts the guest and puts it in a cgroup with limits l, and returns
-// at once: its namespaces exist and its runtime is starting (milliseconds)
-// while the caller prepares the rest, then calls Start. Close ends a guest
-// that is never started.
-func Spawn(o Options, l backend.Limits) (*Sandbox, error) {
+// Spawn starts the guest and puts it in a cgroup with c's limits, and
+// returns at once: its namespaces exist and its runtime is starting
+// (milliseconds) while the caller prepares the rest, then calls Start with
+// the final spec. Only c.Limits and c.HostIDs are read here. Close ends a
+// guest that is never started.
+func Spawn(o Options, c *backend.Spec) (*Sandbox, error) {
+	l := c.Limits
 	if o.Exe == "" {
 		o.Exe = "/proc/self/exe"
 	}
@@ -82,9 +91,21 @@ func Spawn(o Options, l backend.Limits) (*Sandbox, error) {
 	if o.Env == nil {
 		o.Env = os.Getenv
 	}
-	s := &Sandbox{opts: o, limits: l, exited: make(chan struct{}), joined: make(chan error, 1)}
+	s := &Sandbox{opts: o, limits: l, hostIDs: c.HostIDs, exited: make(chan struct{}), joined: make(chan error, 1)}
+	if os.Getuid() == 0 {
+		if c.HostIDs {
+			s.warnings = append(s.warnings, "running as host root ("+OptOut+"): root-owned files that are not hidden are readable inside, whatever their mode")
+		} else {
+			lease, err := acquireIDs()
+			if err != nil {
+				return nil, err
+			}
+			s.ids = &idmapper{lease: lease, exe: o.Exe}
+		}
+	}
 	conn, child, err := proto.Pair()
 	if err != nil {
+		s.Close()
 		return nil, fmt.Errorf("native: %w", err)
 	}
 	s.conn = conn
@@ -141,8 +162,8 @@ func (s *Sandbox) Start(ctx context.Context, c *backend.Spec, whileSetup func(cg
 			}
 		}
 	}()
-	if c.Limits != s.limits {
-		return nil, fmt.Errorf("native: start with limits %+v, but spawned with %+v", c.Limits, s.limits)
+	if c.Limits != s.limits || c.HostIDs != s.hostIDs {
+		return nil, fmt.Errorf("native: start with limits %+v (host ids %v), but spawned with %+v (%v)", c.Limits, c.HostIDs, s.limits, s.hostIDs)
 	}
 	s.ID = c.ID
 	init, err := Plan(c, s.opts.Env)
@@ -150,6 +171,11 @@ func (s *Sandbox) Start(ctx context.Context, c *backend.Spec, whileSetup func(cg
 		return nil, fmt.Errorf("native: plan: %w", err)
 	}
 	init.Rlimits = rlimits(c.Limits, s.unlimited)
+	if s.ids != nil {
+		if err := s.sendMounts(init); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.conn.Send(&proto.Msg{Op: proto.OpInit, Init: init}); err != nil {
 		return nil, fmt.Errorf("native: send plan: %w", err)
 	}
@@ -204,6 +230,18 @@ func (s *Sandbox) Start(ctx context.Context, c *backend.Spec, whileSetup func(cg
 func (s *Sandbox) startGuest(o Options, sock *os.File) error {
 	defer sock.Close()
 	uid, gid := os.Getuid(), os.Getgid()
+	// One uid and gid, the caller's own, on both sides: files the sandbox
+	// writes are the user's, and nobody else's identity exists inside.
+	uids := []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+	gids := []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+	var cred *syscall.Credential
+	if s.ids != nil {
+		// Root's sandbox: 0..65535 inside are its slot of airlock's range,
+		// and it keeps none of root's groups (their gids would still count).
+		uids = []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(s.ids.lease.UID), Size: subid.SlotSize}}
+		gids = []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(s.ids.lease.GID), Size: subid.SlotSize}}
+		cred = &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}}
+	}
 	caps := make([]uintptr, 0, 64)
 	for c, last := 0, guest.LastCap(); c <= last; c++ {
 		caps = append(caps, uintptr(c))
@@ -217,11 +255,10 @@ func (s *Sandbox) startGuest(o Options, sock *os.File) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC |
 			unix.CLONE_NEWUTS | unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP,
-		// One uid and gid, the caller's own, on both sides: files the sandbox
-		// writes are the user's, and nobody else's identity exists inside.
-		UidMappings:                []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
-		GidMappings:                []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}},
-		GidMappingsEnableSetgroups: false,
+		UidMappings:                uids,
+		GidMappings:                gids,
+		GidMappingsEnableSetgroups: cred != nil,
+		Credential:                 cred,
 		// The guest needs its namespace's capabilities across exec to set up
 		// mounts when it is not uid 0 inside; it drops them all before serving.
 		AmbientCaps: caps,
@@ -324,6 +361,14 @@ func (s *Sandbox) Close() error {
 		if s.cg != nil {
 			err = s.cg.Destroy()
 		}
+		if s.ids != nil {
+			// The slot is free again only once nothing runs as its ids.
+			if s.guest != nil {
+				<-s.exited
+			}
+			s.ids.close()
+			s.ids.lease.Release()
+		}
 	})
 	return err
 }
@@ -359,9 +404,94 @@ func (Backend) Caps() backend.Caps {
 // Prepare spawns the guest in its namespaces and cgroup; its runtime starts
 // while the engine prepares the rest.
 func (b Backend) Prepare(_ context.Context, spec *backend.Spec) (backend.Pending, error) {
-	return Spawn(b.Options, spec.Limits)
+	return Spawn(b.Options, spec)
 }
 
 // Prune has nothing to do: a native sandbox dies with its supervisor, and
 // the state dir's sweep removes cgroups a killed one left.
 func (Backend) Prune(context.Context, string, func(string) bool) ([]string, error) { return nil, nil }
+
+// acquireIDs takes a free slot of airlock's id range, reserving the range
+// first if there is none.
+func acquireIDs() (*subid.Lease, error) {
+	r, _, err := subid.DefaultPaths.Ensure()
+	if err == nil {
+		var lease *subid.Lease
+		if lease, err = subid.DefaultPaths.Acquire(r); err == nil {
+			return lease, nil
+		}
+	}
+	return nil, fmt.Errorf("native: as root a sandbox runs as ids of its own from /etc/subuid and /etc/subgid, and none could be had (%v): run airlock doctor --fix, or pass %s to run as host root (unsafe)", err, OptOut)
+}
+
+// sendMounts makes root's sandbox's idmapped mounts and sends them ahead of
+// its plan, MaxFDs to a message (see proto.OpMounts).
+func (s *Sandbox) sendMounts(init *proto.Init) error {
+	s.ids.guest = s.guest.Pid
+	for _, d := range blindParents(init.Mounts) {
+		init.Mounts = append(init.Mounts, proto.Mount{Kind: proto.MountTmpfs, Target: d, Mode: 0o755, ReadOnly: true, SizeBytes: 64 << 10})
+	}
+	sort.SliceStable(init.Mounts, func(i, j int) bool { return depth(init.Mounts[i].Target) < depth(init.Mounts[j].Target) })
+	fds, warnings, err := s.ids.prepare(init)
+	if err != nil {
+		if errors.Is(err, ErrNoIDMap) {
+			return fmt.Errorf("native: %v, which a sandbox run as root needs: use another directory, or pass %s to run as host root (unsafe)", err, OptOut)
+		}
+		return fmt.Errorf("native: idmapped mounts: %w", err)
+	}
+	s.warnings = append(s.warnings, warnings...)
+	if init.Net != nil {
+		// /dev/net/tun is root's (often mode 0600), and the sandbox no
+		// longer is: the host opens it in the sandbox's network namespace,
+		// where the device it makes will live.
+		fd, err := openTunIn(s.guest.Pid)
+		if err != nil {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+			return fmt.Errorf("native: open /dev/net/tun for the sandbox: %w", err)
+		}
+		fds = append(fds, fd)
+		init.Net.FD = len(fds)
+	}
+	files := make([]*os.File, len(fds))
+	for i, fd := range fds {
+		files[i] = os.NewFile(uintptr(fd), "mount")
+	}
+	defer proto.CloseFiles(files)
+	for len(files) > 0 {
+		n := min(len(files), proto.MaxFDs)
+		if err := s.conn.Send(&proto.Msg{Op: proto.OpMounts}, files[:n]...); err != nil {
+			return fmt.Errorf("native: send mounts: %w", err)
+		}
+		proto.CloseFiles(files[:n])
+		files = files[n:]
+	}
+	return nil
+}
+
+// openTunIn opens /dev/net/tun from the network namespace of process pid.
+func openTunIn(pid int) (int, error) {
+	ns, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(ns)
+	self, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(self)
+	// setns changes this thread only; a thread that fails to come back is
+	// never given back to the runtime (it exits with the goroutine).
+	runtime.LockOSThread()
+	if err := unix.Setns(ns, unix.CLONE_NEWNET); err != nil {
+		runtime.UnlockOSThread()
+		return -1, err
+	}
+	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if unix.Setns(self, unix.CLONE_NEWNET) == nil {
+		runtime.UnlockOSThread()
+	}
+	return fd, err
+}

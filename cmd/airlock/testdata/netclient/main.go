@@ -5,6 +5,7 @@
 //	netclient get URL        print the body
 //	netclient sse URL        print when the first event arrived and when the stream ended
 //	netclient ws URL         WebSocket: send a text frame, print the echo
+//	                         ($WS_TOKEN, if set, goes in an Authorization header)
 //	netclient download URL   read the body, print its size
 package main
 
@@ -58,6 +59,10 @@ func main() {
 		req.Header.Set("Upgrade", "websocket")
 		req.Header.Set("Sec-WebSocket-Version", "13")
 		req.Header.Set("Sec-WebSocket-Key", base64.StdEncoding.EncodeToString(key))
+		req.Header.Set("Sec-WebSocket-Extensions", "permessage-deflate; client_max_window_bits")
+		if tok := os.Getenv("WS_TOKEN"); tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
 		resp := do(&http.Client{Transport: tr}, req)
 		if resp.StatusCode != http.StatusSwitchingProtocols {
 			fail(fmt.Errorf("upgrade: %s", resp.Status))
