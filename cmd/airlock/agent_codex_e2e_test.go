@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/airlock-dev/airlock/internal/fakellm"
+	"github.com/airlock-dev/airlock/internal/llmusage"
 )
 
 // codexIP is the loopback address the fake OpenAI API listens on for the
@@ -48,7 +49,8 @@ func agentHomesContain(home, s string) bool {
 // checkOpenAIRun asserts what every run of an OpenAI agent's script shows:
 // the file, every process's environment with the placeholder, the MCP
 // note and the refusal in the agent's own record, the refusal audited,
-// only the OpenAI API contacted with the real key, and no key inside.
+// only the OpenAI API contacted with the real key, every step asked for,
+// the gateway's usage totals equal to the fake's, and no key inside.
 func (a *agentTest) checkOpenAIRun(t *testing.T, r result, sandbox, keyVar, hello, helloText, envDump, noteContent string) {
 	t.Helper()
 	if b, err := os.ReadFile(hello); err != nil || string(b) != helloText {
@@ -78,9 +80,31 @@ func (a *agentTest) checkOpenAIRun(t *testing.T, r result, sandbox, keyVar, hell
 	for _, q := range a.fake.Requests() {
 		steps[q.Step] = true
 	}
+	a.checkUsage(t, sandbox)
 	for i := range a.fake.Script {
 		if !steps[i] {
 			t.Errorf("the agent never asked for step %d; requests: %+v", i, a.fake.Requests())
+		}
+	}
+}
+
+// checkUsage asserts the gateway read every answer's usage on its way (SSE
+// or WebSocket events): airlock get shows what the fake reported.
+func (a *agentTest) checkUsage(t *testing.T, sandbox string) {
+	t.Helper()
+	// Every response counts, Codex's refused WebSocket upgrade (426) too.
+	answers := int64(len(a.fake.Requests()))
+	var got struct {
+		LLM *llmusage.Totals `json:"llm"`
+	}
+	g := a.run("get", sandbox)
+	if err := json.Unmarshal([]byte(g.stdout), &got); err != nil || got.LLM == nil {
+		t.Errorf("airlock get %s: %v %v", sandbox, err, g)
+	} else {
+		ft := a.fake.Totals()
+		want := llmusage.Usage{Input: ft.Input, Output: ft.Output, CacheRead: ft.CacheRead, CacheWrite: ft.CacheWrite}
+		if got.LLM.Requests != answers || got.LLM.Usage != want {
+			t.Errorf("the gateway counted %d responses of %+v; the fake gave %d of %+v", got.LLM.Requests, got.LLM.Usage, answers, want)
 		}
 	}
 }
@@ -148,9 +172,6 @@ func TestCodexTalksOverTheWebSocketWithItsKeySwapped(t *testing.T) {
 	if out.code != 0 || !strings.Contains(out.stdout, "All done.") {
 		t.Fatalf("the agent's run: %v", out)
 	}
-	if au := a.run("audit", "codexws"); strings.Contains(au.stdout, "101 switching protocols response with non-writable body") {
-		t.Skip("the gateway still breaks WebSocket upgrades when a secret applies to the host (issue 13's gateway defect): Codex fell back to HTTPS")
-	}
 	ws := 0
 	for _, q := range a.fake.Requests() {
 		if q.Credential != a.key {
@@ -166,6 +187,7 @@ func TestCodexTalksOverTheWebSocketWithItsKeySwapped(t *testing.T) {
 	if ws < 2 {
 		t.Errorf("%d scripted turns over the WebSocket, want 2: %+v", ws, a.fake.Requests())
 	}
+	a.checkUsage(t, "codexws")
 	if strings.Contains(out.stdout+out.stderr, "Falling back from WebSockets") {
 		t.Errorf("Codex fell back to HTTPS: %v", out)
 	}

@@ -48,16 +48,8 @@ func (s *Server) routeOpenAI(mux *http.ServeMux) {
 // OpenAIModels are the models GET /v1/models lists.
 var OpenAIModels = []string{"gpt-5.5", "gpt-5.4", "gpt-5-codex", "gpt-4.1", "gpt-4o"}
 
-// bearer is the credential of an OpenAI request.
-func openaiBearer(r *http.Request) string {
-	if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-		return v
-	}
-	return r.Header.Get("Api-Key")
-}
-
 func (s *Server) openAIModels(w http.ResponseWriter, r *http.Request) {
-	s.record(Request{API: "openai-models", Path: r.URL.Path, Credential: openaiBearer(r), Step: -1})
+	s.record(Request{API: "openai-models", Path: r.URL.Path, Credential: Credential(r), Step: -1})
 	type model struct {
 		ID      string `json:"id"`
 		Object  string `json:"object"`
@@ -203,7 +195,7 @@ func (s *Server) openAIResponses(w http.ResponseWriter, r *http.Request) {
 			s.responsesWebSocket(w, r)
 			return
 		}
-		s.record(Request{API: "openai-responses-websocket", Path: r.URL.Path, Credential: openaiBearer(r), Step: -1})
+		s.record(Request{API: "openai-responses-websocket", Path: r.URL.Path, Credential: Credential(r), Step: -1})
 		http.Error(w, `{"error":{"message":"fakellm: WebSocket not supported; use HTTP","type":"invalid_request_error"}}`, http.StatusUpgradeRequired)
 		return
 	}
@@ -216,7 +208,7 @@ func (s *Server) openAIResponses(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"message":"fakellm: bad JSON"}}`, http.StatusBadRequest)
 		return
 	}
-	rep := s.responsesReply(q, nil, Request{API: "openai-responses", Path: r.URL.Path, Credential: openaiBearer(r), Stream: q.Stream})
+	rep := s.responsesReply(q, nil, Request{API: "openai-responses", Path: r.URL.Path, Credential: Credential(r), Stream: q.Stream})
 	if !q.Stream {
 		openaiJSON(w, rep.response("completed"))
 		return
@@ -395,7 +387,7 @@ func (s *Server) responsesWebSocket(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"message":"fakellm: bad WebSocket upgrade"}}`, http.StatusUpgradeRequired)
 		return
 	}
-	cred := openaiBearer(r)
+	cred := Credential(r)
 	conn, brw, err := hj.Hijack()
 	if err != nil {
 		return
@@ -584,7 +576,7 @@ func (s *Server) openAIChat(w http.ResponseWriter, r *http.Request) {
 		st, scripted = Step{Text: sideText(st)}, false
 	}
 	includeUsage := !q.Stream || (q.StreamOptions != nil && q.StreamOptions.IncludeUsage)
-	rec := Request{API: "openai-chat", Path: r.URL.Path, Credential: openaiBearer(r), Model: q.Model, Step: n, Stream: q.Stream}
+	rec := Request{API: "openai-chat", Path: r.URL.Path, Credential: Credential(r), Model: q.Model, Step: n, Stream: q.Stream}
 	if includeUsage {
 		rec.Usage = s.reportedUsage()
 	}

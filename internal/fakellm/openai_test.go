@@ -44,7 +44,7 @@ func startOpenAI(t *testing.T, script []Step) *Server {
 	return s
 }
 
-func post(t *testing.T, c *http.Client, path, key string, body any) *http.Response {
+func openaiPost(t *testing.T, c *http.Client, path, key string, body any) *http.Response {
 	t.Helper()
 	b, _ := json.Marshal(body)
 	req, _ := http.NewRequest("POST", "https://api.openai.com"+path, bytes.NewReader(b))
@@ -58,16 +58,16 @@ func post(t *testing.T, c *http.Client, path, key string, body any) *http.Respon
 	return resp
 }
 
-type sseEvent struct {
+type openaiEvent struct {
 	name string
 	data map[string]any
 	raw  string
 }
 
-func readSSE(t *testing.T, r io.Reader) []sseEvent {
+func openaiReadSSE(t *testing.T, r io.Reader) []openaiEvent {
 	t.Helper()
-	var evs []sseEvent
-	var cur sseEvent
+	var evs []openaiEvent
+	var cur openaiEvent
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -86,7 +86,7 @@ func readSSE(t *testing.T, r io.Reader) []sseEvent {
 			if cur.raw != "" {
 				evs = append(evs, cur)
 			}
-			cur = sseEvent{}
+			cur = openaiEvent{}
 		}
 	}
 	return evs
@@ -157,11 +157,11 @@ func TestResponsesStreamsTheScriptedStep(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(s.Requests())
-			resp := post(t, c, "/v1/responses", "sk-real", tc.body)
+			resp := openaiPost(t, c, "/v1/responses", "sk-real", tc.body)
 			if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 				t.Fatalf("status %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 			}
-			evs := readSSE(t, resp.Body)
+			evs := openaiReadSSE(t, resp.Body)
 			if evs[0].name != "response.created" || evs[len(evs)-1].name != "response.completed" {
 				t.Fatalf("events from %s to %s", evs[0].name, evs[len(evs)-1].name)
 			}
@@ -223,7 +223,7 @@ func TestResponsesStreamsTheScriptedStep(t *testing.T) {
 
 func TestResponsesAnswersWithoutStreaming(t *testing.T) {
 	s := startOpenAI(t, responsesScript)
-	resp := post(t, openaiClient(t, s), "/v1/responses", "sk-x", map[string]any{"model": "gpt-5", "input": "hi", "tools": functionTools})
+	resp := openaiPost(t, openaiClient(t, s), "/v1/responses", "sk-x", map[string]any{"model": "gpt-5", "input": "hi", "tools": functionTools})
 	var r struct {
 		Status string           `json:"status"`
 		Output []map[string]any `json:"output"`
@@ -242,8 +242,8 @@ func TestResponsesAnswersWithoutStreaming(t *testing.T) {
 
 func TestSideRequestsWithoutToolsGetTextAndDoNotCountAsSteps(t *testing.T) {
 	s := startOpenAI(t, responsesScript)
-	resp := post(t, openaiClient(t, s), "/v1/responses", "sk-x", map[string]any{"model": "gpt-5-nano", "stream": true, "input": "a title for: make a file"})
-	evs := readSSE(t, resp.Body)
+	resp := openaiPost(t, openaiClient(t, s), "/v1/responses", "sk-x", map[string]any{"model": "gpt-5-nano", "stream": true, "input": "a title for: make a file"})
+	evs := openaiReadSSE(t, resp.Body)
 	for _, e := range evs {
 		if strings.Contains(e.name, "function_call") {
 			t.Fatalf("a request without tools got %s", e.name)
@@ -454,7 +454,7 @@ func TestChatCompletionsStreamToolCallsAndUsage(t *testing.T) {
 				body["stream_options"] = map[string]any{"include_usage": true}
 			}
 			before := len(s.Requests())
-			evs := readSSE(t, post(t, c, "/v1/chat/completions", "sk-chat", body).Body)
+			evs := openaiReadSSE(t, openaiPost(t, c, "/v1/chat/completions", "sk-chat", body).Body)
 			if evs[len(evs)-1].raw != "[DONE]" {
 				t.Fatalf("last event %q, want [DONE]", evs[len(evs)-1].raw)
 			}
