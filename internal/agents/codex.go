@@ -53,6 +53,14 @@ func init() {
 		Version: "0.169.0",
 		Binary:  "codex",
 		Hosts:   []string{"api.openai.com"},
+		// The Responses API over SSE and over a WebSocket (GET upgrade), its
+		// remote compaction (/v1/responses/compact) and the model list.
+		Endpoints: []string{
+			"api.openai.com POST /v1/responses",
+			"api.openai.com GET /v1/responses",
+			"api.openai.com POST /v1/responses/*",
+			"api.openai.com GET /v1/models",
+		},
 		Keys: []Key{{
 			Env:    "CODEX_API_KEY",
 			From:   []string{"CODEX_API_KEY", "OPENAI_API_KEY"},

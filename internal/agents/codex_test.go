@@ -291,3 +291,39 @@ func parseTOMLSubset(t *testing.T, s string) map[string]any {
 	}
 	return out
 }
+
+func TestOpenAIAgentsEndpointRulesLetTheirAPIsThrough(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		agent string
+		want  []string
+	}{
+		{"codex reaches the Responses API over SSE and its WebSocket, and compaction", "codex",
+			[]string{"api.openai.com POST /v1/responses", "api.openai.com GET /v1/responses", "api.openai.com POST /v1/responses/*"}},
+		{"opencode reaches each provider's generation API", "opencode",
+			[]string{"api.openai.com POST /v1/responses", "api.anthropic.com POST /v1/messages", "generativelanguage.googleapis.com POST /v1beta/models/*"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, _ := Lookup(tc.agent)
+			for _, w := range tc.want {
+				found := false
+				for _, e := range p.Endpoints {
+					found = found || e == w
+				}
+				if !found {
+					t.Errorf("%q missing from %q", w, p.Endpoints)
+				}
+			}
+			for _, e := range p.Endpoints {
+				host, _, _ := strings.Cut(e, " ")
+				ok := false
+				for _, h := range p.Hosts {
+					ok = ok || h == host
+				}
+				if !ok {
+					t.Errorf("endpoint %q is for a host the profile does not allow", e)
+				}
+			}
+		})
+	}
+}

@@ -47,6 +47,15 @@ func init() {
 		Version: "1.18.33",
 		Binary:  "opencode",
 		Hosts:   []string{"api.openai.com", "api.anthropic.com", "generativelanguage.googleapis.com"},
+		// What the AI SDK's providers call: OpenAI's Responses (and Chat
+		// Completions for compatible models), Anthropic's Messages, Gemini's
+		// generateContent.
+		Endpoints: []string{
+			"api.openai.com POST /v1/responses",
+			"api.openai.com POST /v1/chat/completions",
+			"api.anthropic.com POST /v1/messages",
+			"generativelanguage.googleapis.com POST /v1beta/models/*",
+		},
 		Keys: []Key{
 			{Env: "OPENAI_API_KEY", Hosts: []string{"api.openai.com"}, Prefix: "sk-"},
 			{Env: "ANTHROPIC_API_KEY", Hosts: []string{"api.anthropic.com"}, Prefix: "sk-ant-api03-"},
