@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/airlock-dev/airlock/internal/backend/docker"
+	"github.com/airlock-dev/airlock/internal/fakellm"
 	"github.com/airlock-dev/airlock/internal/images"
 )
 
@@ -131,4 +132,29 @@ true`
 	if uid := st.Sys().(*syscall.Stat_t).Uid; int(uid) != os.Getuid() {
 		t.Errorf("the home's file is uid %d's on the host, want %d", uid, os.Getuid())
 	}
+}
+
+// TestClaudeCodeRunsInTheAgentsImage: `airlock agent run claude --backend
+// docker` runs the image's Claude Code (not the host's) against the fake
+// API through the gateway's proxy door: the file is written, the real key
+// reached the API and stayed out of the container's reach.
+func TestClaudeCodeRunsInTheAgentsImage(t *testing.T) {
+	img := agentsImageOrSkip(t)
+	a := newAgentTest(t, "127.0.0.27", nil) // its own address: the native tests use claudeTestIP
+	hello := filepath.Join(a.ws, "hello.txt")
+	a.fake.Set(func(s *fakellm.Server) {
+		s.Script = []fakellm.Step{
+			{Tool: "Write", Args: map[string]any{"file_path": hello, "content": "from the image\n"}},
+			{Text: "Wrote it."},
+		}
+	})
+	a.bin = t.TempDir() // no agent CLI on the host's PATH: the image's runs
+	r := a.agent("claude", "ANTHROPIC_API_KEY", "api.anthropic.com", []string{"--backend", "docker", "--image", img, "--timeout", "3m"}, "-p", "write hello.txt")
+	if r.code != 0 || !strings.Contains(r.stdout, "Wrote it.") {
+		t.Fatalf("agent run claude --backend docker: %v\nrequests: %+v", r, a.fake.Requests())
+	}
+	if b, err := os.ReadFile(hello); err != nil || string(b) != "from the image\n" {
+		t.Errorf("the file: %q %v", b, err)
+	}
+	a.checkKeyStayedOut(r)
 }
