@@ -290,3 +290,22 @@ func TestClaudeCodeUsesTheLoginWithoutItEntering(t *testing.T) {
 		t.Errorf("the sandbox's copy holds a refresh token or no placeholder:\n%s", c)
 	}
 }
+
+// TestClaudeCodeShowsTheProvidersRefusal: a key the provider refuses (401)
+// is surfaced as Claude Code prints it, and the refusal is in the audit log.
+// (Claude Code retries a 401 with backoff, ten times by default: the test
+// lets it retry once.)
+func TestClaudeCodeShowsTheProvidersRefusal(t *testing.T) {
+	a := newAgentTest(t, claudeTestIP, []fakellm.Step{{Text: "never said"}})
+	a.fake.Set(func(s *fakellm.Server) { s.RequireKey = "sk-ant-some-other-key" })
+	r := a.agent("claude", "ANTHROPIC_API_KEY", "api.anthropic.com", []string{"--name", "refused", "--timeout", "2m", "-e", "CLAUDE_CODE_MAX_RETRIES=1"}, "-p", "hello")
+	if r.code == 0 || strings.Contains(r.stdout, "never said") {
+		t.Fatalf("a refused key: %v\nrequests: %+v", r, a.fake.Requests())
+	}
+	if out := strings.ToLower(r.stdout + r.stderr); !strings.Contains(out, "invalid") && !strings.Contains(out, "401") {
+		t.Errorf("Claude's output does not show the provider's refusal:\n%v\nrequests: %d %+v", r, len(a.fake.Requests()), a.fake.Requests()[len(a.fake.Requests())-1])
+	}
+	if !strings.Contains(a.run("audit", "refused").stdout, "/v1/messages 401") {
+		t.Errorf("no audit record of the 401:\n%s", a.run("audit", "refused").stdout)
+	}
+}
