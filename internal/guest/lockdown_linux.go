@@ -3,6 +3,8 @@ package guest
 import (
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"unsafe"
 
@@ -20,6 +22,16 @@ import (
 // so the filter never has to allow what setup needed.
 func lockDown(in *proto.Init, r *reaper) (warnings []string, err error) {
 	for _, r := range in.Rlimits {
+		if r.Resource == unix.RLIMIT_DATA {
+			// The limit binds this process too (commands inherit it, and
+			// may not raise it): below what the guest's own runtime already
+			// maps, the guest could not grow and would die instead of the
+			// command failing its allocation. Give the guest its headroom.
+			if floor := guestDataFloor(); r.Cur < floor {
+				warnings = append(warnings, fmt.Sprintf("--memory %d MiB is below what the sandbox's own runtime needs without a cgroup: the per-process limit is %d MiB", r.Cur>>20, floor>>20))
+				r.Cur, r.Max = floor, floor
+			}
+		}
 		if err := unix.Setrlimit(r.Resource, &unix.Rlimit{Cur: r.Cur, Max: r.Max}); err != nil {
 			return nil, step(fmt.Sprintf("setrlimit %d", r.Resource), err)
 		}
@@ -158,4 +170,22 @@ func LastCap() int {
 		fmt.Sscanf(string(b), "%d", &last)
 	}
 	return last
+}
+
+// guestDataFloor is the guest's own data size (VmData) plus room to serve
+// the sandbox: the least RLIMIT_DATA it can live under.
+func guestDataFloor() uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmData:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err == nil {
+				return kb<<10 + 64<<20
+			}
+		}
+	}
+	return 0
 }
