@@ -154,33 +154,11 @@ func agentRun(c *cobra.Command, o *runOptions, ao *agentOptions, name string, ar
 		}
 		sc.Home = hostHome
 	}
-	secs, keys, err := agentKeys(p, sc.Network.Secrets)
-	var noKey errNoKey
-	if errors.As(err, &noKey) {
-		// No key: the agent's own login may stand in.
-		login, lerr := agentLogin(p, hostHome)
-		if lerr != nil {
-			return lerr
-		}
-		if login == nil {
-			return err
-		}
-		defer login.Close()
-		login.Warn = func(err error) {
-			if !o.quiet {
-				fmt.Fprintf(os.Stderr, "airlock: warning: %v\n", err)
-			}
-		}
-		go func() {
-			if err := login.Run(context.Background()); err != nil {
-				fmt.Fprintf(os.Stderr, "airlock: %v\n", err)
-			}
-		}()
-		secs, err = []*secrets.Secret{login.Secret()}, nil
-	}
+	secs, keys, stop, err := agentCredentials(p, sc.Network.Secrets, hostHome, o.quiet)
 	if err != nil {
 		return err
 	}
+	defer stop()
 	sc.RO = appendNew(sc.RO, cli.expose...)
 	servers, err := mcpproxy.ParseServers(sc.MCPServers)
 	if err != nil {
@@ -210,17 +188,7 @@ func agentRun(c *cobra.Command, o *runOptions, ao *agentOptions, name string, ar
 			return fmt.Errorf("agent %s: its home %s: %w", p.Name, hostHome, err)
 		}
 	}
-	// Node's own fetch ignores HTTPS_PROXY unless told (Node ≥ 22.21):
-	// through the proxy door (docker, unprivileged users) agents need it.
-	env := append(slices.Clone(sc.Env), "NODE_USE_ENV_PROXY=1")
-	env = append(env, p.Env...)
-	if root {
-		env = append(env, p.RootEnv...)
-	}
-	for _, v := range p.CAEnv {
-		env = append(env, v+"="+egress.BundleInside)
-	}
-	env = append(env, l.Env...)
+	env := agentEnv(p, sc.Env, l, root)
 
 	argv := slices.Clone(l.Argv)
 	if len(argv) == 0 {
@@ -253,6 +221,50 @@ func agentRun(c *cobra.Command, o *runOptions, ao *agentOptions, name string, ar
 	}
 	recordSession(p, project, sc.Workspace.Path, hostHome, started, code, o.quiet)
 	return exitError{code}
+}
+
+// agentCredentials finds the agent's keys on the host; with none, its OAuth
+// login stands in, kept fresh on the host until stop is called.
+func agentCredentials(p *agents.Profile, userSecrets []string, agentHome string, quiet bool) (secs []*secrets.Secret, keys map[string]string, stop func(), err error) {
+	secs, keys, err = agentKeys(p, userSecrets)
+	var noKey errNoKey
+	if !errors.As(err, &noKey) {
+		return secs, keys, func() {}, err
+	}
+	login, lerr := agentLogin(p, agentHome)
+	if lerr != nil {
+		return nil, nil, nil, lerr
+	}
+	if login == nil {
+		return nil, nil, nil, err
+	}
+	login.Warn = func(err error) {
+		if !quiet {
+			fmt.Fprintf(os.Stderr, "airlock: warning: %v\n", err)
+		}
+	}
+	go func() {
+		if err := login.Run(context.Background()); err != nil {
+			fmt.Fprintf(os.Stderr, "airlock: %v\n", err)
+		}
+	}()
+	return []*secrets.Secret{login.Secret()}, keys, func() { login.Close() }, nil
+}
+
+// agentEnv is the agent's environment over the user's --env entries: the
+// profile's fixed variables, its CA variables, and what Launch added.
+func agentEnv(p *agents.Profile, userEnv []string, l agents.Launch, root bool) []string {
+	// Node's own fetch ignores HTTPS_PROXY unless told (Node ≥ 22.21):
+	// through the proxy door (docker, unprivileged users) agents need it.
+	env := append(slices.Clone(userEnv), "NODE_USE_ENV_PROXY=1")
+	env = append(env, p.Env...)
+	if root {
+		env = append(env, p.RootEnv...)
+	}
+	for _, v := range p.CAEnv {
+		env = append(env, v+"="+egress.BundleInside)
+	}
+	return append(env, l.Env...)
 }
 
 // agentInputs gathers what the profile's Launch depends on.
