@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Cost that grows with use: how `airlock ls`, `airlock get NAME` and
-# `airlock exec NAME` scale with the number of sandboxes in the state dir
+# Cost that grows with use: how `airlock ls`, `airlock get NAME`,
+# `airlock exec NAME` and `airlock run -- /bin/true` scale with the number of sandboxes in the state dir
 # (1, 100 and 1,000), and what N foreground runs with network leave on disk.
 #
 # The entries are what a harness's runs keep: stopped sandboxes whose
@@ -76,11 +76,12 @@ for i in "${!bins[@]}"; do
 		t[ls,$n]=$(median "$pre ls")
 		t[get,$n]=$(median "$pre get live")
 		t[exec,$n]=$(median "$pre exec live -- /bin/true")
+		t[run,$n]=$(median "$pre run -q -- /bin/true")
 		AIRLOCK_STATE_DIR=$state HOME=$work "$bin" kill live >/dev/null
 	done
-	for c in ls get exec; do
+	for c in ls get exec run; do
 		label=$c
-		case $c in get) label="get live" ;; exec) label="exec live -- /bin/true" ;; esac
+		case $c in get) label="get live" ;; exec) label="exec live -- /bin/true" ;; run) label="run -- /bin/true" ;; esac
 		awk -v l="$label" -v a="${t[$c,1]}" -v b="${t[$c,100]}" -v c="${t[$c,1000]}" \
 			'BEGIN { printf "%-24s %9.2f %9.2f %9.2f %8.2fx %8.2fx\n", l, a, b, c, b/a, c/a }'
 	done
