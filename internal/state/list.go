@@ -123,10 +123,13 @@ func (s *Store) Resolve(ref string) (Entry, error) {
 		}
 	}
 	if ValidName(ref) {
-		if err := s.ensureIndex(false); err != nil {
-			return Entry{}, fmt.Errorf("state: resolve %q: name index: %w", ref, err)
-		}
-		if e, ok := s.byName(ref); ok {
+		if s.ensureIndex(false) == nil {
+			if e, ok := s.byName(ref); ok {
+				return e, nil
+			}
+		} else if e, ok := s.scanName(ref); ok {
+			// No index and none can be made (a state dir this user may
+			// only read): every record, as before there was one.
 			return e, nil
 		}
 	}

@@ -46,6 +46,20 @@ func (s *Store) byName(name string) (Entry, bool) {
 	return e, true
 }
 
+// scanName finds the sandbox named name by reading every record.
+func (s *Store) scanName(name string) (Entry, bool) {
+	all, err := s.List()
+	if err != nil {
+		return Entry{}, false
+	}
+	for _, e := range all {
+		if e.Record.Name == name {
+			return e, true
+		}
+	}
+	return Entry{}, false
+}
+
 // nameHolder returns the id of the sandbox that has name, or "": one
 // directory and one record read. Runs under the store lock.
 func (s *Store) nameHolder(name string) string {

@@ -848,3 +848,16 @@ func TestListOverManySandboxes(t *testing.T) {
 		}
 	}
 }
+
+// A state dir where no index can be made (one this user may only read; here
+// a file where the index's directory would go) still resolves names.
+func TestResolveByNameWithoutAnIndexReadsTheRecords(t *testing.T) {
+	s := openStore(t)
+	fakeSandbox(t, s, "abc000000001", &Record{Name: "old"}, &Status{State: Exited})
+	if err := os.WriteFile(s.names(), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := s.Resolve("old"); err != nil || e.Record.ID != "abc000000001" {
+		t.Fatalf("Resolve(old) = %v, %v", e.Record.ID, err)
+	}
+}
