@@ -738,9 +738,9 @@ func countReads(t *testing.T) *int {
 		mu.Lock()
 		*n++
 		mu.Unlock()
-		return os.ReadFile(p)
+		return readStateFile(p)
 	}
-	t.Cleanup(func() { readFile = os.ReadFile })
+	t.Cleanup(func() { readFile = readStateFile })
 	return n
 }
 
