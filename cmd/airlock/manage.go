@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -49,13 +50,18 @@ func newLsCmd() *cobra.Command {
 			if asJSON {
 				return writeJSON(c.OutOrStdout(), listing(shown))
 			}
-			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
+			// Buffered: the tabwriter writes every cell on its own.
+			out := bufio.NewWriterSize(c.OutOrStdout(), 64<<10)
+			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tNAME\tSTATUS\tCREATED\tFROM\tCOMMAND\tWORKSPACE")
 			for _, e := range shown {
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Record.ID, dash(e.Record.Name), statusText(e.Status),
 					ago(e.Record.CreatedAt), origin(e.Record), dash(shorten(strings.Join(e.Record.Command, " "), 40)), e.Record.Workspace)
 			}
-			return w.Flush()
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			return out.Flush()
 		},
 	}
 	c.Flags().BoolVar(&running, "running", false, "only running sandboxes")

@@ -38,6 +38,7 @@ type runOptions struct {
 	tty       bool
 	detach    bool
 	name      string
+	keep      bool
 	quiet     bool
 	net       config.Network
 	wsMode    string
@@ -76,10 +77,11 @@ There is no network unless --allow-host (or --secret) lets something out:
 then every packet goes through airlock's gateway, which answers DNS itself
 (refused names do not exist), allows only the named hosts, resolves names on
 the host and refuses private addresses, intercepts HTTPS with a local CA the
-sandbox trusts, and records each request (airlock audit ID). As root the
-sandbox gets a network interface into the gateway (transparent: any program
-works); where this user cannot make one, the gateway is an HTTP proxy and
-HTTP(S)_PROXY is set inside. 'airlock doctor' says which you get.
+sandbox trusts, and records each request (airlock audit NAME, for a sandbox
+kept after it ends: see below). As root the sandbox gets a network interface
+into the gateway (transparent: any program works); where this user cannot
+make one, the gateway is an HTTP proxy and HTTP(S)_PROXY is set inside.
+'airlock doctor' says which you get.
 
 Workspace modes (--workspace-mode):
   bind      the directory itself, live (default). A manifest is taken before
@@ -98,6 +100,12 @@ back risky changes (git hooks and config, CI files, build scripts, editor and
 agent settings, new executables, links out of the workspace) unless
 --apply-risky.
 
+When CMD ends, the sandbox is gone, its audit log with it, unless there is
+something to come back to: changes waiting for review, a --name or -d
+sandbox, or a run airlock ended (--timeout, the memory limit, airlock kill,
+a crash: it prints the ID). --keep keeps any run (airlock audit ID, airlock
+get ID); airlock rm or airlock prune removes what was kept.
+
 Limits default to ` + strconv.Itoa(defaultPids) + ` processes and half of the machine's memory.`,
 		Example: `  airlock run -- make test
   airlock run -t -- bash
@@ -105,6 +113,7 @@ Limits default to ` + strconv.Itoa(defaultPids) + ` processes and half of the ma
   airlock run -e GOFLAGS -e CI=1 -- go test ./...
   airlock run --rw ~/.cache/go-build -- go build ./...
   airlock run --allow-host '*.github.com' -- git clone https://github.com/org/repo
+  airlock run --name fetch --allow-host example.com -- curl https://example.com; airlock audit fetch
   airlock run --secret ANTHROPIC_API_KEY@api.anthropic.com -- claude
   airlock run --workspace-mode overlay -- claude      # review, then apply
   airlock run -d --ask --allow-host api.anthropic.com -- claude   # unknown hosts wait: airlock approvals / airlock ui
@@ -139,7 +148,8 @@ func addRunFlags(f *pflag.FlagSet, o *runOptions) {
 	f.StringArrayVarP(&o.env, "env", "e", nil, "pass host variable `NAME`, or set NAME=VALUE (repeatable; nothing else passes but PATH, locale and terminal settings)")
 	f.BoolVarP(&o.tty, "tty", "t", false, "run CMD on a terminal (for shells and interactive tools)")
 	f.BoolVarP(&o.detach, "detach", "d", false, "run in the background and print the sandbox's ID")
-	f.StringVar(&o.name, "name", "", "name the sandbox, for exec, logs, kill")
+	f.StringVar(&o.name, "name", "", "name the sandbox, for exec, logs, kill, audit (a named sandbox is kept after it ends, until airlock rm)")
+	f.BoolVar(&o.keep, "keep", false, "keep the sandbox's record and audit log after it ends (airlock audit ID, airlock get ID; airlock rm ID when done)")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "do not print airlock's warnings")
 	f.StringArrayVar(&o.net.AllowHosts, "allow-host", nil, "let the sandbox reach `HOST`: example.com or *.example.com (ports 80/443, HTTPS intercepted), host:port or host:* (raw TCP) (repeatable)")
 	f.StringArrayVar(&o.net.DenyHosts, "deny-host", nil, "never reach `HOST`, whatever allows it (same forms; repeatable)")

@@ -45,7 +45,7 @@ func TestConfigFlagLayerTakesOnlySetFlags(t *testing.T) {
 // setting has a key.
 func TestConfigRunFlagKeys(t *testing.T) {
 	c := newRunCmd()
-	notSettings := map[string]bool{"workspace": true, "tty": true, "detach": true, "name": true, "quiet": true, "help": true, "watch-files": true, "scratch": true, "ask": true, "no-config-files": true,
+	notSettings := map[string]bool{"workspace": true, "tty": true, "detach": true, "name": true, "keep": true, "quiet": true, "help": true, "watch-files": true, "scratch": true, "ask": true, "no-config-files": true,
 		"no-idmap": true} // an unsafe opt-out for one run, never from a file
 	mapped := map[string]bool{}
 	l := config.NewLayer(config.SourceFlag, "")

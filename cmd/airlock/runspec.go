@@ -94,7 +94,7 @@ func runSpec(l *config.Loaded, o *runOptions, args []string) (engine.Spec, error
 	if l.Dir != "" {
 		s.Hide = append(s.Hide, l.Dir)
 	}
-	s.Command, s.TTY, s.Detached, s.Quiet, s.Watch = args, o.tty, o.detach, o.quiet, o.watch
+	s.Command, s.TTY, s.Detached, s.Quiet, s.Watch, s.Keep = args, o.tty, o.detach, o.quiet, o.watch, o.keep
 	// Someone must be able to answer: this terminal, airlock approvals and
 	// airlock ui (a detached sandbox's owner), or a prepared decisions file.
 	if a := c.Approvals; a.Ask() && !o.detach && a.Decisions == "" && !term.IsTerminal(os.Stderr) {

@@ -455,3 +455,95 @@ func TestBundle(t *testing.T) {
 		t.Fatalf("without system roots: Bundle() = %q, %v; want the CA alone", got, err)
 	}
 }
+
+func TestBundleFileIsOneReadOnlyFilePerContent(t *testing.T) {
+	c := newTestCA(t)
+	other := newTestCA(t)
+	dir := t.TempDir()
+	sys := filepath.Join(dir, "sys.pem")
+	if err := os.WriteFile(sys, other.CertPEM(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	saved := systemBundles
+	t.Cleanup(func() { systemBundles = saved })
+	systemBundles = []string{sys}
+	bundles := filepath.Join(dir, "bundles")
+
+	p1, err := c.BundleFile(bundles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := c.BundleFile(bundles)
+	if err != nil || p2 != p1 {
+		t.Fatalf("second BundleFile = %q, %v; want the same file %q", p2, err, p1)
+	}
+	want, _ := c.Bundle()
+	got, err := os.ReadFile(p1)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("the file does not hold the bundle: %v", err)
+	}
+	if fi, err := os.Stat(p1); err != nil || fi.Mode().Perm() != 0o444 {
+		t.Fatalf("bundle mode: %v, %v; want 0444", fi.Mode(), err)
+	}
+	if fi, err := os.Stat(bundles); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("bundle dir mode: %v, %v; want 0700", fi.Mode(), err)
+	}
+
+	// Another CA, or other system roots: another file.
+	p3, err := other.BundleFile(bundles)
+	if err != nil || p3 == p1 {
+		t.Fatalf("another CA's bundle = %q, %v; want a file of its own", p3, err)
+	}
+
+	// A damaged file under the name, or a link planted there, is replaced
+	// (the link itself, not what it points to).
+	if err := os.Chmod(p1, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p1, want[:len(want)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := c.BundleFile(bundles); err != nil || p != p1 {
+		t.Fatalf("BundleFile over a damaged file = %q, %v", p, err)
+	}
+	if got, _ := os.ReadFile(p1); !bytes.Equal(got, want) {
+		t.Fatal("a damaged bundle was used as it was")
+	}
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("untouched"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(p1)
+	if err := os.Symlink(victim, p1); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := c.BundleFile(bundles); err != nil || p != p1 {
+		t.Fatalf("BundleFile over a link = %q, %v", p, err)
+	}
+	if fi, err := os.Lstat(p1); err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("the link is still there: %v, %v", fi, err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "untouched" {
+		t.Fatalf("BundleFile wrote through a link: %q", b)
+	}
+
+	// Writing a new bundle removes old ones nobody used for an hour, and
+	// leaves the recent ones.
+	old := time.Now().Add(-2 * staleBundle)
+	if err := os.Chtimes(p3, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sys, append(other.CertPEM(), c.CertPEM()...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p4, err := c.BundleFile(bundles)
+	if err != nil || p4 == p1 {
+		t.Fatalf("new system roots: BundleFile = %q, %v; want a new file", p4, err)
+	}
+	if _, err := os.Stat(p3); !os.IsNotExist(err) {
+		t.Errorf("a stale bundle was kept: %v", err)
+	}
+	if _, err := os.Stat(p1); err != nil {
+		t.Errorf("a bundle used just now was removed: %v", err)
+	}
+}

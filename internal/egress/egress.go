@@ -90,8 +90,11 @@ type Config struct {
 	Network config.Network
 	Mode    string // config.ModeTransparent or config.ModeProxy, decided already
 	ID      string
-	// Dir is the sandbox's private state dir (CA bundle, resolv.conf, hosts).
+	// Dir is the sandbox's private state dir (resolv.conf, hosts).
 	Dir string
+	// BundleDir holds the CA bundle files every sandbox shares, one per
+	// content (see ca.BundleFile); "" writes the sandbox's own into Dir.
+	BundleDir string
 	// ProxySocket is where the front door listens in proxy mode.
 	ProxySocket string
 	Secrets     *secrets.Set // from LoadSecrets
@@ -234,12 +237,12 @@ func Start(c Config) (_ *Egress, err error) {
 		return nil, err
 	}
 	gw, token := p.gw, p.token
-	bundle, err := p.authority.Bundle()
-	if err != nil {
-		return nil, err
+	bundleDir := c.BundleDir
+	if bundleDir == "" {
+		bundleDir = c.Dir
 	}
-	bundlePath := filepath.Join(c.Dir, "ca-bundle.pem")
-	if err := os.WriteFile(bundlePath, bundle, 0o644); err != nil {
+	bundlePath, err := p.authority.BundleFile(bundleDir)
+	if err != nil {
 		return nil, err
 	}
 	e := &Egress{gw: gw, meter: meter, base: p.config, audit: c.Audit}

@@ -56,6 +56,10 @@ type Spec struct {
 	TTY      bool     `json:"tty,omitempty"`
 	Detached bool     `json:"detached,omitempty"`
 	Quiet    bool     `json:"quiet,omitempty"`
+	// Keep keeps a foreground sandbox's record and audit log after it ends
+	// (airlock get, audit, rm); without it one with nothing left to review
+	// leaves nothing behind.
+	Keep bool `json:"keep,omitempty"`
 
 	// Inside is where the workspace appears in the sandbox; "" is its host
 	// path (Config.Workspace.Path).
@@ -267,7 +271,7 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 			return nil, step("services", err)
 		}
 		s.eg, err = egress.Start(egress.Config{
-			Network: spec.Config.Network, Mode: s.mode, ID: h.ID(), Dir: h.Dir(),
+			Network: spec.Config.Network, Mode: s.mode, ID: h.ID(), Dir: h.Dir(), BundleDir: filepath.Join(stateRoot(h), BundleDir),
 			ProxySocket: gatewaySocket(h.SocketPath()), Secrets: set, Audit: s.log, Hooks: o.Hooks, Approver: approver,
 			Services: handlers, Budget: spec.Config.Budget,
 		})
@@ -695,6 +699,10 @@ func gatewaySocket(ctl string) string {
 	}
 	return strings.TrimSuffix(ctl, ".sock") + ".gw"
 }
+
+// BundleDir is where, under the state root, the CA bundles sandboxes share
+// are (one file per CA and system roots; see ca.BundleFile).
+const BundleDir = "ca-bundles"
 
 // stateRoot is the store a sandbox's directory (ROOT/sandboxes/ID) is in.
 func stateRoot(h *state.Handle) string { return filepath.Dir(filepath.Dir(h.Dir())) }

@@ -44,18 +44,13 @@ func (s *Store) Create(name string) (*Handle, error) {
 
 	s.cleanLeftovers()
 	if name != "" {
-		ents, err := os.ReadDir(s.sandboxes())
-		if err != nil {
-			return nil, fmt.Errorf("state: create: %w", err)
+		// The index, not a read of every record: one lookup however many
+		// sandboxes the state dir holds.
+		if err := s.ensureIndex(true); err != nil {
+			return nil, fmt.Errorf("state: create: name index: %w", err)
 		}
-		for _, de := range ents {
-			if !validID(de.Name()) {
-				continue
-			}
-			var r Record
-			if readJSON(filepath.Join(s.sandboxes(), de.Name(), recordFile), &r) == nil && r.Name == name {
-				return nil, fmt.Errorf("state: create %q: %w (by %s)", name, ErrNameTaken, de.Name())
-			}
+		if holder := s.nameHolder(name); holder != "" {
+			return nil, fmt.Errorf("state: create %q: %w (by %s)", name, ErrNameTaken, holder)
 		}
 	}
 
@@ -70,8 +65,18 @@ func (s *Store) Create(name string) (*Handle, error) {
 	if id == "" {
 		return nil, errors.New("state: create: could not allocate a free id")
 	}
+	if name != "" {
+		// Before the directory appears: a link to an id with no directory
+		// is a miss for every reader.
+		if err := s.setName(name, id); err != nil {
+			return nil, fmt.Errorf("state: create: name index: %w", err)
+		}
+	}
 	h, err := s.build(id, name)
 	if err != nil {
+		if name != "" && s.nameTarget(name) == id {
+			_ = os.Remove(filepath.Join(s.names(), name))
+		}
 		return nil, fmt.Errorf("state: create: %w", err)
 	}
 	return h, nil
@@ -377,6 +382,9 @@ func (h *Handle) Remove() error {
 		} else {
 			h.removed = true
 			removeFallbackSocket(h.dir, h.sock)
+			if h.name != "" {
+				(&Store{root: filepath.Dir(filepath.Dir(h.dir))}).dropName(h.name, h.id)
+			}
 		}
 	}
 	return errors.Join(rerr, h.releaseLocked())

@@ -6,8 +6,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -21,15 +24,33 @@ func (s *Store) List() ([]Entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state: list: %w", err)
 	}
-	var out []Entry
+	var ids []string
 	for _, de := range ents {
 		// Only real directories with well-formed ids; this also skips
 		// .new-/.trash- debris and anything planted via symlink.
-		if !validID(de.Name()) || de.Type() != fs.ModeDir {
-			continue
+		if validID(de.Name()) && de.Type() == fs.ModeDir {
+			ids = append(ids, de.Name())
 		}
-		e, ok := s.load(de.Name())
-		if ok {
+	}
+	// Reading a sandbox is a few small reads: spread over the CPUs, a
+	// thousand of them take a fraction of the time.
+	loaded := make([]Entry, len(ids))
+	found := make([]bool, len(ids))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), 8, max(1, len(ids)/64)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(ids); i = int(next.Add(1) - 1) {
+				loaded[i], found[i] = s.load(ids[i])
+			}
+		}()
+	}
+	wg.Wait()
+	var out []Entry
+	for i, e := range loaded {
+		if found[i] {
 			out = append(out, e)
 		}
 	}
@@ -47,7 +68,7 @@ func (s *Store) List() ([]Entry, error) {
 func (s *Store) load(id string) (e Entry, ok bool) {
 	dir := filepath.Join(s.sandboxes(), id)
 	fi, err := os.Lstat(dir)
-	if err != nil {
+	if err != nil || !fi.IsDir() {
 		return Entry{}, false
 	}
 	e.Dir = dir
@@ -109,35 +130,50 @@ func (s *Store) load(id string) (e Entry, ok bool) {
 }
 
 // Resolve finds one sandbox by exact id, exact name, or unique id prefix of
-// at least 3 characters, in that order of precedence.
+// at least 3 characters, in that order of precedence. It reads only the
+// sandboxes it may return: an id is one directory, a name one lookup in the
+// name index, a prefix the directory's names and then the matches — never
+// every record, so it costs the same with ten sandboxes or ten thousand.
 func (s *Store) Resolve(ref string) (Entry, error) {
 	if ref == "" {
 		return Entry{}, fmt.Errorf("state: resolve: empty reference: %w", ErrNotFound)
 	}
-	all, err := s.List()
-	if err != nil {
-		return Entry{}, err
+	if validID(ref) {
+		if e, ok := s.load(ref); ok {
+			return e, nil
+		}
 	}
-	pick := func(match func(Entry) bool) ([]Entry, bool) {
-		var m []Entry
-		for _, e := range all {
-			if match(e) {
+	if ValidName(ref) {
+		if s.ensureIndex(false) == nil {
+			if e, ok := s.byName(ref); ok {
+				return e, nil
+			}
+		} else if e, ok := s.scanName(ref); ok {
+			// No index and none can be made (a state dir this user may
+			// only read): every record, as before there was one.
+			return e, nil
+		}
+	}
+	var m []Entry
+	if len(ref) >= 3 && len(ref) < 12 {
+		ents, err := os.ReadDir(s.sandboxes())
+		if err != nil {
+			return Entry{}, fmt.Errorf("state: resolve: %w", err)
+		}
+		for _, de := range ents {
+			if !validID(de.Name()) || de.Type() != fs.ModeDir || !strings.HasPrefix(de.Name(), ref) {
+				continue
+			}
+			if e, ok := s.load(de.Name()); ok {
 				m = append(m, e)
 			}
 		}
-		return m, len(m) > 0
-	}
-	m, ok := pick(func(e Entry) bool { return e.Record.ID == ref })
-	if !ok {
-		m, ok = pick(func(e Entry) bool { return e.Record.Name == ref })
-	}
-	if !ok && len(ref) >= 3 {
-		m, ok = pick(func(e Entry) bool { return strings.HasPrefix(e.Record.ID, ref) })
 	}
 	switch {
-	case !ok:
+	case len(m) == 0:
 		return Entry{}, fmt.Errorf("state: resolve %q: %w", ref, ErrNotFound)
 	case len(m) > 1:
+		sort.Slice(m, func(i, j int) bool { return m[i].Record.ID < m[j].Record.ID })
 		c := make([]string, len(m))
 		for i, e := range m {
 			c[i] = e.Record.ID
@@ -179,6 +215,8 @@ func (s *Store) Delete(id string) error {
 		defer syscall.Close(fd)
 	}
 	sock := socketPathOf(dir)
+	var r Record
+	_ = readJSON(filepath.Join(dir, recordFile), &r)
 	if err := removeDir(dir); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("state: delete %s: %w", id, ErrNotFound)
@@ -186,5 +224,6 @@ func (s *Store) Delete(id string) error {
 		return fmt.Errorf("state: delete %s: %w", id, err)
 	}
 	removeFallbackSocket(dir, sock)
+	s.dropName(r.Name, id)
 	return nil
 }

@@ -728,3 +728,136 @@ func TestRootFallbackRefusesUntrusted(t *testing.T) {
 		t.Fatalf("foreign owner: %v", err)
 	}
 }
+
+// countReads counts the files readJSON opens until the test ends.
+func countReads(t *testing.T) *int {
+	t.Helper()
+	n := new(int)
+	var mu sync.Mutex
+	readFile = func(p string) ([]byte, error) {
+		mu.Lock()
+		*n++
+		mu.Unlock()
+		return readStateFile(p)
+	}
+	t.Cleanup(func() { readFile = readStateFile })
+	return n
+}
+
+func TestLookupsReadOnlyTheSandboxTheyReturn(t *testing.T) {
+	s := openStore(t)
+	const n = 300
+	st := &Status{State: Exited}
+	for i := range n {
+		fakeSandbox(t, s, fmt.Sprintf("%012x", 0x100000+i), &Record{Name: fmt.Sprintf("sb-%d", i)}, st)
+	}
+	// The first lookup builds the name index of a state dir that had none.
+	if e, err := s.Resolve("sb-7"); err != nil || e.Record.ID != fmt.Sprintf("%012x", 0x100007) {
+		t.Fatalf("Resolve(sb-7) = %v, %v", e.Record.ID, err)
+	}
+	h := mustCreate(t, s, "live")
+	if err := h.SetStatus(Status{State: Running}); err != nil {
+		t.Fatal(err)
+	}
+	reads := countReads(t)
+	for _, c := range []struct{ ref, want string }{
+		{"sb-250", fmt.Sprintf("%012x", 0x100000+250)},
+		{fmt.Sprintf("%012x", 0x100000+99), fmt.Sprintf("%012x", 0x100000+99)},
+		{"live", h.ID()},
+		{h.ID()[:6], h.ID()},
+	} {
+		*reads = 0
+		e, err := s.Resolve(c.ref)
+		if err != nil || e.Record.ID != c.want {
+			t.Errorf("Resolve(%q) = %v, %v; want %s", c.ref, e.Record.ID, err, c.want)
+		}
+		// One record and one status, of the sandbox found.
+		if *reads > 2 {
+			t.Errorf("Resolve(%q) read %d files among %d sandboxes", c.ref, *reads, n+1)
+		}
+	}
+	*reads = 0
+	if _, err := s.Create("sb-3"); !errors.Is(err, ErrNameTaken) {
+		t.Fatalf("Create of a taken name: %v", err)
+	}
+	if *reads > 1 {
+		t.Errorf("Create checked the name with %d reads among %d sandboxes", *reads, n+1)
+	}
+	if _, err := s.Resolve("sb-none"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Resolve of an unknown name: %v", err)
+	}
+}
+
+func TestAStaleNameLinkNamesNothing(t *testing.T) {
+	s := openStore(t)
+	h := mustCreate(t, s, "old")
+	other := mustCreate(t, s, "other")
+	if err := h.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(s.names(), "old")); !os.IsNotExist(err) {
+		t.Fatalf("Remove left the name's link: %v", err)
+	}
+	// A crash between removal and unlinking, or a tampered link: the link
+	// points at a sandbox that is gone, or at one with another name.
+	for _, target := range []string{h.ID(), other.ID()} {
+		if err := os.Symlink(target, filepath.Join(s.names(), "stale")); err != nil {
+			t.Fatal(err)
+		}
+		if e, err := s.Resolve("stale"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("a link to %s resolved: %+v, %v", target, e, err)
+		}
+		n := mustCreate(t, s, "stale")
+		if e, err := s.Resolve("stale"); err != nil || e.Record.ID != n.ID() {
+			t.Fatalf("Resolve after re-Create = %v, %v", e.Record.ID, err)
+		}
+		n.Release()
+		if err := s.Delete(n.ID()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Lstat(filepath.Join(s.names(), "stale")); !os.IsNotExist(err) {
+			t.Fatalf("Delete left the name's link: %v", err)
+		}
+	}
+}
+
+func TestListOverManySandboxes(t *testing.T) {
+	s := openStore(t)
+	const n = 1000
+	base := time.Now().UTC().Add(-time.Hour)
+	code := 0
+	for i := range n {
+		rec := &Record{Name: fmt.Sprintf("n%d", i), CreatedAt: base.Add(time.Duration(i) * time.Second), Command: []string{"true"}}
+		fakeSandbox(t, s, fmt.Sprintf("%012x", 0xa00000+i), rec, &Status{State: Exited, ExitCode: &code})
+	}
+	live := mustCreate(t, s, "live")
+	if err := live.SetStatus(Status{State: Running}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l) != n+1 || l[0].Record.ID != live.ID() || l[0].Status.State != Running {
+		t.Fatalf("want %d entries, the live one first: %d, %+v", n+1, len(l), l[0])
+	}
+	for i, e := range l[1:] {
+		want := fmt.Sprintf("%012x", 0xa00000+n-1-i)
+		if e.Record.ID != want || e.Record.Name != fmt.Sprintf("n%d", n-1-i) || e.Status.State != Exited {
+			t.Fatalf("entry %d = %s %q %s, want %s", i+1, e.Record.ID, e.Record.Name, e.Status.State, want)
+		}
+	}
+}
+
+// A state dir where no index can be made (one this user may only read; here
+// a file where the index's directory would go) still resolves names.
+func TestResolveByNameWithoutAnIndexReadsTheRecords(t *testing.T) {
+	s := openStore(t)
+	fakeSandbox(t, s, "abc000000001", &Record{Name: "old"}, &Status{State: Exited})
+	if err := os.WriteFile(s.names(), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := s.Resolve("old"); err != nil || e.Record.ID != "abc000000001" {
+		t.Fatalf("Resolve(old) = %v, %v", e.Record.ID, err)
+	}
+}

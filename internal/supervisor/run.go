@@ -92,16 +92,20 @@ func Run(h *state.Handle, spec engine.Spec, stdio term.IO, ro Options) (int, err
 	}
 	// Every process is gone before the workspace is read (Stop): nothing can
 	// change it while it is reviewed; the backend's cleanup goes on meanwhile.
-	keep := sv.reviewWorkspace(sb.Session(), h.ID())
+	changes := sv.reviewWorkspace(sb.Session(), h.ID())
 	now := time.Now().UTC()
 	st := state.Status{State: state.Exited, ExitCode: &code, FinishedAt: &now, Error: reason}
-	network := sb.NetworkMode() != ""
-	if !spec.Detached && !network && !keep {
-		// A foreground sandbox leaves nothing behind; its result is its exit
-		// code. One with network keeps its audit log for `airlock audit`.
+	if !Kept(spec, h.Name(), changes, reason) {
+		// A foreground sandbox leaves nothing behind: its result is its exit
+		// code. An agent harness runs one per tool call; hundreds of records
+		// nobody asked for would only make ls slower and the disk fuller.
 		sb.Close()
 		h.Remove()
 		return code, nil
+	}
+	if !spec.Detached && !spec.Quiet && !changes && h.Name() == "" {
+		// Its id was never shown: say how to find what was kept.
+		fmt.Fprintf(stdio.Stderr, "airlock: kept sandbox %s: airlock audit %s; airlock rm %s when done\n", h.ID(), h.ID(), h.ID())
 	}
 	// `airlock kill` (and then rm) waits for this status: write it only when
 	// all is torn down (a container's removal takes a while).
@@ -109,6 +113,16 @@ func Run(h *state.Handle, spec engine.Spec, stdio term.IO, ro Options) (int, err
 	h.SetStatus(st)
 	h.Release()
 	return code, nil
+}
+
+// Kept says whether a sandbox's record, audit log and workspace session
+// stay in the state dir after it ends: when it was detached, named (--name:
+// found again by that name), asked to be kept (--keep), has workspace
+// changes waiting for review (changes), or was ended by airlock (reason:
+// a timeout, the memory limit, airlock kill, a crash), whose story is its
+// audit log. Anything else, the common run of a command, leaves nothing.
+func Kept(spec engine.Spec, name string, changes bool, reason string) bool {
+	return spec.Detached || spec.Keep || name != "" || changes || reason != ""
 }
 
 // requestStop ends the sandbox from outside (airlock kill, a signal to an idle one).

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Cache remembers file hashes by identity: device, inode, size, mtime and
@@ -186,4 +188,35 @@ func LoadManifest(p string) (Manifest, error) {
 		return nil, fmt.Errorf("read manifest %s: %w", p, err)
 	}
 	return m, nil
+}
+
+// scanWait bounds how long a scan waits for another process's scan of the
+// same tree before it goes ahead on its own: a bind sandbox's manifest is
+// taken while it runs, and the later it comes the more a deletion by the
+// sandbox can slip past the review.
+const scanWait = 10 * time.Second
+
+// lockScan takes the exclusive lock at p (created 0600 in a 0700 dir),
+// waiting at most wait, and returns its release. A lock that cannot be
+// made or taken in time is skipped: it only saves work.
+func lockScan(p string, wait time.Duration) (unlock func()) {
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return func() {}
+	}
+	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return func() {}
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { unix.Close(fd) }
+		}
+		if err != unix.EWOULDBLOCK && err != unix.EINTR || time.Now().After(deadline) {
+			unix.Close(fd)
+			return func() {}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

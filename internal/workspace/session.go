@@ -120,8 +120,15 @@ func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
 	}
 	// An overlay's root, or a copy's, shows its own mode: give it the workspace's.
 	rootMode := uint32(rootInfo.Mode().Perm())
-	cache := LoadCache(cfg.CacheFile)
 	scan := func(p Progress, workers int) (Manifest, error) {
+		// One scan of a tree at a time, across processes: N sandboxes
+		// started on one tree take turns, and each reads the hash cache
+		// only once it has its turn, so the tree is hashed once and the
+		// others only stat it.
+		if cfg.CacheFile != "" {
+			defer lockScan(cfg.CacheFile+".lock", scanWait)()
+		}
+		cache := LoadCache(cfg.CacheFile)
 		opt := ScanOptions{Exclude: s.ex, Cache: cache, Workers: workers}
 		if p != nil {
 			opt.Progress = func(n, b int64) { p("scanning", n, 0, b) }

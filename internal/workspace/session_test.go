@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // In bind mode the start manifest is taken while the sandbox runs. A file the
@@ -53,5 +55,61 @@ func TestBindReportsChangesTheBackgroundManifestRaced(t *testing.T) {
 	}
 	if _, ok := got["README"]; ok {
 		t.Errorf("README reported though untouched: %+v", got["README"])
+	}
+}
+
+// N sandboxes started on one tree scan it in turn, and each reads the hash
+// cache only when its turn comes, so it uses what the scans before it
+// learnt instead of hashing the tree again.
+func TestScansOfOneTreeTakeTurnsAndReuseTheHashCache(t *testing.T) {
+	root, dir := t.TempDir(), t.TempDir()
+	f := filepath.Join(root, "big.bin")
+	if err := os.WriteFile(f, []byte("the real content\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cacheFile := filepath.Join(dir, "cache", "hashes")
+	// Another sandbox's scan of the tree is under way.
+	release := lockScan(cacheFile+".lock", time.Second)
+	s, err := Prepare(filepath.Join(dir, "ws"), Config{Mode: Bind, Root: root, CacheFile: cacheFile}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Background()
+	// It ends and leaves its hashes; here a planted one, which tells whether
+	// the waiting scan read the cache after its turn came or hashed anew.
+	var st unix.Stat_t
+	if err := unix.Stat(f, &st); err != nil {
+		t.Fatal(err)
+	}
+	const planted = "0000000000000000000000000000000000000000000000000000000000000001"
+	c := NewCache()
+	c.seen[cacheKey{st.Dev, st.Ino}] = cacheVal{st.Size, st.Mtim.Nano(), st.Ctim.Nano(), planted}
+	c.learned = true
+	if err := c.Save(cacheFile); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	<-s.baseDone
+	if s.baseErr != nil {
+		t.Fatal(s.baseErr)
+	}
+	if got := s.base["big.bin"].SHA256; got != planted {
+		t.Fatalf("the scan hashed the file itself (%s): it did not wait for the other scan's hashes", got)
+	}
+}
+
+func TestAScanWaitsForAnotherOnlySoLong(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "x.lock")
+	held := lockScan(p, time.Second)
+	defer held()
+	// The other scan never ends: this one goes ahead without the lock.
+	lockScan(p, 30*time.Millisecond)()
+	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != unix.EWOULDBLOCK {
+		t.Fatalf("the first holder lost the lock: flock = %v", err)
 	}
 }
