@@ -87,7 +87,9 @@ after -- go to the agent. The agent's home is private and kept per project
 and agent under airlock's data dir (--home DIR to choose another).
 
 After the run, the agent's own session id is recorded: airlock agent
-sessions lists them, --resume ID (or --resume last) goes on with one.`,
+sessions lists them, --resume ID (or --resume last) goes on with one. The
+sandbox is kept, so airlock audit ID shows what the agent reached and
+airlock get ID what it spent (--keep=false to drop it; airlock rm ID).`,
 		Example: `  ANTHROPIC_API_KEY=... airlock agent run claude -- -p "add a test for parse()"
   OPENAI_API_KEY=... airlock agent run codex -- exec "fix the build"
   airlock agent run gemini --workspace-mode overlay     # review before apply
@@ -195,6 +197,11 @@ func agentRun(c *cobra.Command, o *runOptions, ao *agentOptions, name string, ar
 		return fmt.Errorf("agent %s: its profile made no command", p.Name)
 	}
 	argv[0] = cli.path
+	if !c.Flags().Changed("keep") {
+		// An agent's session is worth its audit: what it reached, what it
+		// spent (airlock audit ID, airlock get ID). --keep=false drops it.
+		o.keep = true
+	}
 	if !c.Flags().Changed("tty") {
 		// An agent is interactive unless told otherwise: give it the terminal.
 		o.tty = term.IsTerminal(os.Stdin) && term.IsTerminal(os.Stdout)
