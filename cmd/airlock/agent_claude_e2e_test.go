@@ -2,15 +2,11 @@ package main
 
 import (
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-
-	"github.com/creack/pty"
 
 	"github.com/airlock-dev/airlock/internal/fakellm"
 	"github.com/airlock-dev/airlock/internal/llmusage"
@@ -58,7 +54,7 @@ func TestClaudeCodeWorksWithItsKeyHeldBack(t *testing.T) {
 		{Tool: "Bash", Args: map[string]any{"command": "curl -sS https://denied.example.com", "description": "Reach a host no rule allows"}},
 		{Tool: "mcp__fs__read_text_file", Args: map[string]any{"path": note}},
 		{Tool: "Bash", Args: map[string]any{
-			"command":     `for f in /proc/[0-9]*/environ; do tr '\0' '\n' < "$f"; echo; done > ` + dump,
+			"command":     envDumpCommand(dump),
 			"description": "Dump every process's environment",
 		}},
 		{Text: "All done: wrote hello.txt, denied.example.com was refused, read the note."},
@@ -159,48 +155,11 @@ func TestClaudeCodeStartsInteractivelyWithNoQuestion(t *testing.T) {
 		{Text: "Wrote hello.txt."},
 	}
 	a.fake.Set(func(s *fakellm.Server) { s.Script = script })
-	c := a.agentCmd("claude", "ANTHROPIC_API_KEY", "api.anthropic.com", []string{"--timeout", "3m"}, "write hello.txt")
-	c.Env = append(c.Env, "TERM=xterm-256color")
-	ptm, err := pty.StartWithSize(c, &pty.Winsize{Rows: 40, Cols: 120})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ptm.Close()
-	var screen lockedBuffer
-	go io.Copy(&screen, ptm)
-	done := make(chan error, 1)
-	go func() { done <- c.Wait() }()
-
-	// The model's final answer is asked for once Write has run.
-	answered := func() bool {
-		for _, q := range a.fake.Requests() {
-			if q.Path == "/v1/messages" && q.Step == 1 {
-				return true
-			}
-		}
-		return false
-	}
-	deadline := time.After(2 * time.Minute)
-	for !answered() {
-		select {
-		case err := <-done:
-			t.Fatalf("claude ended (%v) before the model's last step; the screen:\n%s", err, screen.String())
-		case <-deadline:
-			t.Fatalf("the prompt never went through (a first-run question?); the screen:\n%s", screen.String())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	screen := a.runInteractively(t, a.agentCmd("claude", "ANTHROPIC_API_KEY", "api.anthropic.com", []string{"--timeout", "3m"}, "write hello.txt"), 1)
 	if b, err := os.ReadFile(hello); err != nil || string(b) != "hello from an interactive claude\n" {
 		t.Errorf("the file Claude wrote: %q, %v", b, err)
 	}
-	c.Process.Signal(syscall.SIGTERM) // airlock stops the sandbox
-	select {
-	case <-done:
-	case <-time.After(time.Minute):
-		c.Process.Kill()
-		t.Fatal("airlock did not end on SIGTERM")
-	}
-	a.checkKeyStayedOut(result{stdout: screen.String()})
+	a.checkKeyStayedOut(result{stdout: screen})
 }
 
 // TestClaudeCodeUsageIsMeteredAndABudgetStopsIt: the gateway reads the
@@ -280,7 +239,7 @@ func TestClaudeCodeUsesTheLoginWithoutItEntering(t *testing.T) {
 	if after, _ := os.ReadFile(path); string(after) != string(b) {
 		t.Errorf("the user's login file changed:\n%s", after)
 	}
-	homes := filepath.Join(a.home, ".local", "share", "airlock", "agents", "homes")
+	homes := agentHomesDir(a.home)
 	copies, _ := filepath.Glob(filepath.Join(homes, "*", "claude", ".claude", ".credentials.json"))
 	if len(copies) != 1 {
 		t.Fatalf("the sandbox's copy of the login: %v", copies)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,15 +32,8 @@ func codexExec(cmd string) map[string]any {
 // recorded of its session.
 func agentHomesContain(home, s string) bool {
 	found := false
-	filepath.WalkDir(filepath.Join(home, ".local", "share", "airlock", "agents", "homes"), func(p string, d fs.DirEntry, err error) error {
-		if found || err != nil || !d.Type().IsRegular() {
-			return nil
-		}
-		if info, err := d.Info(); err == nil && info.Size() < 64<<20 {
-			b, _ := os.ReadFile(p)
-			found = strings.Contains(string(b), s)
-		}
-		return nil
+	eachFileUnder(agentHomesDir(home), func(_ string, b []byte) {
+		found = found || strings.Contains(string(b), s)
 	})
 	return found
 }
@@ -140,11 +132,13 @@ func TestCodexRunsWithItsKeyHeldBack(t *testing.T) {
 	note, noteContent := a.withMCPServer()
 	hello := filepath.Join(a.ws, "hello.txt")
 	envDump := filepath.Join(a.ws, "env.txt")
-	a.rescript(t, []fakellm.Step{
-		{Text: "Writing the file.", Tool: "exec", Args: codexExec(`printf 'hello from codex\n' > ` + hello)},
-		{Tool: "exec", Args: map[string]any{"input": "const r = await tools.mcp__fs__read_text_file({path: " + jsString(note) + "});\ntext(JSON.stringify(r));"}},
-		{Tool: "exec", Args: codexExec(`curl -sS https://denied.example.com; for f in /proc/[0-9]*/environ; do tr '\0' '\n' < "$f"; done > ` + envDump)},
-		{Text: "All done."},
+	a.fake.Set(func(s *fakellm.Server) {
+		s.Script = []fakellm.Step{
+			{Text: "Writing the file.", Tool: "exec", Args: codexExec(`printf 'hello from codex\n' > ` + hello)},
+			{Tool: "exec", Args: map[string]any{"input": "const r = await tools.mcp__fs__read_text_file({path: " + jsString(note) + "});\ntext(JSON.stringify(r));"}},
+			{Tool: "exec", Args: codexExec(`curl -sS https://denied.example.com; ` + envDumpCommand(envDump))},
+			{Text: "All done."},
+		}
 	})
 
 	r := a.agent("codex", "OPENAI_API_KEY", "api.openai.com", []string{"--name", "codex"}, "exec", "write hello.txt, read the note, try the network")

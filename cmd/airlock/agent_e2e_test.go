@@ -7,17 +7,22 @@ package main
 // production, and only --add-host and --upstream-ca point it here.
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/airlock-dev/airlock/internal/fakellm"
+	"github.com/creack/pty"
 )
 
 // agentBinDir is where the pinned agent CLIs are: testdata/agents (npm ci
@@ -106,20 +111,40 @@ func (a *agentTest) checkKeyStayedOut(r result) {
 	if strings.Contains(r.stdout+r.stderr, a.key) {
 		a.t.Errorf("the real key is in the run's output:\n%v", r)
 	}
-	for _, dir := range []string{a.ws, filepath.Join(a.home, ".local", "share", "airlock", "agents", "homes")} {
-		filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-			if err != nil || !d.Type().IsRegular() {
-				return nil
-			}
-			if info, err := d.Info(); err != nil || info.Size() > 64<<20 {
-				return nil
-			}
-			if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), a.key) {
+	for _, dir := range []string{a.ws, agentHomesDir(a.home)} {
+		eachFileUnder(dir, func(p string, b []byte) {
+			if strings.Contains(string(b), a.key) {
 				a.t.Errorf("the real key is in %s, which the sandbox can read", p)
 			}
-			return nil
 		})
 	}
+}
+
+// agentHomesDir holds the agents' private homes under a test's HOME.
+func agentHomesDir(home string) string {
+	return filepath.Join(home, ".local", "share", "airlock", "agents", "homes")
+}
+
+// eachFileUnder calls fn with each regular file under dir (up to 64 MiB).
+func eachFileUnder(dir string, fn func(path string, data []byte)) {
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		if info, err := d.Info(); err != nil || info.Size() > 64<<20 {
+			return nil
+		}
+		if b, err := os.ReadFile(p); err == nil {
+			fn(p, b)
+		}
+		return nil
+	})
+}
+
+// envDumpCommand writes the environment of every process in the sandbox
+// to path, for a scripted shell step.
+func envDumpCommand(path string) string {
+	return `for f in /proc/[0-9]*/environ; do tr '\0' '\n' < "$f"; echo; done > ` + path
 }
 
 // withMCPServer configures (in the test's global config file) the npm
@@ -145,4 +170,73 @@ func (a *agentTest) withMCPServer() (note, content string) {
 	b, _ := json.Marshal(cfg) // JSON is YAML
 	a.writeConfig(string(b))
 	return note, content
+}
+
+// answerTerminal copies what the agent draws into screen and answers the
+// queries a terminal would (cursor position, device attributes, keyboard
+// protocol): Codex's and OpenCode's full-screen UIs wait for them.
+func answerTerminal(ptm *os.File, screen io.Writer) {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := ptm.Read(buf)
+		if n > 0 {
+			b := buf[:n]
+			screen.Write(b)
+			if bytes.Contains(b, []byte("\x1b[6n")) {
+				ptm.Write([]byte("\x1b[1;1R"))
+			}
+			if bytes.Contains(b, []byte("\x1b[c")) {
+				ptm.Write([]byte("\x1b[?62;22c"))
+			}
+			if bytes.Contains(b, []byte("\x1b[?u")) {
+				ptm.Write([]byte("\x1b[?0u"))
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// runInteractively starts c on a terminal, waits until the fake answered
+// step last (the prompt went through every tool call), then stops airlock.
+func (a *agentTest) runInteractively(t *testing.T, c *exec.Cmd, last int) string {
+	t.Helper()
+	c.Env = append(c.Env, "TERM=xterm-256color")
+	ptm, err := pty.StartWithSize(c, &pty.Winsize{Rows: 40, Cols: 120})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptm.Close()
+	var screen lockedBuffer
+	go answerTerminal(ptm, &screen)
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	answered := func() bool {
+		for _, q := range a.fake.Requests() {
+			if q.Step == last {
+				return true
+			}
+		}
+		return false
+	}
+	deadline := time.After(2 * time.Minute)
+	for !answered() {
+		select {
+		case err := <-done:
+			t.Fatalf("the agent ended (%v) before the model's last step; the screen:\n%s", err, screen.String())
+		case <-deadline:
+			t.Fatalf("the prompt never went through (a first-run question?); the screen:\n%s", screen.String())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	time.Sleep(time.Second) // the answer is drawn
+	c.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		c.Process.Kill()
+		t.Fatal("airlock did not end on SIGTERM")
+	}
+	return screen.String()
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,14 +23,16 @@ func TestGeminiCLIRunsWithItsKeyHeldBack(t *testing.T) {
 	note, noteContent := a.withMCPServer()
 	hello := filepath.Join(a.ws, "hello.txt")
 	envDump := filepath.Join(a.ws, "env.txt")
-	a.rescript(t, []fakellm.Step{
-		{Text: "Writing the file.", Tool: "write_file", Args: map[string]any{"file_path": hello, "content": "hello from gemini\n"}},
-		{Tool: "mcp_fs_read_text_file", Args: map[string]any{"path": note}},
-		{Tool: "run_shell_command", Args: map[string]any{
-			"description": "try a denied host, then record every process's environment",
-			"command":     `curl -sS https://denied.example.com; for f in /proc/[0-9]*/environ; do tr '\0' '\n' < "$f"; done > ` + envDump,
-		}},
-		{Text: "All done."},
+	a.fake.Set(func(s *fakellm.Server) {
+		s.Script = []fakellm.Step{
+			{Text: "Writing the file.", Tool: "write_file", Args: map[string]any{"file_path": hello, "content": "hello from gemini\n"}},
+			{Tool: "mcp_fs_read_text_file", Args: map[string]any{"path": note}},
+			{Tool: "run_shell_command", Args: map[string]any{
+				"description": "try a denied host, then record every process's environment",
+				"command":     `curl -sS https://denied.example.com; ` + envDumpCommand(envDump),
+			}},
+			{Text: "All done."},
+		}
 	})
 
 	r := a.agent("gemini", "GEMINI_API_KEY", "generativelanguage.googleapis.com", []string{"--name", "gem"}, "-p", "write hello.txt, read the note, try the network")
@@ -101,33 +102,15 @@ func TestGeminiCLIRunsWithItsKeyHeldBack(t *testing.T) {
 	a.checkKeyStayedOut(r)
 }
 
-// rescript restarts the fake provider on its address with a script that
-// names paths known only once the test's dirs exist (setting Script on the
-// running server would race with its handlers).
-func (a *agentTest) rescript(t *testing.T, script []fakellm.Step) {
-	t.Helper()
-	old := a.fake
-	old.Close()
-	fake, err := fakellm.Start(old.Addr, t.TempDir(), script, old.Usage)
-	if err != nil {
-		t.Fatalf("fakellm: %v", err)
-	}
-	t.Cleanup(func() { fake.Close() })
-	a.fake = fake
-}
-
 // geminiSessionText joins the CLI's session records kept in its private
 // homes under airlock's data dir.
 func geminiSessionText(t *testing.T, home string) string {
 	t.Helper()
 	var b strings.Builder
-	homes := filepath.Join(home, ".local", "share", "airlock", "agents", "homes")
-	filepath.WalkDir(homes, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() && strings.Contains(p, "/chats/session-") {
-			data, _ := os.ReadFile(p)
+	eachFileUnder(agentHomesDir(home), func(p string, data []byte) {
+		if strings.Contains(p, "/chats/session-") {
 			b.Write(data)
 		}
-		return nil
 	})
 	return b.String()
 }

@@ -24,14 +24,16 @@ func TestOpenCodeRunsWithItsKeyHeldBack(t *testing.T) {
 	note, noteContent := a.withMCPServer()
 	hello := filepath.Join(a.ws, "hello.txt")
 	envDump := filepath.Join(a.ws, "env.txt")
-	a.rescript(t, []fakellm.Step{
-		{Text: "Writing the file.", Tool: "bash", Args: map[string]any{"command": `printf 'hello from opencode\n' > ` + hello, "description": "Write the file"}},
-		{Tool: "fs_read_text_file", Args: map[string]any{"path": note}},
-		{Tool: "bash", Args: map[string]any{
-			"description": "Try a denied host, then record every process's environment",
-			"command":     `curl -sS https://denied.example.com; for f in /proc/[0-9]*/environ; do tr '\0' '\n' < "$f"; done > ` + envDump,
-		}},
-		{Text: "All done."},
+	a.fake.Set(func(s *fakellm.Server) {
+		s.Script = []fakellm.Step{
+			{Text: "Writing the file.", Tool: "bash", Args: map[string]any{"command": `printf 'hello from opencode\n' > ` + hello, "description": "Write the file"}},
+			{Tool: "fs_read_text_file", Args: map[string]any{"path": note}},
+			{Tool: "bash", Args: map[string]any{
+				"description": "Try a denied host, then record every process's environment",
+				"command":     `curl -sS https://denied.example.com; ` + envDumpCommand(envDump),
+			}},
+			{Text: "All done."},
+		}
 	})
 
 	r := a.agent("opencode", "OPENAI_API_KEY", "api.openai.com", []string{"--name", "opencode"}, "run", "-m", "openai/gpt-5.5", "write hello.txt, read the note, try the network")
