@@ -14,7 +14,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -119,11 +118,7 @@ func agentRun(c *cobra.Command, o *runOptions, ao *agentOptions, name string, ar
 	if o.detach {
 		return usageError{"airlock agent run does not detach yet (its keys are handed over in memory): run it in the foreground, e.g. in tmux"}
 	}
-	flags, err := flagLayer(c.Flags())
-	if err != nil {
-		return err
-	}
-	cfg, err := loadConfig(o.workspace, flags, o.quiet, o.noConfig)
+	cfg, err := runConfig(c, o)
 	if err != nil {
 		return err
 	}
@@ -166,16 +161,10 @@ func agentRun(c *cobra.Command, o *runOptions, ao *agentOptions, name string, ar
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	// Who the agent is inside: native sandboxes of root run as (mapped) uid
-	// 0; a docker sandbox of root runs as the workspace's owner.
-	root := os.Geteuid() == 0
-	var owner *syscall.Stat_t
-	if root && docker {
-		if st, err := os.Stat(sc.Workspace.Path); err == nil {
-			owner = st.Sys().(*syscall.Stat_t)
-			root = owner.Uid == 0
-		}
-	}
+	// Who the agent is inside: the caller (a native sandbox of root is uid
+	// 0, mapped) or, in a container, the workspace's owner.
+	uid, gid := engine.CommandUser(sc.BackendName(), sc.Workspace.Path)
+	root := uid == 0
 	in := agentInputs(p, cfg, keys, servers, root, args, resume)
 	l, err := p.Launch(in)
 	if err != nil {
@@ -184,9 +173,9 @@ func agentRun(c *cobra.Command, o *runOptions, ao *agentOptions, name string, ar
 	if err := writeHomeFiles(hostHome, l.Files); err != nil {
 		return fmt.Errorf("agent %s: its home %s: %w", p.Name, hostHome, err)
 	}
-	if owner != nil && owner.Uid != 0 {
+	if uid != os.Geteuid() && os.Geteuid() == 0 {
 		// The container runs as the workspace's owner: the home is theirs.
-		if err := chownTree(hostHome, int(owner.Uid), int(owner.Gid)); err != nil {
+		if err := chownTree(hostHome, uid, gid); err != nil {
 			return fmt.Errorf("agent %s: its home %s: %w", p.Name, hostHome, err)
 		}
 	}

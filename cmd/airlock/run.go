@@ -180,11 +180,7 @@ func addRunFlags(f *pflag.FlagSet, o *runOptions) {
 
 func run(c *cobra.Command, o *runOptions, args []string) error {
 	// The config files, then the flags the user set, make one config.Spec.
-	flags, err := flagLayer(c.Flags())
-	if err != nil {
-		return err
-	}
-	cfg, err := loadConfig(o.workspace, flags, o.quiet, o.noConfig)
+	cfg, err := runConfig(c, o)
 	if err != nil {
 		return err
 	}

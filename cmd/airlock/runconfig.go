@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/airlock-dev/airlock/internal/config"
@@ -69,6 +70,16 @@ func flagLayer(fs *pflag.FlagSet) (*config.Layer, error) {
 		}
 	}
 	return l, nil
+}
+
+// runConfig is a sandbox-making command's config: the files for its
+// workspace, then the run flags the user set.
+func runConfig(c *cobra.Command, o *runOptions) (*config.Loaded, error) {
+	flags, err := flagLayer(c.Flags())
+	if err != nil {
+		return nil, err
+	}
+	return loadConfig(o.workspace, flags, o.quiet, o.noConfig)
 }
 
 // loadConfig resolves the workspace (wsFlag, else the current directory) and

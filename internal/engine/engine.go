@@ -151,6 +151,19 @@ func Prepare(spec *Spec, exe string) (backend.Pending, error) {
 	return be.Prepare(context.Background(), &backend.Spec{Limits: limitsOf(&spec.Config), HostIDs: spec.HostIDs})
 }
 
+// CommandUser is the uid and gid a sandbox of backend runs its commands as
+// for workspace: the caller's own (a native sandbox of root is uid 0
+// inside, mapped), or, in a container, the one docker.User picks.
+func CommandUser(backendName, workspace string) (uid, gid int) {
+	if backendName == config.BackendDocker {
+		u := docker.User(workspace)
+		if _, err := fmt.Sscanf(u, "%d:%d", &uid, &gid); err == nil {
+			return uid, gid
+		}
+	}
+	return os.Geteuid(), os.Getegid()
+}
+
 // Prune removes what every backend left behind for sandboxes under
 // stateRoot that running says are gone.
 func Prune(ctx context.Context, stateRoot string, running func(id string) bool, docker bool) ([]string, error) {
