@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/airlock-dev/airlock/internal/agents"
 	"github.com/airlock-dev/airlock/internal/approval"
@@ -31,6 +30,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/mcpproxy"
 	"github.com/airlock-dev/airlock/internal/secrets"
 	"github.com/airlock-dev/airlock/internal/term"
+	"github.com/airlock-dev/airlock/internal/workspace"
 )
 
 // agentToolSlack is how much longer than an approval an agent's MCP client
@@ -372,7 +372,7 @@ func agentLogin(p *agents.Profile, agentHome string) (*credentials.Login, error)
 		if err != nil {
 			return nil, fmt.Errorf("%s login ~/%s: %w", p.Display, l.Path, err)
 		}
-		if err := writeBeneath(agentHome, l.Path, login.SandboxFile()); err != nil {
+		if err := workspace.WriteFileBeneath(agentHome, l.Path, login.SandboxFile()); err != nil {
 			login.Close()
 			return nil, fmt.Errorf("%s login: the agent's home: %w", p.Display, err)
 		}
@@ -509,56 +509,11 @@ func writeHomeFiles(home string, files map[string][]byte) error {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		if !filepath.IsLocal(n) {
-			return fmt.Errorf("profile file %q is not a path inside the home", n)
-		}
-		if err := writeBeneath(home, n, files[n]); err != nil {
+		if err := workspace.WriteFileBeneath(home, n, files[n]); err != nil {
 			return fmt.Errorf("%s: %w", n, err)
 		}
 	}
 	return nil
-}
-
-// writeBeneath writes data to rel (local) under root, mode 0600, making
-// missing directories (0700) and refusing any link on the way.
-func writeBeneath(root, rel string, data []byte) error {
-	dir, err := unix.Open(root, unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	parts := strings.Split(filepath.ToSlash(rel), "/")
-	for _, p := range parts[:len(parts)-1] {
-		if err := unix.Mkdirat(dir, p, 0o700); err != nil && err != unix.EEXIST {
-			unix.Close(dir)
-			return err
-		}
-		next, err := unix.Openat2(dir, p, &unix.OpenHow{Flags: unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
-		unix.Close(dir)
-		if err != nil {
-			return fmt.Errorf("%s is not a plain directory (%v): remove it from the agent's home %s", p, err, root)
-		}
-		dir = next
-	}
-	defer unix.Close(dir)
-	name := parts[len(parts)-1]
-	tmp := "." + name + ".airlock-tmp"
-	unix.Unlinkat(dir, tmp, 0)
-	fd, err := unix.Openat(dir, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return err
-	}
-	f := os.NewFile(uintptr(fd), tmp)
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = unix.Renameat(dir, tmp, dir, name)
-	}
-	if err != nil {
-		unix.Unlinkat(dir, tmp, 0)
-	}
-	return err
 }
 
 // chownTree gives dir and everything in it to uid:gid, links themselves

@@ -45,7 +45,7 @@ func CopyIn(src, dst string, m Manifest, progress func(done, total, bytes int64)
 			continue
 		}
 		if err := mkdirBeneath(dfd, e.Path, 0o700); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("copy %s: %w", Quote(e.Path), err)
 		}
 	}
 	var total int64
@@ -135,14 +135,16 @@ func CopyIn(src, dst string, m Manifest, progress func(done, total, bytes int64)
 	return out, nil
 }
 
+// mkdirBeneath makes directory rel under root unless it exists, its
+// parent reached without following a link.
 func mkdirBeneath(root int, rel string, mode uint32) error {
 	pfd, err := openBeneath(root, parent(rel), unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
-		return fmt.Errorf("copy %s: %w", Quote(rel), err)
+		return err
 	}
 	defer unix.Close(pfd)
 	if err := unix.Mkdirat(pfd, baseName(rel), mode); err != nil && !errors.Is(err, unix.EEXIST) {
-		return fmt.Errorf("copy %s: %w", Quote(rel), describeWrite(err))
+		return describeWrite(err)
 	}
 	return nil
 }
