@@ -182,6 +182,9 @@ func TestClaudeCodeUsageIsMeteredAndABudgetStopsIt(t *testing.T) {
 	if _, err := os.Stat(first); err != nil {
 		t.Fatalf("the first answer's tool call did not run: %v\n%v", err, r)
 	}
+	if r.code == 0 {
+		t.Errorf("Claude Code ended well although its budget stopped it:\n%v", r)
+	}
 	if _, err := os.Stat(filepath.Join(a.ws, "second.txt")); err == nil {
 		t.Errorf("the second answer arrived after the budget was spent\n%v", r)
 	}
