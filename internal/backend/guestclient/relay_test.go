@@ -388,4 +388,12 @@ func TestGarbageFromTheGuestEndsTheSession(t *testing.T) {
 	if _, err := c.Call(context.Background(), &proto.Msg{Op: proto.OpStat, Path: "x"}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Call after garbage = %v, want ErrClosed", err)
 	}
+	if err := c.router.Err(); err == nil || !strings.Contains(err.Error(), "decode") {
+		t.Fatalf("the session ended with %v, want the decode error", err)
+	}
+	// The host closed its end: the guest's side reads EOF, so it ends too.
+	gr.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.Copy(io.Discard, gr); err != nil {
+		t.Fatalf("the guest's end after garbage: %v, want EOF", err)
+	}
 }
