@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,10 +25,17 @@ import (
 const streamGuestEnv = "AIRLOCK_TEST_STREAM_GUEST"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(streamGuestEnv) == "1" {
+	switch os.Getenv(streamGuestEnv) {
+	case "stream":
 		syscall.SetNonblock(3, true) // pollable, so Close ends a Read
 		syscall.SetNonblock(4, true)
 		os.Exit(guest.Serve(proto.StreamConn(pipes{os.NewFile(3, "from-host"), os.NewFile(4, "to-host")})))
+	case "unix": // the socket the native backend uses, for comparison
+		conn, err := proto.FileConn(os.NewFile(3, "control"))
+		if err != nil {
+			panic(err)
+		}
+		os.Exit(guest.Serve(conn))
 	}
 	os.Exit(m.Run())
 }
@@ -40,7 +48,7 @@ func (p pipes) Write(b []byte) (int, error) { return p.w.Write(b) }
 func (p pipes) Close() error                { p.w.Close(); return p.r.Close() }
 
 // streamPipes returns the host's stream and the guest's two ends.
-func streamPipes(t *testing.T) (host pipes, toGuest, fromGuest *os.File) {
+func streamPipes(t testing.TB) (host pipes, toGuest, fromGuest *os.File) {
 	t.Helper()
 	gr, hw, err := os.Pipe()
 	if err != nil {
@@ -57,7 +65,10 @@ func streamPipes(t *testing.T) (host pipes, toGuest, fromGuest *os.File) {
 // whose control channel is a pipe pair, as a contained sandbox: no
 // capabilities (setpriv empties the bounding set; as root the exec then
 // leaves none), seccomp on.
-func startStreamGuest(t *testing.T) *Client {
+func startStreamGuest(t testing.TB) *Client { return startGuest(t, "stream") }
+
+// startGuest runs the guest on a pipe pair ("stream") or a Unix socket ("unix").
+func startGuest(t testing.TB, channel string) *Client {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the contained guest wants an empty bounding set, which setpriv can only make as root")
@@ -70,17 +81,24 @@ func startStreamGuest(t *testing.T) *Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	host, gr, gw := streamPipes(t)
 	cmd := exec.Command(setpriv, "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs", "--", self)
-	cmd.Env = append(os.Environ(), streamGuestEnv+"=1")
-	cmd.ExtraFiles = []*os.File{gr, gw}
+	cmd.Env = append(os.Environ(), streamGuestEnv+"="+channel)
 	cmd.Stderr = os.Stderr
+	var conn *proto.Conn
+	if channel == "unix" {
+		c, theirs, err := proto.Pair()
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, cmd.ExtraFiles = c, []*os.File{theirs}
+	} else {
+		host, gr, gw := streamPipes(t)
+		conn, cmd.ExtraFiles = proto.StreamConn(host), []*os.File{gr, gw}
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	gr.Close()
-	gw.Close()
-	conn := proto.StreamConn(host)
+	proto.CloseFiles(cmd.ExtraFiles)
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
@@ -181,6 +199,17 @@ func readUntil(t *testing.T, r io.Reader, want string) string {
 
 func TestGuestOverAStream(t *testing.T) {
 	c := startStreamGuest(t)
+	before := runtime.NumGoroutine()
+	defer func() { // every relay and pump ended with its process
+		deadline := time.Now().Add(5 * time.Second)
+		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if n := runtime.NumGoroutine(); n > before {
+			buf := make([]byte, 1<<20)
+			t.Errorf("%d goroutines left over:\n%s", n-before, buf[:runtime.Stack(buf, true)])
+		}
+	}()
 
 	t.Run("exit code, stdout and stderr", func(t *testing.T) {
 		var o collect
@@ -306,6 +335,21 @@ func TestGuestOverAStream(t *testing.T) {
 		}
 	})
 
+	t.Run("StdioFDs: a reader gone is a SIGPIPE", func(t *testing.T) {
+		outR, outW, _ := os.Pipe()
+		outR.Close()
+		defer outW.Close()
+		null, _ := os.Open(os.DevNull)
+		defer null.Close()
+		p, err := c.Exec(&proto.Exec{Argv: []string{"yes"}, Stdio: proto.StdioFDs}, nil, null, outW, os.Stderr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := wait(t, p); e.Code != 128+int(syscall.SIGPIPE) {
+			t.Fatalf("exit %+v, want SIGPIPE", e)
+		}
+	})
+
 	t.Run("StdioFDs ends with the process while stdin stays open", func(t *testing.T) {
 		inR, inW, _ := os.Pipe()
 		defer inR.Close()
@@ -395,5 +439,24 @@ func TestGarbageFromTheGuestEndsTheSession(t *testing.T) {
 	gr.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := io.Copy(io.Discard, gr); err != nil {
 		t.Fatalf("the guest's end after garbage: %v, want EOF", err)
+	}
+}
+
+// An exec round trip (start `true`, wait for its exit) on the real guest,
+// over a stream and over the Unix socket side by side.
+func BenchmarkExecRoundTrip(b *testing.B) {
+	for _, channel := range []string{"stream", "unix"} {
+		b.Run(channel, func(b *testing.B) {
+			c := startGuest(b, channel)
+			for b.Loop() {
+				p, err := c.Exec(&proto.Exec{Argv: []string{"/bin/true"}}, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if e, err := p.Wait(); err != nil || e.Code != 0 {
+					b.Fatal(e, err)
+				}
+			}
+		})
 	}
 }
