@@ -36,7 +36,11 @@ func NewConn(uc *net.UnixConn) *Conn {
 
 // StreamConn frames messages over a byte stream that cannot carry
 // descriptors (a virtio-serial port, a pipe pair, a socket QEMU relays):
-// Send refuses files with ErrNoFiles and Recv never yields any.
+// Send refuses files with ErrNoFiles and Recv never yields any. rw.Write
+// must write all or fail (as os.File and net.Conn do), and rw.Close must
+// end a Read in progress: a net.Conn, or an *os.File the runtime polls
+// (os.OpenFile of a char device, or a descriptor made non-blocking before
+// os.NewFile).
 func StreamConn(rw io.ReadWriteCloser) *Conn {
 	return &Conn{rw: rw, tmp: make([]byte, 64<<10)}
 }
