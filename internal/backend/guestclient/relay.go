@@ -123,18 +123,36 @@ func (c *Client) execFDs(req *proto.Exec, files []*os.File) (*Process, error) {
 	if len(files) != 3 {
 		return nil, fmt.Errorf("exec %s: fd stdio needs 3 files, got %d", req.Argv[0], len(files))
 	}
+	// Copies of the caller's files, as the guest would hold: the caller may
+	// close its own once Exec returns.
 	in, err := watchable(files[0])
 	if err != nil {
 		return nil, fmt.Errorf("exec %s: stdin: %w", req.Argv[0], err)
+	}
+	stdout, err := dupFile(files[1])
+	if err != nil {
+		in.discard()
+		return nil, fmt.Errorf("exec %s: stdout: %w", req.Argv[0], err)
+	}
+	stderr, err := dupFile(files[2])
+	if err != nil {
+		in.discard()
+		stdout.Close()
+		return nil, fmt.Errorf("exec %s: stderr: %w", req.Argv[0], err)
+	}
+	end := func() {
+		in.close()
+		stdout.Close()
+		stderr.Close()
 	}
 	streamed := *req
 	streamed.Stdio = proto.StdioStream
 	var p *Process
 	var pipeOnce sync.Once
 	write := func(stream uint8, b []byte) {
-		f := files[1]
+		f := stdout
 		if stream == 2 {
-			f = files[2]
+			f = stderr
 		}
 		// A reader that went away gets the process a SIGPIPE, as it would
 		// writing there itself (and spares this process one on fd 1 or 2).
@@ -145,11 +163,21 @@ func (c *Client) execFDs(req *proto.Exec, files []*os.File) (*Process, error) {
 	p, err = c.Exec(&streamed, write)
 	if err != nil || p.exit != nil {
 		in.discard()
+		end()
 		return p, err
 	}
 	go in.pump(p)
-	p.relay(write, nil, in.close)
+	p.relay(write, nil, end)
 	return p, nil
+}
+
+// dupFile returns a second descriptor for f's open file.
+func dupFile(f *os.File) (*os.File, error) {
+	fd := -1
+	if err := control(f, func(raw int) (err error) { fd, err = unix.FcntlInt(uintptr(raw), unix.F_DUPFD_CLOEXEC, 0); return }); err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), f.Name()), nil
 }
 
 // writeAll writes b to f without the runtime's SIGPIPE on a broken stdout.

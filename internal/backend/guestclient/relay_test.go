@@ -319,15 +319,16 @@ func TestGuestOverAStream(t *testing.T) {
 		defer func() { proto.CloseFiles([]*os.File{inR, inW, outR, outW, errR, errW}) }()
 		inW.Write([]byte("from the host\n"))
 		inW.Close()
-		p, err := c.Exec(&proto.Exec{Argv: []string{"sh", "-c", "cat; echo e >&2; exit 5"}, Stdio: proto.StdioFDs}, nil, inR, outW, errW)
+		p, err := c.Exec(&proto.Exec{Argv: []string{"sh", "-c", "sleep 0.2; cat; echo e >&2; exit 5"}, Stdio: proto.StdioFDs}, nil, inR, outW, errW)
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Like the control socket's server, the caller closes its files once
+		// the process started: the relay holds its own.
+		proto.CloseFiles([]*os.File{inR, outW, errW})
 		if e := wait(t, p); e.Code != 5 {
 			t.Fatalf("exit %+v", e)
 		}
-		outW.Close()
-		errW.Close()
 		out, _ := io.ReadAll(outR)
 		serr, _ := io.ReadAll(errR)
 		if string(out) != "from the host\n" || string(serr) != "e\n" {
