@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 
+	"github.com/docker/docker/client"
 	"github.com/spf13/cobra"
 
 	"github.com/airlock-dev/airlock/internal/config"
@@ -121,39 +122,68 @@ func newImagesLsCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
-		Short:   "List the images airlock built",
+		Short:   "List the images airlock built (docker images and VM kernels and root images)",
 		Args:    noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx := context.Background()
-			cli, err := dockerengine.Connect(ctx)
-			if err != nil {
-				return err
+			var vms []vmimage.Image
+			if d, err := config.DataDir(); err == nil {
+				var verr error
+				vms, verr = vmimage.List(d)
+				if verr != nil {
+					fmt.Fprintf(c.ErrOrStderr(), "airlock: skipped a damaged VM image: %v\n", verr)
+				}
 			}
-			defer cli.Close()
-			ims, err := images.List(ctx, cli)
+			var ims []images.Image
+			cli, err := dockerengine.Connect(ctx)
+			if err == nil {
+				defer cli.Close()
+				ims, err = images.List(ctx, cli)
+			}
 			if err != nil {
-				return err
+				if len(vms) == 0 {
+					return err
+				}
+				fmt.Fprintf(c.ErrOrStderr(), "airlock: no docker images listed: %v\n", err)
 			}
 			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "IMAGE\tVARIANT\tID\tCREATED\tSIZE")
+			fmt.Fprintln(w, "IMAGE\tVARIANT\tFORMAT\tID\tCREATED\tSIZE")
 			for _, im := range ims {
 				name := "<none>"
 				if len(im.Tags) > 0 {
 					name = strings.Join(im.Tags, ",")
 				}
 				id := strings.TrimPrefix(im.ID, "sha256:")
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d MB\n", name, im.Variant, id[:min(12, len(id))], ago(im.Created), im.Size/1000_000)
+				fmt.Fprintf(w, "%s\t%s\tdocker\t%s\t%s\t%d MB\n", name, im.Variant, id[:min(12, len(id))], ago(im.Created), im.Size/1000_000)
+			}
+			for _, im := range vms {
+				variant, format := im.Name, im.Format
+				if im.Kind == vmimage.KindKernel {
+					variant, format = "-", "kernel"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d MB\n", im.Ref, variant, format, vmID(im.Manifest), ago(im.Built), im.Size()/1000_000)
 			}
 			return w.Flush()
 		},
 	}
 }
 
+// vmID is a short ID for a VM image: its largest file's sha256 prefix.
+func vmID(m vmimage.Manifest) string {
+	var best vmimage.File
+	for _, f := range m.Files {
+		if f.Size > best.Size {
+			best = f
+		}
+	}
+	return best.SHA256[:min(12, len(best.SHA256))]
+}
+
 func newImagesRmCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:     "rm IMAGE...",
 		Aliases: []string{"remove"},
-		Short:   "Remove images airlock built",
+		Short:   "Remove images airlock built (vm:VARIANT and vm-kernel:VERSION for the VM's)",
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageError{"name the images to remove (airlock images ls lists them)"}
@@ -162,14 +192,25 @@ func newImagesRmCmd() *cobra.Command {
 		},
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := context.Background()
-			cli, err := dockerengine.Connect(ctx)
-			if err != nil {
-				return err
-			}
-			defer cli.Close()
+			var cli *client.Client
 			var failed []string
 			for _, ref := range args {
-				if err := images.Remove(ctx, cli, ref); err != nil {
+				var err error
+				if vmimage.IsRef(ref) {
+					var d string
+					if d, err = config.DataDir(); err == nil {
+						err = vmimage.Remove(d, ref)
+					}
+				} else {
+					if cli == nil {
+						if cli, err = dockerengine.Connect(ctx); err != nil {
+							return err
+						}
+						defer cli.Close()
+					}
+					err = images.Remove(ctx, cli, ref)
+				}
+				if err != nil {
 					failed = append(failed, err.Error())
 					continue
 				}

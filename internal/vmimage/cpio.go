@@ -30,7 +30,7 @@ func WriteCPIO(w io.Writer, files []CPIOFile) error {
 	cw := &cpioWriter{w: bw, dirs: map[string]bool{".": true}}
 	for _, f := range files {
 		name := path.Clean(strings.TrimPrefix(f.Name, "/"))
-		if name == "." || name == ".." || strings.HasPrefix(name, "../") {
+		if name == "." || name == ".." || strings.HasPrefix(name, "../") || strings.ContainsRune(name, 0) {
 			return fmt.Errorf("cpio: bad name %q", f.Name)
 		}
 		if err := cw.parents(path.Dir(name)); err != nil {

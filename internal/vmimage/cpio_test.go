@@ -118,6 +118,7 @@ func TestWriteCPIORefuses(t *testing.T) {
 		"a device node":          {Name: "dev/null", Mode: fs.ModeDevice | fs.ModeCharDevice | 0o666},
 		"a named pipe":           {Name: "fifo", Mode: fs.ModeNamedPipe | 0o644},
 		"an empty name, cleaned": {Name: "", Mode: 0o644},
+		"a NUL in the name":      {Name: "init\x00evil", Mode: 0o644},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if err := WriteCPIO(&bytes.Buffer{}, []CPIOFile{f}); err == nil {

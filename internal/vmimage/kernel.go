@@ -98,6 +98,7 @@ func BuildKernel(ctx context.Context, o KernelOptions) (Manifest, error) {
 	if out, err := exec.CommandContext(ctx, "dpkg-deb", "-x", debs[0], tree).CombinedOutput(); err != nil {
 		return Manifest{}, fmt.Errorf("dpkg-deb -x %s: %v: %s", debs[0], err, lastLines(out, 5))
 	}
+	own := ownerOf(o.DataDir)
 	if err := os.MkdirAll(KernelsDir(o.DataDir), 0o755); err != nil {
 		return Manifest{}, err
 	}
@@ -135,7 +136,7 @@ func BuildKernel(ctx context.Context, o KernelOptions) (Manifest, error) {
 	if err := install(tmp, final); err != nil {
 		return Manifest{}, err
 	}
-	return m, nil
+	return m, own.share(final)
 }
 
 var versionedKernel = regexp.MustCompile(`^linux-image-[0-9][0-9a-z.+~-]*$`)

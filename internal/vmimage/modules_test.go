@@ -160,3 +160,25 @@ func TestCachedKernelModules(t *testing.T) {
 		t.Errorf("order lists %d modules, the archive has %d", len(order), len(deps))
 	}
 }
+
+func FuzzParseModinfo(f *testing.F) {
+	f.Add([]byte("depends=virtio_ring,virtio,net_failover\x00name=virtio_net\x00"))
+	f.Add([]byte("depends=\x00softdep=pre: crc32c\x00"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		name, deps := ParseModinfo(b)
+		if strings.ContainsRune(name, 0) {
+			t.Errorf("name %q holds a NUL", name)
+		}
+		for _, d := range deps {
+			if d == "" || strings.ContainsAny(d, ",-\x00") {
+				t.Errorf("dependency %q", d)
+			}
+		}
+		// Any dependency map orders or fails; it never loops.
+		deps2 := map[string][]string{name: deps}
+		for _, d := range deps {
+			deps2[d] = []string{name}
+		}
+		ModuleOrder(deps2, nil, []string{name})
+	})
+}

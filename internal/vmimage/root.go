@@ -82,6 +82,7 @@ func BuildRoot(ctx context.Context, o RootOptions) (Manifest, error) {
 		return Manifest{}, err
 	}
 
+	own := ownerOf(o.DataDir)
 	if err := os.MkdirAll(RootsDir(o.DataDir), 0o755); err != nil {
 		return Manifest{}, err
 	}
@@ -135,10 +136,11 @@ func BuildRoot(ctx context.Context, o RootOptions) (Manifest, error) {
 	if err := writeManifest(tmp, &m); err != nil {
 		return Manifest{}, err
 	}
-	if err := install(tmp, filepath.Join(RootsDir(o.DataDir), o.Variant)); err != nil {
+	final := filepath.Join(RootsDir(o.DataDir), o.Variant)
+	if err := install(tmp, final); err != nil {
 		return Manifest{}, err
 	}
-	return m, nil
+	return m, own.share(final)
 }
 
 // PrepareTree makes a debootstrapped tree fit to be a VM's read-only root.

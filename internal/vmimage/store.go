@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -331,4 +332,49 @@ func install(tmp, final string) error {
 		return os.RemoveAll(old)
 	}
 	return nil
+}
+
+// owner is who a build's files should belong to: the owner of dataDir,
+// or of its nearest existing parent, looked at before the build makes
+// anything (see share).
+type owner struct {
+	uid, gid int
+	top      string // the existing directory it was read from
+}
+
+func ownerOf(dataDir string) owner {
+	p := filepath.Clean(dataDir)
+	for {
+		if st, err := os.Stat(p); err == nil {
+			if s, ok := st.Sys().(*syscall.Stat_t); ok {
+				return owner{int(s.Uid), int(s.Gid), p}
+			}
+			return owner{}
+		}
+		if filepath.Dir(p) == p {
+			return owner{}
+		}
+		p = filepath.Dir(p)
+	}
+}
+
+// share gives dir (an entry just installed) and the directories made above
+// it to o when root builds into another user's data directory (sudo
+// AIRLOCK_DATA_DIR=…): that user can then list, remove and refetch them
+// without root.
+func (o owner) share(dir string) error {
+	if os.Geteuid() != 0 || o.uid == 0 || o.top == "" {
+		return nil
+	}
+	for p := filepath.Dir(dir); p != o.top && strings.HasPrefix(p, o.top); p = filepath.Dir(p) {
+		if err := os.Lchown(p, o.uid, o.gid); err != nil {
+			return err
+		}
+	}
+	return filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, o.uid, o.gid)
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -174,5 +175,40 @@ func TestListAndRemove(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(KernelsDir(data), "6.1.0-56-cloud-amd64", KernelFile)); err != nil {
 		t.Errorf("the kernel went too: %v", err)
+	}
+}
+
+// Root building into a user's data directory (sudo AIRLOCK_DATA_DIR=…)
+// leaves what it made to that user.
+func TestShareOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("chown needs root")
+	}
+	home := t.TempDir()
+	if err := os.Chown(home, 1234, 1234); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(home, ".local/share/airlock") // not made yet
+	own := ownerOf(data)
+	dir := fakeRoot(t, data, "minimal", FormatEROFS)
+	if err := own.share(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{filepath.Join(home, ".local"), data, filepath.Join(data, "vm"), RootsDir(data), dir, filepath.Join(dir, RootEROFS), filepath.Join(dir, ManifestFile)} {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := st.Sys().(*syscall.Stat_t); s.Uid != 1234 || s.Gid != 1234 {
+			t.Errorf("%s is owned by %d:%d", p, s.Uid, s.Gid)
+		}
+	}
+	// Root's own data directory stays root's.
+	data = t.TempDir()
+	own = ownerOf(data)
+	dir = fakeRoot(t, data, "minimal", FormatEROFS)
+	own.share(dir)
+	if st, _ := os.Stat(dir); st.Sys().(*syscall.Stat_t).Uid != 0 {
+		t.Error("root's entry was given away")
 	}
 }
