@@ -22,10 +22,13 @@ import (
 func newImagesCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "images",
-		Short: "Build, list and remove the docker backend's sandbox images",
-		Long: `The docker backend runs sandboxes in an image. airlock builds its own,
-without a registry: a Debian root filesystem made by debootstrap from the
-host's apt mirror, imported into the local Docker engine.
+		Short: "Build, list and remove the docker and vm backends' sandbox images",
+		Long: `The docker and vm backends run sandboxes in an image. airlock builds its
+own, without a registry: a Debian root filesystem made by debootstrap from
+the host's apt mirror, imported into the local Docker engine (--format
+docker, the default) or made a read-only filesystem image beside Debian's
+cloud kernel for the vm backend (--format vm, kept under the data
+directory's vm/).
 
   minimal    bash, coreutils, git, curl, ca-certificates, python3
   standard   minimal plus nodejs, npm and build-essential
@@ -41,8 +44,8 @@ func newImagesBuildCmd() *cobra.Command {
 	o := images.BuildOptions{}
 	format := "docker"
 	c := &cobra.Command{
-		Use:   "build [--variant minimal|standard|agents]",
-		Short: "Build a sandbox image with debootstrap and import it (needs root)",
+		Use:   "build [--variant minimal|standard|agents] [--format docker|vm]",
+		Short: "Build a sandbox image with debootstrap (needs root)",
 		Long:  imagesBuildLong(),
 		Example: `  sudo airlock images build
   sudo airlock images build --variant standard
@@ -244,6 +247,16 @@ The CLIs' install scripts run in a container of the image being built (root
 inside, no capabilities, network to the registry), never on the host; it
 reaches the registry through the host's CA bundle, bound read-only for the
 build only. The versions are in the image's labels (` + images.LabelAgents + `,
-` + images.LabelNode + `). The agents image is about 1.5 GB.`)
+` + images.LabelNode + `). The agents image is about 1.5 GB.
+
+--format vm fetches Debian's ` + vmimage.DefaultKernelPackage + ` with apt-get download (no
+root needed for that part: --kernel-only), keeps its kernel and a cpio of
+the modules the guest loads (virtio, fuse, overlay, erofs) in
+DATA/vm/kernels/VERSION/, and makes the variant's tree (minimal or
+standard) an erofs image (ext4 when mkfs.erofs, from erofs-utils, is
+missing, or with --root-format ext4) in DATA/vm/roots/VARIANT/. Each
+directory has a manifest.json with the files' sizes and sha256 and the
+Debian package versions. airlock images rm vm:VARIANT or
+vm-kernel:VERSION removes one.`)
 	return b.String()
 }
