@@ -26,10 +26,11 @@ func BuildVM(ctx context.Context, o BuildOptions) (vmimage.Assets, error) {
 		if o.Variant == "agents" {
 			return vmimage.Assets{}, errors.New("the agents variant installs the agent CLIs in a Docker container, so it has no vm format yet: use --variant minimal or standard")
 		}
+		if os.Geteuid() != 0 {
+			// sudo would put the images in root's data directory, not the caller's.
+			return vmimage.Assets{}, fmt.Errorf("the root image is made by debootstrap, which needs root: run %s (the kernel alone needs no root: airlock images build --format vm --kernel-only)", vmimage.BuildCommand(o.DataDir, o.Variant, false))
+		}
 		if err := o.treeDefaults(); err != nil {
-			if os.Geteuid() != 0 {
-				err = fmt.Errorf("%w; the kernel alone needs no root: airlock images build --format vm --kernel-only", err)
-			}
 			return vmimage.Assets{}, err
 		}
 	}
