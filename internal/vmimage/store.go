@@ -180,6 +180,9 @@ var ErrMissing = errors.New("vm image missing")
 // When one is missing or damaged, the error says which command builds it.
 func Find(dataDir, variant string) (Assets, error) {
 	var a Assets
+	if !localName(variant) || strings.HasPrefix(variant, ".") {
+		return a, fmt.Errorf("bad VM image variant %q", variant)
+	}
 	kernels, kerr := list(KernelsDir(dataDir))
 	if len(kernels) == 0 {
 		why := "no VM kernel in " + KernelsDir(dataDir)

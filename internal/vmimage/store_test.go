@@ -118,6 +118,14 @@ func TestFindMissing(t *testing.T) {
 	}
 }
 
+func TestFindRefusesBadVariants(t *testing.T) {
+	for _, v := range []string{"", "..", "../kernels", "a/b", ".minimal.tmp-1"} {
+		if _, err := Find(t.TempDir(), v); err == nil || errors.Is(err, ErrMissing) {
+			t.Errorf("Find(%q) = %v", v, err)
+		}
+	}
+}
+
 func TestVerifyDetectsCorruption(t *testing.T) {
 	data := t.TempDir()
 	dir := fakeRoot(t, data, "minimal", FormatExt4)
