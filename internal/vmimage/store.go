@@ -56,7 +56,7 @@ type Manifest struct {
 	Sources map[string]string `json:"sources"`
 	Modules []string          `json:"modules,omitempty"` // kernel: the load order, as in OrderFile
 	Built   time.Time         `json:"built"`
-	Took    string            `json:"took,omitempty"` // how long the build took
+	Took    string            `json:"took,omitempty"` // kernel: download to hashes; root: mkfs and hashes (not debootstrap)
 }
 
 // File is one file of a cache directory.
