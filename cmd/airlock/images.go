@@ -10,19 +10,25 @@ import (
 	"syscall"
 	"text/tabwriter"
 
+	"github.com/docker/docker/client"
 	"github.com/spf13/cobra"
 
+	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/dockerengine"
 	"github.com/airlock-dev/airlock/internal/images"
+	"github.com/airlock-dev/airlock/internal/vmimage"
 )
 
 func newImagesCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "images",
-		Short: "Build, list and remove the docker backend's sandbox images",
-		Long: `The docker backend runs sandboxes in an image. airlock builds its own,
-without a registry: a Debian root filesystem made by debootstrap from the
-host's apt mirror, imported into the local Docker engine.
+		Short: "Build, list and remove the docker and vm backends' sandbox images",
+		Long: `The docker and vm backends run sandboxes in an image. airlock builds its
+own, without a registry: a Debian root filesystem made by debootstrap from
+the host's apt mirror, imported into the local Docker engine (--format
+docker, the default) or made a read-only filesystem image beside Debian's
+cloud kernel for the vm backend (--format vm, kept under the data
+directory's vm/).
 
   minimal    bash, coreutils, git, curl, ca-certificates, python3
   standard   minimal plus nodejs, npm and build-essential
@@ -36,12 +42,15 @@ host's apt mirror, imported into the local Docker engine.
 
 func newImagesBuildCmd() *cobra.Command {
 	o := images.BuildOptions{}
+	format := "docker"
 	c := &cobra.Command{
-		Use:   "build [--variant minimal|standard|agents]",
-		Short: "Build a sandbox image with debootstrap and import it (needs root)",
+		Use:   "build [--variant minimal|standard|agents] [--format docker|vm]",
+		Short: "Build a sandbox image with debootstrap (needs root)",
 		Long:  imagesBuildLong(),
 		Example: `  sudo airlock images build
   sudo airlock images build --variant standard
+  sudo airlock images build --format vm
+  airlock run --backend vm -- uname -r
   airlock run --backend docker --image airlock/standard -- npm test
   sudo airlock images build --variant agents
   airlock run --backend docker --image airlock/agents -- claude --version`,
@@ -52,6 +61,16 @@ func newImagesBuildCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			switch format {
+			case "docker":
+				if o.KernelOnly {
+					return usageError{"--kernel-only goes with --format vm"}
+				}
+			case "vm":
+				return buildVM(c, ctx, o)
+			default:
+				return usageError{fmt.Sprintf("--format %q: use docker or vm", format)}
+			}
 			cli, err := dockerengine.Connect(ctx)
 			if err != nil {
 				return err
@@ -67,7 +86,12 @@ func newImagesBuildCmd() *cobra.Command {
 		},
 	}
 	f := c.Flags()
+	f.StringVar(&format, "format", "docker", "docker (an image in the local engine) or vm (a kernel and a root filesystem image for --backend vm)")
 	f.StringVar(&o.Variant, "variant", "minimal", strings.Join(images.Variants(), ", "))
+	f.BoolVar(&o.KernelOnly, "kernel-only", false, "with --format vm: fetch the kernel only (needs no root)")
+	f.StringVar(&o.RootFormat, "root-format", "", "with --format vm: the root image's filesystem, erofs or ext4 (default erofs when mkfs.erofs is installed)")
+	f.StringVar(&o.KernelPackage, "kernel-package", vmimage.DefaultKernelPackage, "with --format vm: the Debian kernel `PACKAGE` (a metapackage or linux-image-VERSION)")
+	f.BoolVar(&o.Force, "force", false, "with --format vm: fetch the kernel again even when that version is cached")
 	f.StringVar(&o.Tag, "tag", "", "name the image `NAME:TAG` (default airlock/VARIANT:latest)")
 	f.StringVar(&o.Mirror, "mirror", "", "Debian mirror `URL` (default: the host's, from /etc/apt/sources.list*)")
 	f.StringVar(&o.Suite, "suite", "", "Debian release (default: the host's, else bookworm)")
@@ -76,43 +100,93 @@ func newImagesBuildCmd() *cobra.Command {
 	return c
 }
 
+// buildVM builds the vm backend's kernel and root image into the data
+// directory and says where they went.
+func buildVM(c *cobra.Command, ctx context.Context, o images.BuildOptions) error {
+	d, err := config.DataDir()
+	if err != nil {
+		return err
+	}
+	o.DataDir = d
+	o.Progress = c.ErrOrStderr()
+	a, err := images.BuildVM(ctx, o)
+	if err != nil {
+		return err
+	}
+	out := c.OutOrStdout()
+	fmt.Fprintf(out, "kernel   %s (%s)\nmodules  %s\n", a.Kernel, a.KernelVersion, a.Modules)
+	if a.Root != "" {
+		fmt.Fprintf(out, "root     %s (%s)\n", a.Root, a.RootFormat)
+	}
+	return nil
+}
+
 func newImagesLsCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
-		Short:   "List the images airlock built",
+		Short:   "List the images airlock built (docker images and VM kernels and root images)",
 		Args:    noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx := context.Background()
-			cli, err := dockerengine.Connect(ctx)
-			if err != nil {
-				return err
+			var vms []vmimage.Image
+			if d, err := config.DataDir(); err == nil {
+				var verr error
+				vms, verr = vmimage.List(d)
+				if verr != nil {
+					fmt.Fprintf(c.ErrOrStderr(), "airlock: skipped a damaged VM image: %v\n", verr)
+				}
 			}
-			defer cli.Close()
-			ims, err := images.List(ctx, cli)
+			var ims []images.Image
+			cli, err := dockerengine.Connect(ctx)
+			if err == nil {
+				defer cli.Close()
+				ims, err = images.List(ctx, cli)
+			}
 			if err != nil {
-				return err
+				if len(vms) == 0 {
+					return err
+				}
+				fmt.Fprintf(c.ErrOrStderr(), "airlock: no docker images listed: %v\n", err)
 			}
 			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "IMAGE\tVARIANT\tID\tCREATED\tSIZE")
+			fmt.Fprintln(w, "IMAGE\tVARIANT\tFORMAT\tID\tCREATED\tSIZE")
 			for _, im := range ims {
 				name := "<none>"
 				if len(im.Tags) > 0 {
 					name = strings.Join(im.Tags, ",")
 				}
 				id := strings.TrimPrefix(im.ID, "sha256:")
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d MB\n", name, im.Variant, id[:min(12, len(id))], ago(im.Created), im.Size/1000_000)
+				fmt.Fprintf(w, "%s\t%s\tdocker\t%s\t%s\t%d MB\n", name, im.Variant, id[:min(12, len(id))], ago(im.Created), im.Size/1000_000)
+			}
+			for _, im := range vms {
+				variant, format := im.Name, im.Format
+				if im.Kind == vmimage.KindKernel {
+					variant, format = "-", "kernel"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d MB\n", im.Ref, variant, format, vmID(im.Manifest), ago(im.Built), im.Size()/1000_000)
 			}
 			return w.Flush()
 		},
 	}
 }
 
+// vmID is a short ID for a VM image: its largest file's sha256 prefix.
+func vmID(m vmimage.Manifest) string {
+	var best vmimage.File
+	for _, f := range m.Files {
+		if f.Size > best.Size {
+			best = f
+		}
+	}
+	return best.SHA256[:min(12, len(best.SHA256))]
+}
+
 func newImagesRmCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:     "rm IMAGE...",
 		Aliases: []string{"remove"},
-		Short:   "Remove images airlock built",
+		Short:   "Remove images airlock built (vm:VARIANT and vm-kernel:VERSION for the VM's)",
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageError{"name the images to remove (airlock images ls lists them)"}
@@ -121,14 +195,25 @@ func newImagesRmCmd() *cobra.Command {
 		},
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := context.Background()
-			cli, err := dockerengine.Connect(ctx)
-			if err != nil {
-				return err
-			}
-			defer cli.Close()
+			var cli *client.Client
 			var failed []string
 			for _, ref := range args {
-				if err := images.Remove(ctx, cli, ref); err != nil {
+				var err error
+				if vmimage.IsRef(ref) {
+					var d string
+					if d, err = config.DataDir(); err == nil {
+						err = vmimage.Remove(d, ref)
+					}
+				} else {
+					if cli == nil {
+						if cli, err = dockerengine.Connect(ctx); err != nil {
+							return err
+						}
+						defer cli.Close()
+					}
+					err = images.Remove(ctx, cli, ref)
+				}
+				if err != nil {
 					failed = append(failed, err.Error())
 					continue
 				}
@@ -162,6 +247,16 @@ The CLIs' install scripts run in a container of the image being built (root
 inside, no capabilities, network to the registry), never on the host; it
 reaches the registry through the host's CA bundle, bound read-only for the
 build only. The versions are in the image's labels (` + images.LabelAgents + `,
-` + images.LabelNode + `). The agents image is about 1.5 GB.`)
+` + images.LabelNode + `). The agents image is about 1.5 GB.
+
+--format vm fetches Debian's ` + vmimage.DefaultKernelPackage + ` with apt-get download (no
+root needed for that part: --kernel-only), keeps its kernel and a cpio of
+the modules the guest loads (virtio, fuse, overlay, erofs) in
+DATA/vm/kernels/VERSION/, and makes the variant's tree (minimal or
+standard) an erofs image (ext4 when mkfs.erofs, from erofs-utils, is
+missing, or with --root-format ext4) in DATA/vm/roots/VARIANT/. Each
+directory has a manifest.json with the files' sizes and sha256 and the
+Debian package versions. airlock images rm vm:VARIANT or
+vm-kernel:VERSION removes one.`)
 	return b.String()
 }
