@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/audit"
@@ -61,16 +63,20 @@ func (g *Gateway) connect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Bytes the client sent after its CONNECT head belong to the tunnel.
-	client := net.Conn(conn)
+	var early []byte
 	if n := brw.Reader.Buffered(); n > 0 {
-		early, _ := brw.Reader.Peek(n)
-		client = &prefixConn{Conn: conn, prefix: append([]byte(nil), early...)}
+		p, _ := brw.Reader.Peek(n)
+		early = append([]byte(nil), p...)
 	}
 	if t.intercept {
+		client := net.Conn(conn)
+		if early != nil {
+			client = &prefixConn{Conn: conn, prefix: early}
+		}
 		g.intercept(client, t)
 		return
 	}
-	g.tunnel(client, upstream, t)
+	g.tunnel(conn, early, upstream, t)
 }
 
 // dialTunnel dials a raw tunnel's upstream (the address policy checked),
@@ -84,23 +90,77 @@ func (g *Gateway) dialTunnel(ctx context.Context, t target) (net.Conn, error) {
 }
 
 // tunnel copies both ways until either side is done, then audits the bytes.
-func (g *Gateway) tunnel(client, upstream net.Conn, t target) {
+// early are bytes the client sent before the tunnel began (after a CONNECT
+// head). For a tunnel rule (t.tunnel) the client's ClientHello must first
+// name the host: the SNI is what a TLS server routes by, so a hello naming
+// another name behind the same address, or none, is refused and audited.
+func (g *Gateway) tunnel(client net.Conn, early []byte, upstream net.Conn, t target) {
 	start := time.Now()
+	reason := "raw tunnel"
+	if t.tunnel {
+		client.SetReadDeadline(start.Add(headerTimeout))
+		hello, sni, err := readClientHello(io.MultiReader(bytes.NewReader(early), client))
+		client.SetReadDeadline(time.Time{})
+		if err == nil && !sameHost(sni, t.host) {
+			err = fmt.Errorf("SNI %q does not name the host %s", sni, t.host)
+		}
+		if err != nil {
+			client.Close()
+			upstream.Close()
+			g.record(audit.Record{Kind: "network", Host: t.host, IP: t.addr.String(), Port: int(t.port), Decision: "deny", Rule: t.rule,
+				Reason: "blind tunnel: " + err.Error(), Duration: audit.Millis(time.Since(start))})
+			return
+		}
+		// readClientHello read exactly the hello's records, all of early's
+		// bytes first: whatever early held beyond them is still to send.
+		if len(hello) < len(early) {
+			early = early[len(hello):]
+		} else {
+			early = nil
+		}
+		early = append(hello, early...)
+		reason = "blind TLS tunnel: SNI checked, not intercepted"
+	}
 	var out, in int64
+	if len(early) > 0 {
+		n, err := upstream.Write(early)
+		out += int64(n)
+		if err != nil {
+			client.Close()
+			upstream.Close()
+			return
+		}
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		out, _ = io.Copy(upstream, client)
+		n, _ := pipe(upstream, client)
+		out += n
 		closeWrite(upstream)
 	}()
-	in, _ = io.Copy(client, upstream)
+	in, _ = pipe(client, upstream)
 	closeWrite(client)
 	wg.Wait()
 	client.Close()
 	upstream.Close()
 	g.record(audit.Record{Kind: "network", Host: t.host, IP: t.addr.String(), Port: int(t.port), Decision: "allow", Rule: t.rule,
-		Reason: "raw tunnel", BytesOut: out, BytesIn: in, Duration: audit.Millis(time.Since(start))})
+		Reason: reason, BytesOut: out, BytesIn: in, Duration: audit.Millis(time.Since(start))})
+}
+
+// pipe copies src to dst. Between two kernel sockets io.Copy splices (the
+// net package's TCPConn.ReadFrom/WriteTo use splice(2) for TCP and Unix
+// stream sockets); a gVisor connection is copied through a large buffer
+// rather than io.Copy's 32 KiB.
+func pipe(dst, src net.Conn) (int64, error) {
+	_, ks := src.(syscall.Conn)
+	_, kd := dst.(syscall.Conn)
+	if ks && kd {
+		return io.Copy(dst, src)
+	}
+	buf := copyBuffers.Get()
+	defer copyBuffers.Put(buf)
+	return io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, buf)
 }
 
 func closeWrite(c net.Conn) {
