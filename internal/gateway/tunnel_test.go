@@ -45,7 +45,9 @@ func TestATunnelRuleCarriesTheUpstreamsOwnTLSAndIsAudited(t *testing.T) {
 		t.Fatal("the tunnel presented a certificate from airlock's CA")
 	}
 	tc.Close()
-	r := waitRecord(t, f, func(r audit.Record) bool { return r.Kind == "network" && r.Host == "example.com" && r.Decision == "allow" })
+	r := waitRecord(t, f, func(r audit.Record) bool {
+		return r.Kind == "network" && r.Host == "example.com" && r.Decision == "allow"
+	})
 	if r.Port != 443 || r.BytesOut == 0 || r.BytesIn == 0 || r.Rule != "example.com" || !strings.Contains(r.Reason, "blind TLS tunnel") {
 		t.Errorf("audit record: %+v", r)
 	}

@@ -77,7 +77,8 @@ type Config struct {
 	// intercept: false): a name or *.name, bare (port 443) or with a port. The gateway
 	// checks the ClientHello's SNI names the host, then copies bytes without looking;
 	// so no endpoint rule may cover such a host (New refuses), nor a secret (the caller
-	// checks with Overlaps: secrets are not the policy's).
+	// checks with Overlaps: secrets are not the policy's). Where an allow rule of the same
+	// kind names the host too, the allow rule wins: interception is the safer reading.
 	Tunnels []string
 	Default Verdict // Deny unless set; Ask queues unknown hosts for approval
 	// GatewayAddrs are the gateway's own listening addresses; port 0 means every port.
@@ -133,11 +134,6 @@ func New(c Config) (*Policy, error) {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("policy: tunnel rule %q: %w", s, err))
 			continue
-		}
-		for _, a := range p.allow {
-			if !a.tunnel && a.kind == r.kind && a.name == r.name && a.ports.match(r.ports.port, false) {
-				errs = append(errs, fmt.Errorf("policy: tunnel rule %q: allow rule %q intercepts the same host and port; keep one", s, a.text))
-			}
 		}
 		p.allow = append(p.allow, r)
 	}

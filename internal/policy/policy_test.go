@@ -537,7 +537,7 @@ func TestIsBroker(t *testing.T) {
 }
 
 func TestTunnelRules(t *testing.T) {
-	p, err := New(Config{AllowHosts: []string{"*.example.com"}, Tunnels: []string{"dl.example.com", "*.cdn.test", "raw.test:8443"}})
+	p, err := New(Config{AllowHosts: []string{"*.example.com", "x.test"}, Tunnels: []string{"dl.example.com", "*.cdn.test", "raw.test:8443", "x.test"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -561,6 +561,9 @@ func TestTunnelRules(t *testing.T) {
 			}
 		})
 	}
+	if d := p.Host("x.test", 443); d.Verdict != Allow || d.Tunnel || !d.Intercept {
+		t.Errorf("a host both allowed and tunnelled: %v", d)
+	}
 	if d := p.Name("a.cdn.test"); d.Verdict != Allow {
 		t.Errorf("DNS for a tunnelled name: %v", d)
 	}
@@ -569,7 +572,6 @@ func TestTunnelRules(t *testing.T) {
 		"an endpoint pattern over a tunnelled host": {Tunnels: []string{"api.test"}, Endpoints: []string{"*.test GET /*"}},
 		"a tunnel pattern over an endpoint host":    {Tunnels: []string{"*.test"}, Endpoints: []string{"api.test GET /*"}},
 		"an address (SNI carries names)":            {Tunnels: []string{"10.0.0.1"}},
-		"the same host also intercepted":            {AllowHosts: []string{"api.test"}, Tunnels: []string{"api.test"}},
 	} {
 		t.Run("refused: "+name, func(t *testing.T) {
 			if _, err := New(c); err == nil || !strings.Contains(err.Error(), "tunnel rule") {
