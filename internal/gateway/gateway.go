@@ -176,7 +176,7 @@ func (g *Gateway) front(w http.ResponseWriter, r *http.Request) {
 			g.brokerHandler(t).ServeHTTP(w, r)
 			return
 		}
-		u := newUpstream(g, t, "http")
+		u := newUpstream(g, t, "http", false)
 		u.ServeHTTP(w, r)
 		u.close()
 	default:
