@@ -223,7 +223,7 @@ func newPipeline(id string, n config.Network, mode string, set *secrets.Set, log
 	token := hex.EncodeToString(tok)
 	// The broker at airlock.internal tells the sandbox about itself: names
 	// of secrets and their hosts, never values.
-	info := broker.Info{Sandbox: id, Network: broker.Network{Mode: mode, Default: pc.Default.String(), AllowHosts: allow, DenyHosts: n.DenyHosts, Endpoints: n.Endpoints}}
+	info := broker.Info{Sandbox: id, Network: broker.Network{Mode: mode, Default: pc.Default.String(), AllowHosts: allow, TunnelHosts: n.TunnelHosts, DenyHosts: n.DenyHosts, Endpoints: n.Endpoints}}
 	for _, s := range set.All() {
 		info.Network.Secrets = append(info.Network.Secrets, broker.Secret{Name: s.Name, Hosts: s.Hosts})
 	}
