@@ -44,17 +44,22 @@ inside() { local mode=$1; shift; "$work/airlock" run -q ${run_flags[@]+"${run_fl
 cp "$work/ca.pem" "$work/ws/upstream.pem"
 tunnelled() { local mode=$1; shift; "$work/airlock" run -q ${run_flags[@]+"${run_flags[@]}"} --network-mode "$mode" --tunnel-host api.bench.test --add-host api.bench.test:$ADDR -- "$@"; }
 
-echo "== 1. download of $SIZE_MB MiB"
+echo "== 1. download of $SIZE_MB MiB (each row paired with a direct download just before it)"
 bytes=$((SIZE_MB << 20))
-d=$("${direct[@]}" -o /dev/null -w '%{speed_download}' "$url/bytes/$bytes")
-awk -v d="$d" 'BEGIN{printf "direct              %6.0f MB/s\n", d/1e6}'
+# row LABEL COMMAND...: the ratio is taken pair by pair, so the machine's
+# speed drifting during the run (other load) moves both sides alike
+row() {
+	local label=$1 d g
+	shift
+	d=$("${direct[@]}" -o /dev/null -w '%{speed_download}' "$url/bytes/$bytes")
+	g=$("$@")
+	awk -v d="$d" -v g="$g" -v l="$label" 'BEGIN{printf "%-20s %6.0f MB/s  direct %6.0f MB/s  ratio to direct: %.2f\n", l, g/1e6, d/1e6, g/d}'
+}
 for m in "${modes[@]}"; do
-	g=$(inside "$m" curl -sS -o /dev/null -w '%{speed_download}' "$url/bytes/$bytes")
-	awk -v d="$d" -v g="$g" -v m="$m" 'BEGIN{printf "gateway %-11s %6.0f MB/s  ratio to direct: %.2f\n", m, g/1e6, g/d}'
+	row "gateway $m" inside "$m" curl -sS -o /dev/null -w '%{speed_download}' "$url/bytes/$bytes"
 done
 for m in "${modes[@]}"; do
-	g=$(tunnelled "$m" curl -sS --cacert upstream.pem -o /dev/null -w '%{speed_download}' "$url/bytes/$bytes")
-	awk -v d="$d" -v g="$g" -v m="$m" 'BEGIN{printf "tunnel  %-11s %6.0f MB/s  ratio to direct: %.2f\n", m, g/1e6, g/d}'
+	row "tunnel  $m" tunnelled "$m" curl -sS --cacert upstream.pem -o /dev/null -w '%{speed_download}' "$url/bytes/$bytes"
 done
 
 [ -z "${DOWNLOAD_ONLY:-}" ] || exit 0 # DOWNLOAD_ONLY=1: section 1 alone
