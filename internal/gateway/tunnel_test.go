@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
@@ -140,4 +141,23 @@ func FuzzClientHello(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A client may send its ClientHello right behind the CONNECT head, before
+// the 200: those bytes are checked and passed on like any other hello.
+func TestATunnelChecksAHelloSentWithTheConnectHead(t *testing.T) {
+	f, _ := tunnelFixture(t)
+	c := dialFront(t, f.proxy)
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.Write(append([]byte(connectHead("example.com:443")), clientHello(t, "example.com")...))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	// The upstream answers the hello: a handshake record (its ServerHello).
+	if b, err := br.Peek(1); err != nil || b[0] != 22 {
+		t.Fatalf("after a hello sent early: %v %v", b, err)
+	}
 }
