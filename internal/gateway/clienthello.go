@@ -137,12 +137,16 @@ func helloServerName(b []byte) (string, error) {
 	if name == "" {
 		return "", errors.New("the ClientHello names no server (no SNI)")
 	}
+	shown := name // quoted into the audit log: keep it short
+	if len(shown) > 80 {
+		shown = shown[:80] + "..."
+	}
 	if _, err := netip.ParseAddr(name); err == nil {
-		return "", fmt.Errorf("server name %q is an address", name)
+		return "", fmt.Errorf("server name %q is an address", shown)
 	}
 	n, err := policy.NormalizeName(name)
 	if err != nil {
-		return "", fmt.Errorf("server name %q: %v", name, err)
+		return "", fmt.Errorf("server name %q: %v", shown, err)
 	}
 	return n, nil
 }
