@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -66,6 +67,47 @@ func readClientHello(r io.Reader) (raw []byte, sni string, err error) {
 		}
 		sni, err := helloServerName(msg[4:])
 		return raw, sni, err
+	}
+}
+
+// afterHello reads what a client sends after its first ClientHello, up to
+// the first record that cannot begin a second one (at most two
+// ChangeCipherSpec records, then one more record), and returns it to be
+// passed on. A second ClientHello there is the answer to a
+// HelloRetryRequest (RFC 8446 4.1.4): it must name host too, or a server
+// that heeds the second could be steered to another name. The end of the
+// stream is no error: what was read is returned.
+func afterHello(r io.Reader, host string) ([]byte, error) {
+	var raw []byte
+	for ccs := 0; ; ccs++ {
+		var hdr [5]byte
+		if k, err := io.ReadFull(r, hdr[:]); err != nil {
+			return append(raw, hdr[:k]...), nil
+		}
+		n := int(binary.BigEndian.Uint16(hdr[3:]))
+		if n > maxRecordBody+256 { // TLSCiphertext's bound (RFC 8446 5.2)
+			return nil, fmt.Errorf("TLS record of %d bytes after the ClientHello: out of bounds", n)
+		}
+		rec := make([]byte, 5+n)
+		copy(rec, hdr[:])
+		if k, err := io.ReadFull(r, rec[5:]); err != nil {
+			return append(raw, rec[:5+k]...), nil
+		}
+		switch {
+		case hdr[0] == 20 && ccs < 2: // ChangeCipherSpec (TLS 1.3 middlebox compatibility)
+			raw = append(raw, rec...)
+			continue
+		case hdr[0] == 22 && n > 0 && rec[5] == 1: // a handshake record that starts a ClientHello
+			hello, sni, err := readClientHello(io.MultiReader(bytes.NewReader(rec), r))
+			if err == nil && !sameHost(sni, host) {
+				err = fmt.Errorf("SNI %q does not name the host %s", sni, host)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("second ClientHello: %w", err)
+			}
+			return append(raw, hello...), nil
+		}
+		return append(raw, rec...), nil
 	}
 }
 

@@ -97,6 +97,7 @@ func (g *Gateway) dialTunnel(ctx context.Context, t target) (net.Conn, error) {
 func (g *Gateway) tunnel(client net.Conn, early []byte, upstream net.Conn, t target) {
 	start := time.Now()
 	reason := "raw tunnel"
+	var rest []byte // for a tunnel rule: early bytes after the ClientHello
 	if t.tunnel {
 		client.SetReadDeadline(start.Add(headerTimeout))
 		hello, sni, err := readClientHello(io.MultiReader(bytes.NewReader(early), client))
@@ -112,16 +113,15 @@ func (g *Gateway) tunnel(client net.Conn, early []byte, upstream net.Conn, t tar
 			return
 		}
 		// readClientHello read exactly the hello's records, all of early's
-		// bytes first: whatever early held beyond them is still to send.
+		// bytes first: whatever early held beyond them is still to check.
 		if len(hello) < len(early) {
-			early = early[len(hello):]
-		} else {
-			early = nil
+			rest = early[len(hello):]
 		}
-		early = append(hello, early...)
+		early = hello
 		reason = "blind TLS tunnel: SNI checked, not intercepted"
 	}
 	var out, in int64
+	var refused error
 	if len(early) > 0 {
 		n, err := upstream.Write(early)
 		out += int64(n)
@@ -135,6 +135,25 @@ func (g *Gateway) tunnel(client net.Conn, early []byte, upstream net.Conn, t tar
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		if t.tunnel {
+			// Here, not before: a second hello only follows the server's
+			// answer, which flows the other way meanwhile.
+			lr := bytes.NewReader(rest)
+			more, err := afterHello(io.MultiReader(lr, client), t.host)
+			if err != nil {
+				refused = err
+				client.Close()
+				upstream.Close()
+				return
+			}
+			more = append(more, rest[len(rest)-lr.Len():]...)
+			n, err := upstream.Write(more)
+			out += int64(n)
+			if err != nil {
+				client.Close()
+				return
+			}
+		}
 		n, _ := pipe(upstream, client)
 		out += n
 		closeWrite(upstream)
@@ -144,8 +163,12 @@ func (g *Gateway) tunnel(client net.Conn, early []byte, upstream net.Conn, t tar
 	wg.Wait()
 	client.Close()
 	upstream.Close()
-	g.record(audit.Record{Kind: "network", Host: t.host, IP: t.addr.String(), Port: int(t.port), Decision: "allow", Rule: t.rule,
-		Reason: reason, BytesOut: out, BytesIn: in, Duration: audit.Millis(time.Since(start))})
+	rec := audit.Record{Kind: "network", Host: t.host, IP: t.addr.String(), Port: int(t.port), Decision: "allow", Rule: t.rule,
+		Reason: reason, BytesOut: out, BytesIn: in, Duration: audit.Millis(time.Since(start))}
+	if refused != nil {
+		rec.Decision, rec.Reason = "deny", "blind tunnel: "+refused.Error()
+	}
+	g.record(rec)
 }
 
 // pipe copies src to dst. Between two kernel sockets io.Copy splices (the

@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
@@ -116,8 +117,9 @@ func TestReadClientHelloReadsExactlyTheHello(t *testing.T) {
 	}
 }
 
-// FuzzClientHello: the parser never panics, never reads past what it
-// returns, stays within its bounds, and names only valid host names.
+// FuzzClientHello: the parsers (readClientHello, afterHello) never panic,
+// never read past what they return, stay within their bounds, and name only
+// valid host names.
 //
 //	go test ./internal/gateway -run '^$' -fuzz FuzzClientHello -fuzztime 30s
 func FuzzClientHello(f *testing.F) {
@@ -140,6 +142,13 @@ func FuzzClientHello(f *testing.F) {
 				t.Fatalf("accepted server name %q", sni)
 			}
 		}
+		// What follows a hello is read the same way: only whole records
+		// passed on, a second hello only if it names the host.
+		r = bytes.NewReader(in)
+		more, err := afterHello(r, "example.com")
+		if err == nil && !bytes.Equal(more, in[:len(in)-r.Len()]) {
+			t.Fatalf("afterHello returned %d bytes, read %d", len(more), len(in)-r.Len())
+		}
 	})
 }
 
@@ -159,5 +168,41 @@ func TestATunnelChecksAHelloSentWithTheConnectHead(t *testing.T) {
 	// The upstream answers the hello: a handshake record (its ServerHello).
 	if b, err := br.Peek(1); err != nil || b[0] != 22 {
 		t.Fatalf("after a hello sent early: %v %v", b, err)
+	}
+}
+
+// A server that answers with a HelloRetryRequest gets a second ClientHello:
+// it must name the host too. An honest client's passes; a second hello
+// naming another host (sent at once, as a client expecting the retry would)
+// is refused and audited.
+func TestATunnelChecksTheSecondClientHelloToo(t *testing.T) {
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "after a retry") }))
+	s.TLS = &tls.Config{CurvePreferences: []tls.CurveID{tls.CurveP256}} // the client's first key share is X25519: a retry
+	s.StartTLS()
+	t.Cleanup(s.Close)
+	f := newFixture(t, options{policy: policy.Config{Tunnels: []string{"example.com"}},
+		static: map[string]netip.Addr{"example.com": loopback}, ports: map[uint16]string{443: s.Listener.Addr().String()}})
+	roots := x509.NewCertPool()
+	roots.AddCert(s.Certificate())
+
+	c, br := connectThrough(t, f.proxy, "example.com:443")
+	tc := tls.Client(bufConn{c, br}, &tls.Config{ServerName: "example.com", RootCAs: roots, CurvePreferences: []tls.CurveID{tls.X25519, tls.CurveP256}})
+	tc.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := tc.Handshake(); err != nil {
+		t.Fatalf("handshake with a retry through the tunnel: %v", err)
+	}
+	if cs := tc.ConnectionState(); cs.CurveID != tls.CurveP256 {
+		t.Errorf("key exchange %v: the server did not ask for a retry", cs.CurveID)
+	}
+	tc.Close()
+
+	c, br = connectThrough(t, f.proxy, "example.com:443")
+	defer c.Close()
+	c.Write(append(clientHello(t, "example.com"), clientHello(t, "other.example.org")...))
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	io.Copy(io.Discard, br)
+	r := waitRecord(t, f, func(r audit.Record) bool { return r.Kind == "network" && r.Decision == "deny" })
+	if !strings.Contains(r.Reason, `second ClientHello: SNI "other.example.org"`) {
+		t.Errorf("audit record: %+v", r)
 	}
 }
