@@ -197,8 +197,9 @@ func closeWrite(c net.Conn) {
 
 // intercept terminates the client's TLS with a leaf for the CONNECT host and
 // serves its requests through the upstream handler (HTTP/1.1 or HTTP/2, as
-// ALPN chose; the upstream is spoken to in the same version where it can). Each request is audited by the handler; the connection as a
-// whole (bytes on the wire each way) when it ends.
+// ALPN chose; the upstream is spoken to in the same version where it can).
+// Each request is audited by the handler; the connection as a whole (bytes
+// on the wire each way) when it ends.
 func (g *Gateway) intercept(client net.Conn, t target) {
 	start := time.Now()
 	cc := &countedConn{Conn: client}
