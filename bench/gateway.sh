@@ -4,8 +4,10 @@
 # host, and by the same curl inside an airlock sandbox through the gateway's
 # two doors: transparent (TAP -> the gateway's gVisor netstack) and proxy (the
 # guest's relay -> Unix socket -> front door); TLS intercepted and
-# re-originated either way. Measures:
-#   1. a large download (SIZE_MB, default 1024): MB/s each way and the ratio
+# re-originated either way; and through a blind tunnel (--tunnel-host: the
+# SNI checked, bytes copied, curl trusting the server's own CA). Measures:
+#   1. a large download (SIZE_MB, default 1024): MB/s each way and the ratio,
+#      intercepted and tunnelled
 #   2. 1,000 small requests on one keep-alive connection: p50/p99 per request
 #   3. 200 concurrent requests, each on its own connection: how many succeed
 #   4. host-side memory of an idle sandbox with its gateway (supervisor RSS)
@@ -37,15 +39,30 @@ direct=(curl -sS --cacert "$work/ca.pem" --resolve api.bench.test:443:$ADDR)
 read -r -a run_flags <<<"${RUN_FLAGS:-}"
 read -r -a modes <<<"${MODES:-transparent proxy}"
 inside() { local mode=$1; shift; "$work/airlock" run -q ${run_flags[@]+"${run_flags[@]}"} --network-mode "$mode" "${net[@]}" -- "$@"; }
+# the tunnelled case: no --allow-host (the host is not intercepted), and curl
+# trusts the server's CA itself (copied into the workspace: /tmp is private)
+cp "$work/ca.pem" "$work/ws/upstream.pem"
+tunnelled() { local mode=$1; shift; "$work/airlock" run -q ${run_flags[@]+"${run_flags[@]}"} --network-mode "$mode" --tunnel-host api.bench.test --add-host api.bench.test:$ADDR -- "$@"; }
 
-echo "== 1. download of $SIZE_MB MiB"
+echo "== 1. download of $SIZE_MB MiB (each row paired with a direct download just before it)"
 bytes=$((SIZE_MB << 20))
-d=$("${direct[@]}" -o /dev/null -w '%{speed_download}' "$url/bytes/$bytes")
-awk -v d="$d" 'BEGIN{printf "direct              %6.0f MB/s\n", d/1e6}'
+# row LABEL COMMAND...: the ratio is taken pair by pair, so the machine's
+# speed drifting during the run (other load) moves both sides alike
+row() {
+	local label=$1 d g
+	shift
+	d=$("${direct[@]}" -o /dev/null -w '%{speed_download}' "$url/bytes/$bytes")
+	g=$("$@")
+	awk -v d="$d" -v g="$g" -v l="$label" 'BEGIN{printf "%-20s %6.0f MB/s  direct %6.0f MB/s  ratio to direct: %.2f\n", l, g/1e6, d/1e6, g/d}'
+}
 for m in "${modes[@]}"; do
-	g=$(inside "$m" curl -sS -o /dev/null -w '%{speed_download}' "$url/bytes/$bytes")
-	awk -v d="$d" -v g="$g" -v m="$m" 'BEGIN{printf "gateway %-11s %6.0f MB/s  ratio to direct: %.2f\n", m, g/1e6, g/d}'
+	row "gateway $m" inside "$m" curl -sS -o /dev/null -w '%{speed_download}' "$url/bytes/$bytes"
 done
+for m in "${modes[@]}"; do
+	row "tunnel  $m" tunnelled "$m" curl -sS --cacert upstream.pem -o /dev/null -w '%{speed_download}' "$url/bytes/$bytes"
+done
+
+[ -z "${DOWNLOAD_ONLY:-}" ] || exit 0 # DOWNLOAD_ONLY=1: section 1 alone
 
 echo "== 2. $N small requests on one keep-alive connection (ms per request)"
 urls=$(for i in $(seq "$N"); do printf -- '-o /dev/null %s/small/%d ' "$url" "$i"; done)

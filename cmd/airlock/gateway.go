@@ -47,6 +47,7 @@ serves until interrupted. A request without the token gets 407.
 				}
 			}
 			n.AllowHosts = append(n.AllowHosts, flags.AllowHosts...)
+			n.TunnelHosts = append(n.TunnelHosts, flags.TunnelHosts...)
 			n.DenyHosts = append(n.DenyHosts, flags.DenyHosts...)
 			n.Endpoints = append(n.Endpoints, flags.Endpoints...)
 			n.Secrets = append(n.Secrets, flags.Secrets...)
@@ -69,6 +70,7 @@ serves until interrupted. A request without the token gets 407.
 	f.StringVar(&listen, "listen", "", "where to listen: unix:`PATH` or tcp:127.0.0.1:PORT (port 0 picks one)")
 	f.StringVar(&configFile, "config", "", "rules from a JSON `FILE` (see above)")
 	f.StringArrayVar(&flags.AllowHosts, "allow-host", nil, "let clients reach `HOST` (as airlock run)")
+	f.StringArrayVar(&flags.TunnelHosts, "tunnel-host", nil, "let clients reach `HOST` through a blind TLS tunnel (as airlock run)")
 	f.StringArrayVar(&flags.DenyHosts, "deny-host", nil, "never reach `HOST`")
 	f.StringArrayVar(&flags.Endpoints, "allow-endpoint", nil, "only these requests to a host: 'HOST METHOD /path/*'")
 	f.StringArrayVar(&flags.Secrets, "secret", nil, "keep a credential on the host: NAME@HOST[,HOST] (as airlock run)")

@@ -152,6 +152,7 @@ func addRunFlags(f *pflag.FlagSet, o *runOptions) {
 	f.BoolVar(&o.keep, "keep", false, "keep the sandbox's record and audit log after it ends (airlock audit ID, airlock get ID; airlock rm ID when done)")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "do not print airlock's warnings")
 	f.StringArrayVar(&o.net.AllowHosts, "allow-host", nil, "let the sandbox reach `HOST`: example.com or *.example.com (ports 80/443, HTTPS intercepted), host:port or host:* (raw TCP) (repeatable)")
+	f.StringArrayVar(&o.net.TunnelHosts, "tunnel-host", nil, "let the sandbox reach `HOST` (port 443, or host:port) through a blind TLS tunnel: not intercepted, so no secret or endpoint rule may apply to it; the TLS server name must be HOST (repeatable)")
 	f.StringArrayVar(&o.net.DenyHosts, "deny-host", nil, "never reach `HOST`, whatever allows it (same forms; repeatable)")
 	f.StringArrayVar(&o.net.Endpoints, "allow-endpoint", nil, "only these requests to a host: 'HOST METHOD /path/*' (repeatable; other requests to HOST get 403)")
 	f.StringArrayVar(&o.net.Secrets, "secret", nil, "keep a credential on the host: NAME@HOST[,HOST] takes $NAME; the sandbox sees a placeholder that the gateway swaps for the value only toward HOST (also NAME=file:PATH@HOST, NAME=cmd:COMMAND@HOST; :body to swap in bodies)")

@@ -27,6 +27,7 @@ var runFlagKeys = []struct{ flag, key string }{
 	{"timeout", "limits.timeout"},
 	{"network-mode", "network.mode"},
 	{"allow-host", "network.allow_hosts"},
+	{"tunnel-host", "network.tunnel_hosts"},
 	{"deny-host", "network.deny_hosts"},
 	{"allow-endpoint", "network.endpoints"},
 	{"add-host", "network.add_hosts"},

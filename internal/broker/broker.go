@@ -20,12 +20,13 @@ type Info struct {
 
 // Network summarises the sandbox's network policy.
 type Network struct {
-	Mode       string   `json:"mode"`    // transparent or proxy
-	Default    string   `json:"default"` // what an unlisted host gets: deny or ask
-	AllowHosts []string `json:"allow_hosts"`
-	DenyHosts  []string `json:"deny_hosts"`
-	Endpoints  []string `json:"endpoints"`
-	Secrets    []Secret `json:"secrets"`
+	Mode        string   `json:"mode"`    // transparent or proxy
+	Default     string   `json:"default"` // what an unlisted host gets: deny or ask
+	AllowHosts  []string `json:"allow_hosts"`
+	TunnelHosts []string `json:"tunnel_hosts"` // blind TLS tunnels: not intercepted
+	DenyHosts   []string `json:"deny_hosts"`
+	Endpoints   []string `json:"endpoints"`
+	Secrets     []Secret `json:"secrets"`
 }
 
 // Secret is a secret by name: the env var that holds its placeholder inside
@@ -67,7 +68,7 @@ func (b *Broker) ServeHTTP(w http.ResponseWriter, r *http.Request) { b.mux.Serve
 // range over every list without checking.
 func tidy(i Info) Info {
 	n := &i.Network
-	for _, l := range []*[]string{&n.AllowHosts, &n.DenyHosts, &n.Endpoints} {
+	for _, l := range []*[]string{&n.AllowHosts, &n.TunnelHosts, &n.DenyHosts, &n.Endpoints} {
 		out := []string{}
 		for _, s := range *l {
 			if !slices.Contains(out, s) {

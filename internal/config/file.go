@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -375,7 +376,28 @@ func (p *parser) value(f *field, k, v *yaml.Node) error {
 		if !ok {
 			return bad()
 		}
+		if key == tunnelKey && p.l.vals[key] != nil {
+			s.items = p.l.vals[key].items // allow_hosts' {intercept: false} entries came first
+		}
 		for _, n := range nodes {
+			if key == "network.allow_hosts" && n.Kind == yaml.MappingNode {
+				host, tunnel, err := p.hostEntry(n)
+				if err != nil {
+					return err
+				}
+				it := item{value: host, origin: p.origin(n)}
+				if !tunnel {
+					s.items = append(s.items, it)
+					continue
+				}
+				ts := p.l.vals[tunnelKey]
+				if ts == nil {
+					ts = &setting{origin: p.origin(n)}
+					p.l.vals[tunnelKey] = ts
+				}
+				ts.items = append(ts.items, it)
+				continue
+			}
 			t, ok := scalar(n, "!!str", "!!int")
 			if !ok || t == "" {
 				return p.errorf(n, key, "%s", f.expected())
@@ -437,6 +459,45 @@ func (p *parser) value(f *field, k, v *yaml.Node) error {
 	}
 	p.l.vals[key] = s
 	return nil
+}
+
+const tunnelKey = "network.tunnel_hosts"
+
+// hostEntry reads an allow_hosts entry written as {host: HOST, intercept:
+// BOOL}: intercept: false makes HOST a tunnel host (network.tunnel_hosts).
+func (p *parser) hostEntry(n *yaml.Node) (host string, tunnel bool, err error) {
+	const key = "network.allow_hosts"
+	intercept := true
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], deref(n.Content[i+1])
+		switch k.Value {
+		case "host":
+			t, ok := scalar(v, "!!str")
+			if !ok || t == "" {
+				return "", false, p.errorf(v, key+".host", "expected a host such as example.com")
+			}
+			host = t
+		case "intercept":
+			t, ok := scalar(v, "!!bool")
+			if !ok {
+				return "", false, p.errorf(v, key+".intercept", "expected true or false")
+			}
+			intercept, _ = strconv.ParseBool(t)
+		default:
+			return "", false, p.errorf(k, key+"."+k.Value, "unknown key; an allow_hosts entry has host and intercept")
+		}
+	}
+	if host == "" {
+		return "", false, p.errorf(n, key, "an entry without host: write {host: example.com, intercept: false}")
+	}
+	k := key
+	if !intercept {
+		k = tunnelKey
+	}
+	if err := checkItem(k, host); err != nil {
+		return "", false, p.errorf(n, key, "%q: %v", host, err)
+	}
+	return host, !intercept, nil
 }
 
 // price reads {input, output, cache_read, cache_write}: USD per million tokens.
@@ -514,6 +575,9 @@ func checkItem(key, t string) error {
 	switch key {
 	case "network.allow_hosts":
 		_, err := policy.New(policy.Config{AllowHosts: []string{t}})
+		return stripPolicy(err)
+	case "network.tunnel_hosts":
+		_, err := policy.New(policy.Config{Tunnels: []string{t}})
 		return stripPolicy(err)
 	case "network.deny_hosts":
 		_, err := policy.New(policy.Config{DenyHosts: []string{t}})
@@ -755,14 +819,16 @@ func secretName(flag string) string {
 	return name
 }
 
+// fakeSources stand in for a secret's value where only its form matters.
+var fakeSources = secrets.Sources{
+	LookupEnv: func(string) (string, bool) { return "checked-later", true },
+	ReadFile:  func(string) ([]byte, error) { return []byte("checked-later"), nil },
+	RunCmd:    func(string) ([]byte, error) { return []byte("checked-later"), nil },
+}
+
 // CheckSecret checks a secret in --secret form without reading its value.
 func CheckSecret(flag string) error {
-	fake := secrets.Sources{
-		LookupEnv: func(string) (string, bool) { return "checked-later", true },
-		ReadFile:  func(string) ([]byte, error) { return []byte("checked-later"), nil },
-		RunCmd:    func(string) ([]byte, error) { return []byte("checked-later"), nil },
-	}
-	_, err := secrets.ParseFlag(flag, fake)
+	_, err := secrets.ParseFlag(flag, fakeSources)
 	if err != nil {
 		msg := err.Error()
 		if i := strings.Index(msg, ": "); strings.HasPrefix(msg, "--secret") && i >= 0 {
@@ -838,4 +904,35 @@ func FormatSize(n int64) string {
 		}
 	}
 	return strconv.FormatInt(n, 10)
+}
+
+// CheckTunnels refuses tunnel hosts that a secret or an endpoint rule also
+// covers: a blind tunnel cannot swap a placeholder or see a request.
+func (n Network) CheckTunnels() error {
+	if len(n.TunnelHosts) == 0 {
+		return nil
+	}
+	var errs []error
+	for _, f := range n.Secrets {
+		s, err := secrets.ParseFlag(f, fakeSources)
+		if err != nil {
+			continue // reported where the secret is read
+		}
+		for _, h := range s.Hosts {
+			for _, t := range n.TunnelHosts {
+				if policy.Overlaps(t, h) {
+					errs = append(errs, fmt.Errorf("network.tunnel_hosts: %s is a blind tunnel (intercept: false), but secret %s goes to %s: a tunnel cannot swap secrets in; intercept the host or drop the secret", t, s.Name, h))
+				}
+			}
+		}
+	}
+	for _, t := range n.TunnelHosts {
+		if slices.Contains(n.AllowHosts, t) {
+			errs = append(errs, fmt.Errorf("network: %s is in allow_hosts both intercepted and with intercept: false; keep one", t))
+		}
+	}
+	if _, err := policy.New(policy.Config{AllowHosts: n.AllowHosts, Tunnels: n.TunnelHosts, Endpoints: n.Endpoints}); err != nil {
+		errs = append(errs, fmt.Errorf("network.tunnel_hosts: %w", err))
+	}
+	return errors.Join(errs...)
 }

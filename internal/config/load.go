@@ -90,6 +90,7 @@ project: ` + project + `
 # network:
 #   mode: auto               # auto, transparent or proxy
 #   allow_hosts: ["*.github.com", proxy.golang.org]
+#   tunnel_hosts: [downloads.example.com]  # blind TLS tunnel: SNI checked, not intercepted
 #   deny_hosts: [gist.github.com]
 #   endpoints: ["api.github.com GET /repos/*"]
 #   add_hosts: ["db.internal:10.0.0.5"]
@@ -193,6 +194,9 @@ func Load(o Options) (*Loaded, error) {
 	}
 	layers = append(layers, o.Flags)
 	r.Spec, r.Origins = Merge(layers...)
+	if err := r.Spec.Network.CheckTunnels(); err != nil {
+		return nil, err
+	}
 	r.Spec.Workspace.Path = o.Workspace
 	return r, nil
 }

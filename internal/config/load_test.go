@@ -177,3 +177,32 @@ func TestShowRoundTrips(t *testing.T) {
 		t.Errorf("Show's output reads back as\n%+v\nwant\n%+v", s2, s)
 	}
 }
+
+func TestTunnelHostsAreReadAndCheckedAgainstSecretsAndEndpoints(t *testing.T) {
+	dir, _, ws := tree(t)
+	write(t, GlobalFile(dir), "network:\n  allow_hosts: [a.com, {host: dl.a.com, intercept: false}, {host: b.com, intercept: true}]\n  tunnel_hosts: [\"*.cdn.test\"]\n")
+	l, err := Load(Options{Workspace: ws, Dir: dir, Flags: NewLayer(SourceFlag, "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := l.Spec.Network
+	if !reflect.DeepEqual(n.AllowHosts, []string{"a.com", "b.com"}) || !reflect.DeepEqual(n.TunnelHosts, []string{"dl.a.com", "*.cdn.test"}) {
+		t.Errorf("allow %q, tunnel %q", n.AllowHosts, n.TunnelHosts)
+	}
+	for name, c := range map[string]struct{ file, want string }{
+		"a secret toward a tunnelled host": {"network: {allow_hosts: [{host: api.x.com, intercept: false}]}\nsecrets: [\"TOKEN@*.x.com\"]\n",
+			"secret TOKEN goes to *.x.com: a tunnel cannot swap secrets in"},
+		"an endpoint rule on a tunnelled host": {"network: {tunnel_hosts: [api.x.com], endpoints: [\"api.x.com GET /*\"]}\n",
+			"a blind tunnel (intercept: false) cannot see requests"},
+		"an unknown key in an entry": {"network: {allow_hosts: [{host: a.com, intercep: false}]}\n", "allow_hosts.intercep: unknown key"},
+		"an address as a tunnel":     {"network: {allow_hosts: [{host: 10.0.0.1, intercept: false}]}\n", "takes a name or *.name"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			write(t, GlobalFile(dir), c.file)
+			_, err := Load(Options{Workspace: ws, Dir: dir, Flags: NewLayer(SourceFlag, "")})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Load = %v, want an error saying %q", err, c.want)
+			}
+		})
+	}
+}

@@ -217,6 +217,7 @@ func Merge(layers ...*Layer) (Spec, Origins) {
 	dur("limits.timeout", &sp.Limits.Timeout)
 	str("network.mode", &sp.Network.Mode)
 	list("network.allow_hosts", &sp.Network.AllowHosts)
+	list("network.tunnel_hosts", &sp.Network.TunnelHosts)
 	list("network.deny_hosts", &sp.Network.DenyHosts)
 	list("network.endpoints", &sp.Network.Endpoints)
 	list("network.add_hosts", &sp.Network.AddHosts)

@@ -56,6 +56,7 @@ var schema = []field{
 	{key: "network", kind: kSection},
 	{key: "network.mode", kind: kEnum, enum: []string{ModeAuto, ModeTransparent, ModeProxy}},
 	{key: "network.allow_hosts", kind: kList, host: true, help: "a list of hosts: example.com, *.example.com, host:port"},
+	{key: "network.tunnel_hosts", kind: kList, host: true, help: "a list of hosts reached through a blind TLS tunnel, not intercepted: example.com, *.example.com, host:port (also written in allow_hosts as {host: example.com, intercept: false})"},
 	{key: "network.deny_hosts", kind: kList, host: true, help: "a list of hosts: example.com, *.example.com, host:port"},
 	{key: "network.endpoints", kind: kList, help: "a list of 'HOST METHOD /path/*'"},
 	{key: "network.add_hosts", kind: kList, help: "a list of NAME:IP"},

@@ -35,6 +35,7 @@ func values(s Spec) map[string]any {
 	n := s.Network
 	put("network.mode", n.Mode, n.Mode != "")
 	put("network.allow_hosts", n.AllowHosts, len(n.AllowHosts) > 0)
+	put("network.tunnel_hosts", n.TunnelHosts, len(n.TunnelHosts) > 0)
 	put("network.deny_hosts", n.DenyHosts, len(n.DenyHosts) > 0)
 	put("network.endpoints", n.Endpoints, len(n.Endpoints) > 0)
 	put("network.add_hosts", n.AddHosts, len(n.AddHosts) > 0)

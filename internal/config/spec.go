@@ -107,8 +107,12 @@ type Limits struct {
 type Network struct {
 	Mode       string   `json:"mode,omitempty"` // ModeAuto ("" too), ModeTransparent, ModeProxy
 	AllowHosts []string `json:"allow_hosts,omitempty"`
-	DenyHosts  []string `json:"deny_hosts,omitempty"`
-	Endpoints  []string `json:"endpoints,omitempty"` // "HOST METHOD /path/*"
+	// TunnelHosts are reached through a blind TLS tunnel (intercept: false):
+	// the ClientHello must name the host, then bytes pass unseen, so no
+	// secret and no endpoint rule may apply to them (CheckTunnels).
+	TunnelHosts []string `json:"tunnel_hosts,omitempty"`
+	DenyHosts   []string `json:"deny_hosts,omitempty"`
+	Endpoints   []string `json:"endpoints,omitempty"` // "HOST METHOD /path/*"
 	// Secrets are in --secret's form (NAME@HOST[,HOST], NAME=file:PATH@HOST,
 	// NAME=cmd:COMMAND@HOST, :body). Values are read when the sandbox starts
 	// and never stored; each secret's hosts are allowed.
@@ -120,7 +124,7 @@ type Network struct {
 
 // Enabled reports whether n lets anything out, so a gateway is needed.
 func (n Network) Enabled() bool {
-	return len(n.AllowHosts)+len(n.Endpoints)+len(n.Secrets) > 0
+	return len(n.AllowHosts)+len(n.TunnelHosts)+len(n.Endpoints)+len(n.Secrets) > 0
 }
 
 // Approval modes.

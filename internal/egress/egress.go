@@ -161,7 +161,19 @@ type pipeline struct {
 func newPipeline(id string, n config.Network, mode string, set *secrets.Set, log *audit.Log, hooks gateway.Hooks, approver gateway.Approver, services map[string]http.Handler, meter *llmusage.Meter) (*pipeline, error) {
 	allow := append([]string(nil), n.AllowHosts...)
 	allow = append(allow, set.Hosts()...)
-	pc := policy.Config{AllowHosts: allow, DenyHosts: n.DenyHosts, Endpoints: n.Endpoints}
+	if err := n.CheckTunnels(); err != nil {
+		return nil, err
+	}
+	for _, s := range set.All() { // secrets given by the API, not in n
+		for _, h := range s.Hosts {
+			for _, t := range n.TunnelHosts {
+				if policy.Overlaps(t, h) {
+					return nil, fmt.Errorf("tunnel host %s (intercept: false): secret %s goes to %s, and a tunnel cannot swap it in; intercept the host or drop the secret", t, s.Name, h)
+				}
+			}
+		}
+	}
+	pc := policy.Config{AllowHosts: allow, Tunnels: n.TunnelHosts, DenyHosts: n.DenyHosts, Endpoints: n.Endpoints}
 	if approver != nil {
 		pc.Default = policy.Ask
 	}
@@ -211,7 +223,7 @@ func newPipeline(id string, n config.Network, mode string, set *secrets.Set, log
 	token := hex.EncodeToString(tok)
 	// The broker at airlock.internal tells the sandbox about itself: names
 	// of secrets and their hosts, never values.
-	info := broker.Info{Sandbox: id, Network: broker.Network{Mode: mode, Default: pc.Default.String(), AllowHosts: allow, DenyHosts: n.DenyHosts, Endpoints: n.Endpoints}}
+	info := broker.Info{Sandbox: id, Network: broker.Network{Mode: mode, Default: pc.Default.String(), AllowHosts: allow, TunnelHosts: n.TunnelHosts, DenyHosts: n.DenyHosts, Endpoints: n.Endpoints}}
 	for _, s := range set.All() {
 		info.Network.Secrets = append(info.Network.Secrets, broker.Secret{Name: s.Name, Hosts: s.Hosts})
 	}

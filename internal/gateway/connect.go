@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/audit"
@@ -61,16 +63,20 @@ func (g *Gateway) connect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Bytes the client sent after its CONNECT head belong to the tunnel.
-	client := net.Conn(conn)
+	var early []byte
 	if n := brw.Reader.Buffered(); n > 0 {
-		early, _ := brw.Reader.Peek(n)
-		client = &prefixConn{Conn: conn, prefix: append([]byte(nil), early...)}
+		p, _ := brw.Reader.Peek(n)
+		early = append([]byte(nil), p...)
 	}
 	if t.intercept {
+		client := net.Conn(conn)
+		if early != nil {
+			client = &prefixConn{Conn: conn, prefix: early}
+		}
 		g.intercept(client, t)
 		return
 	}
-	g.tunnel(client, upstream, t)
+	g.tunnel(conn, early, upstream, t)
 }
 
 // dialTunnel dials a raw tunnel's upstream (the address policy checked),
@@ -84,23 +90,100 @@ func (g *Gateway) dialTunnel(ctx context.Context, t target) (net.Conn, error) {
 }
 
 // tunnel copies both ways until either side is done, then audits the bytes.
-func (g *Gateway) tunnel(client, upstream net.Conn, t target) {
+// early are bytes the client sent before the tunnel began (after a CONNECT
+// head). For a tunnel rule (t.tunnel) the client's ClientHello must first
+// name the host: the SNI is what a TLS server routes by, so a hello naming
+// another name behind the same address, or none, is refused and audited.
+func (g *Gateway) tunnel(client net.Conn, early []byte, upstream net.Conn, t target) {
 	start := time.Now()
+	reason := "raw tunnel"
+	var rest []byte // for a tunnel rule: early bytes after the ClientHello
+	if t.tunnel {
+		client.SetReadDeadline(start.Add(headerTimeout))
+		hello, sni, err := readClientHello(io.MultiReader(bytes.NewReader(early), client))
+		client.SetReadDeadline(time.Time{})
+		if err == nil && !sameHost(sni, t.host) {
+			err = fmt.Errorf("SNI %q does not name the host %s", sni, t.host)
+		}
+		if err != nil {
+			client.Close()
+			upstream.Close()
+			g.record(audit.Record{Kind: "network", Host: t.host, IP: t.addr.String(), Port: int(t.port), Decision: "deny", Rule: t.rule,
+				Reason: "blind tunnel: " + err.Error(), Duration: audit.Millis(time.Since(start))})
+			return
+		}
+		// readClientHello read exactly the hello's records, all of early's
+		// bytes first: whatever early held beyond them is still to check.
+		if len(hello) < len(early) {
+			rest = early[len(hello):]
+		}
+		early = hello
+		reason = "blind TLS tunnel: SNI checked, not intercepted"
+	}
 	var out, in int64
+	var refused error
+	if len(early) > 0 {
+		n, err := upstream.Write(early)
+		out += int64(n)
+		if err != nil {
+			client.Close()
+			upstream.Close()
+			return
+		}
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		out, _ = io.Copy(upstream, client)
+		if t.tunnel {
+			// Here, not before: a second hello only follows the server's
+			// answer, which flows the other way meanwhile.
+			lr := bytes.NewReader(rest)
+			more, err := afterHello(io.MultiReader(lr, client), t.host)
+			if err != nil {
+				refused = err
+				client.Close()
+				upstream.Close()
+				return
+			}
+			more = append(more, rest[len(rest)-lr.Len():]...)
+			n, err := upstream.Write(more)
+			out += int64(n)
+			if err != nil {
+				client.Close()
+				return
+			}
+		}
+		n, _ := pipe(upstream, client)
+		out += n
 		closeWrite(upstream)
 	}()
-	in, _ = io.Copy(client, upstream)
+	in, _ = pipe(client, upstream)
 	closeWrite(client)
 	wg.Wait()
 	client.Close()
 	upstream.Close()
-	g.record(audit.Record{Kind: "network", Host: t.host, IP: t.addr.String(), Port: int(t.port), Decision: "allow", Rule: t.rule,
-		Reason: "raw tunnel", BytesOut: out, BytesIn: in, Duration: audit.Millis(time.Since(start))})
+	rec := audit.Record{Kind: "network", Host: t.host, IP: t.addr.String(), Port: int(t.port), Decision: "allow", Rule: t.rule,
+		Reason: reason, BytesOut: out, BytesIn: in, Duration: audit.Millis(time.Since(start))}
+	if refused != nil {
+		rec.Decision, rec.Reason = "deny", "blind tunnel: "+refused.Error()
+	}
+	g.record(rec)
+}
+
+// pipe copies src to dst. Between two kernel sockets io.Copy splices (the
+// net package's TCPConn.ReadFrom/WriteTo use splice(2) for TCP and Unix
+// stream sockets); a gVisor connection is copied through a large buffer
+// rather than io.Copy's 32 KiB.
+func pipe(dst, src net.Conn) (int64, error) {
+	_, ks := src.(syscall.Conn)
+	_, kd := dst.(syscall.Conn)
+	if ks && kd {
+		return io.Copy(dst, src)
+	}
+	buf := copyBuffers.Get()
+	defer copyBuffers.Put(buf)
+	return io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, buf)
 }
 
 func closeWrite(c net.Conn) {
@@ -114,18 +197,19 @@ func closeWrite(c net.Conn) {
 
 // intercept terminates the client's TLS with a leaf for the CONNECT host and
 // serves its requests through the upstream handler (HTTP/1.1 or HTTP/2, as
-// ALPN chose). Each request is audited by the handler; the connection as a
-// whole (bytes on the wire each way) when it ends.
+// ALPN chose; the upstream is spoken to in the same version where it can).
+// Each request is audited by the handler; the connection as a whole (bytes
+// on the wire each way) when it ends.
 func (g *Gateway) intercept(client net.Conn, t target) {
 	start := time.Now()
 	cc := &countedConn{Conn: client}
-	serve := func(c net.Conn, scheme string) {
+	serve := func(c net.Conn, scheme string, h2 bool) {
 		rec := audit.Record{Kind: "network", Host: t.host, IP: t.addr.String(), Port: int(t.port), Decision: "allow", Rule: t.rule, Reason: "intercepted"}
 		if t.broker {
 			serveConn(c, g.brokerHandler(t))
 			rec.IP, rec.Reason = "", "served by the broker"
 		} else {
-			u := newUpstream(g, t, scheme)
+			u := newUpstream(g, t, scheme, h2)
 			serveConn(c, u)
 			u.close()
 		}
@@ -133,11 +217,16 @@ func (g *Gateway) intercept(client net.Conn, t target) {
 		g.record(rec)
 	}
 	if t.port == 80 { // plain HTTP: requests come in clear
-		serve(cc, "http")
+		serve(cc, "http", false)
 		return
 	}
 	tc := tls.Server(cc, &tls.Config{
-		NextProtos: []string{"h2", "http/1.1"},
+		// HTTP/1.1 first: the server's order decides, so a client that
+		// speaks both gets HTTP/1.1, whose data path through the gateway is
+		// far cheaper (no flow-controlled pipes and frame goroutines on
+		// either side: bench/gateway.sh); a client that speaks only h2
+		// (gRPC) still gets it.
+		NextProtos: []string{"http/1.1", "h2"},
 		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 			// The certificate is for the host policy allowed and that will be
 			// dialled; an SNI naming anything else is refused.
@@ -156,7 +245,7 @@ func (g *Gateway) intercept(client net.Conn, t target) {
 		g.record(audit.Record{Kind: "network", Host: t.host, Port: int(t.port), Decision: "deny", Rule: t.rule, Reason: "TLS handshake with the sandbox failed: " + err.Error()})
 		return
 	}
-	serve(tc, "https")
+	serve(tc, "https", tc.ConnectionState().NegotiatedProtocol == "h2")
 }
 
 // countedConn counts the bytes read from (in) and written to (out) a connection.

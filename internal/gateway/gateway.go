@@ -176,7 +176,7 @@ func (g *Gateway) front(w http.ResponseWriter, r *http.Request) {
 			g.brokerHandler(t).ServeHTTP(w, r)
 			return
 		}
-		u := newUpstream(g, t, "http")
+		u := newUpstream(g, t, "http", false)
 		u.ServeHTTP(w, r)
 		u.close()
 	default:
@@ -203,6 +203,7 @@ type target struct {
 	port      uint16
 	addr      netip.Addr
 	intercept bool
+	tunnel    bool // a blind TLS tunnel: the SNI is checked, then bytes pass unseen
 	rule      string
 	broker    bool // served by Config.Broker, never dialled
 }
@@ -227,7 +228,7 @@ func (g *Gateway) decide(ctx context.Context, host string, port uint16, r *http.
 	if d.Verdict != policy.Allow {
 		return t, d, nil
 	}
-	t.intercept, t.rule = d.Intercept, d.Rule
+	t.intercept, t.tunnel, t.rule = d.Intercept, d.Tunnel, d.Rule
 	if ip, err := netip.ParseAddr(t.host); err == nil {
 		t.addr = ip.Unmap() // Host already checked a literal as a direct connection
 		return t, d, nil

@@ -180,29 +180,46 @@ func allowExample(extra ...string) policy.Config {
 	return policy.Config{AllowHosts: append([]string{"example.com"}, extra...)}
 }
 
-func TestAllowedHTTPSIsInterceptedOverHTTP2AndAudited(t *testing.T) {
+func TestAllowedHTTPSIsInterceptedAndAudited(t *testing.T) {
 	up := upstreamTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "hello %s %s", r.Method, r.URL.Path)
+		fmt.Fprintf(w, "hello %s %s %s", r.Method, r.URL.Path, r.Proto)
 	}))
 	f := newFixture(t, options{policy: allowExample(), static: map[string]netip.Addr{"example.com": loopback}, ports: map[uint16]string{443: up.Listener.Addr().String()}}, up.Certificate())
-	resp, err := f.client.Get("https://example.com/hi")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if string(body) != "hello GET /hi" {
-		t.Fatalf("body = %q", body)
-	}
-	if resp.ProtoMajor != 2 {
-		t.Errorf("protocol toward the sandbox = %s, want HTTP/2 via ALPN", resp.Proto)
-	}
-	if issuer := resp.TLS.PeerCertificates[0].Issuer.CommonName; issuer != f.ca.Certificate().Subject.CommonName {
-		t.Errorf("leaf issued by %q, want the local CA", issuer)
-	}
-	r := f.lastRecord("http")
-	if r.Decision != "allow" || r.Status != 200 || r.Method != "GET" || r.Path != "/hi" || r.Host != "example.com" || r.BytesIn != int64(len(body)) {
-		t.Errorf("audit record = %+v", r)
+	h2only := f.client.Transport.(*http.Transport).Clone()
+	h2only.Protocols = new(http.Protocols)
+	h2only.Protocols.SetHTTP2(true)
+	t.Cleanup(h2only.CloseIdleConnections)
+	// A client that speaks both gets HTTP/1.1 (the cheaper path through the
+	// gateway) and so does the upstream; one that speaks only HTTP/2 (gRPC)
+	// gets HTTP/2 both ways.
+	for _, c := range []struct {
+		name   string
+		client *http.Client
+		proto  int
+		want   string
+	}{
+		{"both offered", f.client, 1, "hello GET /hi HTTP/1.1"},
+		{"h2 only", &http.Client{Transport: h2only, Timeout: 20 * time.Second}, 2, "hello GET /hi HTTP/2.0"},
+	} {
+		resp, err := c.client.Get("https://example.com/hi")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(body) != c.want {
+			t.Errorf("%s: body = %q, want %q", c.name, body, c.want)
+		}
+		if resp.ProtoMajor != c.proto {
+			t.Errorf("%s: protocol toward the sandbox = %s", c.name, resp.Proto)
+		}
+		if issuer := resp.TLS.PeerCertificates[0].Issuer.CommonName; issuer != f.ca.Certificate().Subject.CommonName {
+			t.Errorf("leaf issued by %q, want the local CA", issuer)
+		}
+		r := f.lastRecord("http")
+		if r.Decision != "allow" || r.Status != 200 || r.Method != "GET" || r.Path != "/hi" || r.Host != "example.com" || r.BytesIn != int64(len(body)) {
+			t.Errorf("audit record = %+v", r)
+		}
 	}
 }
 

@@ -14,7 +14,8 @@ import (
 // after auditing. Otherwise it returns the function that serves the accepted
 // connection — intercepted (ports 80 and 443 of bare host rules, and hosts
 // with endpoint rules), served by the broker (airlock.internal), or
-// tunnelled to an upstream already dialled. When policy says Ask, the
+// tunnelled to an upstream already dialled (blindly for tunnel rules, once
+// the ClientHello named host). When policy says Ask, the
 // approver is asked here, before the handshake completes; ctx bounds the wait.
 func (g *Gateway) Accept(ctx context.Context, host string, port uint16) func(net.Conn) {
 	t, d, err := g.route(ctx, host, port, nil)
@@ -33,5 +34,5 @@ func (g *Gateway) Accept(ctx context.Context, host string, port uint16) func(net
 	if err != nil {
 		return nil
 	}
-	return func(c net.Conn) { g.tunnel(c, upstream, t) }
+	return func(c net.Conn) { g.tunnel(c, nil, upstream, t) }
 }

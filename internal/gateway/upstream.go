@@ -41,7 +41,10 @@ func (u *upstream) close() {
 	time.AfterFunc(time.Second, u.transport.CloseIdleConnections)
 }
 
-func newUpstream(g *Gateway, t target, scheme string) *upstream {
+// newUpstream serves one sandbox connection. h2 says the sandbox speaks
+// HTTP/2: only then is HTTP/2 offered upstream (gRPC needs it end to end);
+// HTTP/1.1 on both sides streams a body with a plain copy.
+func newUpstream(g *Gateway, t target, scheme string, h2 bool) *upstream {
 	u := &upstream{g: g, t: t, scheme: scheme}
 	transport := &http.Transport{
 		// Always the address policy checked, whatever the URL says.
@@ -49,7 +52,7 @@ func newUpstream(g *Gateway, t target, scheme string) *upstream {
 			return g.dial(ctx, t.dialAddr())
 		},
 		TLSClientConfig:       &tls.Config{RootCAs: g.cfg.Upstream, ServerName: t.host, MinVersion: tls.VersionTLS12},
-		ForceAttemptHTTP2:     true,
+		ForceAttemptHTTP2:     h2,
 		TLSHandshakeTimeout:   dialTimeout,
 		ExpectContinueTimeout: time.Second,
 		IdleConnTimeout:       90 * time.Second,

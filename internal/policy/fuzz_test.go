@@ -24,6 +24,9 @@ func validDecision(t *testing.T, d Decision) {
 	if d.Verdict != Allow && d.Intercept {
 		t.Fatalf("intercept on a refusal: %v", d)
 	}
+	if d.Tunnel && (d.Verdict != Allow || d.Intercept) {
+		t.Fatalf("a tunnel that is refused or intercepted: %v", d)
+	}
 }
 
 func FuzzHost(f *testing.F) {
@@ -54,6 +57,17 @@ func FuzzHost(f *testing.F) {
 		}
 		// Rules themselves are fuzzed too: New must reject or accept without panicking,
 		// and an accepted rule must then be usable.
+		if q, err := New(Config{Tunnels: []string{rule}}); err == nil {
+			d := q.Host(name, port)
+			validDecision(t, d)
+			if d.Verdict == Allow && (!d.Tunnel || !strings.Contains(rule, ":") && port != 443) {
+				t.Fatalf("tunnel rule %q: %v", rule, d)
+			}
+			Overlaps(rule, name)
+		}
+		if _, err := New(Config{Tunnels: []string{rule}, Endpoints: []string{name + " GET /"}}); err == nil && Overlaps(rule, name) {
+			t.Fatalf("tunnel rule %q accepted with an endpoint rule for %s", rule, name)
+		}
 		if q, err := New(Config{AllowHosts: []string{rule}, DenyHosts: []string{rule}}); err == nil {
 			d := q.Host(name, port)
 			validDecision(t, d)

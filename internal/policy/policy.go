@@ -44,6 +44,9 @@ type Decision struct {
 	// and any host with endpoint rules); false means a raw tunnel. For Ask it says the
 	// same of the connection should a human allow it, so an approval needs no second look.
 	Intercept bool
+	// Tunnel, for Allow, says the connection is a blind TLS tunnel (a Config.Tunnels rule):
+	// not intercepted, and only after the ClientHello's SNI named the host.
+	Tunnel bool
 }
 
 func (d Decision) String() string {
@@ -70,7 +73,14 @@ type Config struct {
 	AllowHosts []string
 	DenyHosts  []string
 	Endpoints  []string
-	Default    Verdict // Deny unless set; Ask queues unknown hosts for approval
+	// Tunnels are allow rules for hosts reached through a blind TLS tunnel (config:
+	// intercept: false): a name or *.name, bare (port 443) or with a port. The gateway
+	// checks the ClientHello's SNI names the host, then copies bytes without looking;
+	// so no endpoint rule may cover such a host (New refuses), nor a secret (the caller
+	// checks with Overlaps: secrets are not the policy's). Where an allow rule of the same
+	// kind names the host too, the allow rule wins: interception is the safer reading.
+	Tunnels []string
+	Default Verdict // Deny unless set; Ask queues unknown hosts for approval
 	// GatewayAddrs are the gateway's own listening addresses; port 0 means every port.
 	// They are refused even for explicit rules: a sandbox that dials the gateway's own
 	// front door from the outside could skip per-sandbox authentication or loop forever.
@@ -119,6 +129,14 @@ func New(c Config) (*Policy, error) {
 		}
 		p.endpoints = append(p.endpoints, r)
 	}
+	for _, s := range c.Tunnels {
+		r, err := p.parseTunnel(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("policy: tunnel rule %q: %w", s, err))
+			continue
+		}
+		p.allow = append(p.allow, r)
+	}
 	for _, g := range c.GatewayAddrs {
 		if !g.Addr().IsValid() {
 			errs = append(errs, errors.New("policy: gateway address is not a valid IP address"))
@@ -159,6 +177,10 @@ func (p *Policy) Host(name string, port uint16) Decision {
 	r := pick(p.allow, kindName, match, port, false)
 	if r == nil {
 		r = pick(p.allow, kindPattern, match, port, false)
+	}
+	if r != nil && r.tunnel {
+		return Decision{Verdict: Allow, Rule: r.text, Tunnel: true,
+			Reason: fmt.Sprintf("host %s port %d matches tunnel rule %s; blind TLS tunnel (intercept: false)", n, port, r.text)}
 	}
 	if r != nil {
 		icpt, how := p.intercept(n, r.ports.bare)
@@ -243,6 +265,61 @@ func (p *Policy) intercept(host string, bare bool) (bool, string) {
 		return true, "intercepted"
 	}
 	return false, "raw tunnel"
+}
+
+// parseTunnel reads a Tunnels rule: a name or pattern (SNI carries names,
+// never addresses), bare meaning port 443, and no endpoint rule over it.
+func (p *Policy) parseTunnel(s string) (hostRule, error) {
+	r, err := parseHostRule(s)
+	if err != nil {
+		return r, fmt.Errorf("%w (accepted: example.com, *.example.com, example.com:8443)", err)
+	}
+	if r.kind != kindName && r.kind != kindPattern {
+		return r, errors.New("a tunnel is checked by the TLS server name, so it takes a name or *.name, not an address")
+	}
+	if r.ports.bare {
+		r.ports = portSpec{port: 443}
+	}
+	r.tunnel = true
+	for i := range p.endpoints {
+		if e := &p.endpoints[i]; e.host.kind != kindName || !looksAddr(e.host.name) {
+			if overlap(&r, &e.host) {
+				return r, fmt.Errorf("endpoint rule %q covers it, but a blind tunnel (intercept: false) cannot see requests: drop the endpoint rule or intercept the host", e.text)
+			}
+		}
+	}
+	return r, nil
+}
+
+func looksAddr(s string) bool { _, err := netip.ParseAddr(s); return err == nil }
+
+// overlap reports whether two name rules (kindName or kindPattern) can match one name.
+func overlap(a, b *hostRule) bool {
+	if a.kind == kindName && b.kind == kindName {
+		return a.name == b.name
+	}
+	if a.kind == kindName {
+		a, b = b, a
+	}
+	if b.kind == kindName {
+		return MatchPattern(a.name, b.name)
+	}
+	return a.name == b.name || MatchPattern(a.name, b.name) || MatchPattern(b.name, a.name)
+}
+
+// Overlaps reports whether the tunnel rule and the host (a name or *.name, as a secret's
+// hosts are written) can name one host: a secret must never go to a host that is
+// tunnelled, where it could not be swapped in. Unparseable input overlaps (fails closed).
+func Overlaps(tunnel, host string) bool {
+	a, err1 := parseHostRule(tunnel)
+	b, err2 := parseHostRule(host)
+	if err1 != nil || err2 != nil {
+		return true
+	}
+	if (a.kind != kindName && a.kind != kindPattern) || (b.kind != kindName && b.kind != kindPattern) {
+		return false
+	}
+	return overlap(&a, &b)
 }
 
 // Addr decides whether a resolved (or direct) address may be dialled. Internal, special

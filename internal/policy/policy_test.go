@@ -535,3 +535,56 @@ func TestIsBroker(t *testing.T) {
 		}
 	}
 }
+
+func TestTunnelRules(t *testing.T) {
+	p, err := New(Config{AllowHosts: []string{"*.example.com", "x.test"}, Tunnels: []string{"dl.example.com", "*.cdn.test", "raw.test:8443", "x.test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		host         string
+		port         uint16
+		want         Verdict
+		tunnel, icpt bool
+	}{
+		"a tunnel name on 443 is a blind tunnel":          {"dl.example.com", 443, Allow, true, false},
+		"a tunnel name on 80 is left to other rules":      {"dl.example.com", 80, Allow, false, true},
+		"a tunnel alone does not cover 80":                {"a.cdn.test", 80, Deny, false, false},
+		"a tunnel pattern covers one more label":          {"a.cdn.test", 443, Allow, true, false},
+		"a tunnel with a port covers that port only":      {"raw.test", 8443, Allow, true, false},
+		"a sibling under an intercepted pattern stays so": {"api.example.com", 443, Allow, false, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			d := p.Host(c.host, c.port)
+			if d.Verdict != c.want || d.Tunnel != c.tunnel || d.Intercept != c.icpt {
+				t.Errorf("Host(%s, %d) = %+v", c.host, c.port, d)
+			}
+		})
+	}
+	if d := p.Host("x.test", 443); d.Verdict != Allow || d.Tunnel || !d.Intercept {
+		t.Errorf("a host both allowed and tunnelled: %v", d)
+	}
+	if d := p.Name("a.cdn.test"); d.Verdict != Allow {
+		t.Errorf("DNS for a tunnelled name: %v", d)
+	}
+	for name, c := range map[string]Config{
+		"an endpoint rule on a tunnelled host":      {Tunnels: []string{"api.test"}, Endpoints: []string{"api.test GET /*"}},
+		"an endpoint pattern over a tunnelled host": {Tunnels: []string{"api.test"}, Endpoints: []string{"*.test GET /*"}},
+		"a tunnel pattern over an endpoint host":    {Tunnels: []string{"*.test"}, Endpoints: []string{"api.test GET /*"}},
+		"an address (SNI carries names)":            {Tunnels: []string{"10.0.0.1"}},
+	} {
+		t.Run("refused: "+name, func(t *testing.T) {
+			if _, err := New(c); err == nil || !strings.Contains(err.Error(), "tunnel rule") {
+				t.Errorf("New = %v", err)
+			}
+		})
+	}
+	for _, c := range []struct {
+		tunnel, host string
+		want         bool
+	}{{"a.test", "a.test", true}, {"*.test", "a.test", true}, {"a.test", "*.test", true}, {"*.a.test", "*.test", true}, {"a.test", "b.test", false}, {"*.a.test", "b.test", false}} {
+		if got := Overlaps(c.tunnel, c.host); got != c.want {
+			t.Errorf("Overlaps(%s, %s) = %v", c.tunnel, c.host, got)
+		}
+	}
+}

@@ -44,6 +44,7 @@ type hostRule struct {
 	name   string       // kindName: the name; kindPattern: the suffix after "*."
 	prefix netip.Prefix // kindIP (a single address) and kindCIDR
 	ports  portSpec
+	tunnel bool // a Config.Tunnels rule: a blind TLS tunnel
 }
 
 func (r *hostRule) matchName(n string) bool {
