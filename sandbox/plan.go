@@ -126,7 +126,7 @@ func (p *planned) network(n *NetworkConfig) error {
 		return invalid("network.secrets: %d secrets, over the limit of %d", len(n.Secrets), maxSecrets)
 	}
 	net := &p.spec.Config.Network
-	net.AllowHosts, net.DenyHosts, net.AddHosts = n.AllowedHosts, n.DeniedHosts, n.AddHosts
+	net.AllowHosts, net.TunnelHosts, net.DenyHosts, net.AddHosts = n.AllowedHosts, n.TunnelHosts, n.DeniedHosts, n.AddHosts
 	if n.UpstreamCA != "" {
 		if !filepath.IsAbs(n.UpstreamCA) {
 			return invalid("network.upstream_ca: give an absolute host path to a PEM file")
@@ -136,6 +136,10 @@ func (p *planned) network(n *NetworkConfig) error {
 	ss, err := secretsOf(n)
 	if err != nil {
 		return err
+	}
+	// Config's refusals, word for word: a tunnel host cannot carry a secret.
+	if err := errors.Join(net.CheckTunnels(), config.CheckTunnelSecrets(net.TunnelHosts, ss)); err != nil {
+		return invalid("%v", err)
 	}
 	p.secrets = ss
 	p.hooks.OnRequest, p.hooks.OnResponse = wrapHooks(n.Hooks)

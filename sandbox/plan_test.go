@@ -38,6 +38,36 @@ func TestPlanRefusesWhatDoesNotExist(t *testing.T) {
 	}
 }
 
+func TestPlanMapsTunnelHostsAndRefusesThemAsConfigDoes(t *testing.T) {
+	var c Config
+	json.Unmarshal([]byte(`{"network":{"allowed_hosts":["a.test"],"tunnel_hosts":["dl.test","*.cdn.test","raw.test:8443"]}}`), &c)
+	p, err := plan(&c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := p.spec.Config.Network; !slices.Equal(n.TunnelHosts, []string{"dl.test", "*.cdn.test", "raw.test:8443"}) || !slices.Equal(n.AllowHosts, []string{"a.test"}) {
+		t.Fatalf("network = %+v", n)
+	}
+	for name, c := range map[string]struct{ config, want string }{
+		"a secret toward a tunnel host": {`{"network":{"tunnel_hosts":["api.x.test"],"secrets":{"TOKEN":{"value":"abcdefgh","hosts":["*.x.test"]}}}}`,
+			"network.tunnel_hosts: api.x.test is a blind tunnel (intercept: false), but secret TOKEN goes to *.x.test: a tunnel cannot swap secrets in; intercept the host or drop the secret"},
+		"a host both intercepted and tunnelled": {`{"network":{"allowed_hosts":["x.test"],"tunnel_hosts":["x.test"]}}`,
+			"network: x.test is in allow_hosts both intercepted and with intercept: false; keep one"},
+		"an address as a tunnel": {`{"network":{"tunnel_hosts":["10.0.0.1"]}}`, "takes a name or *.name"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var cfg Config
+			if err := json.Unmarshal([]byte(c.config), &cfg); err != nil {
+				t.Fatal(err)
+			}
+			_, err := plan(&cfg)
+			if !errors.Is(err, &Error{Kind: KindInvalidConfig}) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("plan = %v, want an invalid_config error saying %q", err, c.want)
+			}
+		})
+	}
+}
+
 func TestPlanMapsMounts(t *testing.T) {
 	var c Config
 	json.Unmarshal([]byte(`{"vfs":{"mounts":{"/workspace":{"type":"overlay","upper":{"type":"memory"},"lower":{"type":"real_fs","host_path":"/usr/share"}},
@@ -63,6 +93,7 @@ func FuzzPlan(f *testing.F) {
 		`{}`,
 		`{"image":"standard","resources":{"cpus":2,"memory_mb":1024,"timeout_seconds":300},"network":{"allowed_hosts":["api.openai.com"],"secrets":{"K":{"value":"sk-12345678","hosts":["api.openai.com"]}}},"vfs":{"mounts":{"/workspace":{"type":"memory"}}},"env":{"K":"${K}"}}`,
 		`{"vfs":{"mounts":{"/workspace":{"type":"overlay","upper":{"type":"memory"},"lower":{"type":"real_fs","host_path":"/usr"}}}}}`,
+		`{"network":{"allowed_hosts":["a.test"],"tunnel_hosts":["*.x.test","y.test:8443"],"secrets":{"K":{"value":"abcdefgh","hosts":["b.x.test"]}}}}`,
 		`{"vfs":{"direct_mounts":{"/workspace":{"host_path":"/tmp"}}}}`,
 		`{"vfs":{"direct_mounts":{"/hostetc":{"host_path":"/etc","readonly":true},"/r":{"host_path":"/"}}}}`,
 		`{"vfs":{"mounts":{"/workspace":{"type":"real_fs","host_path":"/etc"}},"direct_mounts":{"/v":{"host_path":"/var/run"}}}}`,

@@ -82,7 +82,12 @@ type Resources struct {
 // secret the sandbox has loopback only.
 type NetworkConfig struct {
 	AllowedHosts []string `json:"allowed_hosts,omitempty"`
-	DeniedHosts  []string `json:"denied_hosts,omitempty"`
+	// TunnelHosts (airlock's) are reached through a blind TLS tunnel, not
+	// intercepted, as config's network.tunnel_hosts: example.com (port 443),
+	// *.example.com or host:port; the TLS server name must be the host. No
+	// secret may go to one.
+	TunnelHosts []string `json:"tunnel_hosts,omitempty"`
+	DeniedHosts []string `json:"denied_hosts,omitempty"`
 	// BlockPrivateIPs is always in force (private, loopback, link-local and
 	// metadata addresses are refused unless an allowed host names them
 	// explicitly); over JSON-RPC an explicit false is refused, not ignored.

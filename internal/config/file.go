@@ -912,20 +912,15 @@ func (n Network) CheckTunnels() error {
 	if len(n.TunnelHosts) == 0 {
 		return nil
 	}
-	var errs []error
+	var ss []*secrets.Secret
 	for _, f := range n.Secrets {
 		s, err := secrets.ParseFlag(f, fakeSources)
 		if err != nil {
 			continue // reported where the secret is read
 		}
-		for _, h := range s.Hosts {
-			for _, t := range n.TunnelHosts {
-				if policy.Overlaps(t, h) {
-					errs = append(errs, fmt.Errorf("network.tunnel_hosts: %s is a blind tunnel (intercept: false), but secret %s goes to %s: a tunnel cannot swap secrets in; intercept the host or drop the secret", t, s.Name, h))
-				}
-			}
-		}
+		ss = append(ss, s)
 	}
+	errs := []error{CheckTunnelSecrets(n.TunnelHosts, ss)}
 	for _, t := range n.TunnelHosts {
 		if slices.Contains(n.AllowHosts, t) {
 			errs = append(errs, fmt.Errorf("network: %s is in allow_hosts both intercepted and with intercept: false; keep one", t))
@@ -933,6 +928,23 @@ func (n Network) CheckTunnels() error {
 	}
 	if _, err := policy.New(policy.Config{AllowHosts: n.AllowHosts, Tunnels: n.TunnelHosts, Endpoints: n.Endpoints}); err != nil {
 		errs = append(errs, fmt.Errorf("network.tunnel_hosts: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// CheckTunnelSecrets refuses secrets that go to a tunnel host; CheckTunnels
+// checks n.Secrets with it, and callers holding secrets by value (the API)
+// check theirs.
+func CheckTunnelSecrets(tunnels []string, ss []*secrets.Secret) error {
+	var errs []error
+	for _, s := range ss {
+		for _, h := range s.Hosts {
+			for _, t := range tunnels {
+				if policy.Overlaps(t, h) {
+					errs = append(errs, fmt.Errorf("network.tunnel_hosts: %s is a blind tunnel (intercept: false), but secret %s goes to %s: a tunnel cannot swap secrets in; intercept the host or drop the secret", t, s.Name, h))
+				}
+			}
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -164,14 +164,8 @@ func newPipeline(id string, n config.Network, mode string, set *secrets.Set, log
 	if err := n.CheckTunnels(); err != nil {
 		return nil, err
 	}
-	for _, s := range set.All() { // secrets given by the API, not in n
-		for _, h := range s.Hosts {
-			for _, t := range n.TunnelHosts {
-				if policy.Overlaps(t, h) {
-					return nil, fmt.Errorf("tunnel host %s (intercept: false): secret %s goes to %s, and a tunnel cannot swap it in; intercept the host or drop the secret", t, s.Name, h)
-				}
-			}
-		}
+	if err := config.CheckTunnelSecrets(n.TunnelHosts, set.All()); err != nil { // also those given by the API, not in n
+		return nil, err
 	}
 	pc := policy.Config{AllowHosts: allow, Tunnels: n.TunnelHosts, DenyHosts: n.DenyHosts, Endpoints: n.Endpoints}
 	if approver != nil {
