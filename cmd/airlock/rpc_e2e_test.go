@@ -211,6 +211,37 @@ func TestRPCNetworkEventsAndSecrets(t *testing.T) {
 	}
 }
 
+// A tunnel host given to create is reached with the upstream's own
+// certificate (curl inside trusts only it); a secret toward a tunnel host is
+// invalid params, in config's words.
+func TestRPCTunnelHostCarriesTheUpstreamsOwnTLS(t *testing.T) {
+	const ip = "127.0.0.53"
+	caPEM := tunnelUpstream(t, ip)
+	e := newEnv(t)
+	_, err := client.New(context.Background(), &sandbox.Config{Network: &sandbox.NetworkConfig{
+		TunnelHosts: []string{"example.com"},
+		Secrets:     map[string]sandbox.Secret{"K": {Value: "abcdefgh", Hosts: []string{"example.com"}}},
+	}}, client.Options{Binary: airlockBin, Env: e.environ()})
+	var se *sandbox.Error
+	if !errors.As(err, &se) || se.Code != -32602 || se.Kind != sandbox.KindInvalidConfig || !strings.Contains(se.Message, "secret K goes to example.com: a tunnel cannot swap secrets in") {
+		t.Errorf("a secret toward a tunnel host: New = %v, want -32602 invalid_config saying why", err)
+	}
+	sb := newRPCClient(t, e, &sandbox.Config{Network: &sandbox.NetworkConfig{
+		TunnelHosts: []string{"example.com"},
+		AddHosts:    []string{"example.com:" + ip},
+	}})
+	if err := sb.WriteFile("/workspace/upstream.pem", caPEM); err != nil {
+		t.Fatal(err)
+	}
+	r, err := sb.Exec(`curl -sS -v --cacert upstream.pem https://example.com/ 2>/tmp/err; grep -o "issuer: .*" /tmp/err`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(r.Stdout, "tunnelled to the upstream itself") || !strings.Contains(r.Stdout, "issuer: O=Acme Co") {
+		t.Fatalf("through the tunnel, want the upstream's answer and certificate: %+v", r)
+	}
+}
+
 // rpcProc is airlock rpc driven line by line, for hostile input.
 type rpcProc struct {
 	t     *testing.T

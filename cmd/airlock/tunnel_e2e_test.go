@@ -14,17 +14,17 @@ import (
 	"github.com/airlock-dev/airlock/internal/config"
 )
 
-// tunnelUpstream is an HTTPS server on 127.0.0.45:443 with httptest's
+// tunnelUpstream is an HTTPS server on ip:443 with httptest's
 // certificate (for example.com, issuer "Acme Co"); the returned PEM is that
 // certificate, for clients to trust directly.
-func tunnelUpstream(t *testing.T) (ip string, caPEM []byte) {
+func tunnelUpstream(t *testing.T, ip string) (caPEM []byte) {
 	t.Helper()
 	if os.Getuid() != 0 {
 		t.Skip("binding the tunnel test server's port 443 needs root")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.45:443")
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "443"))
 	if err != nil {
-		t.Skipf("cannot serve on 127.0.0.45:443: %v", err)
+		t.Skipf("cannot serve on %s:443: %v", ip, err)
 	}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "tunnelled to the upstream itself\n")
@@ -33,7 +33,7 @@ func tunnelUpstream(t *testing.T) (ip string, caPEM []byte) {
 	srv.Listener = ln
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	return "127.0.0.45", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.TLS.Certificates[0].Certificate[0]})
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.TLS.Certificates[0].Certificate[0]})
 }
 
 // A tunnel host (intercept: false) is reached with the upstream's own
@@ -41,7 +41,8 @@ func tunnelUpstream(t *testing.T) (ip string, caPEM []byte) {
 // and sees its issuer. A ClientHello naming another host is refused. Both
 // are audited.
 func TestATunnelHostCarriesTheUpstreamsOwnTLS(t *testing.T) {
-	ip, caPEM := tunnelUpstream(t)
+	const ip = "127.0.0.45"
+	caPEM := tunnelUpstream(t, ip)
 	eachMode(t, func(t *testing.T, mode string) {
 		e := newEnv(t)
 		// In the workspace: the sandbox's /tmp is its own.
