@@ -4,6 +4,8 @@ export interface Config {
   resources?: { cpus?: number; memory_mb?: number; timeout_seconds?: number };
   network?: {
     allowed_hosts?: string[];
+    /** Reached through a blind TLS tunnel, not intercepted: no secret may go to one. */
+    tunnel_hosts?: string[];
     denied_hosts?: string[];
     block_private_ips?: boolean;
     secrets?: Record<string, { value: string; hosts: string[] }>;

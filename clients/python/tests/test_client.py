@@ -101,6 +101,10 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(InvalidParams) as cm:
             Sandbox({"vfs": {"mounts": {"/data": {"type": "s3"}}}}, binary=BIN)
         self.assertEqual(cm.exception.kind, "invalid_config")
+        tunnel = {"tunnel_hosts": ["api.x.test"], "secrets": {"K": {"value": "abcdefgh", "hosts": ["api.x.test"]}}}
+        with self.assertRaises(InvalidParams) as cm:
+            Sandbox({"network": tunnel}, binary=BIN)
+        self.assertIn("a tunnel cannot swap secrets in", str(cm.exception))
 
 
 if __name__ == "__main__":

@@ -60,4 +60,8 @@ test('a bad config is -32602', { skip }, async () => {
     Sandbox.create({ vfs: { mounts: { '/data': { type: 's3' } } } }),
     (e) => e instanceof SandboxError && e.code === -32602 && e.kind === 'invalid_config',
   );
+  await assert.rejects(
+    Sandbox.create({ network: { tunnel_hosts: ['api.x.test'], secrets: { K: { value: 'abcdefgh', hosts: ['api.x.test'] } } } }),
+    (e) => e.code === -32602 && e.kind === 'invalid_config' && e.message.includes('a tunnel cannot swap secrets in'),
+  );
 });

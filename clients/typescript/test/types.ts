@@ -2,7 +2,7 @@
 import { Sandbox, SandboxError, type Event } from '../index.js';
 
 async function use(): Promise<void> {
-  const sb = await Sandbox.create({ network: { allowed_hosts: ['example.com'] }, vfs: { mounts: { '/workspace': { type: 'memory' } } } });
+  const sb = await Sandbox.create({ network: { allowed_hosts: ['example.com'], tunnel_hosts: ['dl.example.com'] }, vfs: { mounts: { '/workspace': { type: 'memory' } } } });
   sb.onEvent((e: Event) => {
     if (e.type === 'network') console.log(e.network.url, e.network.blocked);
     if (e.type === 'file') console.log(e.file.op, e.file.path);
