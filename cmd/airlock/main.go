@@ -9,6 +9,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/guest"
 	"github.com/airlock-dev/airlock/internal/supervisor"
+	"github.com/airlock-dev/airlock/internal/trace"
 )
 
 func main() {
@@ -22,13 +23,17 @@ func main() {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "guest":
+			trace.As("guest")
+			trace.Mark("main")
 			guest.Main()
 		case superviseCmd:
+			trace.As("supervise")
 			os.Exit(supervise(os.Args[2:]))
 		case "--rpc": // the ADR's spelling of `airlock rpc`
 			os.Args[1] = "rpc"
 		}
 	}
+	trace.Mark("main")
 	os.Exit(execute(os.Args[1:]))
 }
 

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-dev/airlock/internal/proto"
+	"github.com/airlock-dev/airlock/internal/trace"
 )
 
 // ControlFD is the descriptor on which the host hands the guest its control socket.
@@ -57,8 +58,10 @@ func run(conn *proto.Conn) int {
 		fmt.Fprintln(os.Stderr, "airlock guest: expected init message:", err)
 		return 1
 	}
+	trace.Mark("plan received")
 	g := newGuest(conn, m.Init.Workdir)
 	tap, warnings, err := setup(m.Init, mounts, g.reaper)
+	trace.Mark("sandbox built")
 	proto.CloseFiles(mounts)
 	if err != nil {
 		perr := &proto.Error{Message: err.Error()}
@@ -133,6 +136,7 @@ func setup(in *proto.Init, mounts []*os.File, r *reaper) (tap *os.File, warnings
 	if err := buildRoot(in, mounts); err != nil {
 		return tap, nil, err
 	}
+	trace.Mark("root built")
 	if err := unix.Sethostname([]byte(in.Hostname)); err != nil {
 		return tap, nil, step("sethostname", err)
 	}
@@ -147,6 +151,7 @@ func setup(in *proto.Init, mounts []*os.File, r *reaper) (tap *os.File, warnings
 	if err := os.Chdir(in.Workdir); err != nil {
 		return tap, nil, step("chdir to workspace", err)
 	}
+	trace.Mark("namespaces set up")
 	warnings, err = lockDown(in, r)
 	return tap, warnings, err
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/link"
 	"github.com/airlock-dev/airlock/internal/proto"
 	"github.com/airlock-dev/airlock/internal/subid"
+	"github.com/airlock-dev/airlock/internal/trace"
 )
 
 // ErrClosed is returned for requests to a sandbox that has ended.
@@ -101,6 +102,7 @@ func Spawn(o Options, c *backend.Spec) (*Sandbox, error) {
 				return nil, err
 			}
 			s.ids = &idmapper{lease: lease, exe: o.Exe}
+			trace.Mark("native: id slot leased")
 		}
 	}
 	conn, child, err := proto.Pair()
@@ -113,10 +115,12 @@ func Spawn(o Options, c *backend.Spec) (*Sandbox, error) {
 		s.Close()
 		return nil, err
 	}
+	trace.Mark("native: guest cloned")
 	if err := s.joinCgroup(); err != nil {
 		s.Close()
 		return nil, err
 	}
+	trace.Mark("native: cgroup made")
 	return s, nil
 }
 
@@ -133,7 +137,11 @@ func (s *Sandbox) joinCgroup() error {
 		for _, u := range s.unlimited {
 			s.warnings = append(s.warnings, fmt.Sprintf("the %s limit is not enforced: no writable cgroup controller for it", u))
 		}
-		go func() { s.joined <- cg.Add(s.guest.Pid) }()
+		go func() {
+			err := cg.Add(s.guest.Pid)
+			trace.Mark("native: guest in its cgroup")
+			s.joined <- err
+		}()
 	case errors.Is(err, cgroup.ErrUnavailable):
 		// Unprivileged users without cgroup delegation: rlimits bound each
 		// process's memory and the sandbox's process count instead.
@@ -171,14 +179,17 @@ func (s *Sandbox) Start(ctx context.Context, c *backend.Spec, whileSetup func(cg
 		return nil, fmt.Errorf("native: plan: %w", err)
 	}
 	init.Rlimits = rlimits(c.Limits, s.unlimited)
+	trace.Mark("native: plan made")
 	if s.ids != nil {
 		if err := s.sendMounts(init); err != nil {
 			return nil, err
 		}
+		trace.Mark("native: idmapped mounts sent")
 	}
 	if err := s.conn.Send(&proto.Msg{Op: proto.OpInit, Init: init}); err != nil {
 		return nil, fmt.Errorf("native: send plan: %w", err)
 	}
+	trace.Mark("native: plan sent")
 	type reply struct {
 		m     *proto.Msg
 		files []*os.File
@@ -188,6 +199,7 @@ func (s *Sandbox) Start(ctx context.Context, c *backend.Spec, whileSetup func(cg
 		if err := whileSetup(s.CgroupPaths()); err != nil {
 			return nil, err
 		}
+		trace.Mark("native: registered while the guest sets up")
 	}
 	go func() {
 		m, files, err := s.conn.Recv()
@@ -200,6 +212,7 @@ func (s *Sandbox) Start(ctx context.Context, c *backend.Spec, whileSetup func(cg
 	defer timer.Stop()
 	select {
 	case r := <-ready:
+		trace.Mark("native: guest ready")
 		m := r.m
 		if m.Op == proto.OpReady && c.Net != nil && len(r.files) == 1 {
 			s.tap, r.files = r.files[0], nil
@@ -249,6 +262,9 @@ func (s *Sandbox) startGuest(o Options, sock *os.File) error {
 	cmd := exec.Command(o.Exe, "guest")
 	cmd.Args[0] = "airlock"
 	cmd.Env = []string{}
+	if e := trace.ChildEnv(); e != "" {
+		cmd.Env = append(cmd.Env, e)
+	}
 	cmd.Stderr = o.Stderr
 	cmd.ExtraFiles = make([]*os.File, guest.ControlFD-2)
 	cmd.ExtraFiles[guest.ControlFD-3] = sock
