@@ -12,9 +12,11 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlock-dev/airlock/internal/memtrim"
 	"github.com/airlock-dev/airlock/internal/proto"
 	"github.com/airlock-dev/airlock/internal/trace"
 )
@@ -187,6 +189,11 @@ func loopbackUp() error {
 	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
 }
 
+// idleTrim is how long the guest waits without a request before it gives
+// back the memory it does not need (see memtrim): a sandbox spends most of
+// its life waiting for its commands.
+const idleTrim = 2 * time.Second
+
 // guest serves one control connection.
 type guest struct {
 	conn    *proto.Conn
@@ -211,8 +218,11 @@ func (g *guest) serve() {
 		for range sigs {
 		}
 	}()
+	idle := memtrim.AfterIdle(idleTrim)
+	defer idle.Stop()
 	for {
 		m, files, err := g.conn.Recv()
+		idle.Touch()
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				fmt.Fprintln(os.Stderr, "airlock guest: control channel:", err)

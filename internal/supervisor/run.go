@@ -17,6 +17,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/engine"
+	"github.com/airlock-dev/airlock/internal/memtrim"
 	"github.com/airlock-dev/airlock/internal/proto"
 	"github.com/airlock-dev/airlock/internal/secrets"
 	"github.com/airlock-dev/airlock/internal/state"
@@ -74,6 +75,9 @@ func Run(h *state.Handle, spec engine.Spec, stdio term.IO, ro Options) (int, err
 		return ExitAirlock, err
 	}
 	sv.sb, sv.record = sb, sb.RecordWorkspace
+	// A sandbox that lives past its first second mostly waits (for its
+	// command, its agent's next request): give back what waiting needs not.
+	defer memtrim.Periodically(time.Second, time.Minute)()
 	if q := sb.Approvals(); q != nil && !spec.Detached {
 		events, cancel := q.Subscribe(64)
 		defer cancel()

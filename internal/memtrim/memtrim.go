@@ -1,0 +1,130 @@
+// Package memtrim gives memory back while a long-lived process (a detached
+// sandbox's supervisor, the guest) sits idle: the heap's free pages, and the
+// resident pages of its own executable, which the page cache keeps for
+// every sandbox and which fault back in, from memory, when next touched.
+package memtrim
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Idle trims once the process has been idle for d: Touch marks activity,
+// and each quiet stretch of d ends in one Trim.
+type Idle struct {
+	d     time.Duration
+	mu    sync.Mutex
+	t     *time.Timer
+	armed bool
+}
+
+// AfterIdle starts watching for a quiet stretch of d.
+func AfterIdle(d time.Duration) *Idle {
+	i := &Idle{d: d, armed: true}
+	i.t = time.AfterFunc(d, i.fire)
+	return i
+}
+
+func (i *Idle) fire() {
+	i.mu.Lock()
+	i.armed = false
+	i.mu.Unlock()
+	Trim()
+}
+
+// Touch notes activity: the next trim waits for d more of quiet.
+func (i *Idle) Touch() {
+	i.mu.Lock()
+	i.t.Reset(i.d)
+	i.armed = true
+	i.mu.Unlock()
+}
+
+// Stop ends the watch.
+func (i *Idle) Stop() { i.t.Stop() }
+
+// Trim returns the heap's free pages to the kernel and drops this process's
+// mappings of its executable's read-only segments (code and constant data:
+// never written, so nothing is lost; the page cache still holds them).
+func Trim() {
+	debug.FreeOSMemory()
+	for _, r := range readOnlyMappings(self()) {
+		// By address: these pages are no Go object, so no slice may point there.
+		unix.Syscall(unix.SYS_MADVISE, r[0], r[1]-r[0], unix.MADV_DONTNEED)
+	}
+}
+
+// self names this process's executable as /proc/self/maps does, by device
+// and inode: inside a sandbox its path may lie outside the mount
+// namespace's root, and read differently.
+func self() string {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/exe", &st); err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%02x:%02x %d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
+}
+
+// readOnlyMappings lists the mappings of file exe ("major:minor inode", as
+// /proc/self/maps writes them) that can never hold a private modification:
+// mapped without write permission.
+func readOnlyMappings(exe string) [][2]uintptr {
+	f, err := os.Open("/proc/self/maps")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out [][2]uintptr
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// start-end perms offset dev inode path
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 6 || fields[3]+" "+fields[4] != exe || len(fields[1]) < 2 || fields[1][1] != '-' {
+			continue
+		}
+		lo, hi, ok := strings.Cut(fields[0], "-")
+		if !ok {
+			continue
+		}
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		if err1 != nil || err2 != nil || end <= start {
+			continue
+		}
+		out = append(out, [2]uintptr{uintptr(start), uintptr(end)})
+	}
+	return out
+}
+
+// Periodically trims after first, then every period, until stop: for a
+// process whose activity nobody tracks (a supervisor's gateway and control
+// socket), as a full GC every period costs little against what it returns.
+func Periodically(first, period time.Duration) (stop func()) {
+	var mu sync.Mutex
+	var t *time.Timer
+	stopped := false
+	mu.Lock()
+	t = time.AfterFunc(first, func() {
+		Trim()
+		mu.Lock()
+		if !stopped {
+			t.Reset(period)
+		}
+		mu.Unlock()
+	})
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		stopped = true
+		t.Stop()
+		mu.Unlock()
+	}
+}
