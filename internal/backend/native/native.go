@@ -261,7 +261,9 @@ func (s *Sandbox) startGuest(o Options, sock *os.File) error {
 	}
 	cmd := exec.Command(o.Exe, "guest")
 	cmd.Args[0] = "airlock"
-	cmd.Env = []string{}
+	// One P: the guest mostly waits, and idle Ps spinning for work on a
+	// small machine take CPU from the very commands it starts.
+	cmd.Env = []string{"GOMAXPROCS=1"}
 	if e := trace.ChildEnv(); e != "" {
 		cmd.Env = append(cmd.Env, e)
 	}
