@@ -74,32 +74,41 @@ func self() string {
 }
 
 // readOnlyMappings lists the mappings of file exe ("major:minor inode", as
-// /proc/self/maps writes them) that can never hold a private modification:
-// mapped without write permission.
+// /proc/self/smaps writes them) that hold no private modification: mapped
+// without write permission, and with no anonymous (copied-on-write) page,
+// which a relocated read-only segment of a dynamically linked build has and
+// which dropping would lose.
 func readOnlyMappings(exe string) [][2]uintptr {
-	f, err := os.Open("/proc/self/maps")
+	f, err := os.Open("/proc/self/smaps")
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
-	var out [][2]uintptr
+	var (
+		out  [][2]uintptr
+		cur  [2]uintptr
+		want bool
+	)
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		// start-end perms offset dev inode path
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 6 || fields[3]+" "+fields[4] != exe || len(fields[1]) < 2 || fields[1][1] != '-' {
+		line := sc.Text()
+		// A mapping's header: start-end perms offset dev inode [path]
+		if fields := strings.Fields(line); len(fields) >= 5 && strings.Contains(fields[0], "-") && !strings.HasSuffix(fields[0], ":") {
+			want = false
+			lo, hi, ok := strings.Cut(fields[0], "-")
+			start, err1 := strconv.ParseUint(lo, 16, 64)
+			end, err2 := strconv.ParseUint(hi, 16, 64)
+			if ok && err1 == nil && err2 == nil && end > start && len(fields[1]) >= 2 && fields[1][1] == '-' && fields[3]+" "+fields[4] == exe {
+				cur, want = [2]uintptr{uintptr(start), uintptr(end)}, true
+			}
 			continue
 		}
-		lo, hi, ok := strings.Cut(fields[0], "-")
-		if !ok {
-			continue
+		if v, ok := strings.CutPrefix(line, "Anonymous:"); ok && want {
+			if strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")) == "0" {
+				out = append(out, cur)
+			}
+			want = false
 		}
-		start, err1 := strconv.ParseUint(lo, 16, 64)
-		end, err2 := strconv.ParseUint(hi, 16, 64)
-		if err1 != nil || err2 != nil || end <= start {
-			continue
-		}
-		out = append(out, [2]uintptr{uintptr(start), uintptr(end)})
 	}
 	return out
 }
