@@ -24,7 +24,7 @@ func main() {
 		switch os.Args[1] {
 		case "guest":
 			trace.As("guest")
-			trace.Mark("main")
+			trace.MarkCPU("main")
 			guest.Main()
 		case superviseCmd:
 			trace.As("supervise")
@@ -33,8 +33,10 @@ func main() {
 			os.Args[1] = "rpc"
 		}
 	}
-	trace.Mark("main")
-	os.Exit(execute(os.Args[1:]))
+	trace.MarkCPU("main")
+	code := execute(os.Args[1:])
+	trace.MarkCPU("exit")
+	os.Exit(code)
 }
 
 // exitError carries a command's exit status through cobra.

@@ -63,7 +63,7 @@ func run(conn *proto.Conn) int {
 	trace.Mark("plan received")
 	g := newGuest(conn, m.Init.Workdir)
 	tap, warnings, err := setup(m.Init, mounts, g.reaper)
-	trace.Mark("sandbox built")
+	trace.MarkCPU("sandbox built")
 	proto.CloseFiles(mounts)
 	if err != nil {
 		perr := &proto.Error{Message: err.Error()}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -71,3 +72,13 @@ func ChildEnv() string {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// MarkCPU is Mark with the CPU time this process has used so far.
+func MarkCPU(phase string) {
+	if !on {
+		return
+	}
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	Mark(fmt.Sprintf("%s (own CPU: user %v, system %v)", phase, time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())))
+}

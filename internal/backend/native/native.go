@@ -297,6 +297,9 @@ func (s *Sandbox) startGuest(o Options, sock *os.File) error {
 		s.guest = cmd.Process
 		started <- nil
 		cmd.Wait()
+		if trace.On() {
+			trace.Mark(fmt.Sprintf("native: guest reaped (its CPU: user %v, system %v)", cmd.ProcessState.UserTime(), cmd.ProcessState.SystemTime()))
+		}
 		close(s.exited)
 	}()
 	if err := <-started; err != nil {
