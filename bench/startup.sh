@@ -61,17 +61,18 @@ measure() {
 	# exec into a running sandbox, beside a Go hello world's start
 	local id
 	id=$(${pre[@]+"${pre[@]}"} $envs "$work/airlock" run -d -q)
-	hyperfine -N --warmup 20 --runs "$RUNS" --export-json "$work/$label-exec.json" \
-		-n "airlock exec" "${pre[*]} $envs $work/airlock exec $id -- /bin/true" \
-		-n "Go hello world" "${pre[*]} $work/hello-go" >/dev/null
-	local lat
-	lat=$(${pre[@]+"${pre[@]}"} $envs "$work/execlat" -n 1000 "$id")
-	# idle memory: past the guest's and supervisor's idle trim (2 s)
+	# idle memory: a sandbox left alone past the guest's and supervisor's
+	# idle trim (2 s and 1 s), before anything is run in it
 	sleep 3
 	local sup guest kib
 	sup=$(pgrep -f "__supervise $state/sandboxes/$id" | head -1)
 	guest=$(pgrep -P "$sup" | head -1)
 	kib=$(($(rss "$sup") + $(rss "$guest")))
+	hyperfine -N --warmup 20 --runs "$RUNS" --export-json "$work/$label-exec.json" \
+		-n "airlock exec" "${pre[*]} $envs $work/airlock exec $id -- /bin/true" \
+		-n "Go hello world" "${pre[*]} $work/hello-go" >/dev/null
+	local lat
+	lat=$(${pre[@]+"${pre[@]}"} $envs "$work/execlat" -n 1000 "$id")
 	${pre[@]+"${pre[@]}"} $envs "$work/airlock" kill "$id" >/dev/null
 
 	echo "== $label ($RUNS runs each; times in ms) =="

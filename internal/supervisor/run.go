@@ -77,7 +77,7 @@ func Run(h *state.Handle, spec engine.Spec, stdio term.IO, ro Options) (int, err
 	sv.sb, sv.record = sb, sb.RecordWorkspace
 	// A sandbox that lives past its first second mostly waits (for its
 	// command, its agent's next request): give back what waiting needs not.
-	defer memtrim.Periodically(time.Second, time.Minute)()
+	defer memtrim.Periodically(time.Second, 10*time.Second)()
 	if q := sb.Approvals(); q != nil && !spec.Detached {
 		events, cancel := q.Subscribe(64)
 		defer cancel()
