@@ -41,6 +41,13 @@ median() { jq -r --arg c "$2" '.results[] | select(.command==$c) | .median' "$1"
 
 # rss PID: resident KiB of a process
 rss() { awk '/^VmRSS:/{print $2}' "/proc/$1/status"; }
+# idle_kib STATE ID: resident KiB of a detached sandbox's supervisor and guest
+idle_kib() {
+	local sup guest
+	sup=$(pgrep -f "__supervise $1/sandboxes/$2" | head -1)
+	guest=$(pgrep -P "$sup" | head -1)
+	echo $(($(rss "$sup") + $(rss "$guest")))
+}
 
 # measure LABEL [PREFIX...]: everything, with an optional command prefix (setpriv for another uid)
 measure() {
@@ -59,20 +66,28 @@ measure() {
 		-n "/bin/true" "${pre[*]} /bin/true" >/dev/null
 
 	# exec into a running sandbox, beside a Go hello world's start
-	local id
+	local id bid=
 	id=$(${pre[@]+"${pre[@]}"} $envs "$work/airlock" run -d -q)
+	if [ -n "${BASELINE:-}" ]; then
+		bid=$(${pre[@]+"${pre[@]}"} $envs "$work/airlock-baseline" run -d -q)
+	fi
 	# idle memory: a sandbox left alone past the guest's and supervisor's
 	# idle trim (2 s and 1 s), before anything is run in it
 	sleep 3
-	local sup guest kib
-	sup=$(pgrep -f "__supervise $state/sandboxes/$id" | head -1)
-	guest=$(pgrep -P "$sup" | head -1)
-	kib=$(($(rss "$sup") + $(rss "$guest")))
+	local kib bkib=
+	kib=$(idle_kib "$state" "$id")
+	if [ -n "$bid" ]; then
+		bkib=$(idle_kib "$state" "$bid")
+	fi
 	hyperfine -N --warmup 20 --runs "$RUNS" --export-json "$work/$label-exec.json" \
 		-n "airlock exec" "${pre[*]} $envs $work/airlock exec $id -- /bin/true" \
 		-n "Go hello world" "${pre[*]} $work/hello-go" >/dev/null
-	local lat
+	local lat blat=
 	lat=$(${pre[@]+"${pre[@]}"} $envs "$work/execlat" -n 1000 "$id")
+	if [ -n "$bid" ]; then
+		blat=$(${pre[@]+"${pre[@]}"} $envs "$work/execlat" -n 1000 "$bid")
+		${pre[@]+"${pre[@]}"} $envs "$work/airlock-baseline" kill "$bid" >/dev/null
+	fi
 	${pre[@]+"${pre[@]}"} $envs "$work/airlock" kill "$id" >/dev/null
 
 	echo "== $label ($RUNS runs each; times in ms) =="
@@ -92,7 +107,11 @@ measure() {
 	fi
 	awk -v a="$ex" -v b="$hello" 'BEGIN{printf "bar: airlock exec / Go hello world (median) %.2fx (bar 2x)\n", a/b}'
 	echo "bar: $lat (bar p50 0.5 ms)"
+	[ -z "$blat" ] || echo "     baseline sandbox: $blat"
 	awk -v k="$kib" 'BEGIN{printf "bar: idle run -d, supervisor + guest RSS %.1f MiB (bar 20 MiB)\n", k/1024}'
+	if [ -n "$bkib" ]; then
+		awk -v k="$bkib" 'BEGIN{printf "     baseline idle run -d RSS %.1f MiB\n", k/1024}'
+	fi
 	echo
 }
 
