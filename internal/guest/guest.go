@@ -251,6 +251,7 @@ func (g *guest) fail(id uint32, stepName string, err error) {
 func (g *guest) handle(m *proto.Msg, files []*os.File) {
 	switch m.Op {
 	case proto.OpExec:
+		trace.Mark("exec: request received")
 		if m.Exec == nil || len(m.Exec.Argv) == 0 {
 			proto.CloseFiles(files)
 			g.fail(m.ID, "exec", errors.New("empty command"))
