@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -111,37 +112,54 @@ func Spawn(o Options, c *backend.Spec) (*Sandbox, error) {
 		return nil, fmt.Errorf("native: %w", err)
 	}
 	s.conn = conn
-	if err := s.startGuest(o, child); err != nil {
+	// cgroup v2: the guest is cloned straight into its group, made first
+	// (named by this process, as the guest's pid is not known yet); v1 has
+	// no such clone, and its group is made and joined after.
+	var into *os.File
+	unified := cgroup.Unified()
+	if unified {
+		if err := s.makeCgroup(fmt.Sprintf("airlock-%d-%d", os.Getpid(), groupSeq.Add(1))); err != nil {
+			s.Close()
+			return nil, err
+		}
+		if s.cg != nil {
+			into, _ = s.cg.OpenDir() // without it, the guest joins after its clone
+		}
+	}
+	born, err := s.startGuest(o, child, into)
+	if into != nil {
+		into.Close()
+	}
+	if err != nil {
 		s.Close()
 		return nil, err
 	}
 	trace.Mark("native: guest cloned")
-	if err := s.joinCgroup(); err != nil {
-		s.Close()
-		return nil, err
+	if !unified {
+		if err := s.makeCgroup(fmt.Sprintf("airlock-%d", s.guest.Pid)); err != nil {
+			s.Close()
+			return nil, err
+		}
+		trace.Mark("native: cgroup made")
 	}
-	trace.Mark("native: cgroup made")
+	s.joinCgroup(born)
 	return s, nil
 }
 
-// joinCgroup creates the sandbox's cgroup and moves the guest into it in the
-// background: joining a v1 cgroup waits for an RCU grace period (several
-// milliseconds), which so overlaps everything else the start does. Start
-// waits for it, and the guest starts nothing before the first Exec.
-func (s *Sandbox) joinCgroup() error {
+// groupSeq tells apart the v2 groups of the sandboxes one process starts.
+var groupSeq atomic.Uint64
+
+// makeCgroup creates the sandbox's cgroup with its limits, or notes which
+// limits go unenforced where no cgroup can be had.
+func (s *Sandbox) makeCgroup(name string) error {
 	l := s.limits
-	cg, err := cgroup.New(fmt.Sprintf("airlock-%d", s.guest.Pid), cgroup.Limits{MemoryBytes: l.MemoryBytes, CPUs: l.CPUs, Pids: l.Pids})
+	cg, err := cgroup.New(name, cgroup.Limits{MemoryBytes: l.MemoryBytes, CPUs: l.CPUs, Pids: l.Pids})
 	switch {
 	case err == nil:
 		s.cg, s.unlimited = cg, cg.Unenforced()
 		for _, u := range s.unlimited {
 			s.warnings = append(s.warnings, fmt.Sprintf("the %s limit is not enforced: no writable cgroup controller for it", u))
 		}
-		go func() {
-			err := cg.Add(s.guest.Pid)
-			trace.Mark("native: guest in its cgroup")
-			s.joined <- err
-		}()
 	case errors.Is(err, cgroup.ErrUnavailable):
 		// Unprivileged users without cgroup delegation: rlimits bound each
 		// process's memory and the sandbox's process count instead.
@@ -149,11 +167,26 @@ func (s *Sandbox) joinCgroup() error {
 		if l.CPUs > 0 {
 			s.warnings = append(s.warnings, "--cpus is not enforced: no writable cgroup (run as root or delegate a cgroup v2 subtree to this user)")
 		}
-		s.joined <- nil
 	default:
 		return fmt.Errorf("native: cgroup: %w", err)
 	}
 	return nil
+}
+
+// joinCgroup moves the guest into its cgroup, unless it was born there, in
+// the background: a move waits for an RCU grace period (milliseconds),
+// which so overlaps everything else the start does. Start waits for it, and
+// the guest starts nothing before the first Exec.
+func (s *Sandbox) joinCgroup(born bool) {
+	if s.cg == nil || born {
+		s.joined <- nil
+		return
+	}
+	go func() {
+		err := s.cg.Add(s.guest.Pid)
+		trace.Mark("native: guest in its cgroup")
+		s.joined <- err
+	}()
 }
 
 // Start sends a spawned guest its plan and returns once the sandbox is ready.
@@ -240,7 +273,10 @@ func (s *Sandbox) Start(ctx context.Context, c *backend.Spec, whileSetup func(cg
 	return s, nil
 }
 
-func (s *Sandbox) startGuest(o Options, sock *os.File) error {
+// startGuest clones the guest in its namespaces, into the cgroup dir into
+// when not nil; born says whether it went there (CLONE_INTO_CGROUP needs
+// clone3, Linux 5.7: where it fails the guest is started without it).
+func (s *Sandbox) startGuest(o Options, sock *os.File, into *os.File) (born bool, err error) {
 	defer sock.Close()
 	uid, gid := os.Getuid(), os.Getgid()
 	// One uid and gid, the caller's own, on both sides: files the sandbox
@@ -261,9 +297,7 @@ func (s *Sandbox) startGuest(o Options, sock *os.File) error {
 	}
 	cmd := exec.Command(o.Exe, "guest")
 	cmd.Args[0] = "airlock"
-	// One P: the guest mostly waits, and idle Ps spinning for work on a
-	// small machine take CPU from the very commands it starts.
-	cmd.Env = []string{"GOMAXPROCS=1"}
+	cmd.Env = []string{}
 	if e := trace.ChildEnv(); e != "" {
 		cmd.Env = append(cmd.Env, e)
 	}
@@ -284,12 +318,22 @@ func (s *Sandbox) startGuest(o Options, sock *os.File) error {
 		// kernel kills every process in the sandbox.
 		Pdeathsig: syscall.SIGKILL,
 	}
+	if into != nil {
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(into.Fd())
+	}
+	born = into != nil // the goroutine clears it before it reports on started
 	started := make(chan error, 1)
 	go func() {
 		// Pdeathsig fires when the thread that forked exits, not the process:
 		// keep this goroutine on its thread for the sandbox's whole life.
 		runtime.LockOSThread()
-		if err := cmd.Start(); err != nil {
+		err := cmd.Start()
+		if err != nil && into != nil {
+			cmd.SysProcAttr.UseCgroupFD = false
+			born = false
+			err = cmd.Start()
+		}
+		if err != nil {
 			started <- err
 			close(s.exited)
 			return
@@ -304,11 +348,11 @@ func (s *Sandbox) startGuest(o Options, sock *os.File) error {
 	}()
 	if err := <-started; err != nil {
 		if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOSPC) {
-			return fmt.Errorf("native: create namespaces: %w (user namespaces may be disabled: check sysctl kernel.unprivileged_userns_clone, user.max_user_namespaces and kernel.apparmor_restrict_unprivileged_userns; `airlock doctor` tells)", err)
+			return false, fmt.Errorf("native: create namespaces: %w (user namespaces may be disabled: check sysctl kernel.unprivileged_userns_clone, user.max_user_namespaces and kernel.apparmor_restrict_unprivileged_userns; `airlock doctor` tells)", err)
 		}
-		return fmt.Errorf("native: start guest: %w", err)
+		return false, fmt.Errorf("native: start guest: %w", err)
 	}
-	return nil
+	return born, nil
 }
 
 // rlimits stands in for the cgroup limits listed in missing.
