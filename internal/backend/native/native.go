@@ -295,31 +295,34 @@ func (s *Sandbox) startGuest(o Options, sock *os.File, into *os.File) (born bool
 	for c, last := 0, guest.LastCap(); c <= last; c++ {
 		caps = append(caps, uintptr(c))
 	}
-	cmd := exec.Command(o.Exe, "guest")
-	cmd.Args[0] = "airlock"
-	cmd.Env = []string{}
-	if e := trace.ChildEnv(); e != "" {
-		cmd.Env = append(cmd.Env, e)
-	}
-	cmd.Stderr = o.Stderr
-	cmd.ExtraFiles = make([]*os.File, guest.ControlFD-2)
-	cmd.ExtraFiles[guest.ControlFD-3] = sock
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC |
-			unix.CLONE_NEWUTS | unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP,
-		UidMappings:                uids,
-		GidMappings:                gids,
-		GidMappingsEnableSetgroups: cred != nil,
-		Credential:                 cred,
-		// The guest needs its namespace's capabilities across exec to set up
-		// mounts when it is not uid 0 inside; it drops them all before serving.
-		AmbientCaps: caps,
-		// If the supervisor dies, so does the guest, and with PID 1 gone the
-		// kernel kills every process in the sandbox.
-		Pdeathsig: syscall.SIGKILL,
-	}
-	if into != nil {
-		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(into.Fd())
+	command := func(into *os.File) *exec.Cmd {
+		cmd := exec.Command(o.Exe, "guest")
+		cmd.Args[0] = "airlock"
+		cmd.Env = []string{}
+		if e := trace.ChildEnv(); e != "" {
+			cmd.Env = append(cmd.Env, e)
+		}
+		cmd.Stderr = o.Stderr
+		cmd.ExtraFiles = make([]*os.File, guest.ControlFD-2)
+		cmd.ExtraFiles[guest.ControlFD-3] = sock
+		cmd.SysProcAttr = &syscall.SysProcAttr{
+			Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC |
+				unix.CLONE_NEWUTS | unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP,
+			UidMappings:                uids,
+			GidMappings:                gids,
+			GidMappingsEnableSetgroups: cred != nil,
+			Credential:                 cred,
+			// The guest needs its namespace's capabilities across exec to set up
+			// mounts when it is not uid 0 inside; it drops them all before serving.
+			AmbientCaps: caps,
+			// If the supervisor dies, so does the guest, and with PID 1 gone the
+			// kernel kills every process in the sandbox.
+			Pdeathsig: syscall.SIGKILL,
+		}
+		if into != nil {
+			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(into.Fd())
+		}
+		return cmd
 	}
 	born = into != nil // the goroutine clears it before it reports on started
 	started := make(chan error, 1)
@@ -327,10 +330,10 @@ func (s *Sandbox) startGuest(o Options, sock *os.File, into *os.File) (born bool
 		// Pdeathsig fires when the thread that forked exits, not the process:
 		// keep this goroutine on its thread for the sandbox's whole life.
 		runtime.LockOSThread()
+		cmd := command(into)
 		err := cmd.Start()
-		if err != nil && into != nil {
-			cmd.SysProcAttr.UseCgroupFD = false
-			born = false
+		if err != nil && into != nil { // a Cmd starts once: a new one, joined after
+			cmd, born = command(nil), false
 			err = cmd.Start()
 		}
 		if err != nil {
