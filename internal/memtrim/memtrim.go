@@ -20,33 +20,17 @@ import (
 // Idle trims once the process has been idle for d: Touch marks activity,
 // and each quiet stretch of d ends in one Trim.
 type Idle struct {
-	d     time.Duration
-	mu    sync.Mutex
-	t     *time.Timer
-	armed bool
+	d time.Duration
+	t *time.Timer
 }
 
 // AfterIdle starts watching for a quiet stretch of d.
 func AfterIdle(d time.Duration) *Idle {
-	i := &Idle{d: d, armed: true}
-	i.t = time.AfterFunc(d, i.fire)
-	return i
-}
-
-func (i *Idle) fire() {
-	i.mu.Lock()
-	i.armed = false
-	i.mu.Unlock()
-	Trim()
+	return &Idle{d: d, t: time.AfterFunc(d, Trim)}
 }
 
 // Touch notes activity: the next trim waits for d more of quiet.
-func (i *Idle) Touch() {
-	i.mu.Lock()
-	i.t.Reset(i.d)
-	i.armed = true
-	i.mu.Unlock()
-}
+func (i *Idle) Touch() { i.t.Reset(i.d) }
 
 // Stop ends the watch.
 func (i *Idle) Stop() { i.t.Stop() }
@@ -113,22 +97,31 @@ func readOnlyMappings(exe string) [][2]uintptr {
 	return out
 }
 
-// Periodically trims after first, then every period, until stop: for a
-// process whose activity nobody tracks (a supervisor's gateway and control
-// socket), as a full GC every period costs little against what it returns.
+// Periodically trims after first, then every period in which the process
+// was quiet (used under 1% of a CPU), until stop: for a process whose
+// activity nobody tracks (a supervisor's gateway and control socket). A busy
+// one keeps its memory: it would only fault it back in.
 func Periodically(first, period time.Duration) (stop func()) {
-	var mu sync.Mutex
-	var t *time.Timer
-	stopped := false
-	mu.Lock()
-	t = time.AfterFunc(first, func() {
-		Trim()
+	var (
+		mu      sync.Mutex
+		t       *time.Timer
+		stopped bool
+		checked bool          // the first trim is unconditional
+		cpuThen time.Duration // CPU time at the last check
+	)
+	tick := func() {
+		if !checked || cpuTime()-cpuThen < period/100 {
+			Trim()
+		}
+		checked, cpuThen = true, cpuTime() // the trim's own work is not activity
 		mu.Lock()
+		defer mu.Unlock()
 		if !stopped {
 			t.Reset(period)
 		}
-		mu.Unlock()
-	})
+	}
+	mu.Lock()
+	t = time.AfterFunc(first, tick)
 	mu.Unlock()
 	return func() {
 		mu.Lock()
@@ -136,4 +129,13 @@ func Periodically(first, period time.Duration) (stop func()) {
 		t.Stop()
 		mu.Unlock()
 	}
+}
+
+// cpuTime is the CPU time this process has used, or -1.
+func cpuTime() time.Duration {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return -1
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 func rssFile(t *testing.T) string {
@@ -26,4 +27,18 @@ func TestTrimDropsTheExecutablesPages(t *testing.T) {
 	before := rssFile(t)
 	Trim()
 	t.Logf("RssFile %s before Trim, %s after", before, rssFile(t))
+}
+
+func TestPeriodicallyTrimsAQuietProcessAndStops(t *testing.T) {
+	stop := Periodically(10*time.Millisecond, 20*time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // a first trim and some quiet ones, under -race too
+	stop()
+	stop() // twice is harmless
+}
+
+func TestIdleTrimsAfterAQuietStretch(t *testing.T) {
+	i := AfterIdle(10 * time.Millisecond)
+	i.Touch()
+	time.Sleep(30 * time.Millisecond)
+	i.Stop()
 }
