@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Sandbox start-up, side by side in one run: `airlock run -- /bin/true` beside
-# bubblewrap doing the same (all namespaces, read-only root, fresh /proc,
-# /dev, /tmp) and bare /bin/true; then `airlock exec` into a running sandbox.
-# Prints mean and median per command and airlock's ratio to bwrap.
+# Sandbox start-up, side by side in one run, printed against issue 17's bars:
+#   airlock run -- /bin/true       ≤ 2× bubblewrap (unprivileged), ≤ 2.5× (root, cgroup limits)
+#   exec round trip (execlat) p50  ≤ 0.5 ms
+#   airlock exec CLI end to end    ≤ 2× a Go hello-world binary's start
+#   idle run -d, supervisor+guest  ≤ 20 MiB RSS
+# bubblewrap does the same as the run (all namespaces, read-only root, fresh
+# /proc, /dev, /tmp). AIRLOCK_TRACE=1 airlock run ... shows where a start's
+# milliseconds go.
 #
-#   bench/startup.sh            # as the current user
-#   RUNS=300 bench/startup.sh   # more runs
-#   AS_USER=65534 bench/startup.sh   # as root, also measure as an unprivileged uid
+#   bench/startup.sh                  # as the current user
+#   RUNS=300 bench/startup.sh         # more runs
+#   AS_USER=65534 bench/startup.sh    # as root, also measure as an unprivileged uid
+#   BASELINE=/tmp/airlock-old bench/startup.sh   # another build beside this one
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-200}
@@ -20,36 +25,93 @@ trap 'AIRLOCK_STATE_DIR=$work/state "$work/airlock" kill --all >/dev/null 2>&1 |
 chmod 755 "$work"
 CGO_ENABLED=0 go build -o "$work/airlock" ./cmd/airlock
 CGO_ENABLED=0 go build -o "$work/execlat" ./bench/execlat
+# The exec bar's yardstick: the start of the smallest Go program.
+mkdir -p "$work/hello"
+printf 'package main\n\nfunc main() {}\n' >"$work/hello/main.go"
+printf 'module hello\n\ngo 1.22\n' >"$work/hello/go.mod"
+(cd "$work/hello" && CGO_ENABLED=0 GOFLAGS= go build -o "$work/hello-go" .)
+if [ -n "${BASELINE:-}" ]; then
+	cp "$BASELINE" "$work/airlock-baseline"
+fi
 mkdir -p "$work/ws" && chmod 777 "$work/ws"
 cd "$work/ws"
 
-# run_as PREFIX...: measure with an optional command prefix (setpriv for another uid)
+ms() { awk '{printf "%.2f", $1*1000}'; }
+median() { jq -r --arg c "$2" '.results[] | select(.command==$c) | .median' "$1"; }
+
+# rss PID: resident KiB of a process
+rss() { awk '/^VmRSS:/{print $2}' "/proc/$1/status"; }
+# idle_kib STATE ID: resident KiB of a detached sandbox's supervisor and guest
+idle_kib() {
+	local sup guest
+	sup=$(pgrep -f "__supervise $1/sandboxes/$2" | head -1)
+	guest=$(pgrep -P "$sup" | head -1)
+	echo $(($(rss "$sup") + $(rss "$guest")))
+}
+
+# measure LABEL [PREFIX...]: everything, with an optional command prefix (setpriv for another uid)
 measure() {
 	local label=$1; shift
 	local pre=("$@")
 	local state="$work/state-$label"
 	mkdir -p "$state" && chmod 777 "$state"
+	local envs="env AIRLOCK_STATE_DIR=$state HOME=$work"
 	local bw="bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --unshare-all --die-with-parent /bin/true"
-	local al="env AIRLOCK_STATE_DIR=$state HOME=$work $work/airlock run -q -- /bin/true"
-	hyperfine -N --warmup 10 --runs "$RUNS" --export-json "$work/$label.json" \
-		-n "airlock run" "${pre[*]} $al" \
+	local cmds=(-n "airlock run" "${pre[*]} $envs $work/airlock run -q -- /bin/true")
+	if [ -n "${BASELINE:-}" ]; then
+		cmds+=(-n "baseline run" "${pre[*]} $envs $work/airlock-baseline run -q -- /bin/true")
+	fi
+	hyperfine -N --warmup 10 --runs "$RUNS" --export-json "$work/$label.json" "${cmds[@]}" \
 		-n "bwrap" "${pre[*]} $bw" \
 		-n "/bin/true" "${pre[*]} /bin/true" >/dev/null
-	# exec into a running sandbox
-	local id
-	id=$(${pre[@]+"${pre[@]}"} env AIRLOCK_STATE_DIR="$state" HOME="$work" "$work/airlock" run -d -q)
+
+	# exec into a running sandbox, beside a Go hello world's start
+	local id bid=
+	id=$(${pre[@]+"${pre[@]}"} $envs "$work/airlock" run -d -q)
+	if [ -n "${BASELINE:-}" ]; then
+		bid=$(${pre[@]+"${pre[@]}"} $envs "$work/airlock-baseline" run -d -q)
+	fi
+	# idle memory: a sandbox left alone past the guest's and supervisor's
+	# idle trim (2 s and 1 s), before anything is run in it
+	sleep 3
+	local kib bkib=
+	kib=$(idle_kib "$state" "$id")
+	if [ -n "$bid" ]; then
+		bkib=$(idle_kib "$state" "$bid")
+	fi
 	hyperfine -N --warmup 20 --runs "$RUNS" --export-json "$work/$label-exec.json" \
-		-n "airlock exec" "${pre[*]} env AIRLOCK_STATE_DIR=$state HOME=$work $work/airlock exec $id -- /bin/true" >/dev/null
-	local lat
-	lat=$(${pre[@]+"${pre[@]}"} env AIRLOCK_STATE_DIR="$state" HOME="$work" "$work/execlat" -n 1000 "$id")
-	${pre[@]+"${pre[@]}"} env AIRLOCK_STATE_DIR="$state" HOME="$work" "$work/airlock" kill "$id" >/dev/null
+		-n "airlock exec" "${pre[*]} $envs $work/airlock exec $id -- /bin/true" \
+		-n "Go hello world" "${pre[*]} $work/hello-go" >/dev/null
+	local lat blat=
+	lat=$(${pre[@]+"${pre[@]}"} $envs "$work/execlat" -n 1000 "$id")
+	if [ -n "$bid" ]; then
+		blat=$(${pre[@]+"${pre[@]}"} $envs "$work/execlat" -n 1000 "$bid")
+		${pre[@]+"${pre[@]}"} $envs "$work/airlock-baseline" kill "$bid" >/dev/null
+	fi
+	${pre[@]+"${pre[@]}"} $envs "$work/airlock" kill "$id" >/dev/null
 
 	echo "== $label ($RUNS runs each; times in ms) =="
 	jq -r -s '.[].results[] | [.command, (.mean*1000), (.median*1000), (.stddev*1000)] | @tsv' \
 		"$work/$label.json" "$work/$label-exec.json" |
-		awk -F'\t' 'BEGIN{printf "%-14s %8s %8s %8s\n","command","mean","median","stddev"} {printf "%-14s %8.2f %8.2f %8.2f\n",$1,$2,$3,$4}'
-	jq -r '.results | (map(select(.command=="airlock run"))[0].median) / (map(select(.command=="bwrap"))[0].median) | "ratio airlock run / bwrap (median): \(. * 100 | round / 100)x"' "$work/$label.json"
-	echo "$lat"
+		awk -F'\t' 'BEGIN{printf "%-16s %8s %8s %8s\n","command","mean","median","stddev"} {printf "%-16s %8.2f %8.2f %8.2f\n",$1,$2,$3,$4}'
+	local run bw1 ex hello
+	run=$(median "$work/$label.json" "airlock run")
+	bw1=$(median "$work/$label.json" "bwrap")
+	ex=$(median "$work/$label-exec.json" "airlock exec")
+	hello=$(median "$work/$label-exec.json" "Go hello world")
+	local bar=2
+	[ "$label" = "uid-0" ] && bar=2.5
+	awk -v a="$run" -v b="$bw1" -v bar="$bar" 'BEGIN{printf "bar: airlock run / bwrap (median) %.2fx (bar %sx)\n", a/b, bar}'
+	if [ -n "${BASELINE:-}" ]; then
+		awk -v a="$(median "$work/$label.json" "baseline run")" -v b="$bw1" 'BEGIN{printf "     baseline run / bwrap (median) %.2fx\n", a/b}'
+	fi
+	awk -v a="$ex" -v b="$hello" 'BEGIN{printf "bar: airlock exec / Go hello world (median) %.2fx (bar 2x)\n", a/b}'
+	echo "bar: $lat (bar p50 0.5 ms)"
+	[ -z "$blat" ] || echo "     baseline sandbox: $blat"
+	awk -v k="$kib" 'BEGIN{printf "bar: idle run -d, supervisor + guest RSS %.1f MiB (bar 20 MiB)\n", k/1024}'
+	if [ -n "$bkib" ]; then
+		awk -v k="$bkib" 'BEGIN{printf "     baseline idle run -d RSS %.1f MiB\n", k/1024}'
+	fi
 	echo
 }
 

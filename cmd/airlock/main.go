@@ -9,6 +9,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/guest"
 	"github.com/airlock-dev/airlock/internal/supervisor"
+	"github.com/airlock-dev/airlock/internal/trace"
 )
 
 func main() {
@@ -22,14 +23,20 @@ func main() {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "guest":
+			trace.As("guest")
+			trace.MarkCPU("main")
 			guest.Main()
 		case superviseCmd:
+			trace.As("supervise")
 			os.Exit(supervise(os.Args[2:]))
 		case "--rpc": // the ADR's spelling of `airlock rpc`
 			os.Args[1] = "rpc"
 		}
 	}
-	os.Exit(execute(os.Args[1:]))
+	trace.MarkCPU("main")
+	code := execute(os.Args[1:])
+	trace.MarkCPU("exit")
+	os.Exit(code)
 }
 
 // exitError carries a command's exit status through cobra.

@@ -404,7 +404,8 @@ func TestRPCStdinClosedMidCallLeavesNothing(t *testing.T) {
 	if guest == 0 {
 		t.Fatal("the sandbox's guest process was not found: the cgroup check below would test nothing")
 	}
-	if os.Getuid() == 0 && len(testutil.CgroupDirs("airlock-"+strconv.Itoa(guest))) == 0 {
+	groups := testutil.CgroupNamesOf(guest)
+	if os.Getuid() == 0 && (len(groups) == 0 || len(testutil.CgroupDirs(groups[0])) == 0) {
 		t.Fatal("positive control: no cgroup of the running sandbox found as root")
 	}
 	p.in.Close()
@@ -421,7 +422,7 @@ func TestRPCStdinClosedMidCallLeavesNothing(t *testing.T) {
 	if n := testutil.ProcsWith(marker); len(n) > 0 {
 		t.Fatalf("processes left behind: %v", n)
 	}
-	if cg := testutil.CgroupDirs("airlock-" + strconv.Itoa(guest)); len(cg) > 0 {
+	if cg := cgroupDirsOf(groups); len(cg) > 0 {
 		t.Fatalf("cgroups left behind: %v", cg)
 	}
 }
@@ -456,7 +457,8 @@ func TestRPCKilledLeavesNoProcess(t *testing.T) {
 	if guest == 0 {
 		t.Fatal("the sandbox's guest process was not found: the cgroup check below would test nothing")
 	}
-	if os.Getuid() == 0 && len(testutil.CgroupDirs("airlock-"+strconv.Itoa(guest))) == 0 {
+	groups := testutil.CgroupNamesOf(guest)
+	if os.Getuid() == 0 && (len(groups) == 0 || len(testutil.CgroupDirs(groups[0])) == 0) {
 		t.Fatal("positive control: no cgroup of the running sandbox found as root")
 	}
 	p.cmd.Process.Kill()
@@ -495,7 +497,7 @@ func TestRPCKilledLeavesNoProcess(t *testing.T) {
 	if r := q.reply(1); r["error"] != nil {
 		t.Fatalf("create after the prune: %v", r)
 	}
-	if cg := testutil.CgroupDirs("airlock-" + strconv.Itoa(guest)); len(cg) > 0 {
+	if cg := cgroupDirsOf(groups); len(cg) > 0 {
 		t.Fatalf("stale cgroups not swept: %v", cg)
 	}
 }
@@ -550,4 +552,13 @@ func TestRPCApprovals(t *testing.T) {
 	}
 	sb.Close()
 	<-ev.done
+}
+
+// cgroupDirsOf lists the directories of the named cgroups that exist.
+func cgroupDirsOf(names []string) []string {
+	var dirs []string
+	for _, n := range names {
+		dirs = append(dirs, testutil.CgroupDirs(n)...)
+	}
+	return dirs
 }

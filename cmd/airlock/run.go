@@ -22,6 +22,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/state"
 	"github.com/airlock-dev/airlock/internal/supervisor"
 	"github.com/airlock-dev/airlock/internal/term"
+	"github.com/airlock-dev/airlock/internal/trace"
 )
 
 type runOptions struct {
@@ -181,14 +182,17 @@ func addRunFlags(f *pflag.FlagSet, o *runOptions) {
 
 func run(c *cobra.Command, o *runOptions, args []string) error {
 	// The config files, then the flags the user set, make one config.Spec.
+	trace.Mark("cli parsed")
 	cfg, err := runConfig(c, o)
 	if err != nil {
 		return err
 	}
+	trace.Mark("config read")
 	spec, err := runSpec(cfg, o, args)
 	if err != nil {
 		return err
 	}
+	trace.Mark("spec made")
 	code, err := launch(spec, o, cfg.Spec.Env, nil)
 	if err != nil {
 		return err
@@ -233,10 +237,12 @@ func launch(spec engine.Spec, o *runOptions, env []string, secs []*secrets.Secre
 		}
 		return 0, err
 	}
+	trace.Mark("state dir entry made")
 	if spec.Env, err = sandboxEnv(spec, h.ID(), env); err != nil {
 		h.Remove()
 		return 0, err
 	}
+	trace.Mark("env made")
 	if o.detach {
 		if len(secs) > 0 {
 			h.Remove()
@@ -246,6 +252,7 @@ func launch(spec engine.Spec, o *runOptions, env []string, secs []*secrets.Secre
 	}
 	r := <-preparing
 	preparing = nil
+	trace.Mark("prepared (waited)")
 	if r.err != nil {
 		h.Remove()
 		return 0, r.err

@@ -399,3 +399,27 @@ func Probe() Support {
 	}
 	return s
 }
+
+// Unified reports whether this process lives in cgroup v2 alone, where New
+// makes v2 groups: groups a child can be cloned straight into (OpenDir).
+// It reads one small file, as it runs before every sandbox's clone; a
+// hybrid host (v1 controllers beside a v2 mount) reports false.
+func Unified() bool {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return false
+	}
+	v1, _, hasV2 := parseProcCgroup(b)
+	return hasV2 && len(v1) == 0
+}
+
+// OpenDir opens a v2 group's directory for clone(2)'s CLONE_INTO_CGROUP
+// (syscall.SysProcAttr.CgroupFD). A process born in its group is never
+// moved: moving one takes a lock whose writer first waits for an RCU grace
+// period, measured at 7–12 ms on a busy 2-CPU machine.
+func (g *Group) OpenDir() (*os.File, error) {
+	if g.version != 2 || len(g.dirs) != 1 {
+		return nil, errors.New("cgroup: only a v2 group can be cloned into")
+	}
+	return os.OpenFile(g.dirs[0], os.O_RDONLY|unix.O_DIRECTORY, 0)
+}

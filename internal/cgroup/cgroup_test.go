@@ -534,3 +534,59 @@ func TestV2Plain(t *testing.T) {
 		t.Errorf("failed newV2 left its dir behind")
 	}
 }
+
+// A child cloned into a v2 group (CLONE_INTO_CGROUP) is in it from birth.
+func TestV2CloneInto(t *testing.T) {
+	lay, err := discover()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lay.v2 == "" {
+		t.Skipf("no cgroup2 hierarchy: %s", lay.v2Why)
+	}
+	name := fmt.Sprintf("airlock-test-%d-clone", os.Getpid())
+	g, err := newV2(lay, name, Limits{})
+	if errors.Is(err, ErrUnavailable) {
+		t.Skipf("no writable cgroup: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Destroy() })
+	dir, err := g.OpenDir()
+	if err != nil {
+		t.Fatalf("OpenDir: %v", err)
+	}
+	defer dir.Close()
+	cmd := exec.Command("sleep", "30")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(dir.Fd())}
+	if err := cmd.Start(); err != nil {
+		t.Skipf("clone3 with CLONE_INTO_CGROUP unavailable here: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	pids, err := readPids(g.Paths()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(pids, cmd.Process.Pid) {
+		t.Errorf("pid %d not in %s/cgroup.procs (%v)", cmd.Process.Pid, g.Paths()[0], pids)
+	}
+
+	v1 := &Group{version: 1, dirs: []string{"/x"}}
+	if _, err := v1.OpenDir(); err == nil {
+		t.Error("OpenDir of a v1 group succeeded")
+	}
+}
+
+func TestUnifiedMatchesTheLayout(t *testing.T) {
+	lay, err := discover()
+	if err != nil {
+		t.Skip(err)
+	}
+	// Unified may say no where New would still pick v2 (a hybrid host with
+	// controllers on v2): that costs the fast clone only. The other way
+	// round would clone into a group New cannot make.
+	if Unified() && lay.version() != 2 {
+		t.Errorf("Unified() = true, but New would make a v%d group", lay.version())
+	}
+}

@@ -9,8 +9,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// SweepStale removes empty groups named prefix+PID below the caller's own
-// cgroup dirs whose PID no longer exists: what a sandbox owner killed
+// SweepStale removes empty groups named prefix+PID (or prefix+PID-N) below
+// the caller's own cgroup dirs whose PID no longer exists: what a sandbox owner killed
 // outright (no Close, no state record for prune) left behind. A group that
 // still holds a process is not stale, and rmdir refuses it. It returns how
 // many it removed.
@@ -30,7 +30,8 @@ func SweepStale(prefix string) int {
 	for p := range parents {
 		dirs, _ := filepath.Glob(filepath.Join(p, prefix+"*"))
 		for _, d := range dirs {
-			pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(d), prefix))
+			owner, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(d), prefix), "-")
+			pid, err := strconv.Atoi(owner)
 			if err != nil || pid <= 0 {
 				continue
 			}

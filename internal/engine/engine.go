@@ -34,6 +34,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/proto"
 	"github.com/airlock-dev/airlock/internal/secrets"
 	"github.com/airlock-dev/airlock/internal/state"
+	"github.com/airlock-dev/airlock/internal/trace"
 	"github.com/airlock-dev/airlock/internal/workspace"
 )
 
@@ -235,6 +236,7 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 		return nil, step("check spec", err)
 	}
 
+	trace.Mark("engine: spec checked")
 	// Backend prepare: a native guest's namespaces come up meanwhile.
 	if pending == nil {
 		if pending, err = s.be.Prepare(ctx, s.bspec); err != nil {
@@ -251,6 +253,7 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 	created := audit.Lifecycle(audit.OpCreate, s.be.Name(), "")
 	created.Extra = map[string]string{"origin": spec.Origin}
 	s.record(created)
+	trace.Mark("engine: audit opened")
 
 	// Workspace session: the manifest, copy or overlay layers.
 	if err := s.makeScratch(); err != nil {
@@ -260,6 +263,7 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 		return nil, step("workspace", err)
 	}
 
+	trace.Mark("engine: workspace prepared")
 	// Egress: the gateway pipeline and its door.
 	s.env = spec.Env
 	if s.mode != "" {
@@ -307,6 +311,7 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 		}
 	}
 
+	trace.Mark("engine: egress ready")
 	// Backend start; the sandbox is registered while it sets up.
 	inst, err := pending.Start(ctx, s.bspec, s.register)
 	pending = nil // Start closes it on its own errors
@@ -315,6 +320,7 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 	}
 	s.inst = inst
 	s.warnings = append(s.warnings, inst.Warnings()...)
+	trace.Mark("engine: backend started")
 
 	// Attach the network link to the gateway's netstack.
 	if l := inst.Link(); l != nil {
@@ -344,6 +350,7 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 	started.Duration = audit.Millis(time.Since(s.started))
 	started.Extra = map[string]string{"network": s.mode, "workspace": wsMode}
 	s.record(started)
+	trace.Mark("engine: running")
 	return s, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/airlock-dev/airlock/internal/proto"
+	"github.com/airlock-dev/airlock/internal/trace"
 )
 
 // outputDrain bounds how long exit waits for stream-mode output after the
@@ -124,7 +125,9 @@ func (g *guest) exec(id uint32, req *proto.Exec, passed []*os.File) {
 		// process cannot inject input into it (TIOCSTI) or get its signals.
 		Sys: &syscall.SysProcAttr{Setsid: true, Setctty: req.TTY, Ctty: 0},
 	}
+	trace.Mark("exec: request read")
 	pid, done, err := g.reaper.start(path, req.Argv, attr)
+	trace.Mark("exec: forked")
 	if err != nil {
 		code := 126
 		if errors.Is(err, syscall.ENOENT) {

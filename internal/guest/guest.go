@@ -12,10 +12,13 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlock-dev/airlock/internal/memtrim"
 	"github.com/airlock-dev/airlock/internal/proto"
+	"github.com/airlock-dev/airlock/internal/trace"
 )
 
 // ControlFD is the descriptor on which the host hands the guest its control socket.
@@ -62,8 +65,10 @@ func run(conn *proto.Conn) int {
 		fmt.Fprintln(os.Stderr, "airlock guest: expected init message:", err)
 		return 1
 	}
+	trace.Mark("plan received")
 	g := newGuest(conn, m.Init.Workdir)
 	tap, warnings, err := setup(m.Init, mounts, g.reaper)
+	trace.MarkCPU("sandbox built")
 	proto.CloseFiles(mounts)
 	if err != nil {
 		perr := &proto.Error{Message: err.Error()}
@@ -138,6 +143,7 @@ func setup(in *proto.Init, mounts []*os.File, r *reaper) (tap *os.File, warnings
 	if err := buildRoot(in, mounts); err != nil {
 		return tap, nil, err
 	}
+	trace.Mark("root built")
 	if err := unix.Sethostname([]byte(in.Hostname)); err != nil {
 		return tap, nil, step("sethostname", err)
 	}
@@ -152,6 +158,7 @@ func setup(in *proto.Init, mounts []*os.File, r *reaper) (tap *os.File, warnings
 	if err := os.Chdir(in.Workdir); err != nil {
 		return tap, nil, step("chdir to workspace", err)
 	}
+	trace.Mark("namespaces set up")
 	warnings, err = lockDown(in, r)
 	return tap, warnings, err
 }
@@ -187,6 +194,11 @@ func loopbackUp() error {
 	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
 }
 
+// idleTrim is how long the guest waits without a request before it gives
+// back the memory it does not need (see memtrim): a sandbox spends most of
+// its life waiting for its commands.
+const idleTrim = 2 * time.Second
+
 // guest serves one control connection.
 type guest struct {
 	conn    *proto.Conn
@@ -211,8 +223,11 @@ func (g *guest) serve() {
 		for range sigs {
 		}
 	}()
+	idle := memtrim.AfterIdle(idleTrim)
+	defer idle.Stop()
 	for {
 		m, files, err := g.conn.Recv()
+		idle.Touch()
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				fmt.Fprintln(os.Stderr, "airlock guest: control channel:", err)
@@ -241,6 +256,7 @@ func (g *guest) fail(id uint32, stepName string, err error) {
 func (g *guest) handle(m *proto.Msg, files []*os.File) {
 	switch m.Op {
 	case proto.OpExec:
+		trace.Mark("exec: request received")
 		if m.Exec == nil || len(m.Exec.Argv) == 0 {
 			proto.CloseFiles(files)
 			g.fail(m.ID, "exec", errors.New("empty command"))

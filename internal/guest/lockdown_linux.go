@@ -15,6 +15,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/proto"
 	"github.com/airlock-dev/airlock/internal/seccomp"
+	"github.com/airlock-dev/airlock/internal/trace"
 )
 
 // lockDown runs after pivot_root, in this order: Landlock (needs the final
@@ -43,6 +44,7 @@ func lockDown(in *proto.Init, r *reaper) (warnings []string, err error) {
 		}
 		warnings = append(warnings, w...)
 	}
+	trace.Mark("lockdown: landlock")
 	if err := r.startSpawner(LastCap()); err != nil {
 		return nil, step("drop capabilities", err)
 	}
@@ -59,6 +61,7 @@ func lockDown(in *proto.Init, r *reaper) (warnings []string, err error) {
 	} else if err := dropCapabilities(); err != nil {
 		return nil, step("drop capabilities", err)
 	}
+	trace.Mark("lockdown: capabilities dropped")
 	// Not dumpable: the sandboxed processes run as our uid, and must not be
 	// able to open /proc/1/mem or attach to the agent that serves the host.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {

@@ -33,7 +33,12 @@ type ServerConfig struct {
 	Timeout    time.Duration // per call to the server (default 60 s); approvals wait apart
 }
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+// nameRE with the length checked apart: a counted repetition ({0,63})
+// compiles to 64 copies of the class, which every airlock process (the
+// guest too) would pay for at start.
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+
+const maxNameLen = 64
 
 // ParseServers reads mcp_servers from decoded YAML: a map of NAME to
 //
@@ -75,7 +80,7 @@ func ParseServers(raw any) ([]ServerConfig, error) {
 
 func parseServer(name string, raw any) (ServerConfig, error) {
 	s := ServerConfig{Name: name}
-	if !nameRE.MatchString(name) {
+	if len(name) > maxNameLen || !nameRE.MatchString(name) {
 		return s, fmt.Errorf("the name must be letters, digits, '.', '_' or '-' (at most 64)")
 	}
 	m, ok := raw.(map[string]any)

@@ -17,10 +17,12 @@ import (
 	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/engine"
+	"github.com/airlock-dev/airlock/internal/memtrim"
 	"github.com/airlock-dev/airlock/internal/proto"
 	"github.com/airlock-dev/airlock/internal/secrets"
 	"github.com/airlock-dev/airlock/internal/state"
 	"github.com/airlock-dev/airlock/internal/term"
+	"github.com/airlock-dev/airlock/internal/trace"
 	"github.com/airlock-dev/airlock/internal/workspace"
 )
 
@@ -73,6 +75,9 @@ func Run(h *state.Handle, spec engine.Spec, stdio term.IO, ro Options) (int, err
 		return ExitAirlock, err
 	}
 	sv.sb, sv.record = sb, sb.RecordWorkspace
+	// A sandbox that lives past its first second mostly waits (for its
+	// command, its agent's next request): give back what waiting needs not.
+	defer memtrim.Periodically(time.Second, 10*time.Second)()
 	if q := sb.Approvals(); q != nil && !spec.Detached {
 		events, cancel := q.Subscribe(64)
 		defer cancel()
@@ -80,7 +85,9 @@ func Run(h *state.Handle, spec engine.Spec, stdio term.IO, ro Options) (int, err
 	}
 
 	code, reason := sv.main()
+	trace.Mark("supervisor: command exited")
 	oom := sb.Stop()
+	trace.Mark("supervisor: sandbox stopped")
 	if oom && reason == "" {
 		reason = fmt.Sprintf("the sandbox reached its memory limit (%d MiB) and the kernel killed a process", sb.Limits().MemoryBytes>>20)
 	}
@@ -93,6 +100,7 @@ func Run(h *state.Handle, spec engine.Spec, stdio term.IO, ro Options) (int, err
 	// Every process is gone before the workspace is read (Stop): nothing can
 	// change it while it is reviewed; the backend's cleanup goes on meanwhile.
 	changes := sv.reviewWorkspace(sb.Session(), h.ID())
+	trace.Mark("supervisor: workspace reviewed")
 	now := time.Now().UTC()
 	st := state.Status{State: state.Exited, ExitCode: &code, FinishedAt: &now, Error: reason}
 	if !Kept(spec, h.Name(), changes, reason) {
@@ -100,7 +108,9 @@ func Run(h *state.Handle, spec engine.Spec, stdio term.IO, ro Options) (int, err
 		// code. An agent harness runs one per tool call; hundreds of records
 		// nobody asked for would only make ls slower and the disk fuller.
 		sb.Close()
+		trace.Mark("supervisor: sandbox closed")
 		h.Remove()
+		trace.Mark("supervisor: state dir entry removed")
 		return code, nil
 	}
 	if !spec.Detached && !spec.Quiet && !changes && h.Name() == "" {
@@ -179,6 +189,7 @@ func (sv *supervisor) main() (int, string) {
 	if err != nil {
 		return ExitAirlock, err.Error()
 	}
+	trace.Mark("supervisor: command started")
 	if p.PID == 0 && sv.spec.TTY { // never started; the reason had no terminal to go to
 		e, _ := p.Wait()
 		fmt.Fprintf(sv.io.Stderr, "airlock: %s\n", e.Reason)

@@ -14,8 +14,10 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -258,6 +260,27 @@ func CgroupDirs(name string) []string {
 		}
 		return nil
 	})
+	return out
+}
+
+// CgroupNamesOf lists the names (last path elements) of process pid's own
+// airlock cgroups, from /proc/PID/cgroup: the groups of the sandbox whose
+// guest it is, however they were named.
+func CgroupNamesOf(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if name := path.Base(parts[2]); strings.HasPrefix(name, "airlock-") && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
 	return out
 }
 

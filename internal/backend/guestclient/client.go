@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/airlock-dev/airlock/internal/proto"
+	"github.com/airlock-dev/airlock/internal/trace"
 )
 
 // ErrClosed is returned for requests to a sandbox that has ended.
@@ -77,10 +78,12 @@ func (c *Client) Exec(req *proto.Exec, output func(stream uint8, data []byte), f
 	} else if c.relay && req.Stdio == proto.StdioFDs {
 		return c.execFDs(req, files)
 	}
+	trace.Mark("exec: sending the request")
 	id, replies, err := c.router.Request(&proto.Msg{Op: proto.OpExec, Exec: req}, files...)
 	if err != nil {
 		return nil, closedOr(err)
 	}
+	trace.Mark("exec: request sent")
 	p := &Process{c: c, id: id, replies: replies, output: output}
 	for {
 		r, ok := <-replies

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/link"
 	"github.com/airlock-dev/airlock/internal/proto"
 	"github.com/airlock-dev/airlock/internal/subid"
+	"github.com/airlock-dev/airlock/internal/trace"
 )
 
 // ErrClosed is returned for requests to a sandbox that has ended.
@@ -101,6 +103,7 @@ func Spawn(o Options, c *backend.Spec) (*Sandbox, error) {
 				return nil, err
 			}
 			s.ids = &idmapper{lease: lease, exe: o.Exe}
+			trace.Mark("native: id slot leased")
 		}
 	}
 	conn, child, err := proto.Pair()
@@ -109,31 +112,54 @@ func Spawn(o Options, c *backend.Spec) (*Sandbox, error) {
 		return nil, fmt.Errorf("native: %w", err)
 	}
 	s.conn = conn
-	if err := s.startGuest(o, child); err != nil {
+	// cgroup v2: the guest is cloned straight into its group, made first
+	// (named by this process, as the guest's pid is not known yet); v1 has
+	// no such clone, and its group is made and joined after.
+	var into *os.File
+	unified := cgroup.Unified()
+	if unified {
+		if err := s.makeCgroup(fmt.Sprintf("airlock-%d-%d", os.Getpid(), groupSeq.Add(1))); err != nil {
+			s.Close()
+			return nil, err
+		}
+		if s.cg != nil {
+			into, _ = s.cg.OpenDir() // without it, the guest joins after its clone
+		}
+	}
+	born, err := s.startGuest(o, child, into)
+	if into != nil {
+		into.Close()
+	}
+	if err != nil {
 		s.Close()
 		return nil, err
 	}
-	if err := s.joinCgroup(); err != nil {
-		s.Close()
-		return nil, err
+	trace.Mark("native: guest cloned")
+	if !unified {
+		if err := s.makeCgroup(fmt.Sprintf("airlock-%d", s.guest.Pid)); err != nil {
+			s.Close()
+			return nil, err
+		}
+		trace.Mark("native: cgroup made")
 	}
+	s.joinCgroup(born)
 	return s, nil
 }
 
-// joinCgroup creates the sandbox's cgroup and moves the guest into it in the
-// background: joining a v1 cgroup waits for an RCU grace period (several
-// milliseconds), which so overlaps everything else the start does. Start
-// waits for it, and the guest starts nothing before the first Exec.
-func (s *Sandbox) joinCgroup() error {
+// groupSeq tells apart the v2 groups of the sandboxes one process starts.
+var groupSeq atomic.Uint64
+
+// makeCgroup creates the sandbox's cgroup with its limits, or notes which
+// limits go unenforced where no cgroup can be had.
+func (s *Sandbox) makeCgroup(name string) error {
 	l := s.limits
-	cg, err := cgroup.New(fmt.Sprintf("airlock-%d", s.guest.Pid), cgroup.Limits{MemoryBytes: l.MemoryBytes, CPUs: l.CPUs, Pids: l.Pids})
+	cg, err := cgroup.New(name, cgroup.Limits{MemoryBytes: l.MemoryBytes, CPUs: l.CPUs, Pids: l.Pids})
 	switch {
 	case err == nil:
 		s.cg, s.unlimited = cg, cg.Unenforced()
 		for _, u := range s.unlimited {
 			s.warnings = append(s.warnings, fmt.Sprintf("the %s limit is not enforced: no writable cgroup controller for it", u))
 		}
-		go func() { s.joined <- cg.Add(s.guest.Pid) }()
 	case errors.Is(err, cgroup.ErrUnavailable):
 		// Unprivileged users without cgroup delegation: rlimits bound each
 		// process's memory and the sandbox's process count instead.
@@ -141,11 +167,26 @@ func (s *Sandbox) joinCgroup() error {
 		if l.CPUs > 0 {
 			s.warnings = append(s.warnings, "--cpus is not enforced: no writable cgroup (run as root or delegate a cgroup v2 subtree to this user)")
 		}
-		s.joined <- nil
 	default:
 		return fmt.Errorf("native: cgroup: %w", err)
 	}
 	return nil
+}
+
+// joinCgroup moves the guest into its cgroup, unless it was born there, in
+// the background: a move waits for an RCU grace period (milliseconds),
+// which so overlaps everything else the start does. Start waits for it, and
+// the guest starts nothing before the first Exec.
+func (s *Sandbox) joinCgroup(born bool) {
+	if s.cg == nil || born {
+		s.joined <- nil
+		return
+	}
+	go func() {
+		err := s.cg.Add(s.guest.Pid)
+		trace.Mark("native: guest in its cgroup")
+		s.joined <- err
+	}()
 }
 
 // Start sends a spawned guest its plan and returns once the sandbox is ready.
@@ -171,14 +212,17 @@ func (s *Sandbox) Start(ctx context.Context, c *backend.Spec, whileSetup func(cg
 		return nil, fmt.Errorf("native: plan: %w", err)
 	}
 	init.Rlimits = rlimits(c.Limits, s.unlimited)
+	trace.Mark("native: plan made")
 	if s.ids != nil {
 		if err := s.sendMounts(init); err != nil {
 			return nil, err
 		}
+		trace.Mark("native: idmapped mounts sent")
 	}
 	if err := s.conn.Send(&proto.Msg{Op: proto.OpInit, Init: init}); err != nil {
 		return nil, fmt.Errorf("native: send plan: %w", err)
 	}
+	trace.Mark("native: plan sent")
 	type reply struct {
 		m     *proto.Msg
 		files []*os.File
@@ -188,6 +232,7 @@ func (s *Sandbox) Start(ctx context.Context, c *backend.Spec, whileSetup func(cg
 		if err := whileSetup(s.CgroupPaths()); err != nil {
 			return nil, err
 		}
+		trace.Mark("native: registered while the guest sets up")
 	}
 	go func() {
 		m, files, err := s.conn.Recv()
@@ -200,6 +245,7 @@ func (s *Sandbox) Start(ctx context.Context, c *backend.Spec, whileSetup func(cg
 	defer timer.Stop()
 	select {
 	case r := <-ready:
+		trace.Mark("native: guest ready")
 		m := r.m
 		if m.Op == proto.OpReady && c.Net != nil && len(r.files) == 1 {
 			s.tap, r.files = r.files[0], nil
@@ -227,7 +273,10 @@ func (s *Sandbox) Start(ctx context.Context, c *backend.Spec, whileSetup func(cg
 	return s, nil
 }
 
-func (s *Sandbox) startGuest(o Options, sock *os.File) error {
+// startGuest clones the guest in its namespaces, into the cgroup dir into
+// when not nil; born says whether it went there (CLONE_INTO_CGROUP needs
+// clone3, Linux 5.7: where it fails the guest is started without it).
+func (s *Sandbox) startGuest(o Options, sock *os.File, into *os.File) (born bool, err error) {
 	defer sock.Close()
 	uid, gid := os.Getuid(), os.Getgid()
 	// One uid and gid, the caller's own, on both sides: files the sandbox
@@ -246,32 +295,48 @@ func (s *Sandbox) startGuest(o Options, sock *os.File) error {
 	for c, last := 0, guest.LastCap(); c <= last; c++ {
 		caps = append(caps, uintptr(c))
 	}
-	cmd := exec.Command(o.Exe, "guest")
-	cmd.Args[0] = "airlock"
-	cmd.Env = []string{}
-	cmd.Stderr = o.Stderr
-	cmd.ExtraFiles = make([]*os.File, guest.ControlFD-2)
-	cmd.ExtraFiles[guest.ControlFD-3] = sock
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC |
-			unix.CLONE_NEWUTS | unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP,
-		UidMappings:                uids,
-		GidMappings:                gids,
-		GidMappingsEnableSetgroups: cred != nil,
-		Credential:                 cred,
-		// The guest needs its namespace's capabilities across exec to set up
-		// mounts when it is not uid 0 inside; it drops them all before serving.
-		AmbientCaps: caps,
-		// If the supervisor dies, so does the guest, and with PID 1 gone the
-		// kernel kills every process in the sandbox.
-		Pdeathsig: syscall.SIGKILL,
+	command := func(into *os.File) *exec.Cmd {
+		cmd := exec.Command(o.Exe, "guest")
+		cmd.Args[0] = "airlock"
+		cmd.Env = []string{}
+		if e := trace.ChildEnv(); e != "" {
+			cmd.Env = append(cmd.Env, e)
+		}
+		cmd.Stderr = o.Stderr
+		cmd.ExtraFiles = make([]*os.File, guest.ControlFD-2)
+		cmd.ExtraFiles[guest.ControlFD-3] = sock
+		cmd.SysProcAttr = &syscall.SysProcAttr{
+			Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC |
+				unix.CLONE_NEWUTS | unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP,
+			UidMappings:                uids,
+			GidMappings:                gids,
+			GidMappingsEnableSetgroups: cred != nil,
+			Credential:                 cred,
+			// The guest needs its namespace's capabilities across exec to set up
+			// mounts when it is not uid 0 inside; it drops them all before serving.
+			AmbientCaps: caps,
+			// If the supervisor dies, so does the guest, and with PID 1 gone the
+			// kernel kills every process in the sandbox.
+			Pdeathsig: syscall.SIGKILL,
+		}
+		if into != nil {
+			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(into.Fd())
+		}
+		return cmd
 	}
+	born = into != nil // the goroutine clears it before it reports on started
 	started := make(chan error, 1)
 	go func() {
 		// Pdeathsig fires when the thread that forked exits, not the process:
 		// keep this goroutine on its thread for the sandbox's whole life.
 		runtime.LockOSThread()
-		if err := cmd.Start(); err != nil {
+		cmd := command(into)
+		err := cmd.Start()
+		if err != nil && into != nil { // a Cmd starts once: a new one, joined after
+			cmd, born = command(nil), false
+			err = cmd.Start()
+		}
+		if err != nil {
 			started <- err
 			close(s.exited)
 			return
@@ -279,15 +344,18 @@ func (s *Sandbox) startGuest(o Options, sock *os.File) error {
 		s.guest = cmd.Process
 		started <- nil
 		cmd.Wait()
+		if trace.On() {
+			trace.Mark(fmt.Sprintf("native: guest reaped (its CPU: user %v, system %v)", cmd.ProcessState.UserTime(), cmd.ProcessState.SystemTime()))
+		}
 		close(s.exited)
 	}()
 	if err := <-started; err != nil {
 		if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOSPC) {
-			return fmt.Errorf("native: create namespaces: %w (user namespaces may be disabled: check sysctl kernel.unprivileged_userns_clone, user.max_user_namespaces and kernel.apparmor_restrict_unprivileged_userns; `airlock doctor` tells)", err)
+			return false, fmt.Errorf("native: create namespaces: %w (user namespaces may be disabled: check sysctl kernel.unprivileged_userns_clone, user.max_user_namespaces and kernel.apparmor_restrict_unprivileged_userns; `airlock doctor` tells)", err)
 		}
-		return fmt.Errorf("native: start guest: %w", err)
+		return false, fmt.Errorf("native: start guest: %w", err)
 	}
-	return nil
+	return born, nil
 }
 
 // rlimits stands in for the cgroup limits listed in missing.

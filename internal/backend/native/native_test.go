@@ -837,3 +837,29 @@ func TestNetAsksTheGuestForATAPInterfaceWhoseFramesReachTheHost(t *testing.T) {
 	}
 	t.Error("no frame from the sandbox reached the host's end of the TAP device")
 }
+
+// Where the guest cannot be cloned into its cgroup (clone3 refuses, say on
+// a kernel before 5.7), it is started without, to be moved in after.
+func TestAGuestThatCannotBeClonedIntoItsCgroupStartsAnyway(t *testing.T) {
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	notACgroup, err := os.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer notACgroup.Close()
+	conn, child, err := proto.Pair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Sandbox{conn: conn, exited: make(chan struct{}), joined: make(chan error, 1)}
+	defer s.Close()
+	born, err := s.startGuest(Options{Exe: airlockBin, Stderr: io.Discard}, child, notACgroup)
+	if err != nil {
+		t.Fatalf("startGuest: %v", err)
+	}
+	if born || s.guest == nil {
+		t.Errorf("startGuest = born %v, guest %v; want started, not born in a directory that is no cgroup", born, s.guest)
+	}
+}
