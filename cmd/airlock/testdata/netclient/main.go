@@ -3,6 +3,7 @@
 // proxy variables, as any Go program does.
 //
 //	netclient get URL        print the body
+//	netclient h2 URL         GET offering HTTP/2 only (as gRPC does), print protocol-status
 //	netclient sse URL        print when the first event arrived and when the stream ended
 //	netclient ws URL         WebSocket: send a text frame, print the echo
 //	                         ($WS_TOKEN, if set, goes in an Authorization header)
@@ -24,7 +25,7 @@ import (
 
 func main() {
 	if len(os.Args) != 3 {
-		fail(fmt.Errorf("usage: netclient get|sse|ws|download URL"))
+		fail(fmt.Errorf("usage: netclient get|h2|sse|ws|download URL"))
 	}
 	url := os.Args[2]
 	switch os.Args[1] {
@@ -32,6 +33,14 @@ func main() {
 		resp := do(http.DefaultClient, mustReq("GET", url))
 		b, _ := io.ReadAll(resp.Body)
 		fmt.Printf("%d %s", resp.StatusCode, b)
+	case "h2":
+		var only http.Protocols
+		only.SetHTTP2(true)
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.Protocols = &only
+		resp := do(&http.Client{Transport: tr}, mustReq("GET", url))
+		io.Copy(io.Discard, resp.Body)
+		fmt.Printf("%s-%d\n", resp.Proto, resp.StatusCode)
 	case "sse":
 		start := time.Now()
 		resp := do(http.DefaultClient, mustReq("GET", url))
