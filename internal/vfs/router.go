@@ -86,6 +86,16 @@ func (r *Router) virtual(p string) ([]string, bool) {
 	return names, found
 }
 
+func (r *Router) isVirtual(p string) bool {
+	_, ok := r.virtual(p)
+	return ok
+}
+
+func parentOf(p string) string {
+	d, _ := split(p)
+	return d
+}
+
 func contains(s []string, v string) bool {
 	for _, x := range s {
 		if x == v {
@@ -117,11 +127,11 @@ func (r *Router) get(p string) (*routed, string, bool, error) {
 // put resolves p for a change: made-up directories cannot change.
 func (r *Router) put(p string) (*routed, string, error) {
 	m, sub, virt, err := r.get(p)
+	if virt || err != nil && r.isVirtual(parentOf(p)) {
+		return nil, "", unix.EROFS
+	}
 	if err != nil {
 		return nil, "", err
-	}
-	if virt {
-		return nil, "", unix.EROFS
 	}
 	return m, sub, nil
 }

@@ -119,6 +119,8 @@ func (s *splitter) next() ([]byte, error) {
 type session struct {
 	port    io.ReadWriteCloser
 	fd      int // our end of the SOCK_SEQPACKET pair go-fuse serves
+	srv     int // a dup of go-fuse's end, to set its socket options
+	served  chan struct{}
 	maxMsg  int
 	slots   chan struct{}
 	done    chan struct{}
@@ -138,9 +140,39 @@ func (s *session) fail(err error) {
 	s.once.Do(func() {
 		close(s.done)
 		s.port.Close()
-		// go-fuse's reads see end of stream, its writes EPIPE.
-		unix.Shutdown(s.fd, unix.SHUT_RDWR)
+		s.stopServer()
 	})
+}
+
+// stopServer makes go-fuse's readers return an error, which ends Serve
+// quietly (an end of stream would make each reader log a "short read" on
+// the process-wide logger): reads on both ends time out from now on, and
+// harmless INTERRUPTs of no request wake the readers already blocked
+// until Serve has returned (served closes).
+func (s *session) stopServer() {
+	tv := unix.NsecToTimeval(int64(time.Millisecond))
+	for _, fd := range []int{s.srv, s.fd} {
+		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv)
+	}
+	wake := make([]byte, inHeaderSize+8)
+	binary.NativeEndian.PutUint32(wake[0:], uint32(len(wake)))
+	binary.NativeEndian.PutUint32(wake[4:], opInterrupt)
+	binary.NativeEndian.PutUint64(wake[8:], 1<<63)
+	go func() {
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		for {
+			for range 4 {
+				unix.SendmsgN(s.fd, wake, nil, nil, unix.MSG_DONTWAIT)
+			}
+			select {
+			case <-s.served:
+				return
+			case <-t.C:
+			}
+		}
+	}()
 }
 
 // ServeStream serves root to a guest whose /dev/fuse byte stream is port
@@ -170,8 +202,15 @@ func ServeStream(ctx context.Context, port io.ReadWriteCloser, root Provider, o 
 			return err
 		}
 	}
-	s := &session{port: port, fd: fds[0], maxMsg: maxMsg, slots: make(chan struct{}, o.MaxInFlight),
-		done: make(chan struct{}), pending: map[uint64]bool{}}
+	srvDup, err := unix.FcntlInt(uintptr(fds[1]), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return err
+	}
+	defer unix.Close(srvDup)
+	s := &session{port: port, fd: fds[0], srv: srvDup, maxMsg: maxMsg, slots: make(chan struct{}, o.MaxInFlight),
+		done: make(chan struct{}), served: make(chan struct{}), pending: map[uint64]bool{}}
 	defer unix.Close(fds[0])
 
 	var pumps sync.WaitGroup
@@ -214,6 +253,7 @@ func ServeStream(ctx context.Context, port io.ReadWriteCloser, root Provider, o 
 		srv.Serve()
 		s.fail(nil)
 	}
+	close(s.served)
 	pumps.Wait()
 	if errors.Is(s.err, io.EOF) {
 		return nil
@@ -285,6 +325,14 @@ func (s *session) toGuest() error {
 		n, _, flags, _, err := unix.Recvmsg(s.fd, buf, nil, 0)
 		if err == unix.EINTR {
 			continue
+		}
+		if err == unix.EAGAIN {
+			select {
+			case <-s.done:
+				return nil
+			default: // a reply is being written: wait on
+				continue
+			}
 		}
 		if err != nil {
 			return err
