@@ -39,6 +39,7 @@ const (
 // FUSE opcodes the relay must tell apart: these get no reply.
 const (
 	opForget      = 2
+	opInit        = 26
 	opInterrupt   = 36
 	opNotifyReply = 41
 	opBatchForget = 42
@@ -291,12 +292,16 @@ func expectsReply(op uint32) bool {
 // toServer moves guest requests to go-fuse, at most MaxInFlight unanswered.
 func (s *session) toServer() error {
 	sp := newSplitter(s.port, inHeaderSize, s.maxMsg)
-	for {
+	for first := true; ; first = false {
 		msg, err := sp.next()
 		if err != nil {
 			return err
 		}
 		op := binary.NativeEndian.Uint32(msg[4:8])
+		// go-fuse takes whatever comes first as the handshake.
+		if first != (op == opInit) {
+			return fmt.Errorf("%w: opcode %d where INIT must be first and only", ErrBadMessage, op)
+		}
 		unique := binary.NativeEndian.Uint64(msg[8:16])
 		if expectsReply(op) {
 			select {
