@@ -28,6 +28,8 @@ var rules = []rule{
 		"the guest (PID 1 inside) needs the protocol and lockdown only: host-side networking and backends stay out of it"},
 	{[]string{"internal/link"}, []string{"internal/", "gvisor.dev/"},
 		"a link is a leaf type so backends can hand one over without importing the network stack"},
+	{[]string{"internal/vfs"}, []string{"internal/", "sandbox", "cmd/", "!internal/audit"},
+		"the VFS is a low layer the VM backend and the RPC file methods both use: providers and the FUSE server know no engine, backend or workspace session (audit only for its record type)"},
 	{[]string{"internal/config"}, []string{"internal/", "sandbox", "cmd/", "!internal/policy", "!internal/secrets"},
 		"config is data, validation and merging (it checks rules with policy and secret flags with secrets, both leaves): everything else depends on it, not the other way"},
 }
@@ -92,6 +94,8 @@ func TestRulesCatchWhatTheyForbid(t *testing.T) {
 		{"sandbox", "internal/supervisor"},
 		{"internal/guest", "internal/netstack"},
 		{"internal/config", "internal/state"},
+		{"internal/vfs", "internal/engine"},
+		{"internal/vfs", "internal/backend/native"},
 	}
 	for _, c := range cases {
 		caught := false

@@ -120,9 +120,9 @@ func TestFUSEOverlayUpperIsWhatReviewReads(t *testing.T) {
 	mnt := serve(t, o, ServeOptions{})
 
 	must(t, os.WriteFile(mnt+"/edit/top", []byte("edited"), 0o644)) // copy-up
-	must(t, os.RemoveAll(mnt+"/gone"))                               // whiteouts
-	must(t, os.RemoveAll(mnt+"/redo"))                               // deleted, then
-	must(t, os.MkdirAll(mnt+"/redo/sub", 0o755))                     // made again: opaque
+	must(t, os.RemoveAll(mnt+"/gone"))                              // whiteouts
+	must(t, os.RemoveAll(mnt+"/redo"))                              // deleted, then
+	must(t, os.MkdirAll(mnt+"/redo/sub", 0o755))                    // made again: opaque
 	must(t, os.WriteFile(mnt+"/redo/new", []byte("new"), 0o644))
 	must(t, os.Rename(mnt+"/edit/sub/f", mnt+"/moved"))
 	must(t, os.Remove(mnt+"/link"))

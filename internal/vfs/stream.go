@@ -357,6 +357,9 @@ func (s *session) toGuest() error {
 			s.mu.Unlock()
 		}
 		if _, err := s.port.Write(buf[:n]); err != nil {
+			if errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) {
+				return io.EOF // the guest went away: the usual end
+			}
 			return err
 		}
 	}
