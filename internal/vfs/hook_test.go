@@ -83,3 +83,14 @@ func TestMemoryBounds(t *testing.T) {
 	must(t, m.Mkdir("/e", 0o755))
 	wantErrno(t, m.Mkdir("/f", 0o755), unix.ENOSPC)
 }
+
+func TestFUSEOwner(t *testing.T) {
+	mnt := serve(t, NewMemory(0, 0), ServeOptions{Owner: &Owner{UID: 1000, GID: 1001}})
+	must(t, os.WriteFile(mnt+"/f", nil, 0o644))
+	must(t, os.Chown(mnt+"/f", 0, 0)) // ignored, not refused
+	var st unix.Stat_t
+	must(t, unix.Stat(mnt+"/f", &st))
+	if st.Uid != 1000 || st.Gid != 1001 {
+		t.Fatalf("owner %d:%d, want 1000:1001", st.Uid, st.Gid)
+	}
+}

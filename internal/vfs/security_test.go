@@ -255,6 +255,27 @@ func TestServeStreamRefusesGarbage(t *testing.T) {
 			t.Skip("first request answered before the second arrived")
 		}
 	})
+	t.Run("unknown node", func(t *testing.T) {
+		// go-fuse panics on a node id it never gave out; the host survives
+		// and the session ends.
+		guest, done := fakeGuest(t, NewMemory(0, 0), ServeOptions{})
+		handshake(t, guest)
+		guest.Write(request(3, 2, 999, make([]byte, 16)))
+		wantEnd(t, done, ErrBadMessage)
+	})
+	t.Run("context cancelled", func(t *testing.T) {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		must(t, err)
+		unix.SetNonblock(fds[1], true)
+		guest, host := os.NewFile(uintptr(fds[0]), "guest"), os.NewFile(uintptr(fds[1]), "host")
+		defer guest.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- ServeStream(ctx, host, NewMemory(0, 0), ServeOptions{}) }()
+		handshake(t, guest)
+		cancel()
+		wantEnd(t, done, context.Canceled)
+	})
 	t.Run("guest closes", func(t *testing.T) {
 		guest, done := fakeGuest(t, NewMemory(0, 0), ServeOptions{})
 		handshake(t, guest)
