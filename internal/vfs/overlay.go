@@ -2,6 +2,7 @@ package vfs
 
 import (
 	"errors"
+	"hash/fnv"
 	"sort"
 	"strings"
 	"sync"
@@ -89,6 +90,13 @@ func (o *Overlay) where(p string) (layer, Attr, error) {
 			return 0, Attr{}, err
 		}
 		la.Ino = mixIno(la.Ino, lowerTag)
+		if !la.IsDir() && la.Nlink > 1 {
+			// The FUSE side finds a file's path from its inode; lower hard
+			// links sharing one would let a write to one name copy up the
+			// other. They are separate files here (overlayfs breaks them
+			// on copy-up too), each with an inode of its own path.
+			la.Ino, la.Nlink = pathIno(p), 1
+		}
 		return inLower, la, nil
 	}
 	return 0, Attr{}, unix.ENOENT
@@ -116,6 +124,13 @@ func (o *Overlay) lowerShows(p string) bool {
 	}
 	_, err := o.lower.Lstat(p)
 	return err == nil
+}
+
+// pathIno is a stable inode number for a lower path, apart from real ones.
+func pathIno(p string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(p))
+	return mixIno(h.Sum64()|1<<62, lowerTag+1)
 }
 
 func (o *Overlay) Lstat(p string) (Attr, error) {

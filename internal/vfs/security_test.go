@@ -112,6 +112,8 @@ func TestFUSEOverlayUpperIsWhatReviewReads(t *testing.T) {
 		must(t, os.WriteFile(lower+"/"+d+"/top", []byte("top "+d), 0o644))
 	}
 	must(t, os.Symlink("keep/top", lower+"/link"))
+	must(t, os.WriteFile(lower+"/h1", []byte("linked"), 0o644))
+	must(t, os.Link(lower+"/h1", lower+"/h2"))
 	lp, err := NewRealDir(lower)
 	must(t, err)
 	o, err := NewOverlay(ReadOnly(lp), upper)
@@ -128,6 +130,15 @@ func TestFUSEOverlayUpperIsWhatReviewReads(t *testing.T) {
 	must(t, os.Remove(mnt+"/link"))
 	must(t, os.Symlink("moved", mnt+"/link"))
 	must(t, os.Chmod(mnt+"/keep/top", 0o600))
+	for _, h := range []string{"/h1", "/h2"} { // open both before writing one
+		if got := readFile(t, mnt+h); got != "linked" {
+			t.Fatalf("%s: %q", h, got)
+		}
+	}
+	must(t, os.WriteFile(mnt+"/h2", []byte("h2 only"), 0o644))
+	if a, b := readFile(t, mnt+"/h1"), readFile(t, mnt+"/h2"); a != "linked" || b != "h2 only" {
+		t.Fatalf("lower hard links after a write to one: h1 %q, h2 %q", a, b)
+	}
 	if b, _ := os.ReadFile(lower + "/edit/top"); string(b) != "top edit" {
 		t.Fatalf("the lower changed: %q", b)
 	}
