@@ -241,7 +241,12 @@ func TestServeStreamRefusesGarbage(t *testing.T) {
 	binary.NativeEndian.PutUint32(huge, 0xfffffff0)
 	short := make([]byte, 8)
 	binary.NativeEndian.PutUint32(short, 8)
+	hugeRead := make([]byte, 40) // fuse_read_in with size 4 GiB - 1
+	binary.NativeEndian.PutUint32(hugeRead[16:], 0xffffffff)
+	hugeXattr := make([]byte, 8)
+	binary.NativeEndian.PutUint32(hugeXattr, 0xffffffff)
 	for name, b := range map[string][]byte{"huge length": huge, "below header": short,
+		"read of 4 GiB": request(15, 2, 1, hugeRead), "getxattr of 4 GiB": request(22, 2, 1, append(hugeXattr, 'a', 0)),
 		"over max write": request(16, 2, 1, make([]byte, DefaultMaxWrite+msgSlack))} {
 		t.Run(name, func(t *testing.T) {
 			guest, done := fakeGuest(t, NewMemory(0, 0), ServeOptions{})

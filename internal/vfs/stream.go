@@ -39,7 +39,13 @@ const (
 // FUSE opcodes the relay must tell apart: these get no reply.
 const (
 	opForget      = 2
+	opGetxattr    = 22
+	opListxattr   = 23
 	opInit        = 26
+	opRead        = 15
+	opReaddir     = 28
+	opIoctl       = 39
+	opReaddirplus = 44
 	opInterrupt   = 36
 	opNotifyReply = 41
 	opBatchForget = 42
@@ -303,6 +309,9 @@ func (s *session) toServer() error {
 			return fmt.Errorf("%w: opcode %d where INIT must be first and only", ErrBadMessage, op)
 		}
 		unique := binary.NativeEndian.Uint64(msg[8:16])
+		if err := s.checkReplySize(op, msg[inHeaderSize:]); err != nil {
+			return err
+		}
 		if expectsReply(op) {
 			select {
 			case s.slots <- struct{}{}:
@@ -321,6 +330,31 @@ func (s *session) toServer() error {
 			return err
 		}
 	}
+}
+
+// checkReplySize refuses requests that name the size of their reply
+// beyond what the kernel ever asks (MaxWrite): go-fuse allocates that
+// buffer before anything else, so a READ of 4 GiB would cost the host
+// 4 GiB.
+func (s *session) checkReplySize(op uint32, body []byte) error {
+	var at int
+	switch op {
+	case opRead, opReaddir, opReaddirplus:
+		at = 16 // fuse_read_in.size
+	case opGetxattr, opListxattr:
+		at = 0 // fuse_getxattr_in.size
+	case opIoctl:
+		at = 28 // fuse_ioctl_in.out_size
+	default:
+		return nil
+	}
+	if len(body) < at+4 {
+		return fmt.Errorf("%w: opcode %d without its arguments", ErrBadMessage, op)
+	}
+	if n := binary.NativeEndian.Uint32(body[at:]); int64(n) > int64(s.maxMsg) {
+		return fmt.Errorf("%w: opcode %d asks for a %d-byte reply", ErrBadMessage, op, n)
+	}
+	return nil
 }
 
 // toGuest moves go-fuse's replies and notifications to the guest.
