@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/airlock-dev/airlock/internal/audit"
 	"golang.org/x/sys/unix"
@@ -92,5 +93,25 @@ func TestFUSEOwner(t *testing.T) {
 	must(t, unix.Stat(mnt+"/f", &st))
 	if st.Uid != 1000 || st.Gid != 1001 {
 		t.Fatalf("owner %d:%d, want 1000:1001", st.Uid, st.Gid)
+	}
+}
+
+// Host-side edits show through the guest's kept page cache once the
+// attribute timeout has passed.
+func TestFUSEHostEditsShow(t *testing.T) {
+	root := t.TempDir()
+	p, err := NewRealDir(root)
+	must(t, err)
+	defer p.Close()
+	mnt := serve(t, p, ServeOptions{CacheTimeout: 100 * time.Millisecond})
+	must(t, os.WriteFile(root+"/f", []byte("before"), 0o644))
+	if got := readFile(t, mnt+"/f"); got != "before" {
+		t.Fatalf("read %q", got)
+	}
+	time.Sleep(20 * time.Millisecond)                         // a later mtime
+	must(t, os.WriteFile(root+"/f", []byte("after!"), 0o644)) // same size
+	time.Sleep(300 * time.Millisecond)
+	if got := readFile(t, mnt+"/f"); got != "after!" {
+		t.Fatalf("read %q after a host edit", got)
 	}
 }
