@@ -341,10 +341,15 @@ func TestServeStreamFloodIsBounded(t *testing.T) {
 			sent.Add(1)
 		}
 	}()
-	time.Sleep(3 * time.Second)
-	n1 := sent.Load()
-	time.Sleep(time.Second)
-	n2 := sent.Load()
+	// Wait for the flood to stall (no request accepted for a second).
+	var n1, n2 int64
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
+		n1 = sent.Load()
+		time.Sleep(time.Second)
+		if n2 = sent.Load(); n2 == n1 && n2 > 0 {
+			break
+		}
+	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	grew := int64(after.HeapInuse) - int64(before.HeapInuse)
