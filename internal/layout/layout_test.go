@@ -30,6 +30,8 @@ var rules = []rule{
 		"a link is a leaf type so backends can hand one over without importing the network stack"},
 	{[]string{"internal/vmimage"}, []string{"internal/", "sandbox", "cmd/"},
 		"vmimage keeps the VM's boot assets and imports nothing of ours, so the vm backend can find them without the image builders (docker) or the engine"},
+	{[]string{"internal/vfs"}, []string{"internal/", "sandbox", "cmd/", "!internal/audit"},
+		"the VFS is a low layer the VM backend and the RPC file methods both use: providers and the FUSE server know no engine, backend or workspace session (audit only for its record type)"},
 	{[]string{"internal/config"}, []string{"internal/", "sandbox", "cmd/", "!internal/policy", "!internal/secrets"},
 		"config is data, validation and merging (it checks rules with policy and secret flags with secrets, both leaves): everything else depends on it, not the other way"},
 }
@@ -95,6 +97,8 @@ func TestRulesCatchWhatTheyForbid(t *testing.T) {
 		{"internal/guest", "internal/netstack"},
 		{"internal/config", "internal/state"},
 		{"internal/vmimage", "internal/images"},
+		{"internal/vfs", "internal/engine"},
+		{"internal/vfs", "internal/backend/native"},
 	}
 	for _, c := range cases {
 		caught := false

@@ -1,0 +1,5 @@
+package vfs
+
+import "runtime"
+
+func lockOSThread() { runtime.LockOSThread() }
