@@ -12,6 +12,10 @@ import (
 )
 
 func main() {
+	// In a VM the kernel runs this binary as /init.
+	if guest.IsVMInit() {
+		guest.VMInit()
+	}
 	// Inside a sandbox the binary also answers to the names it is shown
 	// under (/run/airlock/bin): hostexec CMD ARGS..., mcp-bridge NAME.
 	if name := filepath.Base(os.Args[0]); name == "hostexec" || name == "mcp-bridge" {

@@ -1,0 +1,205 @@
+package vm
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-dev/airlock/internal/backend"
+	"github.com/airlock-dev/airlock/internal/proto"
+)
+
+func TestArgsPickTheMachineByAccelerator(t *testing.T) {
+	m := Machine{Name: "airlock-vm", Kernel: "/k", Initrd: "/i", Root: "/r", RootFS: "ext4", ConsoleFD: 6, CtlFD: 7, NetFD: 8, TSCKHz: 2000000}
+	m.Accel = TCG
+	tcg := strings.Join(Args(m), " ")
+	for _, want := range []string{"-accel tcg", "-machine q35", "virtio-net-pci,netdev=net0,romfile=", "-netdev socket,id=net0,fd=8",
+		"socket,id=ctl,fd=7", "name=airlock.ctl", "-nodefaults", "-no-user-config", "-no-reboot", "readonly=on", "virtio-rng-pci"} {
+		if !strings.Contains(tcg, want) {
+			t.Errorf("TCG args lack %q: %s", want, tcg)
+		}
+	}
+	if strings.Contains(tcg, "tsc_early_khz") {
+		t.Errorf("q35 needs no tsc_early_khz: %s", tcg)
+	}
+	m.Accel = KVM
+	kvm := strings.Join(Args(m), " ")
+	for _, want := range []string{"-accel kvm", "-machine microvm", "virtio-net-device", "virtio-serial-device", "tsc_early_khz=2000000"} {
+		if !strings.Contains(kvm, want) {
+			t.Errorf("KVM args lack %q: %s", want, kvm)
+		}
+	}
+}
+
+func TestFindQEMURefusesTheMicrovmBuild(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "qemu-system-x86_64-microvm")
+	os.WriteFile(p, nil, 0o755)
+	if _, err := FindQEMU(func(string) string { return p }); err == nil || !strings.Contains(err.Error(), "microvm") {
+		t.Errorf("FindQEMU(%s) = %v, want a refusal", p, err)
+	}
+	if _, err := FindQEMU(func(k string) string {
+		if k == "PATH" {
+			return ""
+		}
+		return ""
+	}); err != nil && !strings.Contains(err.Error(), "qemu-system-x86") {
+		t.Errorf("missing QEMU: %v", err)
+	}
+}
+
+// testDataDir is airlock's data dir, where `airlock images build --variant
+// vm` puts the kernel and root image.
+func testDataDir() string {
+	if x := os.Getenv("XDG_DATA_HOME"); filepath.IsAbs(x) {
+		return filepath.Join(x, "airlock")
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".local", "share", "airlock")
+}
+
+var (
+	exeOnce sync.Once
+	exePath string
+	exeErr  error
+)
+
+// guestBinary builds the static airlock binary booted as /init.
+func guestBinary(t *testing.T) string {
+	t.Helper()
+	exeOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "airlock-vm-test-")
+		if err != nil {
+			exeErr = err
+			return
+		}
+		exePath = filepath.Join(dir, "airlock")
+		cmd := exec.Command("go", "build", "-o", exePath, "github.com/airlock-dev/airlock/cmd/airlock")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			exeErr = err
+			t.Logf("%s", out)
+		}
+	})
+	if exeErr != nil {
+		t.Fatalf("build airlock: %v", exeErr)
+	}
+	return exePath
+}
+
+// needVM skips unless QEMU and the VM assets are here.
+func needVM(t *testing.T) Options {
+	t.Helper()
+	if _, err := FindQEMU(os.Getenv); err != nil {
+		t.Skipf("no QEMU: %v", err)
+	}
+	o := Options{DataDir: testDataDir()}
+	if _, err := FindAssets(o.DataDir); err != nil {
+		t.Skipf("no VM assets: %v", err)
+	}
+	o.Exe = guestBinary(t)
+	return o
+}
+
+func run(t *testing.T, s *Sandbox, argv ...string) (string, int) {
+	t.Helper()
+	var out bytes.Buffer
+	var mu sync.Mutex
+	p, err := s.Exec(&proto.Exec{Argv: argv, Env: []string{"PATH=/usr/bin:/bin"}, Stdio: proto.StdioStream}, func(_ uint8, b []byte) {
+		mu.Lock()
+		out.Write(b)
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatalf("exec %v: %v", argv, err)
+	}
+	p.CloseStdin()
+	e, err := p.Wait()
+	if err != nil {
+		t.Fatalf("wait %v: %v", argv, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return out.String(), e.Code
+}
+
+// TestVM boots one VM under the chosen accelerator and runs every check in it.
+func TestVM(t *testing.T) {
+	o := needVM(t)
+	ws := t.TempDir()
+	runDir := t.TempDir()
+	spec := &backend.Spec{
+		ID: "vmtest0001", Workspace: ws, HostHome: "/nonexistent", RunDir: runDir,
+		Limits: backend.Limits{MemoryBytes: 512 << 20, CPUs: 1},
+		Net:    &proto.Net{Device: "eth0", Addr: "10.0.2.15/24", Gateway: "10.0.2.2", MTU: 1500},
+	}
+	start := time.Now()
+	p, err := Backend{Options: o}.Prepare(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := p.Start(context.Background(), spec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := inst.(*Sandbox)
+	defer s.Close()
+	t.Logf("boot to ready: %s (%s), warnings %q", time.Since(start), s.accel, s.Warnings())
+
+	t.Run("the guest kernel is not the host's", func(t *testing.T) {
+		out, code := run(t, s, "uname", "-r")
+		var u unix.Utsname
+		unix.Uname(&u)
+		if code != 0 || strings.TrimSpace(out) == "" || strings.TrimSpace(out) == unix.ByteSliceToString(u.Release[:]) {
+			t.Errorf("uname -r = %q (exit %d), host %s", out, code, unix.ByteSliceToString(u.Release[:]))
+		}
+	})
+	t.Run("exit codes come back", func(t *testing.T) {
+		if _, code := run(t, s, "sh", "-c", "exit 7"); code != 7 {
+			t.Errorf("exit = %d, want 7", code)
+		}
+		if _, code := run(t, s, "no-such-command"); code != 127 {
+			t.Errorf("exit = %d, want 127", code)
+		}
+	})
+	t.Run("writes outside the writable places fail", func(t *testing.T) {
+		if out, code := run(t, s, "sh", "-c", "echo x > /etc/airlock-test"); code == 0 {
+			t.Errorf("writing /etc succeeded: %s", out)
+		}
+		if out, code := run(t, s, "sh", "-c", "echo x > /tmp/ok && cat /tmp/ok"); code != 0 || out != "x\n" {
+			t.Errorf("writing /tmp: %q (exit %d)", out, code)
+		}
+	})
+	t.Run("the network link is a datagram socket", func(t *testing.T) {
+		l := s.Link()
+		if l == nil {
+			t.Fatal("no link")
+		}
+		defer l.File.Close()
+		if err := l.Validate(); err != nil {
+			t.Error(err)
+		}
+	})
+	t.Run("the console log and pid file are in the run dir", func(t *testing.T) {
+		if _, err := os.Stat(filepath.Join(runDir, PIDFile)); err != nil {
+			t.Error(err)
+		}
+		if _, err := os.Stat(filepath.Join(runDir, ConsoleFile)); err != nil {
+			t.Error(err)
+		}
+	})
+	s.Close()
+	select {
+	case <-s.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("QEMU still runs after Close")
+	}
+}
