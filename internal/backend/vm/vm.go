@@ -238,6 +238,9 @@ func (s *Sandbox) Start(ctx context.Context, spec *backend.Spec, register func(c
 		}
 	}()
 	if spec.RunDir != "" {
+		if err := os.MkdirAll(spec.RunDir, 0o700); err != nil {
+			return nil, fmt.Errorf("vm: %w", err)
+		}
 		s.console.saveTo(filepath.Join(spec.RunDir, ConsoleFile))
 		s.pidFile = filepath.Join(spec.RunDir, PIDFile)
 		if err := os.WriteFile(s.pidFile, []byte(strconv.Itoa(s.qemu.Pid)+"\n"), 0o600); err != nil {
