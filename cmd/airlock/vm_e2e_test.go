@@ -1,0 +1,132 @@
+package main
+
+// VM backend tests, under QEMU (TCG where KVM does not boot). TestVMBackend
+// re-runs the network tests with AIRLOCK_TEST_BACKEND=vm, so every `airlock
+// run` of theirs gets --backend vm; the TestVM* tests below check what only
+// a VM has. Both need QEMU and the VM assets (`airlock images build
+// --variant vm`), and skip with the reason otherwise.
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/internal/backend/vm"
+	"github.com/airlock-dev/airlock/internal/config"
+)
+
+// vmTests are the tests of this suite that run for the vm backend too.
+const vmTests = "TestClientsInsideReachAllowedHostsThroughTheGateway|TestSecretsNeverEnterTheSandbox|TestTransparent|TestVMOnly"
+
+// vmDataHome is the XDG data home holding the VM assets, for the tests'
+// private HOMEs (empty when the backend under test is not vm).
+var vmDataHome = func() string {
+	if x := os.Getenv("AIRLOCK_TEST_VM_DATA"); x != "" {
+		return x
+	}
+	d, err := config.DataDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Dir(d)
+}()
+
+func vmDataEnv() []string {
+	if testBackend() != "vm" || vmDataHome == "" {
+		return nil
+	}
+	return []string{"XDG_DATA_HOME=" + vmDataHome}
+}
+
+// needVM skips unless QEMU and the VM assets are here.
+func needVM(t *testing.T) {
+	t.Helper()
+	if _, err := vm.FindQEMU(os.Getenv); err != nil {
+		t.Skipf("the vm backend is not tested: %v", err)
+	}
+	if _, err := vm.FindAssets(filepath.Join(vmDataHome, "airlock")); err != nil {
+		t.Skipf("the vm backend is not tested: %v", err)
+	}
+}
+
+// TestVMBackend re-runs the network tests and the TestVMOnly ones against
+// the vm backend.
+func TestVMBackend(t *testing.T) {
+	if testBackend() != "" {
+		t.Skip("a re-run of the suite for one backend")
+	}
+	needVM(t)
+	u := testUpstream(t)
+	c := exec.Command(os.Args[0], "-test.v", "-test.timeout=15m", "-test.run="+vmTests)
+	c.Env = append(os.Environ(), append([]string{"AIRLOCK_TEST_BIN=" + airlockBin, "AIRLOCK_TEST_BACKEND=vm", "AIRLOCK_TEST_VM_DATA=" + vmDataHome}, u.childEnv(t)...)...)
+	out, err := c.CombinedOutput()
+	t.Logf("with --backend vm:\n%s", out)
+	if err != nil {
+		t.Fatalf("tests failed with --backend vm: %v", err)
+	}
+}
+
+func vmOnly(t *testing.T) {
+	t.Helper()
+	if testBackend() != "vm" {
+		t.Skip("vm backend only: TestVMBackend runs it")
+	}
+}
+
+func TestVMOnlyRunsInItsOwnKernel(t *testing.T) {
+	vmOnly(t)
+	e := newEnv(t)
+	start := time.Now()
+	r := e.run("run", "-q", "--", "uname", "-r")
+	t.Logf("airlock run --backend vm -- uname -r took %s", time.Since(start))
+	host, _ := exec.Command("uname", "-r").Output()
+	if r.code != 0 || strings.TrimSpace(r.stdout) == "" || strings.TrimSpace(r.stdout) == strings.TrimSpace(string(host)) {
+		t.Fatalf("uname -r in the VM = %v; the host's is %s", r, host)
+	}
+	r = e.run("run", "-q", "--", "sh", "-c", "echo x > /etc/escape; echo exit=$?; exit 3")
+	if r.code != 3 || strings.Contains(r.stdout, "exit=0") || !strings.Contains(r.stderr, "/etc/escape") {
+		t.Errorf("a write to /etc must fail and the exit code come back: %v", r)
+	}
+	if _, err := os.Stat("/etc/escape"); err == nil {
+		t.Error("a write in the VM reached the host's /etc")
+	}
+}
+
+// A supervisor killed with SIGKILL leaves no QEMU behind.
+func TestVMOnlyLeavesNoQEMUWhenTheSupervisorIsKilled(t *testing.T) {
+	vmOnly(t)
+	e := newEnv(t)
+	c := e.cmd("run", "-q", "--name", "victim", "--", "sleep", "300")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pid string
+	deadline := time.Now().Add(time.Minute)
+	for pid == "" && time.Now().Before(deadline) {
+		matches, _ := filepath.Glob(filepath.Join(e.state, "sandboxes", "*", "*", vm.PIDFile))
+		for _, m := range matches {
+			if b, err := os.ReadFile(m); err == nil {
+				pid = strings.TrimSpace(string(b))
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if pid == "" {
+		c.Process.Kill()
+		c.Wait()
+		t.Fatal("no QEMU pid was recorded within a minute")
+	}
+	time.Sleep(500 * time.Millisecond)
+	c.Process.Kill()
+	c.Wait()
+	for range 50 {
+		if _, err := os.Stat("/proc/" + pid); err != nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Errorf("QEMU (pid %s) still runs after its supervisor was killed", pid)
+}
