@@ -12,8 +12,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/dockerengine"
 	"github.com/airlock-dev/airlock/internal/images"
+	"github.com/airlock-dev/airlock/internal/vmimage"
 )
 
 func newImagesCmd() *cobra.Command {
@@ -36,12 +38,15 @@ host's apt mirror, imported into the local Docker engine.
 
 func newImagesBuildCmd() *cobra.Command {
 	o := images.BuildOptions{}
+	format := "docker"
 	c := &cobra.Command{
 		Use:   "build [--variant minimal|standard|agents]",
 		Short: "Build a sandbox image with debootstrap and import it (needs root)",
 		Long:  imagesBuildLong(),
 		Example: `  sudo airlock images build
   sudo airlock images build --variant standard
+  sudo airlock images build --format vm
+  airlock run --backend vm -- uname -r
   airlock run --backend docker --image airlock/standard -- npm test
   sudo airlock images build --variant agents
   airlock run --backend docker --image airlock/agents -- claude --version`,
@@ -52,6 +57,16 @@ func newImagesBuildCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			switch format {
+			case "docker":
+				if o.KernelOnly {
+					return usageError{"--kernel-only goes with --format vm"}
+				}
+			case "vm":
+				return buildVM(c, ctx, o)
+			default:
+				return usageError{fmt.Sprintf("--format %q: use docker or vm", format)}
+			}
 			cli, err := dockerengine.Connect(ctx)
 			if err != nil {
 				return err
@@ -67,13 +82,39 @@ func newImagesBuildCmd() *cobra.Command {
 		},
 	}
 	f := c.Flags()
+	f.StringVar(&format, "format", "docker", "docker (an image in the local engine) or vm (a kernel and a root filesystem image for --backend vm)")
 	f.StringVar(&o.Variant, "variant", "minimal", strings.Join(images.Variants(), ", "))
+	f.BoolVar(&o.KernelOnly, "kernel-only", false, "with --format vm: fetch the kernel only (needs no root)")
+	f.StringVar(&o.RootFormat, "root-format", "", "with --format vm: the root image's filesystem, erofs or ext4 (default erofs when mkfs.erofs is installed)")
+	f.StringVar(&o.KernelPackage, "kernel-package", vmimage.DefaultKernelPackage, "with --format vm: the Debian kernel `PACKAGE` (a metapackage or linux-image-VERSION)")
+	f.BoolVar(&o.Force, "force", false, "with --format vm: fetch the kernel again even when that version is cached")
 	f.StringVar(&o.Tag, "tag", "", "name the image `NAME:TAG` (default airlock/VARIANT:latest)")
 	f.StringVar(&o.Mirror, "mirror", "", "Debian mirror `URL` (default: the host's, from /etc/apt/sources.list*)")
 	f.StringVar(&o.Suite, "suite", "", "Debian release (default: the host's, else bookworm)")
 	f.StringVar(&o.CacheDir, "cache-dir", "/var/cache/airlock/debootstrap", "keep downloaded packages in `DIR` for the next build (npm's in DIR/npm; \"\" for none)")
 	f.StringVar(&o.Registry, "registry", "", "npm registry `URL` for the agents variant (default "+images.DefaultRegistry+")")
 	return c
+}
+
+// buildVM builds the vm backend's kernel and root image into the data
+// directory and says where they went.
+func buildVM(c *cobra.Command, ctx context.Context, o images.BuildOptions) error {
+	d, err := config.DataDir()
+	if err != nil {
+		return err
+	}
+	o.DataDir = d
+	o.Progress = c.ErrOrStderr()
+	a, err := images.BuildVM(ctx, o)
+	if err != nil {
+		return err
+	}
+	out := c.OutOrStdout()
+	fmt.Fprintf(out, "kernel   %s (%s)\nmodules  %s\n", a.Kernel, a.KernelVersion, a.Modules)
+	if a.Root != "" {
+		fmt.Fprintf(out, "root     %s (%s)\n", a.Root, a.RootFormat)
+	}
+	return nil
 }
 
 func newImagesLsCmd() *cobra.Command {

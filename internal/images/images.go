@@ -1,6 +1,8 @@
-// Package images builds the docker backend's sandbox images without a
-// registry: a Debian root filesystem made by debootstrap from the host's own
-// apt mirror, imported through the Engine API; and lists and removes them.
+// Package images builds the sandbox images without a registry: a Debian
+// root filesystem made by debootstrap from the host's own apt mirror,
+// imported through the Engine API for the docker backend (and listed and
+// removed there), or made a filesystem image beside a Debian kernel for the
+// vm backend (see vmimage, which keeps those).
 package images
 
 import (
@@ -57,33 +59,23 @@ type BuildOptions struct {
 	CacheDir string // debootstrap's package cache (and npm's, under it); "" for none
 	Registry string // npm registry for the agents variant; default DefaultRegistry
 	Progress io.Writer
+
+	// For BuildVM:
+	DataDir       string // the cache's root (config.DataDir())
+	KernelOnly    bool   // only the kernel (needs no root)
+	KernelPackage string // default vmimage.DefaultKernelPackage
+	RootFormat    string // vmimage.FormatEROFS or FormatExt4; "" chooses
+	Force         bool   // rebuild a kernel already cached
 }
 
 // Build makes the image and returns its tag. It needs root (debootstrap
 // makes device nodes and chroots) and the debootstrap program.
 func Build(ctx context.Context, cli *client.Client, o BuildOptions) (string, error) {
-	pkgs0, ok := variants[o.Variant]
-	if !ok {
-		return "", fmt.Errorf("unknown variant %q: use %s", o.Variant, strings.Join(Variants(), " or "))
-	}
-	if os.Geteuid() != 0 {
-		return "", errors.New("building an image runs debootstrap, which needs root: run airlock images build as root (sudo)")
-	}
-	dbs, err := exec.LookPath("debootstrap")
-	if err != nil {
-		return "", errors.New("debootstrap is not installed: apt-get install debootstrap")
+	if err := o.treeDefaults(); err != nil {
+		return "", err
 	}
 	if o.Tag == "" {
 		o.Tag = Tag(o.Variant)
-	}
-	if o.Mirror == "" {
-		o.Mirror = HostMirror()
-	}
-	if o.Suite == "" {
-		o.Suite = hostSuite()
-	}
-	if o.Progress == nil {
-		o.Progress = io.Discard
 	}
 	var pkgs []AgentPackage
 	steps := 3
@@ -115,21 +107,7 @@ func Build(ctx context.Context, cli *client.Client, o BuildOptions) (string, err
 	defer os.RemoveAll(work)
 	root := filepath.Join(work, "rootfs")
 
-	stepf("debootstrap %s (%s: %s) from %s", o.Suite, o.Variant, strings.Join(pkgs0, ", "), o.Mirror)
-	args := []string{"--variant=minbase", "--include=" + strings.Join(pkgs0, ",")}
-	if o.CacheDir != "" {
-		if err := os.MkdirAll(o.CacheDir, 0o755); err != nil {
-			return "", fmt.Errorf("debootstrap cache: %w", err)
-		}
-		args = append(args, "--cache-dir="+o.CacheDir)
-	}
-	args = append(args, o.Suite, root, o.Mirror)
-	cmd := exec.CommandContext(ctx, dbs, args...)
-	cmd.Env = append(os.Environ(), "LANG=C.UTF-8", "DEBIAN_FRONTEND=noninteractive")
-	if err := runShowing(cmd, o.Progress, "      "); err != nil {
-		return "", fmt.Errorf("debootstrap failed (%v): see its messages above; %s/debootstrap/debootstrap.log has the details while it runs", err, root)
-	}
-	if err := trim(root, o.Variant); err != nil {
+	if err := makeTree(ctx, o, root, stepf); err != nil {
 		return "", err
 	}
 
@@ -170,6 +148,51 @@ func Build(ctx context.Context, cli *client.Client, o BuildOptions) (string, err
 	}
 	stepf("done: %s (run with: airlock run --backend docker --image %s -- CMD)", o.Tag, o.Tag)
 	return o.Tag, nil
+}
+
+// treeDefaults checks what making a tree needs (root, debootstrap, a known
+// variant) and fills in the mirror and suite.
+func (o *BuildOptions) treeDefaults() error {
+	if _, ok := variants[o.Variant]; !ok {
+		return fmt.Errorf("unknown variant %q: use %s", o.Variant, strings.Join(Variants(), " or "))
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("building an image runs debootstrap, which needs root: run airlock images build as root (sudo)")
+	}
+	if _, err := exec.LookPath("debootstrap"); err != nil {
+		return errors.New("debootstrap is not installed: apt-get install debootstrap")
+	}
+	if o.Mirror == "" {
+		o.Mirror = HostMirror()
+	}
+	if o.Suite == "" {
+		o.Suite = hostSuite()
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	return nil
+}
+
+// makeTree debootstraps the variant's Debian tree into root and trims it:
+// the step the docker and the vm formats share.
+func makeTree(ctx context.Context, o BuildOptions, root string, stepf func(string, ...any)) error {
+	pkgs := variants[o.Variant]
+	stepf("debootstrap %s (%s: %s) from %s", o.Suite, o.Variant, strings.Join(pkgs, ", "), o.Mirror)
+	args := []string{"--variant=minbase", "--include=" + strings.Join(pkgs, ",")}
+	if o.CacheDir != "" {
+		if err := os.MkdirAll(o.CacheDir, 0o755); err != nil {
+			return fmt.Errorf("debootstrap cache: %w", err)
+		}
+		args = append(args, "--cache-dir="+o.CacheDir)
+	}
+	args = append(args, o.Suite, root, o.Mirror)
+	cmd := exec.CommandContext(ctx, "debootstrap", args...)
+	cmd.Env = append(os.Environ(), "LANG=C.UTF-8", "DEBIAN_FRONTEND=noninteractive")
+	if err := runShowing(cmd, o.Progress, "      "); err != nil {
+		return fmt.Errorf("debootstrap failed (%v): see its messages above; %s/debootstrap/debootstrap.log has the details while it runs", err, root)
+	}
+	return trim(root, o.Variant)
 }
 
 // removePrevious removes the image the build's tag named before, now

@@ -28,6 +28,8 @@ var rules = []rule{
 		"the guest (PID 1 inside) needs the protocol and lockdown only: host-side networking and backends stay out of it"},
 	{[]string{"internal/link"}, []string{"internal/", "gvisor.dev/"},
 		"a link is a leaf type so backends can hand one over without importing the network stack"},
+	{[]string{"internal/vmimage"}, []string{"internal/", "sandbox", "cmd/"},
+		"vmimage keeps the VM's boot assets and imports nothing of ours, so the vm backend can find them without the image builders (docker) or the engine"},
 	{[]string{"internal/config"}, []string{"internal/", "sandbox", "cmd/", "!internal/policy", "!internal/secrets"},
 		"config is data, validation and merging (it checks rules with policy and secret flags with secrets, both leaves): everything else depends on it, not the other way"},
 }
@@ -92,6 +94,7 @@ func TestRulesCatchWhatTheyForbid(t *testing.T) {
 		{"sandbox", "internal/supervisor"},
 		{"internal/guest", "internal/netstack"},
 		{"internal/config", "internal/state"},
+		{"internal/vmimage", "internal/images"},
 	}
 	for _, c := range cases {
 		caught := false
