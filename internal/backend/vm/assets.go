@@ -4,52 +4,25 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-dev/airlock/internal/vmimage"
 )
 
 // Assets are what a VM boots: a bzImage, a newc cpio of the modules it
-// loads (with /lib/modules/<version>/airlock.order), and the root image.
-type Assets struct {
-	Kernel, Modules, Root string
-	RootFormat            string // ext4 or erofs
-	KernelVersion         string
-}
+// loads, and the root image.
+type Assets = vmimage.Assets
 
-// ErrNoAssets says the kernel or root image has not been built.
-var ErrNoAssets = errors.New("no VM kernel or root image: run `airlock images build --variant vm` first")
+// Variant is the root image a VM boots (airlock images build --format vm).
+const Variant = "minimal"
 
-// FindAssets finds the newest kernel and a root image under dataDir/vm
-// (kernels/<version>/{vmlinuz,modules.cpio}, roots/<variant>/root.{erofs,ext4}).
-func FindAssets(dataDir string) (Assets, error) {
-	var a Assets
-	kernels, _ := filepath.Glob(filepath.Join(dataDir, "vm", "kernels", "*", "vmlinuz"))
-	sort.Strings(kernels)
-	if len(kernels) == 0 {
-		return a, fmt.Errorf("%w (looked in %s)", ErrNoAssets, filepath.Join(dataDir, "vm"))
-	}
-	a.Kernel = kernels[len(kernels)-1]
-	a.KernelVersion = filepath.Base(filepath.Dir(a.Kernel))
-	a.Modules = filepath.Join(filepath.Dir(a.Kernel), "modules.cpio")
-	if _, err := os.Stat(a.Modules); err != nil {
-		a.Modules = "" // a kernel with its drivers built in
-	}
-	for _, f := range []string{"erofs", "ext4"} {
-		roots, _ := filepath.Glob(filepath.Join(dataDir, "vm", "roots", "*", "root."+f))
-		if len(roots) > 0 {
-			sort.Strings(roots)
-			a.Root, a.RootFormat = roots[0], f
-			return a, nil
-		}
-	}
-	return a, fmt.Errorf("%w (no root image in %s)", ErrNoAssets, filepath.Join(dataDir, "vm", "roots"))
-}
+// FindAssets finds the newest kernel and the root image under dataDir.
+func FindAssets(dataDir string) (Assets, error) { return vmimage.Find(dataDir, Variant) }
 
 // Initrd is the initramfs for a boot: the modules' cpio followed by one
 // holding exe as /init (the kernel unpacks concatenated archives in turn).
@@ -119,32 +92,9 @@ func Initrd(dataDir string, a Assets, exe string) (string, error) {
 
 // writeInitCPIO writes a newc archive holding bin as /init.
 func writeInitCPIO(w io.Writer, bin *os.File) error {
-	st, err := bin.Stat()
+	b, err := io.ReadAll(bin)
 	if err != nil {
 		return err
 	}
-	entry := func(name string, mode uint32, size int64) error {
-		hdr := fmt.Sprintf("070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X", 1, mode, 0, 0, 1, 0, size, 0, 0, 0, 0, len(name)+1, 0)
-		b := append([]byte(hdr+name), 0)
-		for len(b)%4 != 0 {
-			b = append(b, 0)
-		}
-		_, err := w.Write(b)
-		return err
-	}
-	pad := func(n int64) error {
-		_, err := w.Write(make([]byte, (4-n%4)%4))
-		return err
-	}
-	if err := entry("init", 0o100755, st.Size()); err != nil {
-		return err
-	}
-	n, err := io.Copy(w, bin)
-	if err != nil {
-		return err
-	}
-	if err := pad(n); err != nil {
-		return err
-	}
-	return entry("TRAILER!!!", 0, 0)
+	return vmimage.WriteCPIO(w, []vmimage.CPIOFile{{Name: "init", Mode: 0o755, Data: b}})
 }
