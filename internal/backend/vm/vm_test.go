@@ -203,3 +203,80 @@ func TestVM(t *testing.T) {
 		t.Fatal("QEMU still runs after Close")
 	}
 }
+
+// fakeQEMU is a "QEMU" that plays a hostile guest with a shell script: it
+// gets the same descriptors (console fd 6, control fd 7) and command line.
+func fakeQEMU(t *testing.T, script string) Options {
+	t.Helper()
+	// QEMU runs as nobody when the test is root: t.TempDir's parent is private.
+	dir, err := os.MkdirTemp("", "airlock-fakeqemu-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	q := filepath.Join(dir, "qemu-system-x86_64")
+	if err := os.WriteFile(q, []byte("#!/bin/sh\n"+script+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"vmlinuz", "modules.cpio", "root.ext4", "airlock"} {
+		os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o644)
+	}
+	return Options{
+		DataDir: dir, Exe: filepath.Join(dir, "airlock"),
+		Env: func(k string) string {
+			if k == QEMUEnv {
+				return q
+			}
+			return ""
+		},
+		Assets: func(string) (Assets, error) {
+			return Assets{Kernel: filepath.Join(dir, "vmlinuz"), Modules: filepath.Join(dir, "modules.cpio"), Root: filepath.Join(dir, "root.ext4"), RootFormat: "ext4"}, nil
+		},
+	}
+}
+
+func startFake(t *testing.T, o Options) error {
+	t.Helper()
+	spec := &backend.Spec{ID: "fake0001", Workspace: "/w", RunDir: t.TempDir()}
+	p, err := Backend{Options: o}.Prepare(context.Background(), spec)
+	if err != nil {
+		return err
+	}
+	inst, err := p.Start(context.Background(), spec, nil)
+	if err == nil {
+		inst.Close()
+		t.Fatal("a guest that never said ready was accepted")
+	}
+	s := p.(*Sandbox)
+	select {
+	case <-s.Done():
+	case <-time.After(5 * time.Second):
+		t.Error("QEMU still runs after the failed start")
+	}
+	return err
+}
+
+func TestAGuestSendingGarbageEndsTheStartWithAClearError(t *testing.T) {
+	o := fakeQEMU(t, `echo "booting on the console" >&6; head -c 4 <&7 >/dev/null; printf '\000\000\000\010garbage!' >&7; sleep 30`)
+	err := startFake(t, o)
+	if err == nil || !strings.Contains(err.Error(), "control channel") || !strings.Contains(err.Error(), "booting on the console") {
+		t.Errorf("error = %v, want the broken control channel and the console's tail", err)
+	}
+}
+
+func TestAGuestThatExitsDuringBootShowsItsConsole(t *testing.T) {
+	o := fakeQEMU(t, `echo "Kernel panic - not syncing: no root" >&6; exit 1`)
+	err := startFake(t, o)
+	if err == nil || !strings.Contains(err.Error(), "Kernel panic") {
+		t.Errorf("error = %v, want the console's tail", err)
+	}
+}
+
+func TestAFramingFloodIsRefused(t *testing.T) {
+	o := fakeQEMU(t, `printf '\377\377\377\377' >&7; sleep 30`)
+	err := startFake(t, o)
+	if err == nil || !strings.Contains(err.Error(), "too large") {
+		t.Errorf("error = %v, want an oversized frame refused", err)
+	}
+}
