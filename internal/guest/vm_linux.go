@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-dev/airlock/internal/proto"
+	"github.com/airlock-dev/airlock/internal/vfs"
 )
 
 // The VM guest's boot contract with the host (internal/backend/vm): kernel
@@ -324,6 +325,45 @@ func streamConn(port *os.File) (*proto.Conn, error) {
 	return c, err
 }
 
+// sharesMount is where the host's file system is mounted in a VM guest.
+const sharesMount = "/run/airlock/vfs"
+
+// mountShares mounts the host's file system (FUSE, relayed raw to the VFS
+// port: the guest holds no file system logic) and binds each share from it
+// at its path.
+func mountShares(shares []string) error {
+	port, err := openPort(VFSPort)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(sharesMount, 0o755); err != nil {
+		return step("mkdir "+sharesMount, err)
+	}
+	dev, err := vfs.MountFUSE(sharesMount)
+	if err != nil {
+		port.Close()
+		return step("mount the host's files", err)
+	}
+	go func() {
+		if err := vfs.GuestRelay(dev, port); err != nil {
+			fmt.Fprintln(os.Stderr, "airlock guest: file relay:", err)
+		}
+		dev.Close()
+	}()
+	for _, p := range shares {
+		if !filepath.IsAbs(p) || filepath.Clean(p) != p || p == "/" {
+			return step("share", fmt.Errorf("%q is not a clean absolute path", p))
+		}
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return step("mkdir "+p, err)
+		}
+		if err := unix.Mount(sharesMount+p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return step("bind "+p, err)
+		}
+	}
+	return nil
+}
+
 // setupVM finishes a VM sandbox: the host's files and expected directories,
 // the relay, the workspace, then the same lockdown as a native sandbox (the
 // guest is root in the VM, so it can drop everything).
@@ -331,6 +371,11 @@ func setupVM(in *proto.Init, r *reaper) ([]string, error) {
 	if in.Hostname != "" {
 		if err := unix.Sethostname([]byte(in.Hostname)); err != nil {
 			return nil, step("sethostname", err)
+		}
+	}
+	if len(in.VM.Shares) > 0 {
+		if err := mountShares(in.VM.Shares); err != nil {
+			return nil, err
 		}
 	}
 	for _, d := range in.VM.Dirs {

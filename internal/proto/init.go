@@ -37,6 +37,9 @@ type Init struct {
 type VM struct {
 	Files []File   `cbor:"1,keyasint,omitempty"`
 	Dirs  []string `cbor:"2,keyasint,omitempty"`
+	// Shares are the paths the host serves on the VFS port: the guest
+	// mounts that file system once and binds each of these from it.
+	Shares []string `cbor:"3,keyasint,omitempty"`
 }
 
 // File is one file written inside, read-only.

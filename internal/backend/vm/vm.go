@@ -25,6 +25,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/backend/guestclient"
 	"github.com/airlock-dev/airlock/internal/link"
 	"github.com/airlock-dev/airlock/internal/proto"
+	"github.com/airlock-dev/airlock/internal/vfs"
 )
 
 // Boot bounds: TCG boots in about 2 s here; the KVM probe must answer fast
@@ -114,6 +115,9 @@ type Sandbox struct {
 	conn     *proto.Conn
 	client   *guestclient.Client
 	net      *os.File // the host's end of the network socketpair
+	vfsPort  *os.File // the host's end of the VFS port, until served
+	stopVFS  context.CancelFunc
+	closers  []func() error
 	console  *console
 	pidFile  string
 	warnings []string
@@ -179,11 +183,14 @@ func boot(o Options, l backend.Limits, accel Accel) (_ *Sandbox, err error) {
 	if s.net, err = pair(unix.SOCK_DGRAM, "net"); err != nil {
 		return nil, err
 	}
+	if s.vfsPort, err = pair(unix.SOCK_STREAM, "vfs"); err != nil {
+		return nil, err
+	}
 	fd := func(i int) string { return "/proc/self/fd/" + strconv.Itoa(3+i) }
 	m := Machine{
 		Name: "airlock-vm", Accel: accel, MemMiB: memMiB(l), CPUs: cpus(l),
 		Kernel: fd(0), Initrd: fd(1), Root: fd(2), RootFS: a.RootFormat,
-		ConsoleFD: 6, CtlFD: 7, NetFD: 8,
+		ConsoleFD: 6, CtlFD: 7, NetFD: 8, VFSFD: 9,
 	}
 	if err := s.start(qemu, Args(m), files); err != nil {
 		return nil, err
@@ -256,6 +263,9 @@ func (s *Sandbox) Start(ctx context.Context, spec *backend.Spec, register func(c
 	if err != nil {
 		return nil, err
 	}
+	if err := s.serveShares(spec, in); err != nil {
+		return nil, err
+	}
 	if spec.Net == nil {
 		s.net.Close()
 		s.net = nil
@@ -265,6 +275,28 @@ func (s *Sandbox) Start(ctx context.Context, spec *backend.Spec, register func(c
 		return nil, err
 	}
 	return s, nil
+}
+
+// serveShares serves the sandbox's host directories on the VFS port.
+func (s *Sandbox) serveShares(spec *backend.Spec, in *proto.Init) error {
+	root, tops, closers, err := shares(spec, s.opts.Env)
+	if err != nil {
+		return err
+	}
+	s.closers = append(s.closers, closers...)
+	in.VM.Shares = tops
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stopVFS = cancel
+	port := s.vfsPort
+	s.vfsPort = nil
+	go func() {
+		// The guest runs its commands as root: it owns what it is shown, and
+		// what it creates is the host user's.
+		if err := vfs.ServeStream(ctx, port, root, vfs.ServeOptions{Owner: &vfs.Owner{}}); err != nil && ctx.Err() == nil {
+			fmt.Fprintf(s.opts.Stderr, "airlock: the VM's file service ended: %v\n", err)
+		}
+	}()
+	return nil
 }
 
 // handshake sends the plan and waits for Ready, QEMU's exit or the timeout.
@@ -453,6 +485,15 @@ func (s *Sandbox) Close() error {
 		}
 		if s.net != nil {
 			s.net.Close()
+		}
+		if s.stopVFS != nil {
+			s.stopVFS()
+		}
+		if s.vfsPort != nil {
+			s.vfsPort.Close()
+		}
+		for _, c := range s.closers {
+			c()
 		}
 		if s.console != nil {
 			s.console.close()

@@ -178,6 +178,16 @@ func TestVM(t *testing.T) {
 			t.Errorf("writing /tmp: %q (exit %d)", out, code)
 		}
 	})
+	t.Run("the workspace is the host's directory", func(t *testing.T) {
+		os.WriteFile(filepath.Join(ws, "from-host"), []byte("hello\n"), 0o644)
+		out, code := run(t, s, "sh", "-c", "cat "+ws+"/from-host && echo written > "+ws+"/from-vm && mkdir -p "+ws+"/d/e && mv "+ws+"/from-vm "+ws+"/d/e/moved && ls -la "+ws)
+		if code != 0 || !strings.Contains(out, "hello") {
+			t.Fatalf("in the VM: %q (exit %d)", out, code)
+		}
+		if b, err := os.ReadFile(filepath.Join(ws, "d", "e", "moved")); err != nil || string(b) != "written\n" {
+			t.Errorf("the VM's write on the host: %q, %v", b, err)
+		}
+	})
 	t.Run("the network link is a datagram socket", func(t *testing.T) {
 		l := s.Link()
 		if l == nil {
