@@ -130,3 +130,38 @@ func TestVMOnlyLeavesNoQEMUWhenTheSupervisorIsKilled(t *testing.T) {
 	}
 	t.Errorf("QEMU (pid %s) still runs after its supervisor was killed", pid)
 }
+
+// The workspace is the host's: live in bind mode, after apply in overlay
+// mode (layered on the host by the file service), and nothing else of the
+// host is inside.
+func TestVMOnlySharesTheWorkspaceAndNothingElse(t *testing.T) {
+	vmOnly(t)
+	e := newEnv(t)
+	os.WriteFile(filepath.Join(e.ws, "seen"), []byte("from the host\n"), 0o644)
+	r := e.run("run", "-q", "--workspace-mode", "bind", "--", "sh", "-c", "cat seen; echo bind > bound; ls "+e.home+" 2>&1 | head -1; test -e /root/.local/share/airlock && echo host-data-visible")
+	if r.code != 0 || !strings.Contains(r.stdout, "from the host") || strings.Contains(r.stdout, "host-data-visible") {
+		t.Fatalf("bind run: %v", r)
+	}
+	if b, err := os.ReadFile(filepath.Join(e.ws, "bound")); err != nil || string(b) != "bind\n" {
+		t.Errorf("a file written in a bind workspace must be on the host at once: %q, %v", b, err)
+	}
+	r = e.run("run", "-q", "--name", "ov", "--workspace-mode", "overlay", "--", "sh", "-c", "echo overlay > layered; rm seen")
+	if r.code != 0 {
+		t.Fatalf("overlay run: %v", r)
+	}
+	if _, err := os.Stat(filepath.Join(e.ws, "layered")); err == nil {
+		t.Error("an overlay write reached the host before apply")
+	}
+	if _, err := os.Stat(filepath.Join(e.ws, "seen")); err != nil {
+		t.Error("an overlay delete reached the host before apply")
+	}
+	if r := e.run("apply", "--yes", "ov"); r.code != 0 {
+		t.Fatalf("apply: %v", r)
+	}
+	if b, err := os.ReadFile(filepath.Join(e.ws, "layered")); err != nil || string(b) != "overlay\n" {
+		t.Errorf("after apply: %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(e.ws, "seen")); err == nil {
+		t.Error("the overlay's delete was not applied")
+	}
+}

@@ -1,7 +1,6 @@
 package vm
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -39,15 +38,23 @@ func shares(spec *backend.Spec, env func(string) string) (_ *vfs.Router, tops []
 		mounts = append(mounts, vfs.Mount{Path: inside, Provider: p})
 		return nil
 	}
-	if spec.Overlay != nil {
-		return nil, nil, nil, errors.New("vm: an overlay workspace is staged as a copy for the vm backend (its Caps say so)")
-	}
 	src := spec.Workspace
 	if spec.WorkspaceSource != "" {
 		src = spec.WorkspaceSource
 	}
-	if err := add(spec.Workspace, src, false); err != nil {
+	if err := add(spec.Workspace, src, spec.Overlay != nil); err != nil {
 		return nil, nil, nil, err
+	}
+	if spec.Overlay != nil {
+		// Copy-on-write on the host: writes land in the upper layer, laid
+		// out as overlayfs would, which the workspace review reads.
+		lower := mounts[len(mounts)-1].Provider
+		o, err := vfs.NewOverlay(lower, spec.Overlay.Upper)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("vm: overlay workspace: %w", err)
+		}
+		closers = append(closers, o.Close)
+		mounts[len(mounts)-1].Provider = o
 	}
 	if spec.Home != "" {
 		if err := add(backend.SandboxHome(spec.HostHome), spec.Home, false); err != nil {

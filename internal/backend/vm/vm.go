@@ -74,15 +74,10 @@ type Backend struct{ Options Options }
 // Name is "vm".
 func (Backend) Name() string { return "vm" }
 
-// Caps: a datagram network link always; the workspace cannot be layered
-// inside (the engine stages a copy); QEMU's exit means every guest process
-// is gone.
-func (Backend) Caps() backend.Caps {
-	return backend.Caps{
-		NoOverlay:      "the vm backend stages a copy of the workspace instead; the host is untouched until you apply, as with overlay",
-		ReapedWhenDone: true,
-	}
-}
+// Caps: a datagram network link always; an overlay workspace (layered on
+// the host by the file service); QEMU's exit means every guest process is
+// gone.
+func (Backend) Caps() backend.Caps { return backend.Caps{ReapedWhenDone: true} }
 
 // Prepare boots the VM now, so its boot (seconds under TCG) overlaps the
 // engine's own preparation; Start sends the plan.
