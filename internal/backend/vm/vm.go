@@ -187,7 +187,7 @@ func boot(o Options, l backend.Limits, accel Accel) (_ *Sandbox, err error) {
 		Kernel: fd(0), Initrd: fd(1), Root: fd(2), RootFS: a.RootFormat,
 		ConsoleFD: 6, CtlFD: 7, NetFD: 8, VFSFD: 9,
 	}
-	if err := s.start(qemu, Args(m), files); err != nil {
+	if err := s.start(qemu, Args(m), files, []string{a.Kernel, initrd, a.Root}); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -195,10 +195,19 @@ func boot(o Options, l backend.Limits, accel Accel) (_ *Sandbox, err error) {
 
 // start runs QEMU in its jail, on a thread kept for its life: Pdeathsig
 // fires when the thread that forked it exits.
-func (s *Sandbox) start(qemu string, args []string, files []*os.File) error {
+func (s *Sandbox) start(qemu string, args []string, files []*os.File, bootFiles []string) error {
 	started := make(chan error, 1)
 	go func() {
+		// Never unlocked: the thread (Landlocked below) ends with QEMU.
 		runtime.LockOSThread()
+		switch err := landlockThread(qemu, bootFiles); {
+		case errors.Is(err, errNoLandlock):
+			s.warnings = append(s.warnings, "QEMU is not confined by Landlock: the host kernel lacks it")
+		case err != nil:
+			started <- fmt.Errorf("confine QEMU: %w", err)
+			close(s.exited)
+			return
+		}
 		cmd := jailed(qemu, args, files, files[3]) // QEMU's own errors land on the console
 		if err := cmd.Start(); err != nil {
 			started <- err

@@ -248,7 +248,7 @@ func fakeQEMU(t *testing.T, script string) Options {
 
 func startFake(t *testing.T, o Options) error {
 	t.Helper()
-	spec := &backend.Spec{ID: "fake0001", Workspace: "/w", RunDir: t.TempDir()}
+	spec := &backend.Spec{ID: "fake0001", Workspace: t.TempDir(), RunDir: t.TempDir()}
 	p, err := Backend{Options: o}.Prepare(context.Background(), spec)
 	if err != nil {
 		return err
