@@ -49,7 +49,7 @@ func (p *process) control(m *proto.Msg) {
 		}
 	case proto.OpResize:
 		if p.pty != nil {
-			pty.Setsize(p.pty, &pty.Winsize{Rows: m.Rows, Cols: m.Cols})
+			setSize(p.pty, m.Rows, m.Cols)
 		}
 	}
 }
@@ -74,6 +74,10 @@ func (g *guest) exec(id uint32, req *proto.Exec, passed []*os.File) {
 		}
 		if req.Rows > 0 && req.Cols > 0 {
 			pty.Setsize(ptm, &pty.Winsize{Rows: req.Rows, Cols: req.Cols})
+		}
+		if !g.conn.PassesFiles() { // the master stays here: its bytes ride on Stdin/Output
+			ptm = pollable(ptm)
+			p.feed(ptm)
 		}
 		p.pty = ptm
 		defer ptm.Close()
@@ -142,9 +146,13 @@ func (g *guest) exec(id uint32, req *proto.Exec, passed []*os.File) {
 	}()
 
 	started := &proto.Msg{ID: id, Op: proto.OpStarted, PID: pid}
-	if p.pty != nil {
+	switch {
+	case p.pty != nil && g.conn.PassesFiles():
 		g.reply(started, p.pty)
-	} else {
+	case p.pty != nil:
+		g.reply(started)
+		g.forward(id, 1, p.pty, &drained) // after Started, so output follows it
+	default:
 		g.reply(started)
 	}
 
@@ -190,16 +198,25 @@ func (g *guest) streams(id uint32, p *process, drained *sync.WaitGroup) (stdio [
 		proto.CloseFiles([]*os.File{inR, inW, outR, outW})
 		return stdio, nil, err
 	}
+	p.feed(inW)
+	g.forward(id, 1, outR, drained)
+	g.forward(id, 2, errR, drained)
+	return [3]*os.File{inR, outW, errW}, []*os.File{inR, outW, errW}, nil
+}
+
+// feed writes the host's Stdin messages to w, and closes w when the host
+// closes stdin (for a TTY's master: a hangup) or the request ends.
+func (p *process) feed(w *os.File) {
 	p.stdin = make(chan []byte, 64)
 	go func() {
-		defer inW.Close()
+		defer w.Close()
 		for {
 			select {
 			case b := <-p.stdin:
 				if b == nil {
 					return
 				}
-				if _, err := inW.Write(b); err != nil {
+				if _, err := w.Write(b); err != nil {
 					return
 				}
 			case <-p.done:
@@ -207,24 +224,26 @@ func (g *guest) streams(id uint32, p *process, drained *sync.WaitGroup) (stdio [
 			}
 		}
 	}()
-	for stream, r := range map[uint8]*os.File{1: outR, 2: errR} {
-		drained.Add(1)
-		go func() {
-			defer drained.Done()
-			defer r.Close()
-			buf := make([]byte, 32<<10)
-			for {
-				n, err := r.Read(buf)
-				if n > 0 {
-					g.reply(&proto.Msg{ID: id, Op: proto.OpOutput, Stream: stream, Data: append([]byte(nil), buf[:n]...)})
-				}
-				if err != nil {
-					return
-				}
+}
+
+// forward sends what r yields as Output messages on stream until r ends,
+// then closes r.
+func (g *guest) forward(id uint32, stream uint8, r *os.File, drained *sync.WaitGroup) {
+	drained.Add(1)
+	go func() {
+		defer drained.Done()
+		defer r.Close()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := r.Read(buf)
+			if n > 0 {
+				g.reply(&proto.Msg{ID: id, Op: proto.OpOutput, Stream: stream, Data: append([]byte(nil), buf[:n]...)})
 			}
-		}()
-	}
-	return [3]*os.File{inR, outW, errW}, []*os.File{inR, outW, errW}, nil
+			if err != nil {
+				return
+			}
+		}
+	}()
 }
 
 func waitTimeout(wg *sync.WaitGroup, d time.Duration) {

@@ -51,6 +51,11 @@ func control(args []string) (*proto.Conn, error) {
 	return proto.FileConn(f)
 }
 
+// Serve runs the guest on conn, which may be a StreamConn (a VM's
+// virtio-serial port): it reads the plan, builds the sandbox, and serves
+// until the host goes away. It returns the exit status for the process.
+func Serve(conn *proto.Conn) int { return run(conn) }
+
 func run(conn *proto.Conn) int {
 	m, mounts, err := recvInit(conn)
 	if err != nil {
@@ -243,6 +248,10 @@ func (g *guest) handle(m *proto.Msg, files []*os.File) {
 		if m.Exec == nil || len(m.Exec.Argv) == 0 {
 			proto.CloseFiles(files)
 			g.fail(m.ID, "exec", errors.New("empty command"))
+			return
+		}
+		if m.Exec.Stdio == proto.StdioFDs && !g.conn.PassesFiles() {
+			g.fail(m.ID, "exec", errors.New("fd stdio needs a channel that carries descriptors: the host relays them as a stream"))
 			return
 		}
 		go g.exec(m.ID, m.Exec, files)

@@ -13,10 +13,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Conn sends and receives messages with attached descriptors on a Unix stream
-// socket. Send and Recv are each safe for concurrent use.
+// Conn sends and receives messages on a Unix stream socket, with attached
+// descriptors, or on any byte stream without them (StreamConn: a VM's
+// virtio-serial port). Send and Recv are each safe for concurrent use.
 type Conn struct {
-	uc *net.UnixConn
+	uc *net.UnixConn      // nil on a plain stream
+	rw io.ReadWriteCloser // the plain stream when uc is nil
 
 	wmu sync.Mutex
 
@@ -31,6 +33,23 @@ type Conn struct {
 func NewConn(uc *net.UnixConn) *Conn {
 	return &Conn{uc: uc, oob: make([]byte, unix.CmsgSpace(4*MaxFDs)), tmp: make([]byte, 64<<10)}
 }
+
+// StreamConn frames messages over a byte stream that cannot carry
+// descriptors (a virtio-serial port, a pipe pair, a socket QEMU relays):
+// Send refuses files with ErrNoFiles and Recv never yields any. rw.Write
+// must write all or fail (as os.File and net.Conn do), and rw.Close must
+// end a Read in progress: a net.Conn, or an *os.File the runtime polls
+// (os.OpenFile of a char device, or a descriptor made non-blocking before
+// os.NewFile).
+func StreamConn(rw io.ReadWriteCloser) *Conn {
+	return &Conn{rw: rw, tmp: make([]byte, 64<<10)}
+}
+
+// ErrNoFiles is returned when files are sent on a StreamConn.
+var ErrNoFiles = errors.New("proto: this connection cannot carry descriptors")
+
+// PassesFiles reports whether messages on c can carry descriptors.
+func (c *Conn) PassesFiles() bool { return c.uc != nil }
 
 // FileConn turns an inherited socket descriptor (e.g. fd 3 in the guest) into a Conn.
 func FileConn(f *os.File) (*Conn, error) {
@@ -70,10 +89,21 @@ func (c *Conn) Send(m *Msg, files ...*os.File) error {
 	if len(files) > MaxFDs {
 		return fmt.Errorf("proto: send %s: %d descriptors (limit %d)", m.Op, len(files), MaxFDs)
 	}
+	if c.uc == nil && len(files) > 0 {
+		return fmt.Errorf("proto: send %s with %d descriptors: %w", m.Op, len(files), ErrNoFiles)
+	}
 	m.NFDs = uint8(len(files))
 	frame, err := Encode(m)
 	if err != nil {
 		return err
+	}
+	if c.uc == nil {
+		c.wmu.Lock()
+		defer c.wmu.Unlock()
+		if _, err := c.rw.Write(frame); err != nil {
+			return fmt.Errorf("proto: send %s: %w", m.Op, err)
+		}
+		return nil
 	}
 	var oob []byte
 	if len(files) > 0 {
@@ -106,8 +136,7 @@ func (c *Conn) Recv() (*Msg, []*os.File, error) {
 		if m, files, ok, err := c.next(); ok || err != nil {
 			return m, files, err
 		}
-		n, oobn, _, _, err := c.uc.ReadMsgUnix(c.tmp, c.oob)
-		n, oobn = max(n, 0), max(oobn, 0) // negative on some errors
+		n, oobn, err := c.read()
 		if oobn > 0 {
 			if perr := c.takeRights(c.oob[:oobn]); perr != nil {
 				return nil, nil, perr
@@ -133,6 +162,18 @@ func (c *Conn) Recv() (*Msg, []*os.File, error) {
 			return nil, nil, io.EOF
 		}
 	}
+}
+
+// read fills c.tmp (and c.oob on a socket) with what the peer sent next.
+func (c *Conn) read() (n, oobn int, err error) {
+	if c.uc == nil {
+		for n == 0 && err == nil { // a Reader may return nothing; only an error ends the stream
+			n, err = c.rw.Read(c.tmp)
+		}
+		return max(n, 0), 0, err
+	}
+	n, oobn, _, _, err = c.uc.ReadMsgUnix(c.tmp, c.oob)
+	return max(n, 0), max(oobn, 0), err // negative on some errors
 }
 
 // next decodes one buffered frame if a whole one is there.
@@ -187,6 +228,9 @@ func (c *Conn) takeRights(oob []byte) error {
 
 // Close closes the socket and any descriptors received but never claimed.
 func (c *Conn) Close() error {
+	if c.uc == nil {
+		return c.rw.Close()
+	}
 	err := c.uc.Close() // first, so a Recv blocked in read returns and frees rmu
 	c.rmu.Lock()
 	for _, fd := range c.fds {
@@ -197,8 +241,17 @@ func (c *Conn) Close() error {
 	return err
 }
 
-// CloseWrite half-closes the connection so the peer's Recv sees EOF.
-func (c *Conn) CloseWrite() error { return c.uc.CloseWrite() }
+// CloseWrite half-closes the connection so the peer's Recv sees EOF. A
+// stream must support it (a *net.UnixConn or *net.TCPConn does).
+func (c *Conn) CloseWrite() error {
+	if c.uc != nil {
+		return c.uc.CloseWrite()
+	}
+	if cw, ok := c.rw.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.New("proto: this stream cannot be half-closed")
+}
 
 // CloseFiles closes descriptors that arrived with a message and are not needed.
 func CloseFiles(files []*os.File) {

@@ -1,6 +1,7 @@
 // Package proto is the framed protocol between airlock's host side and its guest
 // agent: each frame is a 4-byte big-endian length followed by one CBOR-encoded Msg,
-// and a frame may carry file descriptors (SCM_RIGHTS) on a Unix socket.
+// and a frame may carry file descriptors (SCM_RIGHTS) on a Unix socket (not
+// on a StreamConn, where the guest relays a TTY over Output/Stdin instead).
 //
 // Message sequence on a sandbox's control channel:
 //

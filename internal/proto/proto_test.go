@@ -171,3 +171,117 @@ func FuzzDecodeFrame(f *testing.F) {
 		}
 	})
 }
+
+// pipes is a byte stream made of two pipes: no descriptor can cross it.
+type pipes struct {
+	r *os.File
+	w *os.File
+}
+
+func (p pipes) Read(b []byte) (int, error)  { return p.r.Read(b) }
+func (p pipes) Write(b []byte) (int, error) { return p.w.Write(b) }
+func (p pipes) Close() error                { p.w.Close(); return p.r.Close() }
+
+func streamPair(t *testing.T) (*Conn, *Conn) {
+	t.Helper()
+	ar, bw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	br, aw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := StreamConn(pipes{ar, aw}), StreamConn(pipes{br, bw})
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
+}
+
+func TestStreamConnCarriesMessagesNotFiles(t *testing.T) {
+	a, b := streamPair(t)
+	if a.PassesFiles() {
+		t.Fatal("a StreamConn says it passes files")
+	}
+	if err := a.Send(&Msg{ID: 1, Op: OpStarted}, os.Stdin); !errors.Is(err, ErrNoFiles) {
+		t.Fatalf("Send(with a file) = %v, want ErrNoFiles", err)
+	}
+	big := bytes.Repeat([]byte("x"), 200<<10) // several reads, more than a pipe holds
+	sent := make(chan error, 1)
+	go func() {
+		for i := range 3 {
+			if err := a.Send(&Msg{ID: uint32(i), Op: OpOutput, Data: big}); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- nil
+	}()
+	for i := range 3 {
+		m, files, err := b.Recv()
+		if err != nil || len(files) != 0 || m.ID != uint32(i) || !bytes.Equal(m.Data, big) {
+			t.Fatalf("Recv() = %v, %d files, %v", m, len(files), err)
+		}
+	}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	if _, _, err := b.Recv(); err != io.EOF {
+		t.Fatalf("Recv() after peer close = %v, want io.EOF", err)
+	}
+}
+
+func TestStreamConnRejectsGarbage(t *testing.T) {
+	for name, junk := range map[string][]byte{
+		"a frame claiming descriptors": func() []byte { b, _ := Encode(&Msg{ID: 1, Op: OpStarted, NFDs: 1}); return b }(),
+		"a huge length":                {0x7f, 0xff, 0xff, 0xff, 1, 2, 3},
+		"a body that is not CBOR":      {0, 0, 0, 3, 0xff, 0xff, 0xff},
+		"a frame cut short":            {0, 0, 0, 9, 0xa1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a, b := streamPair(t)
+			go func() { a.rw.Write(junk); a.Close() }()
+			if _, _, err := b.Recv(); err == nil || err == io.EOF {
+				t.Fatalf("Recv() = %v, want an error", err)
+			}
+		})
+	}
+}
+
+// The same bytes split anyhow decode to the same messages, and nothing a
+// peer sends makes Recv panic or yield a descriptor.
+func FuzzStreamConn(f *testing.F) {
+	one, _ := Encode(&Msg{ID: 1, Op: OpOutput, Stream: 1, Data: []byte("hi")})
+	two, _ := Encode(&Msg{ID: 2, Op: OpExit, Exit: &Exit{Code: 3}})
+	f.Add(append(one, two...), uint8(1))
+	f.Add([]byte{0, 0, 0, 1, 0xff}, uint8(3))
+	f.Fuzz(func(t *testing.T, b []byte, chunk uint8) {
+		c := StreamConn(&chunked{b: b, n: int(chunk)%7 + 1})
+		for range 64 {
+			_, files, err := c.Recv()
+			if len(files) != 0 {
+				t.Fatal("a StreamConn yielded descriptors")
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+}
+
+// chunked yields b at most n bytes per Read.
+type chunked struct {
+	b []byte
+	n int
+}
+
+func (c *chunked) Read(p []byte) (int, error) {
+	if len(c.b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), c.n)], c.b)
+	c.b = c.b[n:]
+	return n, nil
+}
+func (c *chunked) Write(p []byte) (int, error) { return len(p), nil }
+func (c *chunked) Close() error                { return nil }

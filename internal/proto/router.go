@@ -2,6 +2,7 @@ package proto
 
 import (
 	"errors"
+	"io"
 	"net"
 	"os"
 	"sync"
@@ -45,6 +46,9 @@ func (r *Router) run() {
 	for {
 		m, files, err := r.c.Recv()
 		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				r.c.Close() // a peer that broke the protocol is not heard again
+			}
 			r.mu.Lock()
 			r.err = err
 			for id, ch := range r.pending {
@@ -102,6 +106,14 @@ func (r *Router) Done(id uint32) {
 	r.mu.Lock()
 	delete(r.pending, id)
 	r.mu.Unlock()
+}
+
+// Err says why the connection ended (io.EOF when the peer closed it
+// cleanly), or nil while it is up.
+func (r *Router) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
 }
 
 // Close closes the connection; waiting requests see their channels closed.

@@ -19,12 +19,13 @@ var ErrClosed = errors.New("sandbox is not running")
 // Client sends requests to one ready guest.
 type Client struct {
 	router *proto.Router
+	relay  bool // the channel carries no descriptors: relay.go stands in for them
 }
 
 // New routes requests over conn, on which the guest has sent Ready. Nothing
 // else may read from conn afterwards.
 func New(conn *proto.Conn) *Client {
-	return &Client{router: proto.NewRouter(conn)}
+	return &Client{router: proto.NewRouter(conn), relay: !conn.PassesFiles()}
 }
 
 // Call sends one file request and waits for its result.
@@ -62,6 +63,7 @@ type Process struct {
 	replies <-chan proto.Inbound
 	output  func(stream uint8, data []byte)
 	exit    *proto.Exit
+	relayed chan struct{} // when set, closed once relay has the exit (or the channel ended)
 }
 
 // Exec starts req. In proto.StdioFDs mode, files are the process's stdin,
@@ -69,6 +71,11 @@ type Process struct {
 func (c *Client) Exec(req *proto.Exec, output func(stream uint8, data []byte), files ...*os.File) (*Process, error) {
 	if c == nil {
 		return nil, ErrClosed
+	}
+	if c.relay && req.TTY {
+		files = nil // a TTY's stdio is its pty (the guest would close them)
+	} else if c.relay && req.Stdio == proto.StdioFDs {
+		return c.execFDs(req, files)
 	}
 	id, replies, err := c.router.Request(&proto.Msg{Op: proto.OpExec, Exec: req}, files...)
 	if err != nil {
@@ -85,6 +92,12 @@ func (c *Client) Exec(req *proto.Exec, output func(stream uint8, data []byte), f
 			p.PID = r.PID
 			if len(r.Files) > 0 {
 				p.PTY, r.Files = r.Files[0], r.Files[1:]
+			} else if req.TTY && c.relay {
+				if err := p.relayTTY(req); err != nil {
+					p.Signal(syscall.SIGKILL)
+					c.router.Done(id)
+					return nil, fmt.Errorf("exec %s: a pty to relay its terminal: %w", req.Argv[0], err)
+				}
 			}
 			proto.CloseFiles(r.Files)
 			return p, nil
@@ -110,6 +123,13 @@ func (p *Process) deliver(m *proto.Msg) {
 
 // Wait returns the process's exit. If the sandbox ends first, it returns ErrClosed.
 func (p *Process) Wait() (*proto.Exit, error) {
+	if p.relayed != nil {
+		<-p.relayed
+		if p.exit == nil {
+			return nil, ErrClosed
+		}
+		return p.exit, nil
+	}
 	if p.exit != nil {
 		return p.exit, nil
 	}
