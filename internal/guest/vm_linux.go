@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -133,6 +131,9 @@ func bootVM() (*proto.Conn, error) {
 	if err := switchRoot(p); err != nil {
 		return nil, err
 	}
+	if err := ptysAndShm(); err != nil {
+		return nil, err
+	}
 	if err := loopbackUp(); err != nil {
 		return nil, step("loopback up", err)
 	}
@@ -153,7 +154,9 @@ func bootVM() (*proto.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return streamConn(port)
+	// A port carries bytes, not descriptors: TTYs and stdio are relayed as
+	// messages (see proto.StreamConn).
+	return proto.StreamConn(port), nil
 }
 
 // loadModules loads /lib/modules/<version>/airlock.order's modules in order
@@ -266,6 +269,27 @@ func switchRoot(p bootParams) error {
 	return os.Chdir("/")
 }
 
+// ptysAndShm gives the VM's /dev a private devpts (whose ptmx any process
+// may open, as in the native sandbox's /dev) and a /dev/shm.
+func ptysAndShm() error {
+	for _, d := range []string{"/dev/pts", "/dev/shm"} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return step("mkdir "+d, err)
+		}
+	}
+	if err := unix.Mount("devpts", "/dev/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
+		return step("mount /dev/pts", err)
+	}
+	os.Remove("/dev/ptmx")
+	if err := os.Symlink("pts/ptmx", "/dev/ptmx"); err != nil {
+		return step("/dev/ptmx", err)
+	}
+	if err := unix.Mount("tmpfs", "/dev/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
+		return step("mount /dev/shm", err)
+	}
+	return nil
+}
+
 // waitFor polls for path, which a driver creates asynchronously.
 func waitFor(path string, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
@@ -303,26 +327,6 @@ func openPort(name string) (*os.File, error) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-}
-
-// streamConn runs the control protocol over a byte stream: a socketpair
-// whose far end is pumped to and from the port. Descriptors cannot cross
-// it; commands use stream stdio.
-func streamConn(port *os.File) (*proto.Conn, error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, step("socketpair", err)
-	}
-	mine := os.NewFile(uintptr(fds[0]), "control")
-	far, err := net.FileConn(os.NewFile(uintptr(fds[1]), "control-port"))
-	if err != nil {
-		return nil, step("control socket", err)
-	}
-	go func() { io.Copy(far, port); far.(*net.UnixConn).CloseWrite() }()
-	go func() { io.Copy(port, far); port.Close() }()
-	c, err := proto.FileConn(mine)
-	mine.Close()
-	return c, err
 }
 
 // sharesMount is where the host's file system is mounted in a VM guest.

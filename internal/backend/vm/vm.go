@@ -159,6 +159,14 @@ func boot(o Options, l backend.Limits, accel Accel) (_ *Sandbox, err error) {
 		}
 		theirs := os.NewFile(uintptr(fds[1]), name+"-qemu")
 		closers, files = append(closers, theirs), append(files, theirs)
+		if typ == unix.SOCK_STREAM {
+			// Ours is polled by the runtime, so closing it ends a blocked
+			// Read (proto.StreamConn and the VFS server rely on that).
+			if err := unix.SetNonblock(fds[0], true); err != nil {
+				unix.Close(fds[0])
+				return nil, fmt.Errorf("vm: %s socket: %w", name, err)
+			}
+		}
 		return os.NewFile(uintptr(fds[0]), name), nil
 	}
 	con, err := pair(unix.SOCK_STREAM, "console")
@@ -170,11 +178,8 @@ func boot(o Options, l backend.Limits, accel Accel) (_ *Sandbox, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.conn, err = proto.FileConn(ctl)
-	ctl.Close()
-	if err != nil {
-		return nil, fmt.Errorf("vm: %w", err)
-	}
+	// The guest's end is a port: no descriptors cross, on either side.
+	s.conn = proto.StreamConn(ctl)
 	if s.net, err = pair(unix.SOCK_DGRAM, "net"); err != nil {
 		return nil, err
 	}
@@ -386,59 +391,10 @@ func plan(spec *backend.Spec) (*proto.Init, error) {
 	return in, nil
 }
 
-// Exec starts req in the VM. Descriptors cannot cross into a VM: fd-mode
-// stdio is relayed as stream messages.
+// Exec starts req in the VM; a TTY and fd stdio are relayed as messages
+// (guestclient does it over a connection that passes no descriptors).
 func (s *Sandbox) Exec(req *proto.Exec, output func(stream uint8, data []byte), files ...*os.File) (*guestclient.Process, error) {
-	if req.TTY {
-		return nil, errors.New("vm: a terminal (-t) is not supported by the vm backend yet")
-	}
-	if req.Stdio != proto.StdioFDs {
-		return s.client.Exec(req, output, files...)
-	}
-	if len(files) != 3 {
-		return nil, fmt.Errorf("vm: fd stdio needs 3 descriptors, got %d", len(files))
-	}
-	r := *req
-	r.Stdio = proto.StdioStream
-	out := [3]*os.File{}
-	for i, f := range files {
-		d, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
-		if err != nil {
-			return nil, fmt.Errorf("vm: stdio: %w", err)
-		}
-		out[i] = os.NewFile(uintptr(d), f.Name())
-	}
-	var wmu sync.Mutex
-	p, err := s.client.Exec(&r, func(stream uint8, data []byte) {
-		wmu.Lock()
-		defer wmu.Unlock()
-		if stream == 2 { // stderr (proto.OpOutput)
-			out[2].Write(data)
-		} else {
-			out[1].Write(data)
-		}
-	})
-	if err != nil {
-		proto.CloseFiles(out[:])
-		return nil, err
-	}
-	go func() {
-		buf := make([]byte, 32<<10)
-		for {
-			n, err := out[0].Read(buf)
-			if n > 0 {
-				if _, werr := p.Write(buf[:n]); werr != nil {
-					break
-				}
-			}
-			if err != nil {
-				p.CloseStdin()
-				break
-			}
-		}
-		out[0].Close()
-	}()
-	return p, nil
+	return s.client.Exec(req, output, files...)
 }
 
 // Call sends one file request and waits for its result.
