@@ -25,8 +25,8 @@ CGO_ENABLED=0 go build -o "$work/execlat" ./bench/execlat
 mkdir -p "$work/ws" "$state"
 cd "$work/ws"
 # The VM assets stay in the user's data dir while HOME is the bench's own.
-data=${XDG_DATA_HOME:-$HOME/.local/share}
-al="env AIRLOCK_STATE_DIR=$state HOME=$work XDG_DATA_HOME=$data $work/airlock"
+data=${AIRLOCK_DATA_DIR:-${XDG_DATA_HOME:-$HOME/.local/share}/airlock}
+al="env AIRLOCK_STATE_DIR=$state HOME=$work AIRLOCK_DATA_DIR=$data $work/airlock"
 
 # The first vm run probes KVM and builds the initrd for this binary: not timed.
 $al run -q --backend vm -- /bin/true

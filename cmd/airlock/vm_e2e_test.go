@@ -21,24 +21,21 @@ import (
 // vmTests are the tests of this suite that run for the vm backend too.
 const vmTests = "TestClientsInsideReachAllowedHostsThroughTheGateway|TestSecretsNeverEnterTheSandbox|TestTransparent|TestVMOnly"
 
-// vmDataHome is the XDG data home holding the VM assets, for the tests'
-// private HOMEs (empty when the backend under test is not vm).
-var vmDataHome = func() string {
+// vmDataDir is the data dir holding the VM assets, for the tests' private
+// HOMEs.
+var vmDataDir = func() string {
 	if x := os.Getenv("AIRLOCK_TEST_VM_DATA"); x != "" {
 		return x
 	}
-	d, err := config.DataDir()
-	if err != nil {
-		return ""
-	}
-	return filepath.Dir(d)
+	d, _ := config.DataDir()
+	return d
 }()
 
 func vmDataEnv() []string {
-	if testBackend() != "vm" || vmDataHome == "" {
+	if testBackend() != "vm" || vmDataDir == "" {
 		return nil
 	}
-	return []string{"XDG_DATA_HOME=" + vmDataHome}
+	return []string{"AIRLOCK_DATA_DIR=" + vmDataDir}
 }
 
 // needVM skips unless QEMU and the VM assets are here.
@@ -47,7 +44,7 @@ func needVM(t *testing.T) {
 	if _, err := vm.FindQEMU(os.Getenv); err != nil {
 		t.Skipf("the vm backend is not tested: %v", err)
 	}
-	if _, err := vm.FindAssets(filepath.Join(vmDataHome, "airlock")); err != nil {
+	if _, err := vm.FindAssets(vmDataDir); err != nil {
 		t.Skipf("the vm backend is not tested: %v", err)
 	}
 }
@@ -61,7 +58,7 @@ func TestVMBackend(t *testing.T) {
 	needVM(t)
 	u := testUpstream(t)
 	c := exec.Command(os.Args[0], "-test.v", "-test.timeout=15m", "-test.run="+vmTests)
-	c.Env = append(os.Environ(), append([]string{"AIRLOCK_TEST_BIN=" + airlockBin, "AIRLOCK_TEST_BACKEND=vm", "AIRLOCK_TEST_VM_DATA=" + vmDataHome}, u.childEnv(t)...)...)
+	c.Env = append(os.Environ(), append([]string{"AIRLOCK_TEST_BIN=" + airlockBin, "AIRLOCK_TEST_BACKEND=vm", "AIRLOCK_TEST_VM_DATA=" + vmDataDir}, u.childEnv(t)...)...)
 	out, err := c.CombinedOutput()
 	t.Logf("with --backend vm:\n%s", out)
 	if err != nil {
