@@ -147,6 +147,15 @@ func backendFor(name, exe string) (backend.Backend, error) {
 	return nil, fmt.Errorf("backend %q: use native, docker or vm", name)
 }
 
+// VMCheck is `airlock doctor`'s row for the vm backend (see vm.Check).
+func VMCheck(ctx context.Context) (ok bool, detail, impact string) {
+	dataDir, err := config.DataDir()
+	if err != nil {
+		return false, err.Error(), "--backend vm is unavailable"
+	}
+	return vm.Check(ctx, vm.Options{DataDir: dataDir})
+}
+
 // Prepare starts preparing a sandbox of spec's backend and limits early (a
 // native guest's namespaces come up meanwhile); pass the result to Start
 // in Options.Pending, or Close it.

@@ -22,7 +22,9 @@ const tcgWarning = "KVM is not usable here (%s): the VM runs under TCG emulation
 // chooseAccel picks KVM only if a real boot under it reported ready within
 // probeTimeout: a nested host can open /dev/kvm and pass its ioctls yet hang
 // every stock guest. The verdict is cached per host kernel, QEMU and guest
-// kernel. It returns TCG and why otherwise.
+// kernel. It returns TCG and why otherwise; why only when the probe ran
+// now, so the fallback is said once, not at every start (airlock doctor
+// says it any time).
 func chooseAccel(ctx context.Context, o Options) (Accel, string) {
 	f, err := os.OpenFile("/dev/kvm", os.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -35,7 +37,8 @@ func chooseAccel(ctx context.Context, o Options) (Accel, string) {
 	}
 	cache := filepath.Join(o.DataDir, "vm", "kvm-"+key)
 	if b, err := os.ReadFile(cache); err == nil {
-		return verdict(string(b))
+		accel, _ := verdict(string(b))
+		return accel, ""
 	}
 	v := "kvm"
 	if err := probeKVM(ctx, o); err != nil {
