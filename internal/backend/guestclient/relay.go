@@ -127,6 +127,22 @@ func (c *Client) execFDs(req *proto.Exec, files []*os.File) (*Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("exec %s: stdin: %w", req.Argv[0], err)
 	}
+	// Our own copies of stdout and stderr: the caller may close its files
+	// once Exec returns (as it may after passing them to a guest), and the
+	// output keeps coming until the process exits.
+	var outs [2]*os.File
+	for i, f := range files[1:] {
+		if err := control(f, func(fd int) error {
+			d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+			outs[i] = os.NewFile(uintptr(d), f.Name())
+			return err
+		}); err != nil {
+			in.discard()
+			proto.CloseFiles(outs[:i])
+			return nil, fmt.Errorf("exec %s: output: %w", req.Argv[0], err)
+		}
+	}
+	files = []*os.File{files[0], outs[0], outs[1]}
 	streamed := *req
 	streamed.Stdio = proto.StdioStream
 	var p *Process
@@ -145,10 +161,11 @@ func (c *Client) execFDs(req *proto.Exec, files []*os.File) (*Process, error) {
 	p, err = c.Exec(&streamed, write)
 	if err != nil || p.exit != nil {
 		in.discard()
+		proto.CloseFiles(outs[:])
 		return p, err
 	}
 	go in.pump(p)
-	p.relay(write, nil, in.close)
+	p.relay(write, nil, func() { in.close(); proto.CloseFiles(outs[:]) })
 	return p, nil
 }
 
