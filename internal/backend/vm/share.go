@@ -25,6 +25,15 @@ func shares(spec *backend.Spec, env func(string) string) (_ *vfs.Router, tops []
 		}
 	}()
 	var mounts []vfs.Mount
+	hidden := backend.Hidden(spec, env)
+	isHidden := func(p string) bool {
+		for _, h := range hidden {
+			if backend.Within(p, h) {
+				return true
+			}
+		}
+		return false
+	}
 	add := func(inside, host string, readOnly bool) error {
 		rd, err := vfs.NewRealDir(host)
 		if err != nil {
@@ -71,7 +80,7 @@ func shares(spec *backend.Spec, env func(string) string) (_ *vfs.Router, tops []
 		seen[filepath.Clean(m.Path)] = true
 	}
 	for _, p := range spec.RW {
-		if !seen[p] {
+		if !seen[p] && !isHidden(p) { // --rw of a hidden place shows nothing, as on every backend
 			if err := add(p, p, false); err != nil {
 				return nil, nil, nil, err
 			}
@@ -79,7 +88,7 @@ func shares(spec *backend.Spec, env func(string) string) (_ *vfs.Router, tops []
 		}
 	}
 	for _, p := range spec.RO {
-		if st, err := os.Stat(p); err != nil || !st.IsDir() {
+		if st, err := os.Stat(p); err != nil || !st.IsDir() || isHidden(p) {
 			continue // a file kept read-only (bind mode's .git/config): inside a share, protected below
 		}
 		if err := add(p, p, true); err != nil {
@@ -88,7 +97,7 @@ func shares(spec *backend.Spec, env func(string) string) (_ *vfs.Router, tops []
 		seen[p] = true
 	}
 	// What is hidden stays hidden inside a share: an empty read-only directory.
-	for _, h := range backend.Hidden(spec, env) {
+	for _, h := range hidden {
 		for _, m := range mounts {
 			if h != m.Path && backend.Within(h, m.Path) && !seen[h] {
 				mounts = append(mounts, vfs.Mount{Path: h, Provider: vfs.ReadOnly(vfs.NewMemory(0, 1))})
