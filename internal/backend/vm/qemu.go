@@ -71,6 +71,17 @@ type Machine struct {
 	TSCKHz int
 }
 
+// tbMiB bounds TCG's translation cache (QEMU's default is 1 GiB), which
+// counts against QEMU's memory limit (see qemuOverhead).
+const tbMiB = 256
+
+func accel(a Accel) string {
+	if a == TCG {
+		return "tcg,tb-size=" + strconv.Itoa(tbMiB)
+	}
+	return string(a)
+}
+
 // Args is QEMU's command line for m. Under KVM the machine is microvm
 // (MMIO virtio devices, no firmware tables beyond ACPI); under TCG it is
 // q35, which boots reliably there (microvm hung calibrating the TSC).
@@ -83,7 +94,7 @@ func Args(m Machine) []string {
 		return name + "-device"
 	}
 	a := []string{"-name", m.Name, "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
-		"-accel", string(m.Accel), "-m", strconv.Itoa(max(m.MemMiB, 128)), "-smp", strconv.Itoa(max(m.CPUs, 1))}
+		"-accel", accel(m.Accel), "-m", strconv.Itoa(max(m.MemMiB, 128)), "-smp", strconv.Itoa(max(m.CPUs, 1))}
 	cmdline := []string{"console=ttyS0", "panic=-1", "quiet", "reboot=t"}
 	if pci {
 		a = append(a, "-machine", "q35", "-cpu", "max")

@@ -23,6 +23,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/backend/guestclient"
+	"github.com/airlock-dev/airlock/internal/cgroup"
 	"github.com/airlock-dev/airlock/internal/link"
 	"github.com/airlock-dev/airlock/internal/proto"
 	"github.com/airlock-dev/airlock/internal/vfs"
@@ -110,6 +111,7 @@ type Sandbox struct {
 	conn     *proto.Conn
 	client   *guestclient.Client
 	net      *os.File // the host's end of the network socketpair
+	cg       *cgroup.Group
 	vfsPort  *os.File // the host's end of the VFS port, until served
 	stopVFS  context.CancelFunc
 	closers  []func() error
@@ -195,7 +197,33 @@ func boot(o Options, l backend.Limits, accel Accel) (_ *Sandbox, err error) {
 	if err := s.start(qemu, Args(m), files, []string{a.Kernel, initrd, a.Root}); err != nil {
 		return nil, err
 	}
+	s.limit(m.MemMiB, l)
 	return s, nil
+}
+
+// qemuOverhead is QEMU's own memory beside the guest's: its code, devices
+// and TCG's translation cache.
+const qemuOverhead = (256 + tbMiB) << 20
+
+// limit puts QEMU in a cgroup: the guest's memory plus QEMU's overhead,
+// the CPUs asked for, and a bound on its threads. Where no cgroup can be
+// made the VM's own size still bounds the guest, and a warning says so.
+func (s *Sandbox) limit(memMiB int, l backend.Limits) {
+	cg, err := cgroup.New(fmt.Sprintf("airlock-vm-%d", s.qemu.Pid), cgroup.Limits{MemoryBytes: int64(memMiB)<<20 + qemuOverhead, CPUs: l.CPUs, Pids: 512})
+	if err == nil {
+		err = cg.Add(s.qemu.Pid)
+		if err != nil {
+			cg.Destroy()
+		}
+	}
+	if err != nil {
+		s.warnings = append(s.warnings, "QEMU runs without a cgroup ("+err.Error()+"): only the VM's size bounds its memory, and --cpus is not enforced")
+		return
+	}
+	s.cg = cg
+	for _, u := range cg.Unenforced() {
+		s.warnings = append(s.warnings, fmt.Sprintf("the %s limit on QEMU is not enforced: no writable cgroup controller for it", u))
+	}
 }
 
 // start runs QEMU in its jail, on a thread kept for its life: Pdeathsig
@@ -264,7 +292,11 @@ func (s *Sandbox) Start(ctx context.Context, spec *backend.Spec, register func(c
 		}
 	}
 	if register != nil {
-		if err := register(nil); err != nil {
+		var paths []string
+		if s.cg != nil {
+			paths = s.cg.Paths()
+		}
+		if err := register(paths); err != nil {
 			return nil, err
 		}
 	}
@@ -415,8 +447,9 @@ func (s *Sandbox) Link() *link.Link {
 // Done is closed when QEMU has exited.
 func (s *Sandbox) Done() <-chan struct{} { return s.exited }
 
-// OOMKilled: the guest's kernel handles memory pressure inside the VM.
-func (*Sandbox) OOMKilled() bool { return false }
+// OOMKilled reports whether QEMU's memory limit killed it (the guest's own
+// kernel handles memory pressure inside the VM).
+func (s *Sandbox) OOMKilled() bool { return s.cg != nil && s.cg.OOMKilled() }
 
 // GuestPID is QEMU's pid.
 func (s *Sandbox) GuestPID() int {
@@ -460,6 +493,9 @@ func (s *Sandbox) Close() error {
 		}
 		if s.pidFile != "" {
 			os.Remove(s.pidFile)
+		}
+		if s.cg != nil {
+			s.cg.Destroy()
 		}
 	})
 	return nil

@@ -21,7 +21,7 @@ func TestArgsPickTheMachineByAccelerator(t *testing.T) {
 	m := Machine{Name: "airlock-vm", Kernel: "/k", Initrd: "/i", Root: "/r", RootFS: "ext4", ConsoleFD: 6, CtlFD: 7, NetFD: 8, TSCKHz: 2000000}
 	m.Accel = TCG
 	tcg := strings.Join(Args(m), " ")
-	for _, want := range []string{"-accel tcg", "-machine q35", "virtio-net-pci,netdev=net0,romfile=", "-netdev socket,id=net0,fd=8",
+	for _, want := range []string{"-accel tcg,tb-size=256", "-machine q35", "virtio-net-pci,netdev=net0,romfile=", "-netdev socket,id=net0,fd=8",
 		"socket,id=ctl,fd=7", "name=airlock.ctl", "-nodefaults", "-no-user-config", "-no-reboot", "readonly=on", "virtio-rng-pci"} {
 		if !strings.Contains(tcg, want) {
 			t.Errorf("TCG args lack %q: %s", want, tcg)
@@ -122,7 +122,19 @@ func run(t *testing.T, s *Sandbox, argv ...string) (string, int) {
 		t.Fatalf("exec %v: %v", argv, err)
 	}
 	p.CloseStdin()
-	e, err := p.Wait()
+	type waited struct {
+		e   *proto.Exit
+		err error
+	}
+	done := make(chan waited, 1)
+	go func() { e, err := p.Wait(); done <- waited{e, err} }()
+	var w waited
+	select {
+	case w = <-done:
+	case <-time.After(time.Minute):
+		t.Fatalf("%v did not end within a minute", argv)
+	}
+	e, err := w.e, w.err
 	if err != nil {
 		t.Fatalf("wait %v: %v", argv, err)
 	}
