@@ -8,6 +8,7 @@ package main
 // TestUnprivileged), so both kinds of user are covered.
 
 import (
+	"cmp"
 	"crypto/sha1"
 	"encoding/base64"
 	"encoding/pem"
@@ -38,7 +39,9 @@ type upstream struct {
 	addr, caFile, logFile string
 }
 
-const upstreamAddr = "127.0.0.3:443"
+// upstreamAddr can be moved (AIRLOCK_TEST_UPSTREAM_LISTEN) when another
+// run of the suite on the machine holds it.
+var upstreamAddr = cmp.Or(os.Getenv("AIRLOCK_TEST_UPSTREAM_LISTEN"), "127.0.0.3:443")
 
 var (
 	upstreamOnce sync.Once
