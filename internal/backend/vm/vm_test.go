@@ -6,8 +6,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -300,5 +302,48 @@ func TestAFramingFloodIsRefused(t *testing.T) {
 	err := startFake(t, o)
 	if err == nil || !strings.Contains(err.Error(), "too large") {
 		t.Errorf("error = %v, want an oversized frame refused", err)
+	}
+}
+
+// Prune kills a QEMU whose sandbox is gone, and only a process that is
+// one (a recycled pid is left alone).
+func TestPruneKillsTheQEMUOfAGoneSandbox(t *testing.T) {
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "qemu-system-x86_64")
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	b, _ := os.ReadFile(sh)
+	os.WriteFile(fake, b, 0o755)
+	start := func(args ...string) *exec.Cmd {
+		c := exec.Command(fake, args...)
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+		return c
+	}
+	gone := start("-c", "sleep 60", "-name", "airlock-vm")
+	other := start("-c", "sleep 60", "-name", "something-else")
+	state := t.TempDir()
+	for id, c := range map[string]*exec.Cmd{"gone00000001": gone, "other0000001": other, "live00000001": gone} {
+		d := filepath.Join(state, "sandboxes", id, "g")
+		os.MkdirAll(d, 0o700)
+		os.WriteFile(filepath.Join(d, PIDFile), []byte(strconv.Itoa(c.Process.Pid)+"\n"), 0o600)
+	}
+	killed, err := Prune(state, func(id string) bool { return id == "live00000001" })
+	if err != nil || len(killed) != 1 || !strings.Contains(killed[0], "gone00000001") {
+		t.Fatalf("Prune = %q, %v; want the gone sandbox's QEMU only", killed, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- gone.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Error("the gone sandbox's QEMU still runs")
+	}
+	if err := other.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("a process that is not airlock's QEMU was killed: %v", err)
 	}
 }
