@@ -17,6 +17,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/proto"
+	"github.com/airlock-dev/airlock/internal/testutil"
 )
 
 func TestArgsPickTheMachineByAccelerator(t *testing.T) {
@@ -69,32 +70,27 @@ func testDataDir() string {
 }
 
 var (
-	exeOnce sync.Once
-	exePath string
-	exeErr  error
+	exeOnce    sync.Once
+	exePath    string
+	exeErr     error
+	exeCleanup = func() {}
 )
 
-// guestBinary builds the static airlock binary booted as /init.
+// guestBinary is the static airlock binary booted as /init (AIRLOCK_TEST_BIN
+// when set).
 func guestBinary(t *testing.T) string {
 	t.Helper()
-	exeOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "airlock-vm-test-")
-		if err != nil {
-			exeErr = err
-			return
-		}
-		exePath = filepath.Join(dir, "airlock")
-		cmd := exec.Command("go", "build", "-o", exePath, "github.com/airlock-dev/airlock/cmd/airlock")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			exeErr = err
-			t.Logf("%s", out)
-		}
-	})
+	exeOnce.Do(func() { exePath, exeCleanup, exeErr = testutil.AirlockForMain(false) })
 	if exeErr != nil {
 		t.Fatalf("build airlock: %v", exeErr)
 	}
 	return exePath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	exeCleanup()
+	os.Exit(code)
 }
 
 // needVM skips unless QEMU and the VM assets are here.
