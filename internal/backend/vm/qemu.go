@@ -94,6 +94,9 @@ func Args(m Machine) []string {
 		return name + "-device"
 	}
 	a := []string{"-name", m.Name, "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+		// QEMU's own seccomp filter: no obsolete calls, no privilege
+		// changes, no new processes, no scheduler or resource changes.
+		"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
 		"-accel", accel(m.Accel), "-m", strconv.Itoa(max(m.MemMiB, 128)), "-smp", strconv.Itoa(max(m.CPUs, 1))}
 	cmdline := []string{"console=ttyS0", "panic=-1", "quiet", "reboot=t"}
 	if pci {

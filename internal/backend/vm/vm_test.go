@@ -25,7 +25,7 @@ func TestArgsPickTheMachineByAccelerator(t *testing.T) {
 	m.Accel = TCG
 	tcg := strings.Join(Args(m), " ")
 	for _, want := range []string{"-accel tcg,tb-size=256", "-machine q35", "virtio-net-pci,netdev=net0,romfile=", "-netdev socket,id=net0,fd=8",
-		"socket,id=ctl,fd=7", "name=airlock.ctl", "-nodefaults", "-no-user-config", "-no-reboot", "readonly=on", "virtio-rng-pci"} {
+		"socket,id=ctl,fd=7", "name=airlock.ctl", "-nodefaults", "-sandbox on,", "-no-user-config", "-no-reboot", "readonly=on", "virtio-rng-pci"} {
 		if !strings.Contains(tcg, want) {
 			t.Errorf("TCG args lack %q: %s", want, tcg)
 		}
