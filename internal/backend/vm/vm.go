@@ -52,6 +52,8 @@ type Options struct {
 	Stderr  io.Writer // the one warning about TCG goes here
 	// Assets finds the kernel, modules and root image; default FindAssets.
 	Assets func(dataDir string) (Assets, error)
+	// BootTimeout bounds a start from the plan sent to ready (default 60 s).
+	BootTimeout time.Duration
 }
 
 func (o *Options) defaults() {
@@ -66,6 +68,9 @@ func (o *Options) defaults() {
 	}
 	if o.Assets == nil {
 		o.Assets = FindAssets
+	}
+	if o.BootTimeout <= 0 {
+		o.BootTimeout = bootTimeout
 	}
 }
 
@@ -311,8 +316,7 @@ func (s *Sandbox) Start(ctx context.Context, spec *backend.Spec, register func(c
 		s.net.Close()
 		s.net = nil
 	}
-	timeout := bootTimeout
-	if err := s.handshake(ctx, in, timeout); err != nil {
+	if err := s.handshake(ctx, in, s.opts.BootTimeout); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -343,3 +343,16 @@ func TestPruneKillsTheQEMUOfAGoneSandbox(t *testing.T) {
 		t.Errorf("a process that is not airlock's QEMU was killed: %v", err)
 	}
 }
+
+func TestABootThatNeverReportsReadyTimesOut(t *testing.T) {
+	o := fakeQEMU(t, `echo "Probing EDD" >&6; sleep 60`)
+	o.BootTimeout = time.Second
+	start := time.Now()
+	err := startFake(t, o)
+	if err == nil || !strings.Contains(err.Error(), "not ready within 1s") || !strings.Contains(err.Error(), "Probing EDD") {
+		t.Errorf("error = %v, want the timeout and the console's tail", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the timeout took %s", d)
+	}
+}
