@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -144,6 +145,13 @@ func run(t *testing.T, s *Sandbox, argv ...string) (string, int) {
 // TestVM boots one VM under the chosen accelerator and runs every check in it.
 func TestVM(t *testing.T) {
 	o := needVM(t)
+	// A wedged VM must fail the run with every goroutine's stack, not eat
+	// the suite's timeout (seen twice on a loaded machine, not reproduced).
+	watchdog := time.AfterFunc(4*time.Minute, func() {
+		debug.SetTraceback("all")
+		panic("TestVM: no progress in 4 minutes")
+	})
+	defer watchdog.Stop()
 	ws := t.TempDir()
 	runDir := t.TempDir()
 	spec := &backend.Spec{
