@@ -1,14 +1,17 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/airlock-dev/airlock/internal/doctor"
+	"github.com/airlock-dev/airlock/internal/engine"
 )
 
 func newDoctorCmd() *cobra.Command {
@@ -19,6 +22,17 @@ func newDoctorCmd() *cobra.Command {
 		Args:  noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			r, fixed := doctor.RunFix(fix)
+			// The vm backend's row: optional, so it never fails the doctor.
+			ctx, cancel := context.WithTimeout(c.Context(), time.Minute)
+			ok, detail, impact := engine.VMCheck(ctx)
+			cancel()
+			row := doctor.Check{Name: "vm backend (QEMU)", Status: doctor.StatusOK, Detail: detail, Impact: impact}
+			if !ok {
+				row.Status = doctor.StatusMissing
+			} else if impact != "" {
+				row.Status = doctor.StatusDegraded
+			}
+			r.Checks = append(r.Checks, row)
 			for _, f := range fixed {
 				fmt.Fprintln(c.ErrOrStderr(), "airlock: fixed:", f)
 			}

@@ -71,7 +71,7 @@ func (e *env) environ(extra ...string) []string {
 	return append([]string{
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOME=" + e.home, "AIRLOCK_STATE_DIR=" + e.state, "LANG=C.UTF-8",
-	}, extra...)
+	}, append(vmDataEnv(), extra...)...)
 }
 
 type result struct {
@@ -82,6 +82,9 @@ type result struct {
 func (e *env) cmd(args ...string) *exec.Cmd {
 	if len(args) > 0 && args[0] == "run" && testBackend() == "docker" { // see TestDockerBackend
 		args = append([]string{"run", "--backend", "docker", "--image", os.Getenv("AIRLOCK_TEST_IMAGE")}, args[1:]...)
+	}
+	if len(args) > 0 && args[0] == "run" && testBackend() == "vm" { // see TestVMBackend
+		args = append([]string{"run", "--backend", "vm"}, args[1:]...)
 	}
 	c := exec.Command(airlockBin, args...)
 	c.Env = e.environ()

@@ -4,6 +4,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"os"
 	"path/filepath"
 
@@ -13,6 +15,14 @@ import (
 )
 
 func main() {
+	// Nothing of airlock's logs through the standard logger; libraries that
+	// do (go-fuse, when a VM's file session ends) must not write over a
+	// sandbox's terminal.
+	log.SetOutput(io.Discard)
+	// In a VM the kernel runs this binary as /init.
+	if guest.IsVMInit() {
+		guest.VMInit()
+	}
 	// Inside a sandbox the binary also answers to the names it is shown
 	// under (/run/airlock/bin): hostexec CMD ARGS..., mcp-bridge NAME.
 	if name := filepath.Base(os.Args[0]); name == "hostexec" || name == "mcp-bridge" {

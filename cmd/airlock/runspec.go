@@ -26,8 +26,8 @@ func runSpec(l *config.Loaded, o *runOptions, args []string) (engine.Spec, error
 	if o.detach && o.tty {
 		return s, usageError{"-t and -d do not mix: start with -d, then airlock exec -t ID -- CMD"}
 	}
-	if c.BackendName() != config.BackendNative && c.BackendName() != config.BackendDocker {
-		return s, usageError{fmt.Sprintf("%s %q: use native or docker", originLabel(l, "backend", 0), c.Backend)}
+	if n := c.BackendName(); n != config.BackendNative && n != config.BackendDocker && n != config.BackendVM {
+		return s, usageError{fmt.Sprintf("%s %q: use native, docker or vm", originLabel(l, "backend", 0), c.Backend)}
 	}
 	if c.Image != "" && c.BackendName() != config.BackendDocker {
 		return s, usageError{originLabel(l, "image", 0) + " needs --backend docker"}

@@ -74,7 +74,7 @@ func ProjectTemplate(project string) []byte {
 version: 1
 project: ` + project + `
 
-# backend: native            # native or docker
+# backend: native            # native, docker or vm
 # image: airlock/minimal:latest
 # home: ~/.local/share/airlock/home   # keep the sandbox's home across runs
 # env: [GOFLAGS, CI=1]

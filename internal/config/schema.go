@@ -40,7 +40,7 @@ type field struct {
 var schema = []field{
 	{key: "version", kind: kInt, help: "the schema version, 1"},
 	{key: "project", kind: kString, help: "the project directory a project file belongs to"},
-	{key: "backend", kind: kEnum, enum: []string{BackendNative, BackendDocker}},
+	{key: "backend", kind: kEnum, enum: []string{BackendNative, BackendDocker, BackendVM}},
 	{key: "image", kind: kString, help: "a docker image name"},
 	{key: "home", kind: kPath, help: "a directory kept as the sandbox's home"},
 	{key: "env", kind: kEnv, help: "a list of NAME or NAME=VALUE, or a mapping NAME: VALUE"},

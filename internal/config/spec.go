@@ -11,6 +11,7 @@ import "time"
 const (
 	BackendNative = "native"
 	BackendDocker = "docker"
+	BackendVM     = "vm"
 )
 
 // DefaultImage is the docker backend's image when none is named.
@@ -34,7 +35,7 @@ const (
 // sizes are bytes. It is JSON so a detached sandbox's supervisor can read it
 // back from the state dir; nothing in it is a secret's value.
 type Spec struct {
-	Backend string `json:"backend,omitempty"` // BackendNative ("" too) or BackendDocker
+	Backend string `json:"backend,omitempty"` // BackendNative ("" too), BackendDocker or BackendVM
 	Image   string `json:"image,omitempty"`   // docker: the image (default DefaultImage)
 
 	Workspace Workspace `json:"workspace"`

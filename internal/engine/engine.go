@@ -25,6 +25,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/backend/docker"
 	"github.com/airlock-dev/airlock/internal/backend/guestclient"
 	"github.com/airlock-dev/airlock/internal/backend/native"
+	"github.com/airlock-dev/airlock/internal/backend/vm"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/control"
 	"github.com/airlock-dev/airlock/internal/egress"
@@ -137,8 +138,23 @@ func backendFor(name, exe string) (backend.Backend, error) {
 		return native.Backend{Options: native.Options{Exe: exe}}, nil
 	case config.BackendDocker:
 		return docker.Backend{}, nil
+	case config.BackendVM:
+		dataDir, err := config.DataDir()
+		if err != nil {
+			return nil, err
+		}
+		return vm.Backend{Options: vm.Options{Exe: exe, DataDir: dataDir}}, nil
 	}
-	return nil, fmt.Errorf("backend %q: use native or docker", name)
+	return nil, fmt.Errorf("backend %q: use native, docker or vm", name)
+}
+
+// VMCheck is `airlock doctor`'s row for the vm backend (see vm.Check).
+func VMCheck(ctx context.Context) (ok bool, detail, impact string) {
+	dataDir, err := config.DataDir()
+	if err != nil {
+		return false, err.Error(), "--backend vm is unavailable"
+	}
+	return vm.Check(ctx, vm.Options{DataDir: dataDir})
 }
 
 // Prepare starts preparing a sandbox of spec's backend and limits early (a
@@ -168,7 +184,7 @@ func CommandUser(backendName, workspace string) (uid, gid int) {
 // Prune removes what every backend left behind for sandboxes under
 // stateRoot that running says are gone.
 func Prune(ctx context.Context, stateRoot string, running func(id string) bool, docker bool) ([]string, error) {
-	names := []string{config.BackendNative}
+	names := []string{config.BackendNative, config.BackendVM}
 	if docker {
 		names = append(names, config.BackendDocker)
 	}

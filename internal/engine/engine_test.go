@@ -64,7 +64,7 @@ func TestBackendForNamesTheChoices(t *testing.T) {
 			t.Errorf("backendFor(%q) = %v, %v", name, b, err)
 		}
 	}
-	if _, err := backendFor("vmware", ""); err == nil || !strings.Contains(err.Error(), "use native or docker") {
+	if _, err := backendFor("vmware", ""); err == nil || !strings.Contains(err.Error(), "use native, docker or vm") {
 		t.Errorf("backendFor(vmware) error = %v", err)
 	}
 }

@@ -125,6 +125,10 @@ func recvInit(conn *proto.Conn) (*proto.Msg, []*os.File, error) {
 // interface's descriptor for the host when in.Net asked for one. mounts are
 // the ones the host made (Mount.FD).
 func setup(in *proto.Init, mounts []*os.File, r *reaper) (tap *os.File, warnings []string, err error) {
+	if in.VM != nil {
+		warnings, err = setupVM(in, r)
+		return nil, warnings, err
+	}
 	if in.Contained {
 		warnings, err = setupContained(in, r)
 		return nil, warnings, err

@@ -20,7 +20,7 @@ var rules = []rule{
 		"policy decides from data alone: it imports nothing of ours, so it can be table-tested and fuzzed without any I/O"},
 	{[]string{"internal/backend/"}, []string{"internal/policy", "internal/gateway", "internal/egress", "internal/workspace", "internal/engine", "internal/supervisor", "internal/audit", "internal/config", "internal/secrets"},
 		"a backend only starts a sandbox from the neutral spec: policy, gateway, workspace review and audit are the engine's and never know which backend runs"},
-	{[]string{"internal/", "sandbox", "cmd/", "!internal/engine", "!internal/backend/", "!internal/layout"}, []string{"internal/backend/native", "internal/backend/docker"},
+	{[]string{"internal/", "sandbox", "cmd/", "!internal/engine", "!internal/backend/", "!internal/layout"}, []string{"internal/backend/native", "internal/backend/docker", "internal/backend/vm"},
 		"only the engine chooses and assembles backends: no backend branch anywhere else"},
 	{[]string{"sandbox"}, []string{"internal/supervisor", "cmd/"},
 		"the public API is a host of the engine, not of the CLI's runner"},

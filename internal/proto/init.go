@@ -25,6 +25,27 @@ type Init struct {
 	// capability): the guest skips Mounts, Hide, Hostname and loopback, and
 	// only locks itself down (rlimits, Landlock, seccomp).
 	Contained bool `cbor:"20,keyasint,omitempty"`
+	// VM says the guest is a virtual machine's init: its root, network and
+	// control port are set up at boot (see guest.VMInit); the plan only adds
+	// the sandbox's files and directories, then the guest locks down as on
+	// any other backend.
+	VM *VM `cbor:"21,keyasint,omitempty"`
+}
+
+// VM is what a VM guest makes before it serves: the host's files it cannot
+// bind (their content travels here), and directories the sandbox expects.
+type VM struct {
+	Files []File   `cbor:"1,keyasint,omitempty"`
+	Dirs  []string `cbor:"2,keyasint,omitempty"`
+	// Shares are the paths the host serves on the VFS port: the guest
+	// mounts that file system once and binds each of these from it.
+	Shares []string `cbor:"3,keyasint,omitempty"`
+}
+
+// File is one file written inside, read-only.
+type File struct {
+	Path string `cbor:"1,keyasint"`
+	Data []byte `cbor:"2,keyasint"`
 }
 
 // Relay is a TCP listener inside the sandbox forwarding to a Unix socket.

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The vm backend beside the native one, in one run: boot to first exec
+# (`airlock run -- /bin/true`, which includes the whole boot), `airlock exec`
+# into a running sandbox, and the exec round trip from a long-lived client
+# (bench/execlat). Under TCG where KVM does not boot (the backend says so).
+# Needs QEMU and the VM assets (airlock images build --format vm).
+#
+#   bench/vm.sh             # 10 boots, 200 execs each
+#   RUNS=30 N=1000 bench/vm.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=${RUNS:-10}
+N=${N:-200}
+need() { command -v "$1" >/dev/null || { echo "bench: $1 is missing: apt-get install $2" >&2; exit 1; }; }
+need hyperfine hyperfine
+need jq jq
+need qemu-system-x86_64 qemu-system-x86
+
+work=$(mktemp -d /tmp/airlock-bench.XXXXXX)
+state=$work/state
+trap 'AIRLOCK_STATE_DIR=$state "$work/airlock" kill --all >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+chmod 755 "$work"
+CGO_ENABLED=0 go build -o "$work/airlock" ./cmd/airlock
+CGO_ENABLED=0 go build -o "$work/execlat" ./bench/execlat
+mkdir -p "$work/ws" "$state"
+cd "$work/ws"
+# The VM assets stay in the user's data dir while HOME is the bench's own.
+data=${AIRLOCK_DATA_DIR:-${XDG_DATA_HOME:-$HOME/.local/share}/airlock}
+al="env AIRLOCK_STATE_DIR=$state HOME=$work AIRLOCK_DATA_DIR=$data $work/airlock"
+
+# The first vm run probes KVM and builds the initrd for this binary: not timed.
+$al run -q --backend vm -- /bin/true
+hyperfine -N --warmup 1 --runs "$RUNS" --export-json "$work/run.json" \
+	-n "vm: run -- true" "$al run -q --backend vm -- /bin/true" \
+	-n "native: run -- true" "$al run -q -- /bin/true" >/dev/null
+for b in vm native; do
+	id=$($al run -d -q --backend "$b")
+	hyperfine -N --warmup 3 --runs "$RUNS" --export-json "$work/exec-$b.json" \
+		-n "$b: exec -- true" "$al exec $id -- /bin/true" >/dev/null
+	echo "$b: exec round trip from a client, $N runs: $(env AIRLOCK_STATE_DIR="$state" HOME="$work" "$work/execlat" -n "$N" "$id")"
+	$al kill "$id" >/dev/null
+done
+echo "== times in ms ($RUNS runs each) =="
+jq -r -s '.[].results[] | [.command, (.mean*1000), (.median*1000), (.stddev*1000)] | @tsv' \
+	"$work/run.json" "$work/exec-vm.json" "$work/exec-native.json" |
+	awk -F'\t' 'BEGIN{printf "%-22s %9s %9s %9s\n","command","mean","median","stddev"} {printf "%-22s %9.1f %9.1f %9.1f\n",$1,$2,$3,$4}'
