@@ -7,7 +7,6 @@ package docker
 import (
 	"bytes"
 	"context"
-	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -27,6 +26,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 	"golang.org/x/sys/unix"
 
+	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/backend/guestclient"
 	"github.com/airlock-dev/airlock/internal/proto"
 )
@@ -123,7 +123,7 @@ func Start(ctx context.Context, c Config, whileStarting func() error) (_ *Sandbo
 			return nil, fmt.Errorf("docker: find the airlock binary: %w", err)
 		}
 	}
-	if err := checkStatic(c.Exe); err != nil {
+	if err := backend.CheckStatic("docker", c.Exe); err != nil {
 		return nil, err
 	}
 	s := &Sandbox{ID: c.ID, runDir: c.RunDir, exited: make(chan struct{})}
@@ -489,22 +489,6 @@ func pickUser(owner int, ownerGID uint32, uid, gid int) string {
 		return fmt.Sprintf("%d:%d", owner, ownerGID)
 	}
 	return fmt.Sprintf("%d:%d", uid, gid)
-}
-
-// checkStatic refuses a dynamically linked airlock: it would need the host's
-// loader and libc inside an image that has other ones, or none.
-func checkStatic(exe string) error {
-	f, err := elf.Open(exe)
-	if err != nil {
-		return fmt.Errorf("docker: read the airlock binary %s: %w", exe, err)
-	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			return fmt.Errorf("docker: the airlock binary %s is dynamically linked and cannot run inside an image: build it with CGO_ENABLED=0", exe)
-		}
-	}
-	return nil
 }
 
 // Exec starts req in the container (see guestclient.Client.Exec).

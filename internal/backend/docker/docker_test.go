@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/proto"
 )
 
@@ -185,7 +186,7 @@ func TestEngineErrorSaysWhatToDo(t *testing.T) {
 }
 
 func TestCheckStaticRefusesDynamicBinaries(t *testing.T) {
-	if err := checkStatic("/bin/sh"); err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
-		t.Errorf("checkStatic(/bin/sh) = %v, want a refusal naming CGO_ENABLED=0", err)
+	if err := backend.CheckStatic("docker", "/bin/sh"); err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
+		t.Errorf("CheckStatic(/bin/sh) = %v, want a refusal naming CGO_ENABLED=0", err)
 	}
 }

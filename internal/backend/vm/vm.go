@@ -137,6 +137,9 @@ func boot(o Options, l backend.Limits, accel Accel) (_ *Sandbox, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := backend.CheckStatic("vm", o.Exe); err != nil {
+		return nil, err
+	}
 	initrd, err := Initrd(o.DataDir, a, o.Exe)
 	if err != nil {
 		return nil, fmt.Errorf("vm: initrd: %w", err)
