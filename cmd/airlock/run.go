@@ -166,7 +166,7 @@ func addRunFlags(f *pflag.FlagSet, o *runOptions) {
 	f.BoolVar(&o.ws.AutoApply, "auto-apply", false, "overlay and copy: apply the changes at exit without asking, except risky ones")
 	f.BoolVar(&o.ws.ApplyRisky, "apply-risky", false, "with --auto-apply: apply risky changes too")
 	f.BoolVar(&o.ws.ProtectGit, "protect-git", true, "bind: make .git/config and .git/hooks read-only inside, and restore them after if they changed anyway")
-	f.StringVar(&o.backend, "backend", config.BackendNative, "where the sandbox runs: native (namespaces on this kernel), docker (a hardened container; see airlock images) or vm (a QEMU micro-VM; see airlock images build --variant vm)")
+	f.StringVar(&o.backend, "backend", config.BackendNative, "where the sandbox runs: native (namespaces on this kernel), docker (a hardened container; see airlock images) or vm (a QEMU micro-VM; see airlock images build --format vm)")
 	f.StringVar(&o.image, "image", "", "docker backend: the image to run in (default "+config.DefaultImage+")")
 	f.BoolVar(&o.ask, "ask", false, "a connection to a host no rule covers waits for your decision (airlock approvals, airlock ui, or this terminal) instead of failing")
 	f.DurationVar(&o.askAfter, "ask-timeout", 0, "with --ask: deny what nobody answered after this long (default 60s)")
