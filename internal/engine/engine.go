@@ -101,6 +101,9 @@ type Options struct {
 	// Pending is a sandbox Prepared early (see Prepare) to overlap its start
 	// with the host's own work; Start owns it.
 	Pending backend.Pending
+	// WhileSetup, if set, is called once the sandbox is registered, while
+	// its guest sets up: time in which Start would only wait. It must not block.
+	WhileSetup func()
 }
 
 // Sandbox is one running sandbox.
@@ -313,7 +316,17 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 
 	trace.Mark("engine: egress ready")
 	// Backend start; the sandbox is registered while it sets up.
-	inst, err := pending.Start(ctx, s.bspec, s.register)
+	register := s.register
+	if o.WhileSetup != nil {
+		register = func(cgroups []string) error {
+			if err := s.register(cgroups); err != nil {
+				return err
+			}
+			o.WhileSetup()
+			return nil
+		}
+	}
+	inst, err := pending.Start(ctx, s.bspec, register)
 	pending = nil // Start closes it on its own errors
 	if err != nil {
 		return nil, step("backend start", err)

@@ -69,7 +69,7 @@ func Run(h *state.Handle, spec engine.Spec, stdio term.IO, ro Options) (int, err
 		o.Progress = ProgressBar(stdio.Stderr)
 	}
 	defer signal.Stop(sv.sigs)
-	ctx, early := sv.watchStart()
+	ctx, early := sv.watchStart(&o)
 	sb, err := engine.Start(ctx, h, spec, o)
 	if s := early(); s != nil && err == nil {
 		select { // the command gets it, as if it had come a moment later
@@ -144,17 +144,17 @@ func Kept(spec engine.Spec, name string, changes bool, reason string) bool {
 	return spec.Detached || spec.Keep || name != "" || changes || reason != ""
 }
 
-// watchStart registers for the forwarded signals while the sandbox starts:
-// the first signal.Notify costs about a millisecond (the runtime hands each
-// signal to its signal thread in turn), which so overlaps the guest's
-// start-up instead of delaying the command. A signal that comes during the
-// start ends it (ctx), as it ended the process before; early returns that
-// signal, or nil, once Start has returned.
-func (sv *supervisor) watchStart() (ctx context.Context, early func() os.Signal) {
+// watchStart registers for the forwarded signals while the guest sets up
+// (o.WhileSetup): the first signal.Notify costs up to a millisecond (the
+// runtime hands each signal to its signal thread in turn), which so overlaps
+// the guest's start instead of delaying the command. A signal that comes
+// during the rest of the start ends it (ctx), as it ended the process before;
+// early returns that signal, or nil, once Start has returned.
+func (sv *supervisor) watchStart(o *engine.Options) (ctx context.Context, early func() os.Signal) {
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan struct{})
 	got := make(chan os.Signal, 1)
-	go func() {
+	watch := func() {
 		signal.Notify(sv.sigs, term.Forwarded...)
 		for {
 			select {
@@ -170,9 +170,12 @@ func (sv *supervisor) watchStart() (ctx context.Context, early func() os.Signal)
 				return
 			}
 		}
-	}()
+	}
+	var once sync.Once
+	o.WhileSetup = func() { once.Do(func() { go watch() }) }
 	return ctx, func() os.Signal {
 		close(started)
+		once.Do(watch) // never registered (the start failed first): nothing to wait for
 		return <-got
 	}
 }
