@@ -71,17 +71,21 @@ func Run(h *state.Handle, spec engine.Spec, stdio term.IO, ro Options) (int, err
 	defer signal.Stop(sv.sigs)
 	ctx, early := sv.watchStart(&o)
 	sb, err := engine.Start(ctx, h, spec, o)
-	if s := early(); s != nil && err == nil {
-		select { // the command gets it, as if it had come a moment later
-		case sv.sigs <- s:
-		default:
-		}
-	}
+	sig := early()
 	if ready != nil {
 		ready(err)
 	}
 	if err != nil {
+		if sig != nil { // the signal ended the start: exit as it would have ended airlock
+			return 128 + int(sig.(syscall.Signal)), nil
+		}
 		return ExitAirlock, err
+	}
+	if sig != nil {
+		select { // the command gets it, as if it had come a moment later
+		case sv.sigs <- sig:
+		default:
+		}
 	}
 	sv.sb, sv.record = sb, sb.RecordWorkspace
 	// A sandbox that lives past its first second mostly waits (for its
