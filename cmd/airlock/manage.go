@@ -422,6 +422,9 @@ discarded: those are named, and kept.`,
 				n++
 			}
 			fmt.Fprintf(c.OutOrStdout(), "removed %d sandbox(es)\n", n)
+			// Cgroups no record names: a supervisor killed before it
+			// registered the sandbox left its group behind.
+			cgroup.SweepStale("airlock-")
 			// Containers whose records are gone (a crash between the two),
 			// when there is an engine to ask.
 			store, err := openStore()

@@ -71,6 +71,27 @@ func create(lay layout, name string, l Limits) (*Group, error) {
 	return nil, unavailable([]string{"no cgroup filesystem shows this process's cgroup (" + lay.v2Why + ")"})
 }
 
+// mkdirGroup makes the group dir. One that exists and is empty is a
+// leftover: airlock names groups after a live process (a guest, a
+// supervisor), so it belonged to a namesake that died before removing it (a
+// supervisor killed during its start); it is removed and made again rather
+// than failing every later sandbox whose process gets that pid. Where this
+// user may not remove it, it could not make groups here either: the error
+// says so (and the group is skipped like any unwritable one).
+func mkdirGroup(dir string) error {
+	err := os.Mkdir(dir, 0o755)
+	if !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	switch rerr := unix.Rmdir(dir); rerr {
+	case nil:
+		return os.Mkdir(dir, 0o755)
+	case unix.EACCES, unix.EPERM, unix.EROFS:
+		return &fs.PathError{Op: "mkdir", Path: dir, Err: rerr}
+	}
+	return err
+}
+
 // requested lists the controllers the limits need.
 func requested(l Limits) map[string]bool {
 	return map[string]bool{"memory": l.MemoryBytes > 0, "cpu": l.CPUs > 0, "pids": l.Pids > 0}
@@ -92,7 +113,7 @@ func newV1(lay layout, name string, l Limits) (*Group, error) {
 		}
 		dir := filepath.Join(parent, name)
 		if !slices.Contains(g.dirs, dir) { // hierarchies may share controllers (cpu,cpuacct)
-			if err := os.Mkdir(dir, 0o755); err != nil {
+			if err := mkdirGroup(dir); err != nil {
 				if errors.Is(err, fs.ErrExist) {
 					_ = g.Destroy()
 					return nil, fmt.Errorf("cgroup: mkdir %s: %w", dir, err)
@@ -136,7 +157,7 @@ func newV2(lay layout, name string, l Limits) (*Group, error) {
 	req := requested(l)
 	parent := lay.v2
 	dir := filepath.Join(parent, name)
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	if err := mkdirGroup(dir); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("cgroup: mkdir %s: %w", dir, err)
 		}

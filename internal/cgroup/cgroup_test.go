@@ -424,6 +424,27 @@ func TestDestroy(t *testing.T) {
 	}
 }
 
+// A group left by a process that died before removing it (its supervisor
+// was killed) does not stop the next one of that name: it is made again.
+func TestNewReplacesAnEmptyLeftover(t *testing.T) {
+	first := newGroup(t, Limits{Pids: 64})
+	name := filepath.Base(first.Paths()[0])
+	g, err := New(name, Limits{Pids: 64})
+	if err != nil {
+		t.Fatalf("New over an empty leftover: %v", err)
+	}
+	if err := g.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	// One that still holds a process is not a leftover.
+	again := newGroup(t, Limits{Pids: 64})
+	cmd := exec.Command("sh", "-c", "read x")
+	startInGroup(t, again, cmd) // never released: sh waits in its group
+	if _, err := New(filepath.Base(again.Paths()[0]), Limits{Pids: 64}); err == nil {
+		t.Error("New replaced a group that holds a process")
+	}
+}
+
 func TestRemove(t *testing.T) {
 	g := newGroup(t, Limits{Pids: 64, MemoryBytes: 64 << 20})
 	cmd := exec.Command("sleep", "30")

@@ -102,6 +102,9 @@ type Options struct {
 	// Pending is a sandbox Prepared early (see Prepare) to overlap its start
 	// with the host's own work; Start owns it.
 	Pending backend.Pending
+	// WhileSetup, if set, is called once the sandbox is registered, while
+	// its guest sets up: time in which Start would only wait. It must not block.
+	WhileSetup func()
 }
 
 // Sandbox is one running sandbox.
@@ -329,7 +332,17 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 
 	trace.Mark("engine: egress ready")
 	// Backend start; the sandbox is registered while it sets up.
-	inst, err := pending.Start(ctx, s.bspec, s.register)
+	register := s.register
+	if o.WhileSetup != nil {
+		register = func(cgroups []string) error {
+			if err := s.register(cgroups); err != nil {
+				return err
+			}
+			o.WhileSetup()
+			return nil
+		}
+	}
+	inst, err := pending.Start(ctx, s.bspec, register)
 	pending = nil // Start closes it on its own errors
 	if err != nil {
 		return nil, step("backend start", err)
@@ -359,9 +372,6 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 		warn(w)
 	}
 	go control.Serve(s.ctl, (*controlTarget)(s), o.OnStop)
-	if err := h.SetStatus(state.Status{State: state.Running}); err != nil {
-		return nil, step("register", err)
-	}
 	started := audit.Lifecycle(audit.OpStart, s.be.Name(), "")
 	started.Duration = audit.Millis(time.Since(s.started))
 	started.Extra = map[string]string{"network": s.mode, "workspace": wsMode}
@@ -499,8 +509,8 @@ func (s *Sandbox) prepareWorkspace(mode string, progress workspace.Progress) (*w
 	return ws, nil
 }
 
-// register records the sandbox in the state dir and opens its control
-// socket; the backend calls it while the sandbox sets up.
+// register records the sandbox in the state dir as running and opens its
+// control socket; the backend calls it while the sandbox sets up.
 func (s *Sandbox) register(cgroups []string) error {
 	config, err := json.Marshal(s.spec)
 	if err != nil {
@@ -520,7 +530,10 @@ func (s *Sandbox) register(cgroups []string) error {
 	if s.ctl, err = net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"}); err != nil {
 		return fmt.Errorf("control socket: %w", err)
 	}
-	return nil
+	// Running from here, not once the guest is ready: the write then costs
+	// the start nothing. Until Serve, a client's connection waits in the
+	// socket's backlog; a start that fails removes the directory.
+	return s.h.SetStatus(state.Status{State: state.Running})
 }
 
 func (s *Sandbox) redactString(v string) string {

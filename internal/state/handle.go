@@ -27,7 +27,7 @@ type Handle struct {
 }
 
 // Create allocates a sandbox: a fresh random id, a 0700 directory holding a
-// "creating" record and status, and the lifetime lock, taken before the
+// record (status: creating) and the lifetime lock, taken before the
 // directory becomes visible so no observer can mistake it for a crash.
 // A non-empty name must match ^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$ and be unused
 // by any existing sandbox (ErrNameTaken); a store-wide flock makes the check
@@ -128,9 +128,8 @@ func (s *Store) build(id, name string) (*Handle, error) {
 	if err := writeJSONAtomic(tmp, recordFile, rec); err != nil {
 		return nil, fmt.Errorf("write record: %w", err)
 	}
-	if err := writeJSONAtomic(tmp, statusFile, Status{State: Creating}); err != nil {
-		return nil, fmt.Errorf("write status: %w", err)
-	}
+	// No status file yet: readers take its absence for Creating, and the
+	// first SetStatus (running) writes it, so a start writes it once.
 	if err := os.Rename(tmp, final); err != nil {
 		return nil, fmt.Errorf("publish: %w", err)
 	}

@@ -39,12 +39,18 @@ func ProgressBar(w io.Writer) workspace.Progress {
 // git files are restored and risky changes (already on disk) reported.
 // Overlay and copy: changes are applied (--auto-apply, or a yes at the
 // prompt) or kept for airlock diff/apply/discard. It reports whether
-// anything is kept for review, so the sandbox's state must stay.
-func (sv *supervisor) reviewWorkspace(ws *workspace.Session, id string) (keep bool) {
+// anything is kept for review, so the sandbox's state must stay. removed
+// says the sandbox's directory goes right after unless something is kept:
+// a bind session then writes nothing there.
+func (sv *supervisor) reviewWorkspace(ws *workspace.Session, id string, removed bool) (keep bool) {
 	defer func() { sv.recordReview(ws, keep) }()
 	out := sv.io.Stderr
 	const prefix = "airlock: "
-	rep, err := ws.Finish()
+	finish := ws.Finish
+	if removed {
+		finish = ws.FinishUnsaved
+	}
+	rep, err := finish()
 	if err != nil {
 		fmt.Fprintf(out, "%sworkspace review failed: %v; the sandbox's changes are kept: airlock diff %s\n", prefix, err, id)
 		return ws.Mode() != workspace.Bind

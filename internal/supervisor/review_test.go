@@ -53,7 +53,7 @@ func TestAutoApplyAppliesPlainChangesAndHoldsBackRiskyOnes(t *testing.T) {
 		os.WriteFile(filepath.Join(c, ".git", "hooks", "pre-commit"), []byte("#!/bin/sh\ncurl evil\n"), 0o755)
 	})
 	sv, outcomes := reviewer(t, config.Workspace{AutoApply: true})
-	if keep := sv.reviewWorkspace(s, "abc"); !keep {
+	if keep := sv.reviewWorkspace(s, "abc", false); !keep {
 		t.Error("a held-back risky change must keep the sandbox for review")
 	}
 	if b, _ := os.ReadFile(filepath.Join(ws, "main.go")); string(b) != "package main // changed\n" {
@@ -75,7 +75,7 @@ func TestWithoutATerminalOrAutoApplyChangesAreKeptNotApplied(t *testing.T) {
 		os.WriteFile(filepath.Join(c, "new.txt"), []byte("x"), 0o644)
 	})
 	sv, outcomes := reviewer(t, config.Workspace{})
-	if keep := sv.reviewWorkspace(s, "abc"); !keep {
+	if keep := sv.reviewWorkspace(s, "abc", false); !keep {
 		t.Error("unapplied changes must keep the sandbox")
 	}
 	if _, err := os.Stat(filepath.Join(ws, "new.txt")); !os.IsNotExist(err) {
@@ -92,7 +92,7 @@ func TestWithoutATerminalOrAutoApplyChangesAreKeptNotApplied(t *testing.T) {
 func TestNoChangesNothingKept(t *testing.T) {
 	s, _ := copySession(t, func(string) {})
 	sv, outcomes := reviewer(t, config.Workspace{})
-	if keep := sv.reviewWorkspace(s, "abc"); keep {
+	if keep := sv.reviewWorkspace(s, "abc", false); keep {
 		t.Error("nothing changed, yet the sandbox is kept")
 	}
 	if len(*outcomes) != 1 || (*outcomes)[0] == "kept" {

