@@ -44,3 +44,39 @@ echo "== times in ms ($RUNS runs each) =="
 jq -r -s '.[].results[] | [.command, (.mean*1000), (.median*1000), (.stddev*1000)] | @tsv' \
 	"$work/run.json" "$work/exec-vm.json" "$work/exec-native.json" |
 	awk -F'\t' 'BEGIN{printf "%-22s %9s %9s %9s\n","command","mean","median","stddev"} {printf "%-22s %9.1f %9.1f %9.1f\n",$1,$2,$3,$4}'
+
+# Files in the workspace, timed inside the sandbox (the boot is not in it):
+# the vm's workspace is the host's directory served over FUSE, the native
+# one a bind mount. Small files written and read back, then an npm-install-
+# like metadata storm: 2,000 files in 200 directories made, stat'ed, removed.
+cat >"$work/ws/storm.py" <<'PY'
+import os, sys, time
+d = sys.argv[1]
+def timed(f):
+    t = time.perf_counter(); f(); return (time.perf_counter() - t) * 1000
+os.makedirs(d + "/small"); os.makedirs(d + "/tree")
+blob = b"x" * 4096
+def write():
+    for i in range(500):
+        with open(f"{d}/small/{i}", "wb") as f: f.write(blob)
+def read():
+    for i in range(500):
+        with open(f"{d}/small/{i}", "rb") as f: f.read()
+paths = [f"{d}/tree/{i % 200}/{i}.js" for i in range(2000)]
+def create():
+    for i in range(200): os.mkdir(f"{d}/tree/{i}")
+    for p in paths:
+        with open(p, "w") as f: f.write("module.exports = 1\n")
+def stat():
+    for p in paths: os.stat(p)
+def remove():
+    for p in paths: os.unlink(p)
+    for i in range(200): os.rmdir(f"{d}/tree/{i}")
+print(" ".join(f"{n}={timed(f):.0f}" for n, f in
+               [("write", write), ("read", read), ("create", create), ("stat", stat), ("remove", remove)]))
+PY
+echo "== workspace files, ms inside the sandbox (500 x 4 KiB write/read; 2,000 files in 200 dirs create/stat/remove) =="
+for b in native vm; do
+	rm -rf "$work/ws/files-$b"
+	echo "$b: $($al run -q --backend "$b" -- python3 "$work/ws/storm.py" "$work/ws/files-$b")"
+done

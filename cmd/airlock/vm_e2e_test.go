@@ -23,6 +23,7 @@ import (
 // and the guest kernel's /proc are not the host's) or time a start in
 // milliseconds (TCG boots in seconds).
 const vmTests = "TestClientsInsideReachAllowedHostsThroughTheGateway|TestSecretsNeverEnterTheSandbox|TestTransparent|TestVMOnly|" +
+	"TestGoClientStreamsEventsWebSocketsAndLargeBodies|TestHTTP2BetweenSandboxAndGateway|TestAllowEndpointThroughTheCLI|TestATunnelHostCarriesTheUpstreamsOwnTLS|" +
 	"TestRunsCommandAndPropagatesExitStatus|TestDetachedLifecycle|TestPTYRunsInteractiveShell|TestWorkspaceOverlayHostSeesNothingUntilApply|TestWritesOutsideTheWorkspaceFail"
 
 // vmDataDir is the data dir holding the VM assets, for the tests' private

@@ -3,6 +3,8 @@ package vm
 import (
 	"bytes"
 	"context"
+	"debug/elf"
+	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -247,9 +249,18 @@ func fakeQEMU(t *testing.T, script string) Options {
 	if err := os.WriteFile(q, []byte("#!/bin/sh\n"+script+"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"vmlinuz", "modules.cpio", "root.ext4", "airlock"} {
+	for _, f := range []string{"vmlinuz", "modules.cpio", "root.ext4"} {
 		os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o644)
 	}
+	// The fake /init only has to pass as a static binary (no PT_INTERP):
+	// an ELF header with no program headers.
+	var elfHead bytes.Buffer
+	binary.Write(&elfHead, binary.LittleEndian, elf.Header64{
+		Ident: [elf.EI_NIDENT]byte{0x7f, 'E', 'L', 'F', byte(elf.ELFCLASS64), byte(elf.ELFDATA2LSB), byte(elf.EV_CURRENT)},
+		Type:  uint16(elf.ET_EXEC), Machine: uint16(elf.EM_X86_64), Version: uint32(elf.EV_CURRENT),
+		Ehsize: 64, Phentsize: 56, Shentsize: 64,
+	})
+	os.WriteFile(filepath.Join(dir, "airlock"), elfHead.Bytes(), 0o755)
 	return Options{
 		DataDir: dir, Exe: filepath.Join(dir, "airlock"),
 		Env: func(k string) string {
