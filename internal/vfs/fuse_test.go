@@ -46,6 +46,18 @@ func serve(t testing.TB, p Provider, o ServeOptions) string {
 	var st unix.Stat_t
 	must2(t, unix.Stat(mnt, &st))
 	conn := fmt.Sprintf("/sys/fs/fuse/connections/%d/abort", unix.Minor(st.Dev))
+	// go-fuse's poll hack, which a /dev/fd/N mount does not get: have the
+	// kernel ask POLL once, from a thread in a system call, so it learns
+	// ENOSYS. Otherwise the first os.Open of a file on the mount registers
+	// it with the runtime's epoll outside a system call; the kernel then
+	// asks this process's server, whose goroutines cannot run while a GC
+	// waits for that thread: a deadlock, and a process that cannot exit.
+	hack, err := unix.Open(filepath.Join(mnt, ".go-fuse-epoll-hack"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("poll hack: %v", err)
+	}
+	unix.Poll([]unix.PollFd{{Fd: int32(hack), Events: unix.POLLIN | unix.POLLOUT}}, 0)
+	unix.Close(hack)
 	t.Cleanup(func() {
 		if err := unix.Unmount(mnt, unix.MNT_DETACH); err != nil {
 			t.Errorf("unmount: %v", err)
