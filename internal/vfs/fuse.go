@@ -208,9 +208,17 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	if err != nil {
 		return nil, errno(err)
 	}
-	list := make([]fuse.DirEntry, len(es))
-	for i, e := range es {
-		list[i] = fuse.DirEntry{Name: e.Name, Mode: e.Mode, Ino: e.Ino}
+	// "." and ".." first, as on any Linux filesystem (ls -a and some
+	// scripts expect them); go-fuse keeps them out of its tree.
+	self := n.StableAttr().Ino
+	up := self
+	if _, parent := n.Parent(); parent != nil {
+		up = parent.StableAttr().Ino
+	}
+	list := make([]fuse.DirEntry, 0, len(es)+2)
+	list = append(list, fuse.DirEntry{Name: ".", Mode: fuse.S_IFDIR, Ino: self}, fuse.DirEntry{Name: "..", Mode: fuse.S_IFDIR, Ino: up})
+	for _, e := range es {
+		list = append(list, fuse.DirEntry{Name: e.Name, Mode: e.Mode, Ino: e.Ino})
 	}
 	return fs.NewListDirStream(list), 0
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -418,4 +419,43 @@ func TestFUSERouter(t *testing.T) {
 	wantErrno(t, os.Rename(mnt+"/workspace/f", mnt+"/tmp/f"), unix.EXDEV)
 	wantErrno(t, os.Mkdir(mnt+"/new", 0o755), unix.EROFS)
 	runPOSIX(t, mnt+"/tmp")
+}
+
+func TestFUSEListsDotAndDotDot(t *testing.T) {
+	mnt := serve(t, NewMemory(0, 0), ServeOptions{})
+	d := filepath.Join(mnt, "d")
+	if err := os.Mkdir(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(d, "f"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(d, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 4096)
+	n, err := unix.Getdents(fd, buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// linux_dirent64: ino u64, off s64, reclen u16, type u8, name (x/sys's
+	// ParseDirent would drop . and .., which is what is tested).
+	var names []string
+	for b := buf[:n]; len(b) >= 19; {
+		reclen := int(b[16]) | int(b[17])<<8
+		if reclen < 19 || reclen > len(b) {
+			t.Fatalf("bad dirent length %d", reclen)
+		}
+		name := b[19:reclen]
+		if i := bytes.IndexByte(name, 0); i >= 0 {
+			name = name[:i]
+		}
+		names = append(names, string(name))
+		b = b[reclen:]
+	}
+	if strings.Join(names, " ") != ". .. f" {
+		t.Errorf("getdents listed %q, want . .. f", names)
+	}
 }
