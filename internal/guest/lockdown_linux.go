@@ -38,7 +38,9 @@ func lockDown(in *proto.Init, r *reaper) (warnings []string, err error) {
 		}
 	}
 	if in.Landlock.Enabled {
-		w, err := applyLandlock(in.Landlock)
+		// A VM's kernel is the image's, not the user's to upgrade: its
+		// Landlock ABI is a known quantity, not news at every start.
+		w, err := applyLandlock(in.Landlock, in.VM == nil)
 		if err != nil {
 			return nil, step("landlock", err)
 		}
@@ -75,7 +77,7 @@ func lockDown(in *proto.Init, r *reaper) (warnings []string, err error) {
 	return warnings, nil
 }
 
-func applyLandlock(l proto.Landlock) ([]string, error) {
+func applyLandlock(l proto.Landlock, reportABI bool) ([]string, error) {
 	abi, err := llsys.LandlockGetABIVersion()
 	if err != nil || abi < 1 {
 		if l.Required {
@@ -109,7 +111,7 @@ func applyLandlock(l proto.Landlock) ([]string, error) {
 		rules = append(rules, landlock.PathAccess(all, l.NoDelete...))
 	}
 	var warnings []string
-	if abi < 5 {
+	if abi < 5 && reportABI {
 		warnings = append(warnings, fmt.Sprintf("Landlock ABI %d: some restrictions (truncate, device ioctl, IPC scopes) are not enforced", abi))
 	}
 	return warnings, cfg.BestEffort().Restrict(rules...)

@@ -408,14 +408,5 @@ func setupVM(in *proto.Init, r *reaper) ([]string, error) {
 		}
 	}
 	in.Contained = false
-	warnings, err := setupContained(in, r)
-	// The guest kernel is the image's, not the user's to upgrade: its
-	// Landlock ABI is a known quantity, not news at every start.
-	kept := warnings[:0]
-	for _, w := range warnings {
-		if !strings.HasPrefix(w, "Landlock ABI") {
-			kept = append(kept, w)
-		}
-	}
-	return kept, err
+	return setupContained(in, r)
 }
