@@ -171,10 +171,17 @@ func (c *Client) execFDs(req *proto.Exec, files []*os.File) (*Process, error) {
 	return p, nil
 }
 
-// dupFile returns a second descriptor for f's open file.
-func dupFile(f *os.File) (*os.File, error) {
+// dupFD returns a second descriptor (close-on-exec) for f's open file.
+func dupFD(f *os.File) (int, error) {
 	fd := -1
-	if err := control(f, func(raw int) (err error) { fd, err = unix.FcntlInt(uintptr(raw), unix.F_DUPFD_CLOEXEC, 0); return }); err != nil {
+	err := control(f, func(raw int) (err error) { fd, err = unix.FcntlInt(uintptr(raw), unix.F_DUPFD_CLOEXEC, 0); return })
+	return fd, err
+}
+
+// dupFile is dupFD as an *os.File.
+func dupFile(f *os.File) (*os.File, error) {
+	fd, err := dupFD(f)
+	if err != nil {
 		return nil, err
 	}
 	return os.NewFile(uintptr(fd), f.Name()), nil
@@ -218,8 +225,8 @@ type input struct {
 }
 
 func watchable(f *os.File) (*input, error) {
-	fd := -1
-	if err := control(f, func(raw int) (err error) { fd, err = unix.FcntlInt(uintptr(raw), unix.F_DUPFD_CLOEXEC, 0); return }); err != nil {
+	fd, err := dupFD(f)
+	if err != nil {
 		return nil, err
 	}
 	wake, stop, err := os.Pipe()
