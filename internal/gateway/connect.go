@@ -96,7 +96,7 @@ func (g *Gateway) dialTunnel(ctx context.Context, t target) (net.Conn, error) {
 // another name behind the same address, or none, is refused and audited.
 func (g *Gateway) tunnel(client net.Conn, early []byte, upstream net.Conn, t target) {
 	start := time.Now()
-	reason := "raw tunnel"
+	rec := audit.Record{Kind: "network", Host: t.host, IP: t.addr.String(), Port: int(t.port), Decision: "allow", Rule: t.rule, Reason: "raw tunnel"}
 	var rest []byte // for a tunnel rule: early bytes after the ClientHello
 	if t.tunnel {
 		client.SetReadDeadline(start.Add(headerTimeout))
@@ -108,8 +108,8 @@ func (g *Gateway) tunnel(client net.Conn, early []byte, upstream net.Conn, t tar
 		if err != nil {
 			client.Close()
 			upstream.Close()
-			g.record(audit.Record{Kind: "network", Host: t.host, IP: t.addr.String(), Port: int(t.port), Decision: "deny", Rule: t.rule,
-				Reason: "blind tunnel: " + err.Error(), Duration: audit.Millis(time.Since(start))})
+			rec.Decision, rec.Reason, rec.Duration = "deny", "blind tunnel: "+err.Error(), audit.Millis(time.Since(start))
+			g.record(rec)
 			return
 		}
 		// readClientHello read exactly the hello's records, all of early's
@@ -118,7 +118,7 @@ func (g *Gateway) tunnel(client net.Conn, early []byte, upstream net.Conn, t tar
 			rest = early[len(hello):]
 		}
 		early = hello
-		reason = "blind TLS tunnel: SNI checked, not intercepted"
+		rec.Reason = "blind TLS tunnel: SNI checked, not intercepted"
 	}
 	var out, in int64
 	var refused error
@@ -163,8 +163,7 @@ func (g *Gateway) tunnel(client net.Conn, early []byte, upstream net.Conn, t tar
 	wg.Wait()
 	client.Close()
 	upstream.Close()
-	rec := audit.Record{Kind: "network", Host: t.host, IP: t.addr.String(), Port: int(t.port), Decision: "allow", Rule: t.rule,
-		Reason: reason, BytesOut: out, BytesIn: in, Duration: audit.Millis(time.Since(start))}
+	rec.BytesOut, rec.BytesIn, rec.Duration = out, in, audit.Millis(time.Since(start))
 	if refused != nil {
 		rec.Decision, rec.Reason = "deny", "blind tunnel: "+refused.Error()
 	}
