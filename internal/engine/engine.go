@@ -332,17 +332,15 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 
 	trace.Mark("engine: egress ready")
 	// Backend start; the sandbox is registered while it sets up.
-	register := s.register
-	if o.WhileSetup != nil {
-		register = func(cgroups []string) error {
-			if err := s.register(cgroups); err != nil {
-				return err
-			}
-			o.WhileSetup()
-			return nil
+	inst, err := pending.Start(ctx, s.bspec, func(cgroups []string) error {
+		if err := s.register(cgroups); err != nil {
+			return err
 		}
-	}
-	inst, err := pending.Start(ctx, s.bspec, register)
+		if o.WhileSetup != nil {
+			o.WhileSetup()
+		}
+		return nil
+	})
 	pending = nil // Start closes it on its own errors
 	if err != nil {
 		return nil, step("backend start", err)
