@@ -6,7 +6,8 @@
 #   idle run -d, supervisor+guest  ≤ 20 MiB RSS
 # bubblewrap does the same as the run (all namespaces, read-only root, fresh
 # /proc, /dev, /tmp). AIRLOCK_TRACE=1 airlock run ... shows where a start's
-# milliseconds go.
+# milliseconds go. The commands compared run in turn, one run each
+# (bench/alternate), so drift on a noisy machine falls on all alike.
 #
 #   bench/startup.sh                  # as the current user
 #   RUNS=300 bench/startup.sh         # more runs
@@ -16,15 +17,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-200}
 need() { command -v "$1" >/dev/null || { echo "bench: $1 is missing: apt-get install $2" >&2; exit 1; }; }
-need hyperfine hyperfine
 need bwrap bubblewrap
-need jq jq
 
 work=$(mktemp -d /tmp/airlock-bench.XXXXXX)
 trap 'AIRLOCK_STATE_DIR=$work/state "$work/airlock" kill --all >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 chmod 755 "$work"
 CGO_ENABLED=0 go build -o "$work/airlock" ./cmd/airlock
 CGO_ENABLED=0 go build -o "$work/execlat" ./bench/execlat
+CGO_ENABLED=0 go build -o "$work/alternate" ./bench/alternate
 # The exec bar's yardstick: the start of the smallest Go program.
 mkdir -p "$work/hello"
 printf 'package main\n\nfunc main() {}\n' >"$work/hello/main.go"
@@ -33,11 +33,19 @@ printf 'module hello\n\ngo 1.22\n' >"$work/hello/go.mod"
 if [ -n "${BASELINE:-}" ]; then
 	cp "$BASELINE" "$work/airlock-baseline"
 fi
+# A file the Go linker has just written (through mmap) starts ~18% slower
+# than the same bytes written by cp, until its page cache is dropped; so
+# every binary timed here is written the same way, by cp.
+for b in airlock hello-go; do
+	cp "$work/$b" "$work/$b.cp" && mv "$work/$b.cp" "$work/$b"
+done
 mkdir -p "$work/ws" && chmod 777 "$work/ws"
 cd "$work/ws"
 
 ms() { awk '{printf "%.2f", $1*1000}'; }
-median() { jq -r --arg c "$2" '.results[] | select(.command==$c) | .median' "$1"; }
+median() { awk -F'\t' -v c="$2" '$1==c{print $3}' "$1"; }
+# ratio FILE NAME: median of NAME's per-round ratios to the file's first command
+ratio() { awk -F'\t' -v c="$2" '$1==c{print $6}' "$1"; }
 
 # rss PID: resident KiB of a process
 rss() { awk '/^VmRSS:/{print $2}' "/proc/$1/status"; }
@@ -57,13 +65,13 @@ measure() {
 	mkdir -p "$state" && chmod 777 "$state"
 	local envs="env AIRLOCK_STATE_DIR=$state HOME=$work"
 	local bw="bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --unshare-all --die-with-parent /bin/true"
-	local cmds=(-n "airlock run" "${pre[*]} $envs $work/airlock run -q -- /bin/true")
+	# one run of each in turn, so the machine's drift is shared
+	local cmds=("airlock run=${pre[*]} $envs $work/airlock run -q -- /bin/true")
 	if [ -n "${BASELINE:-}" ]; then
-		cmds+=(-n "baseline run" "${pre[*]} $envs $work/airlock-baseline run -q -- /bin/true")
+		cmds+=("baseline run=${pre[*]} $envs $work/airlock-baseline run -q -- /bin/true")
 	fi
-	hyperfine -N --warmup 10 --runs "$RUNS" --export-json "$work/$label.json" "${cmds[@]}" \
-		-n "bwrap" "${pre[*]} $bw" \
-		-n "/bin/true" "${pre[*]} /bin/true" >/dev/null
+	"$work/alternate" -n "$RUNS" -warmup 10 "${cmds[@]}" \
+		"bwrap=${pre[*]} $bw" "/bin/true=${pre[*]} /bin/true" >"$work/$label.tsv"
 
 	# exec into a running sandbox, beside a Go hello world's start
 	local id bid=
@@ -79,9 +87,12 @@ measure() {
 	if [ -n "$bid" ]; then
 		bkib=$(idle_kib "$state" "$bid")
 	fi
-	hyperfine -N --warmup 20 --runs "$RUNS" --export-json "$work/$label-exec.json" \
-		-n "airlock exec" "${pre[*]} $envs $work/airlock exec $id -- /bin/true" \
-		-n "Go hello world" "${pre[*]} $work/hello-go" >/dev/null
+	local ecmds=("airlock exec=${pre[*]} $envs $work/airlock exec $id -- /bin/true")
+	if [ -n "$bid" ]; then
+		ecmds+=("baseline exec=${pre[*]} $envs $work/airlock-baseline exec $bid -- /bin/true")
+	fi
+	"$work/alternate" -n "$RUNS" -warmup 20 "${ecmds[@]}" \
+		"Go hello world=${pre[*]} $work/hello-go" >"$work/$label-exec.tsv"
 	local lat blat=
 	lat=$(${pre[@]+"${pre[@]}"} $envs "$work/execlat" -n 1000 "$id")
 	if [ -n "$bid" ]; then
@@ -91,19 +102,20 @@ measure() {
 	${pre[@]+"${pre[@]}"} $envs "$work/airlock" kill "$id" >/dev/null
 
 	echo "== $label ($RUNS runs each; times in ms) =="
-	jq -r -s '.[].results[] | [.command, (.mean*1000), (.median*1000), (.stddev*1000)] | @tsv' \
-		"$work/$label.json" "$work/$label-exec.json" |
-		awk -F'\t' 'BEGIN{printf "%-16s %8s %8s %8s\n","command","mean","median","stddev"} {printf "%-16s %8.2f %8.2f %8.2f\n",$1,$2,$3,$4}'
+	cat "$work/$label.tsv" "$work/$label-exec.tsv" |
+		awk -F'\t' 'BEGIN{printf "%-16s %8s %8s %8s %8s\n","command","mean","median","p10","p90"} {printf "%-16s %8.2f %8.2f %8.2f %8.2f\n",$1,$2,$3,$4,$5}'
 	local run bw1 ex hello
-	run=$(median "$work/$label.json" "airlock run")
-	bw1=$(median "$work/$label.json" "bwrap")
-	ex=$(median "$work/$label-exec.json" "airlock exec")
-	hello=$(median "$work/$label-exec.json" "Go hello world")
+	run=$(median "$work/$label.tsv" "airlock run")
+	bw1=$(median "$work/$label.tsv" "bwrap")
+	ex=$(median "$work/$label-exec.tsv" "airlock exec")
+	hello=$(median "$work/$label-exec.tsv" "Go hello world")
 	local bar=2
 	[ "$label" = "uid-0" ] && bar=2.5
 	awk -v a="$run" -v b="$bw1" -v bar="$bar" 'BEGIN{printf "bar: airlock run / bwrap (median) %.2fx (bar %sx)\n", a/b, bar}'
 	if [ -n "${BASELINE:-}" ]; then
-		awk -v a="$(median "$work/$label.json" "baseline run")" -v b="$bw1" 'BEGIN{printf "     baseline run / bwrap (median) %.2fx\n", a/b}'
+		awk -v a="$(median "$work/$label.tsv" "baseline run")" -v b="$bw1" 'BEGIN{printf "     baseline run / bwrap (median) %.2fx\n", a/b}'
+		echo "     baseline run / airlock run, median of per-round ratios: $(ratio "$work/$label.tsv" "baseline run")"
+		echo "     baseline exec / airlock exec, median of per-round ratios: $(ratio "$work/$label-exec.tsv" "baseline exec")"
 	fi
 	awk -v a="$ex" -v b="$hello" 'BEGIN{printf "bar: airlock exec / Go hello world (median) %.2fx (bar 2x)\n", a/b}'
 	echo "bar: $lat (bar p50 0.5 ms)"
