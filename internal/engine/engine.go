@@ -138,7 +138,7 @@ type Sandbox struct {
 func backendFor(name, exe string) (backend.Backend, error) {
 	switch name {
 	case config.BackendNative:
-		return native.Backend{Options: native.Options{Exe: exe}}, nil
+		return native.Backend{Options: native.Options{Exe: exe, GuestCache: guestCache(exe)}}, nil
 	case config.BackendDocker:
 		return docker.Backend{}, nil
 	case config.BackendVM:
@@ -149,6 +149,20 @@ func backendFor(name, exe string) (backend.Backend, error) {
 		return vm.Backend{Options: vm.Options{Exe: exe, DataDir: dataDir}}, nil
 	}
 	return nil, fmt.Errorf("backend %q: use native, docker or vm", name)
+}
+
+// guestCache is where a native guest built into this binary is kept to be
+// executed when exe (the guest binary) is this program's: under the state
+// root, which no sandbox sees (backendSpec hides it).
+func guestCache(exe string) string {
+	if exe != "" {
+		return ""
+	}
+	root, err := state.Root()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(root, "guest")
 }
 
 // VMCheck is `airlock doctor`'s row for the vm backend (see vm.Check).
@@ -448,6 +462,9 @@ func (s *Sandbox) backendSpec() (*backend.Spec, error) {
 	}
 	// airlock's own state and config are never visible inside.
 	b.Hide = append(append(b.Hide, s.spec.Hide...), b.StateRoot)
+	if g := guestCache(s.guestExe); g != "" && !backend.Within(g, b.StateRoot) {
+		b.Hide = append(b.Hide, g) // the guest every later sandbox runs
+	}
 	if cfg, err := os.UserConfigDir(); err == nil {
 		b.Hide = append(b.Hide, filepath.Join(cfg, "airlock"))
 	}
