@@ -151,20 +151,6 @@ func backendFor(name, exe string) (backend.Backend, error) {
 	return nil, fmt.Errorf("backend %q: use native, docker or vm", name)
 }
 
-// guestCache is where a native guest built into this binary is kept to be
-// executed when exe (the guest binary) is this program's: under the state
-// root, which no sandbox sees (backendSpec hides it).
-func guestCache(exe string) string {
-	if exe != "" {
-		return ""
-	}
-	root, err := state.Root()
-	if err != nil {
-		return ""
-	}
-	return filepath.Join(root, "guest")
-}
-
 // VMCheck is `airlock doctor`'s row for the vm backend (see vm.Check).
 func VMCheck(ctx context.Context) (ok bool, detail, impact string) {
 	dataDir, err := config.DataDir()

@@ -124,7 +124,7 @@ func openCached(dir string) (int, error) {
 			if wrote {
 				return -1, fmt.Errorf("guestbin: %s, just written, is not the guest this binary holds", name)
 			}
-		case errors.Is(err, unix.ENOENT) && !wrote:
+		case (errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP)) && !wrote: // ELOOP: a symlink
 		default:
 			return -1, fmt.Errorf("guestbin: open %s: %w", name, err)
 		}

@@ -40,7 +40,15 @@ func run(idOnly bool) error {
 		fmt.Println(id)
 		return nil
 	}
-	tmp := filepath.Join("bin", ".guest.tmp")
+	// Concurrent runs (test binaries building airlock at once) each build
+	// their own and rename it into place: the same bytes, as builds are
+	// reproducible.
+	f, err := os.CreateTemp("bin", ".guest-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	f.Close()
 	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w -buildid=", "-o", tmp, leanPkg)
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
@@ -51,8 +59,11 @@ func run(idOnly bool) error {
 	if err := os.Rename(tmp, filepath.Join("bin", "guest")); err != nil {
 		return err
 	}
-	// Written last: an identity never names a guest that is not there.
-	return os.WriteFile(filepath.Join("bin", "guest.id"), []byte(id+"\n"), 0o644)
+	// Written last, atomically: an identity never names a guest that is not there.
+	if err := os.WriteFile(tmp, []byte(id+"\n"), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join("bin", "guest.id"))
 }
 
 // Identity names the lean guest's sources as they are now: a sha256 over
