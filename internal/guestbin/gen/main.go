@@ -22,6 +22,10 @@ import (
 // leanPkg is the guest's main package, relative to internal/guestbin.
 const leanPkg = "./lean"
 
+// tags build the guest for the native backend alone: internal/guest leaves
+// out what only a VM's guest needs (its FUSE server).
+const tags = "airlock_native_guest"
+
 func main() {
 	idOnly := flag.Bool("id", false, "print the identity of the lean guest's sources and build nothing")
 	flag.Parse()
@@ -49,7 +53,7 @@ func run(idOnly bool) error {
 	}
 	tmp := f.Name()
 	f.Close()
-	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w -buildid=", "-o", tmp, leanPkg)
+	build := exec.Command("go", "build", "-tags", tags, "-trimpath", "-ldflags=-s -w -buildid=", "-o", tmp, leanPkg)
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
@@ -77,7 +81,7 @@ func Identity() (string, error) {
 		return "", fmt.Errorf("go env: %w", err)
 	}
 	goos, goarch, _ := strings.Cut(strings.TrimSpace(string(target)), "\n")
-	list := exec.Command("go", "list", "-deps", "-f",
+	list := exec.Command("go", "list", "-deps", "-tags", tags, "-f",
 		`{{if not .Standard}}{{.ImportPath}}{{"\t"}}{{.Dir}}{{range .GoFiles}}{{"\t"}}{{.}}{{end}}{{range .SFiles}}{{"\t"}}{{.}}{{end}}{{end}}`, leanPkg)
 	list.Env = append(os.Environ(), "CGO_ENABLED=0")
 	list.Stderr = os.Stderr
@@ -86,7 +90,7 @@ func Identity() (string, error) {
 		return "", fmt.Errorf("go list %s: %w", leanPkg, err)
 	}
 	h := sha256.New()
-	fmt.Fprintf(h, "%s %s/%s\n", runtime.Version(), goos, goarch)
+	fmt.Fprintf(h, "%s %s/%s %s\n", runtime.Version(), goos, goarch, tags)
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		f := strings.Split(sc.Text(), "\t")

@@ -1,6 +1,8 @@
 // Command lean is the native backend's guest alone: the sandbox's PID 1,
 // built without the rest of airlock so that its start pays only its own
-// packages' inits. internal/guestbin embeds it in the airlock binary.
+// packages' inits. internal/guestbin's gen builds it with the tag
+// airlock_native_guest (no VM guest's FUSE server) and embeds it in the
+// airlock binary.
 package main
 
 import (
