@@ -31,11 +31,11 @@ func guestCache(exe string) string {
 func GuestCheck() (lean bool, detail, impact string) {
 	if why := guestbin.Missing(); why != "" {
 		return false, "this binary, re-executed: the lean guest is " + why,
-			"every native sandbox's start pays this binary's own start-up a second time (about 1.5 ms): build with `go generate ./internal/guestbin` first"
+			"every native sandbox's start pays this binary's own start-up a second time (2-3 ms here): build with `go generate ./internal/guestbin` first"
 	}
 	dir := guestCache("")
 	if dir == "" {
-		return false, "this binary, re-executed: no state dir to keep the lean guest in", "every native sandbox's start pays this binary's own start-up a second time (about 1.5 ms): set AIRLOCK_STATE_DIR"
+		return false, "this binary, re-executed: no state dir to keep the lean guest in", "every native sandbox's start pays this binary's own start-up a second time (2-3 ms here): set AIRLOCK_STATE_DIR"
 	}
 	sum, target, _ := strings.Cut(guestbin.ID(), " ")
 	return true, fmt.Sprintf("lean build %.12s (%s), run from %s", sum, target, guestbin.CachePath(dir)), ""

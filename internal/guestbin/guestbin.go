@@ -79,7 +79,8 @@ const MinFD = 64
 // descriptor of at least MinFD. The file is checked on the descriptor
 // returned, which is what runs: a regular file of this process's owner,
 // writable by nobody, of the embedded guest's size. A file by its name that
-// fails the check is replaced.
+// fails the check is replaced; one that passes is trusted without reading
+// it, so dir must be writable by this user only, and seen by no sandbox.
 func Open(dir string) (*os.File, error) {
 	if m := Missing(); m != "" {
 		return nil, fmt.Errorf("guestbin: the lean guest is %s", m)
