@@ -38,7 +38,9 @@ const DefaultWorkspace = "/workspace"
 const eventBuffer = 1024
 
 // GuestBinary is the program run as each sandbox's PID 1: an airlock
-// binary, or "" for this program, whose main must then call Init first.
+// binary, or "" for this program, whose main must then call Init first
+// (a native sandbox runs the lean guest instead where this build embeds
+// one: see internal/guestbin).
 var GuestBinary string
 
 // Init runs this program as a sandbox's guest agent when it was started as

@@ -33,6 +33,13 @@ func newDoctorCmd() *cobra.Command {
 				row.Status = doctor.StatusDegraded
 			}
 			r.Checks = append(r.Checks, row)
+			// The native guest's row: without the lean build it works, slower.
+			lean, detail, impact := engine.GuestCheck()
+			row = doctor.Check{Name: "native guest", Status: doctor.StatusOK, Detail: detail, Impact: impact}
+			if !lean {
+				row.Status = doctor.StatusDegraded
+			}
+			r.Checks = append(r.Checks, row)
 			for _, f := range fixed {
 				fmt.Fprintln(c.ErrOrStderr(), "airlock: fixed:", f)
 			}

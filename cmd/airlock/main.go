@@ -28,8 +28,9 @@ func main() {
 	if name := filepath.Base(os.Args[0]); name == "hostexec" || name == "mcp-bridge" {
 		os.Exit(execute(append([]string{name}, os.Args[1:]...)))
 	}
-	// The same binary is the sandbox's PID 1 and a detached sandbox's
-	// background supervisor; both skip the CLI entirely.
+	// The same binary is a sandbox's PID 1 (docker, and native when no lean
+	// guest is built in: internal/guestbin/lean does the same) and a
+	// detached sandbox's background supervisor; both skip the CLI entirely.
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "guest":

@@ -138,7 +138,7 @@ type Sandbox struct {
 func backendFor(name, exe string) (backend.Backend, error) {
 	switch name {
 	case config.BackendNative:
-		return native.Backend{Options: native.Options{Exe: exe}}, nil
+		return native.Backend{Options: native.Options{Exe: exe, GuestCache: guestCache(exe)}}, nil
 	case config.BackendDocker:
 		return docker.Backend{}, nil
 	case config.BackendVM:
@@ -448,6 +448,9 @@ func (s *Sandbox) backendSpec() (*backend.Spec, error) {
 	}
 	// airlock's own state and config are never visible inside.
 	b.Hide = append(append(b.Hide, s.spec.Hide...), b.StateRoot)
+	if g := guestCache(s.guestExe); g != "" && !backend.Within(g, b.StateRoot) {
+		b.Hide = append(b.Hide, g) // the guest every later sandbox runs
+	}
 	if cfg, err := os.UserConfigDir(); err == nil {
 		b.Hide = append(b.Hide, filepath.Join(cfg, "airlock"))
 	}

@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-dev/airlock/internal/proto"
-	"github.com/airlock-dev/airlock/internal/vfs"
 )
 
 // The VM guest's boot contract with the host (internal/backend/vm): kernel
@@ -343,17 +342,9 @@ func mountShares(shares []string) error {
 	if err := os.MkdirAll(sharesMount, 0o755); err != nil {
 		return step("mkdir "+sharesMount, err)
 	}
-	dev, err := vfs.MountFUSE(sharesMount)
-	if err != nil {
-		port.Close()
-		return step("mount the host's files", err)
+	if err := relayShares(port); err != nil {
+		return err
 	}
-	go func() {
-		if err := vfs.GuestRelay(dev, port); err != nil {
-			fmt.Fprintln(os.Stderr, "airlock guest: file relay:", err)
-		}
-		dev.Close()
-	}()
 	for _, p := range shares {
 		if !filepath.IsAbs(p) || filepath.Clean(p) != p || p == "/" {
 			return step("share", fmt.Errorf("%q is not a clean absolute path", p))

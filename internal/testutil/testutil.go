@@ -40,13 +40,20 @@ func ModuleRoot() (string, error) {
 	return root, nil
 }
 
-// BuildAirlock compiles ./cmd/airlock into dir/airlock and returns its path.
-// Static (CGO_ENABLED=0, as shipped) unless cgo is true, in which case it is
-// built as a plain `go build` does (cgo on where a C compiler exists).
+// BuildAirlock compiles ./cmd/airlock into dir/airlock and returns its path,
+// with the native backend's lean guest generated first, as shipped (so the
+// tests run the guest users get). Static (CGO_ENABLED=0, as shipped) unless
+// cgo is true, in which case it is built as a plain `go build` does (cgo on
+// where a C compiler exists).
 func BuildAirlock(dir string, cgo bool) (string, error) {
 	root, err := ModuleRoot()
 	if err != nil {
 		return "", err
+	}
+	gen := exec.Command("go", "generate", "./internal/guestbin")
+	gen.Dir = root
+	if b, err := gen.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go generate ./internal/guestbin (set AIRLOCK_TEST_BIN to a prebuilt binary): %v\n%s", err, b)
 	}
 	out := filepath.Join(dir, "airlock")
 	cmd := exec.Command("go", "build", "-o", out, "./cmd/airlock")

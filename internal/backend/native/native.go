@@ -21,6 +21,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/backend/guestclient"
 	"github.com/airlock-dev/airlock/internal/cgroup"
 	"github.com/airlock-dev/airlock/internal/guest"
+	"github.com/airlock-dev/airlock/internal/guestbin"
 	"github.com/airlock-dev/airlock/internal/link"
 	"github.com/airlock-dev/airlock/internal/proto"
 	"github.com/airlock-dev/airlock/internal/subid"
@@ -35,9 +36,17 @@ const setupTimeout = 30 * time.Second
 
 // Options are the host-side knobs that are not part of the sandbox's shape.
 type Options struct {
-	Exe    string    // binary to run as the guest; default /proc/self/exe
-	Stderr io.Writer // the guest's own diagnostics; default os.Stderr
-	Env    func(string) string
+	// Exe is the binary to run as the guest; by default the lean guest built
+	// into this one (internal/guestbin), cached in GuestCache, else this
+	// binary re-executed (/proc/self/exe).
+	Exe string
+	// GuestCache is a directory of the caller's that no sandbox sees, where
+	// the lean guest is kept to be executed; "" re-executes this binary.
+	GuestCache string
+	Stderr     io.Writer // the guest's own diagnostics; default os.Stderr
+	Env        func(string) string
+
+	lean bool // Exe is the lean guest: this binary stands in if it cannot run
 }
 
 // Sandbox is one running native sandbox.
@@ -84,8 +93,9 @@ func Start(ctx context.Context, c *backend.Spec, o Options) (*Sandbox, error) {
 // guest that is never started.
 func Spawn(o Options, c *backend.Spec) (*Sandbox, error) {
 	l := c.Limits
+	leanOK := o.Exe == ""
 	if o.Exe == "" {
-		o.Exe = "/proc/self/exe"
+		o.Exe = selfExe
 	}
 	if o.Stderr == nil {
 		o.Stderr = os.Stderr
@@ -124,6 +134,12 @@ func Spawn(o Options, c *backend.Spec) (*Sandbox, error) {
 		}
 		if s.cg != nil {
 			into, _ = s.cg.OpenDir() // without it, the guest joins after its clone
+		}
+	}
+	if leanOK {
+		if lean := leanGuest(o.GuestCache); lean != nil {
+			defer lean.Close() // the guest has it, once started
+			o.Exe, o.lean = guestbin.Path(lean), true
 		}
 	}
 	born, err := s.startGuest(o, child, into)
@@ -295,8 +311,9 @@ func (s *Sandbox) startGuest(o Options, sock *os.File, into *os.File) (born bool
 	for c, last := 0, guest.LastCap(); c <= last; c++ {
 		caps = append(caps, uintptr(c))
 	}
+	exe := o.Exe
 	command := func(into *os.File) *exec.Cmd {
-		cmd := exec.Command(o.Exe, "guest")
+		cmd := exec.Command(exe, "guest")
 		cmd.Args[0] = "airlock"
 		cmd.Env = []string{}
 		if e := trace.ChildEnv(); e != "" {
@@ -332,6 +349,13 @@ func (s *Sandbox) startGuest(o Options, sock *os.File, into *os.File) (born bool
 		runtime.LockOSThread()
 		cmd := command(into)
 		err := cmd.Start()
+		if errors.Is(err, syscall.ETXTBSY) && o.lean {
+			// A lean guest cached this instant may still be open for writing in
+			// a child its writer forked meanwhile: this binary will do.
+			exe = selfExe
+			cmd = command(into)
+			err = cmd.Start()
+		}
 		if err != nil && into != nil { // a Cmd starts once: a new one, joined after
 			cmd, born = command(nil), false
 			err = cmd.Start()
