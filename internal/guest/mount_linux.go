@@ -158,15 +158,10 @@ func buildRoot(in *proto.Init, premade []*os.File) error {
 			}
 		}
 	}
-	if b.scratch, err = newTmpfs("size=4k,mode=0755", false); err != nil {
+	if b.scratch, err = newScratch(); err != nil {
 		return step("scratch tmpfs", err)
 	}
 	defer unix.Close(b.scratch)
-	if fd, err := unix.Openat(b.scratch, "empty", unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o444); err != nil {
-		return step("scratch file", err)
-	} else {
-		unix.Close(fd)
-	}
 
 	for i, m := range in.Mounts {
 		var err error
@@ -201,11 +196,33 @@ func buildRoot(in *proto.Init, premade []*os.File) error {
 		}
 	}
 	for _, p := range in.Hide {
+		if inFreshTmpfs(in.Mounts, p) {
+			continue // nothing there to hide
+		}
 		if err := b.hide(p); err != nil {
 			return step("hide "+p, err)
 		}
 	}
 	return step("pivot_root", b.pivot())
+}
+
+// inFreshTmpfs reports whether p lies inside a tmpfs of the plan and no
+// mount of the plan is at or below p: the tmpfs was made empty, and
+// setup only made the mountpoints of the plan's mounts in it, so p does
+// not exist there and hiding it would find nothing to cover.
+func inFreshTmpfs(mounts []proto.Mount, p string) bool {
+	p = path.Clean("/" + p)
+	var deepest *proto.Mount
+	for i, m := range mounts {
+		t := path.Clean("/" + m.Target)
+		if t == p || strings.HasPrefix(t, p+"/") || p == "/" {
+			return false // something of the plan is placed there
+		}
+		if (t == "/" || strings.HasPrefix(p, t+"/")) && (deepest == nil || len(t) > len(path.Clean("/"+deepest.Target))) {
+			deepest = &mounts[i]
+		}
+	}
+	return deepest != nil && deepest.Kind == proto.MountTmpfs
 }
 
 // missingParents finds mount targets the host lacks whose nearest existing
@@ -362,6 +379,32 @@ func setAttr(fd int, set, clr uint64, recursive bool) error {
 		flags |= unix.AT_RECURSIVE
 	}
 	return unix.MountSetattr(fd, "", uint(flags), &unix.MountAttr{Attr_set: set, Attr_clr: clr})
+}
+
+// newScratch returns a detached tmpfs holding what hide masks with: an empty
+// file ("empty") and an empty directory ("dir", mode 0555). The mount is
+// made read-only, nosuid, nodev and noexec once its entries exist, and a
+// clone of a mount keeps its attributes: every mask cloned from it is
+// read-only as made, and all of them share one small superblock instead of
+// one tmpfs per hidden directory.
+func newScratch() (int, error) {
+	fd, err := newTmpfs("size=4k,mode=0755", false)
+	if err != nil {
+		return -1, err
+	}
+	f, err := unix.Openat(fd, "empty", unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o444)
+	if err == nil {
+		unix.Close(f)
+		err = unix.Mkdirat(fd, "dir", 0o555)
+	}
+	if err == nil {
+		err = setAttr(fd, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, 0, false)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
 }
 
 // newTmpfs returns a detached tmpfs mount.
@@ -593,8 +636,10 @@ func (b *builder) readOnly(p string) error {
 	return unix.MoveMount(c, "", t, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
 }
 
-// hide masks an existing path: a directory with an empty read-only tmpfs, any
-// other file with an empty read-only file. Missing paths are skipped.
+// hide masks an existing path: a directory with an empty read-only
+// directory, any other file with an empty read-only file (clones from the
+// scratch mount, read-only, nosuid, nodev and noexec as it is). Missing
+// paths are skipped.
 func (b *builder) hide(p string) error {
 	t, err := unix.Openat2(b.root, strings.TrimPrefix(path.Clean("/"+p), "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS})
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EACCES) {
@@ -609,15 +654,11 @@ func (b *builder) hide(p string) error {
 	if err := unix.Fstat(t, &st); err != nil {
 		return err
 	}
-	var mnt int
+	mask := "empty"
 	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-		mnt, err = newTmpfs("size=4k,mode=0555", true)
-	} else {
-		mnt, err = unix.OpenTree(b.scratch, "empty", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
-		if err == nil {
-			err = setAttr(mnt, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, 0, false)
-		}
+		mask = "dir"
 	}
+	mnt, err := unix.OpenTree(b.scratch, mask, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 	if err != nil {
 		return err
 	}
@@ -638,8 +679,29 @@ func (b *builder) dev(target string, nodes map[string]int) error {
 	if err := b.attach(fd, target, true); err != nil {
 		return err
 	}
+	// The tmpfs was just made and nothing runs in the sandbox yet: its
+	// entries are made and mounted on by name from one descriptor of it.
+	dir, err := b.target(target, true)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dir)
+	into := func(mnt int, name string, isDir bool) error {
+		if isDir {
+			err = unix.Mkdirat(dir, name, 0o755)
+		} else {
+			var f int
+			if f, err = unix.Openat(dir, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o644); err == nil {
+				unix.Close(f)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("create mountpoint /dev/%s: %w", name, err)
+		}
+		return unix.MoveMount(mnt, "", dir, name, unix.MOVE_MOUNT_F_EMPTY_PATH)
+	}
 	for _, n := range devNodeNames {
-		if err := b.attach(nodes[n], filepath.Join(target, n), false); err != nil {
+		if err := into(nodes[n], n, false); err != nil {
 			return fmt.Errorf("bind /dev/%s: %w", n, err)
 		}
 	}
@@ -648,7 +710,7 @@ func (b *builder) dev(target string, nodes map[string]int) error {
 		return err
 	}
 	defer unix.Close(pts)
-	if err := b.attach(pts, filepath.Join(target, "pts"), true); err != nil {
+	if err := into(pts, "pts", true); err != nil {
 		return err
 	}
 	shm, err := newTmpfs("mode=1777,size=64m", false)
@@ -656,14 +718,9 @@ func (b *builder) dev(target string, nodes map[string]int) error {
 		return err
 	}
 	defer unix.Close(shm)
-	if err := b.attach(shm, filepath.Join(target, "shm"), true); err != nil {
+	if err := into(shm, "shm", true); err != nil {
 		return err
 	}
-	dir, err := b.target(target, true)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(dir)
 	for name, to := range map[string]string{"ptmx": "pts/ptmx", "fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2", "core": "/proc/kcore"} {
 		// O_PATH descriptors cannot be *at targets for symlinkat; go through /proc.
 		if err := unix.Symlinkat(to, dir, name); err != nil && !errors.Is(err, unix.EEXIST) {

@@ -1,0 +1,36 @@
+package guest
+
+import (
+	"testing"
+
+	"github.com/airlock-dev/airlock/internal/proto"
+)
+
+func TestInFreshTmpfsOnlyWhereNothingOfThePlanIs(t *testing.T) {
+	mounts := []proto.Mount{
+		{Kind: proto.MountTmpfs, Target: "/tmp"},
+		{Kind: proto.MountTmpfs, Target: "/root", ReadOnly: true},
+		{Kind: proto.MountDev, Target: "/dev"},
+		{Kind: proto.MountBind, Target: "/root/work/proj"},
+		{Kind: proto.MountBind, Target: "/home/u"},
+	}
+	for _, c := range []struct {
+		path string
+		want bool
+	}{
+		{"/root/.ssh", true},            // inside the empty tmpfs
+		{"/tmp/x/y", true},              // inside the empty tmpfs
+		{"/root", false},                // the tmpfs itself
+		{"/root/work", false},           // holds a mountpoint of the plan
+		{"/root/work/proj", false},      // a mount of the plan
+		{"/root/work/proj/.ssh", false}, // inside a bind below the tmpfs
+		{"/home/u/.ssh", false},         // inside a bind
+		{"/dev/foo", false},             // /dev is made with entries
+		{"/etc/shadow", false},          // the host's root
+		{"/", false},
+	} {
+		if got := inFreshTmpfs(mounts, c.path); got != c.want {
+			t.Errorf("inFreshTmpfs(%s) = %v, want %v", c.path, got, c.want)
+		}
+	}
+}
