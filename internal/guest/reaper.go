@@ -97,15 +97,17 @@ func (r *reaper) startSpawner(lastCap int) error {
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread dies with the guest
 		for c := 0; c <= lastCap; c++ {
-			// Dropping needs CAP_SETPCAP even for a capability already gone,
-			// which a container's guest (all dropped by the runtime) lacks.
-			if in, err := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0); err == nil && in == 0 {
+			err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
+			if err == nil || err == unix.EINVAL {
 				continue
 			}
-			if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
-				ready <- fmt.Errorf("bounding set drop %d: %w", c, err)
-				return
+			// Dropping needs CAP_SETPCAP even for a capability already gone,
+			// which a container's guest (all dropped by the runtime) lacks.
+			if in, rerr := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0); rerr == nil && in == 0 {
+				continue
 			}
+			ready <- fmt.Errorf("bounding set drop %d: %w", c, err)
+			return
 		}
 		ready <- nil
 		for req := range spawn {
