@@ -15,6 +15,8 @@ import (
 // to PID 1, and hands each status to whoever started that process. It also
 // owns the one OS thread that forks them all (see spawner).
 type reaper struct {
+	notified chan struct{} // closed once SIGCHLD reaches reapAll
+
 	mu      sync.Mutex
 	waiters map[int]chan syscall.WaitStatus
 	spawn   chan spawnReq
@@ -33,10 +35,14 @@ type spawnResult struct {
 }
 
 func startReaper() *reaper {
-	r := &reaper{waiters: map[int]chan syscall.WaitStatus{}}
+	r := &reaper{notified: make(chan struct{}), waiters: map[int]chan syscall.WaitStatus{}}
 	sig := make(chan os.Signal, 64)
-	signal.Notify(sig, syscall.SIGCHLD)
 	go func() {
+		// Installing the handler takes the runtime a thread and a round
+		// trip: done here, beside the sandbox's set-up. startSpawner waits
+		// for it, so no child can exit unseen.
+		signal.Notify(sig, syscall.SIGCHLD)
+		close(r.notified)
 		for range sig {
 			r.reapAll()
 		}
@@ -92,6 +98,7 @@ func (r *reaper) reapAll() {
 // process an empty bounding set at the cost of a few cheap per-thread prctl
 // calls instead of one stop-the-world AllThreadsSyscall per capability.
 func (r *reaper) startSpawner(lastCap int) error {
+	<-r.notified
 	ready := make(chan error, 1)
 	spawn := make(chan spawnReq)
 	go func() {
