@@ -206,23 +206,29 @@ func buildRoot(in *proto.Init, premade []*os.File) error {
 	return step("pivot_root", b.pivot())
 }
 
-// inFreshTmpfs reports whether p lies inside a tmpfs of the plan and no
-// mount of the plan is at or below p: the tmpfs was made empty, and
-// setup only made the mountpoints of the plan's mounts in it, so p does
-// not exist there and hiding it would find nothing to cover.
+// inFreshTmpfs reports whether what shows at p is a tmpfs of the plan with
+// no mount of the plan at or below p: the tmpfs was made empty, and setup
+// only made the mountpoints of the plan's mounts in it, so p does not
+// exist there and hiding it would find nothing to cover. What shows at p
+// is the last mount applied (in plan order) whose target holds p: a later
+// one at the same target, or above it, covers an earlier one (the home's
+// tmpfs under a workspace that is the home).
 func inFreshTmpfs(mounts []proto.Mount, p string) bool {
 	p = path.Clean("/" + p)
-	var deepest *proto.Mount
+	if p == "/" {
+		return false
+	}
+	var shown *proto.Mount
 	for i, m := range mounts {
 		t := path.Clean("/" + m.Target)
-		if t == p || strings.HasPrefix(t, p+"/") || p == "/" {
+		if t == p || strings.HasPrefix(t, p+"/") {
 			return false // something of the plan is placed there
 		}
-		if (t == "/" || strings.HasPrefix(p, t+"/")) && (deepest == nil || len(t) > len(path.Clean("/"+deepest.Target))) {
-			deepest = &mounts[i]
+		if t == "/" || strings.HasPrefix(p, t+"/") {
+			shown = &mounts[i]
 		}
 	}
-	return deepest != nil && deepest.Kind == proto.MountTmpfs
+	return shown != nil && shown.Kind == proto.MountTmpfs
 }
 
 // missingParents finds mount targets the host lacks whose nearest existing

@@ -34,3 +34,18 @@ func TestInFreshTmpfsOnlyWhereNothingOfThePlanIs(t *testing.T) {
 		}
 	}
 }
+
+func TestInFreshTmpfsIsFalseUnderABindStackedOnTheTmpfs(t *testing.T) {
+	// The home as the workspace: the home's tmpfs, then the workspace bound
+	// over it at the same target (the plan's order).
+	mounts := []proto.Mount{
+		{Kind: proto.MountTmpfs, Target: "/home/u"},
+		{Kind: proto.MountBind, Target: "/home/u"},
+	}
+	if inFreshTmpfs(mounts, "/home/u/.ssh") {
+		t.Error("/home/u/.ssh is in the bind over the tmpfs, and must be hidden")
+	}
+	if !inFreshTmpfs(mounts[:1], "/home/u/.ssh") {
+		t.Error("with only the tmpfs, /home/u/.ssh cannot exist")
+	}
+}
