@@ -151,15 +151,21 @@ func setup(in *proto.Init, mounts []*os.File, r *reaper) (tap *os.File, warnings
 			return nil, nil, err
 		}
 	}
-	if err := buildRoot(in, mounts); err != nil {
+	detached, err := buildRoot(in, mounts)
+	if err != nil {
 		return tap, nil, err
 	}
 	trace.Mark("root built")
+	// While the old root is detached (see pivot), work that resolves no
+	// path: the host name and the loopback are the namespaces' own.
 	if err := unix.Sethostname([]byte(in.Hostname)); err != nil {
 		return tap, nil, step("sethostname", err)
 	}
 	if err := loopbackUp(); err != nil {
 		return tap, nil, step("loopback up", err)
+	}
+	if err := <-detached; err != nil {
+		return tap, nil, err
 	}
 	if in.Relay != nil {
 		if err := startRelay(in.Relay); err != nil {

@@ -44,9 +44,12 @@ type builder struct {
 	sealed  []int // read-only tmpfs mounts, made read-only once their children are in place
 }
 
-func buildRoot(in *proto.Init, premade []*os.File) error {
+// buildRoot builds the sandbox's filesystem view from the plan and pivots
+// into it. The old root is still being detached when it returns: the caller
+// must receive from detached before it resolves any path (see pivot).
+func buildRoot(in *proto.Init, premade []*os.File) (detached <-chan error, err error) {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return step("make mounts private", err)
+		return nil, step("make mounts private", err)
 	}
 	// Clone every source first, while the host view is intact.
 	sources := make([]int, len(in.Mounts))
@@ -63,7 +66,7 @@ func buildRoot(in *proto.Init, premade []*os.File) error {
 			// The host made it (idmapped): attach it as it is.
 			fd, err := made(m.FD)
 			if err != nil {
-				return step("mount "+m.Target, err)
+				return nil, step("mount "+m.Target, err)
 			}
 			if m.Kind != proto.MountOverlay {
 				sources[i] = fd
@@ -76,17 +79,17 @@ func buildRoot(in *proto.Init, premade []*os.File) error {
 			// private clones of them).
 			dir, err := made(m.FD + 1)
 			if err != nil {
-				return step("mount "+m.Target, err)
+				return nil, step("mount "+m.Target, err)
 			}
 			for j, name := range []string{"", path.Base(m.Upper), path.Base(m.Work)} {
 				if j < 2 {
 					if err := unix.MoveMount([]int{fd, dir}[j], "", unix.AT_FDCWD, newRootAt, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-						return step("attach overlay layer of "+m.Target, err)
+						return nil, step("attach overlay layer of "+m.Target, err)
 					}
 				}
 				at, err := unix.Open(path.Join(newRootAt, name), unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 				if err != nil {
-					return step("open overlay layer of "+m.Target, err)
+					return nil, step("open overlay layer of "+m.Target, err)
 				}
 				defer unix.Close(at)
 				layers[i][j] = at
@@ -97,7 +100,7 @@ func buildRoot(in *proto.Init, premade []*os.File) error {
 			for j, p := range []string{m.Source, m.Upper, m.Work} {
 				fd, err := unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 				if err != nil {
-					return step("open overlay layer "+p, err)
+					return nil, step("open overlay layer "+p, err)
 				}
 				defer unix.Close(fd)
 				layers[i][j] = fd
@@ -112,7 +115,7 @@ func buildRoot(in *proto.Init, premade []*os.File) error {
 			if m.Optional && errors.Is(err, unix.ENOENT) {
 				continue
 			}
-			return step("clone "+m.Source, err)
+			return nil, step("clone "+m.Source, err)
 		}
 		defer unix.Close(fd)
 		sources[i] = fd
@@ -121,7 +124,7 @@ func buildRoot(in *proto.Init, premade []*os.File) error {
 	for _, n := range devNodeNames {
 		fd, err := cloneTree("/dev/" + n)
 		if err != nil {
-			return step("clone /dev/"+n, err)
+			return nil, step("clone /dev/"+n, err)
 		}
 		defer unix.Close(fd)
 		devNodes[n] = fd
@@ -131,35 +134,34 @@ func buildRoot(in *proto.Init, premade []*os.File) error {
 	shadows, dirs := missingParents(in.Mounts)
 	if tops, ok := shadows["/"]; ok {
 		if err := b.shadow("/", tops); err != nil {
-			return step("build root with "+strings.Join(tops, ", "), err)
+			return nil, step("build root with "+strings.Join(tops, ", "), err)
 		}
 	} else {
 		rootTree, err := cloneTree("/")
 		if err != nil {
-			return step("clone host root", err)
+			return nil, step("clone host root", err)
 		}
 		defer unix.Close(rootTree)
 		if err := setAttr(rootTree, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, 0, true); err != nil {
-			return step("make root read-only", err)
+			return nil, step("make root read-only", err)
 		}
 		if err := unix.MoveMount(rootTree, "", unix.AT_FDCWD, newRootAt, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-			return step("attach new root", err)
+			return nil, step("attach new root", err)
 		}
 	}
-	var err error
 	if b.root, err = unix.Open(newRootAt, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
-		return step("open new root", err)
+		return nil, step("open new root", err)
 	}
 	defer unix.Close(b.root)
 	for _, d := range dirs {
 		if d != "/" {
 			if err := b.shadow(d, shadows[d]); err != nil {
-				return step("make mountpoints "+strings.Join(shadows[d], ", ")+" in "+d, err)
+				return nil, step("make mountpoints "+strings.Join(shadows[d], ", ")+" in "+d, err)
 			}
 		}
 	}
 	if b.scratch, err = newScratch(); err != nil {
-		return step("scratch tmpfs", err)
+		return nil, step("scratch tmpfs", err)
 	}
 	defer unix.Close(b.scratch)
 
@@ -185,14 +187,14 @@ func buildRoot(in *proto.Init, premade []*os.File) error {
 			err = fmt.Errorf("unknown mount kind %q", m.Kind)
 		}
 		if err != nil {
-			return step(fmt.Sprintf("mount %s on %s", m.Kind, m.Target), err)
+			return nil, step(fmt.Sprintf("mount %s on %s", m.Kind, m.Target), err)
 		}
 	}
 	for _, fd := range b.sealed {
 		err := setAttr(fd, unix.MOUNT_ATTR_RDONLY, 0, false)
 		unix.Close(fd)
 		if err != nil {
-			return step("seal read-only tmpfs", err)
+			return nil, step("seal read-only tmpfs", err)
 		}
 	}
 	for _, p := range in.Hide {
@@ -200,10 +202,11 @@ func buildRoot(in *proto.Init, premade []*os.File) error {
 			continue // nothing there to hide
 		}
 		if err := b.hide(p); err != nil {
-			return step("hide "+p, err)
+			return nil, step("hide "+p, err)
 		}
 	}
-	return step("pivot_root", b.pivot())
+	detached, err = b.pivot()
+	return detached, step("pivot_root", err)
 }
 
 // inFreshTmpfs reports whether what shows at p is a tmpfs of the plan with
@@ -744,17 +747,26 @@ func (b *builder) dev(target string, nodes map[string]int) error {
 	return setAttr(c, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOEXEC, 0, false)
 }
 
-func (b *builder) pivot() error {
+// pivot makes the new root the guest's. pivot_root(".", ".") stacks the old
+// root on the new one; detaching it leaves no path back to the host's tree.
+// The detach unhooks the old tree at once but returns only after an RCU
+// grace period: it runs on another thread, and the channel says when it
+// has returned (and the guest's directory is the new /). Until then no
+// path may be resolved: the old root still shows at / and at ".".
+func (b *builder) pivot() (<-chan error, error) {
 	if err := unix.Fchdir(b.root); err != nil {
-		return err
+		return nil, err
 	}
-	// pivot_root(".", ".") stacks the old root under the new one; detaching it
-	// leaves no path back to the host's tree.
 	if err := unix.PivotRoot(".", "."); err != nil {
-		return err
+		return nil, err
 	}
-	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
-		return fmt.Errorf("detach old root: %w", err)
-	}
-	return unix.Chdir("/")
+	detached := make(chan error, 1)
+	go func() {
+		if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+			detached <- step("pivot_root", fmt.Errorf("detach old root: %w", err))
+			return
+		}
+		detached <- step("pivot_root", unix.Chdir("/"))
+	}()
+	return detached, nil
 }
