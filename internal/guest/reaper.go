@@ -13,7 +13,7 @@ import (
 
 // reaper collects every child's exit status, ours and the orphans reparented
 // to PID 1, and hands each status to whoever started that process. It also
-// owns the one OS thread that forks them all (see spawner).
+// owns the one OS thread that forks them all (see runSpawner).
 type reaper struct {
 	notified chan struct{} // closed once SIGCHLD reaches reapAll
 	spawner  chan error    // the spawner thread's start (see runSpawner)
