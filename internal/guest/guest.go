@@ -60,13 +60,19 @@ func control(args []string) (*proto.Conn, error) {
 func Serve(conn *proto.Conn) int { return run(conn) }
 
 func run(conn *proto.Conn) int {
+	// Installing a signal handler costs the Go runtime a thread and a round
+	// trip with it per signal: both sets go in beside reading the plan and
+	// building the sandbox, and are in place before the guest says it is
+	// ready (nothing runs in the sandbox before that to send it one).
+	r := startReaper()
+	dropping := dropSignals()
 	m, mounts, err := recvInit(conn)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "airlock guest: expected init message:", err)
 		return 1
 	}
 	trace.Mark("plan received")
-	g := newGuest(conn, m.Init.Workdir)
+	g := newGuest(conn, m.Init.Workdir, r)
 	tap, warnings, err := setup(m.Init, mounts, g.reaper)
 	trace.MarkCPU("sandbox built")
 	proto.CloseFiles(mounts)
@@ -83,6 +89,7 @@ func run(conn *proto.Conn) int {
 		conn.Send(&proto.Msg{Op: proto.OpError, Err: perr})
 		return 1
 	}
+	<-dropping
 	var files []*os.File
 	if tap != nil {
 		files = append(files, tap)
@@ -144,15 +151,21 @@ func setup(in *proto.Init, mounts []*os.File, r *reaper) (tap *os.File, warnings
 			return nil, nil, err
 		}
 	}
-	if err := buildRoot(in, mounts); err != nil {
+	detached, err := buildRoot(in, mounts)
+	if err != nil {
 		return tap, nil, err
 	}
 	trace.Mark("root built")
+	// While the old root is detached (see pivot), work that resolves no
+	// path: the host name and the loopback are the namespaces' own.
 	if err := unix.Sethostname([]byte(in.Hostname)); err != nil {
 		return tap, nil, step("sethostname", err)
 	}
 	if err := loopbackUp(); err != nil {
 		return tap, nil, step("loopback up", err)
+	}
+	if err := <-detached; err != nil {
+		return tap, nil, err
 	}
 	if in.Relay != nil {
 		if err := startRelay(in.Relay); err != nil {
@@ -213,20 +226,28 @@ type guest struct {
 	procs map[uint32]*process // by request ID
 }
 
-func newGuest(conn *proto.Conn, workdir string) *guest {
-	return &guest{conn: conn, workdir: workdir, reaper: startReaper(), procs: map[uint32]*process{}}
+func newGuest(conn *proto.Conn, workdir string, r *reaper) *guest {
+	return &guest{conn: conn, workdir: workdir, reaper: r, procs: map[uint32]*process{}}
 }
 
-func (g *guest) serve() {
-	// As PID 1 we only get signals we handle. Catch the usual ones (and drop
-	// them) rather than ignore them: ignored dispositions would be inherited by
-	// every process we start.
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE)
+// dropSignals installs, on a goroutine of its own, handlers that catch and
+// drop the usual signals: as PID 1 the guest only gets signals it handles,
+// and the Go runtime's default for these would end it. They are caught
+// rather than ignored, as ignored dispositions would be inherited by every
+// process the guest starts. The channel is closed once they are in place.
+func dropSignals() <-chan struct{} {
+	done := make(chan struct{})
 	go func() {
+		sigs := make(chan os.Signal, 8)
+		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE)
+		close(done)
 		for range sigs {
 		}
 	}()
+	return done
+}
+
+func (g *guest) serve() {
 	idle := memtrim.AfterIdle(idleTrim)
 	defer idle.Stop()
 	for {

@@ -47,7 +47,7 @@ func lockDown(in *proto.Init, r *reaper) (warnings []string, err error) {
 		warnings = append(warnings, w...)
 	}
 	trace.Mark("lockdown: landlock")
-	if err := r.startSpawner(LastCap()); err != nil {
+	if err := r.startSpawner(); err != nil {
 		return nil, step("drop capabilities", err)
 	}
 	if in.Contained {
@@ -120,7 +120,11 @@ func applyLandlock(l proto.Landlock, reportABI bool) ([]string, error) {
 // dropCapabilities empties the permitted, effective, inheritable and ambient
 // sets on every thread and locks the securebits, so nothing started afterwards
 // — even as uid 0 inside — can hold or regain a capability. (The bounding set
-// is emptied on the spawner thread: see startSpawner.)
+// is emptied on the spawner thread: see runSpawner.) Each call below runs
+// on every thread, one round of signals each: the ambient set needs none of
+// its own, as capset drops from it whatever is no longer both permitted and
+// inheritable (capabilities(7)), which with both empty is everything, and
+// the locked NO_CAP_AMBIENT_RAISE bit keeps it empty.
 func dropCapabilities() error {
 	// linux/securebits.h: NOROOT, NO_SETUID_FIXUP, KEEP_CAPS (off), NO_CAP_AMBIENT_RAISE, each locked.
 	const (
@@ -132,9 +136,6 @@ func dropCapabilities() error {
 	)
 	if _, _, e := psx.Syscall6(syscall.SYS_PRCTL, unix.PR_SET_SECUREBITS, secure, 0, 0, 0, 0); e != 0 {
 		return fmt.Errorf("securebits: %w", e)
-	}
-	if _, _, e := psx.Syscall6(syscall.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0, 0); e != 0 {
-		return fmt.Errorf("clear ambient: %w", e)
 	}
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData

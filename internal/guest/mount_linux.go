@@ -44,9 +44,12 @@ type builder struct {
 	sealed  []int // read-only tmpfs mounts, made read-only once their children are in place
 }
 
-func buildRoot(in *proto.Init, premade []*os.File) error {
+// buildRoot builds the sandbox's filesystem view from the plan and pivots
+// into it. The old root is still being detached when it returns: the caller
+// must receive from detached before it resolves any path (see pivot).
+func buildRoot(in *proto.Init, premade []*os.File) (detached <-chan error, err error) {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return step("make mounts private", err)
+		return nil, step("make mounts private", err)
 	}
 	// Clone every source first, while the host view is intact.
 	sources := make([]int, len(in.Mounts))
@@ -63,7 +66,7 @@ func buildRoot(in *proto.Init, premade []*os.File) error {
 			// The host made it (idmapped): attach it as it is.
 			fd, err := made(m.FD)
 			if err != nil {
-				return step("mount "+m.Target, err)
+				return nil, step("mount "+m.Target, err)
 			}
 			if m.Kind != proto.MountOverlay {
 				sources[i] = fd
@@ -76,17 +79,17 @@ func buildRoot(in *proto.Init, premade []*os.File) error {
 			// private clones of them).
 			dir, err := made(m.FD + 1)
 			if err != nil {
-				return step("mount "+m.Target, err)
+				return nil, step("mount "+m.Target, err)
 			}
 			for j, name := range []string{"", path.Base(m.Upper), path.Base(m.Work)} {
 				if j < 2 {
 					if err := unix.MoveMount([]int{fd, dir}[j], "", unix.AT_FDCWD, newRootAt, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-						return step("attach overlay layer of "+m.Target, err)
+						return nil, step("attach overlay layer of "+m.Target, err)
 					}
 				}
 				at, err := unix.Open(path.Join(newRootAt, name), unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 				if err != nil {
-					return step("open overlay layer of "+m.Target, err)
+					return nil, step("open overlay layer of "+m.Target, err)
 				}
 				defer unix.Close(at)
 				layers[i][j] = at
@@ -97,7 +100,7 @@ func buildRoot(in *proto.Init, premade []*os.File) error {
 			for j, p := range []string{m.Source, m.Upper, m.Work} {
 				fd, err := unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 				if err != nil {
-					return step("open overlay layer "+p, err)
+					return nil, step("open overlay layer "+p, err)
 				}
 				defer unix.Close(fd)
 				layers[i][j] = fd
@@ -112,7 +115,7 @@ func buildRoot(in *proto.Init, premade []*os.File) error {
 			if m.Optional && errors.Is(err, unix.ENOENT) {
 				continue
 			}
-			return step("clone "+m.Source, err)
+			return nil, step("clone "+m.Source, err)
 		}
 		defer unix.Close(fd)
 		sources[i] = fd
@@ -121,7 +124,7 @@ func buildRoot(in *proto.Init, premade []*os.File) error {
 	for _, n := range devNodeNames {
 		fd, err := cloneTree("/dev/" + n)
 		if err != nil {
-			return step("clone /dev/"+n, err)
+			return nil, step("clone /dev/"+n, err)
 		}
 		defer unix.Close(fd)
 		devNodes[n] = fd
@@ -131,42 +134,36 @@ func buildRoot(in *proto.Init, premade []*os.File) error {
 	shadows, dirs := missingParents(in.Mounts)
 	if tops, ok := shadows["/"]; ok {
 		if err := b.shadow("/", tops); err != nil {
-			return step("build root with "+strings.Join(tops, ", "), err)
+			return nil, step("build root with "+strings.Join(tops, ", "), err)
 		}
 	} else {
 		rootTree, err := cloneTree("/")
 		if err != nil {
-			return step("clone host root", err)
+			return nil, step("clone host root", err)
 		}
 		defer unix.Close(rootTree)
 		if err := setAttr(rootTree, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, 0, true); err != nil {
-			return step("make root read-only", err)
+			return nil, step("make root read-only", err)
 		}
 		if err := unix.MoveMount(rootTree, "", unix.AT_FDCWD, newRootAt, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-			return step("attach new root", err)
+			return nil, step("attach new root", err)
 		}
 	}
-	var err error
 	if b.root, err = unix.Open(newRootAt, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
-		return step("open new root", err)
+		return nil, step("open new root", err)
 	}
 	defer unix.Close(b.root)
 	for _, d := range dirs {
 		if d != "/" {
 			if err := b.shadow(d, shadows[d]); err != nil {
-				return step("make mountpoints "+strings.Join(shadows[d], ", ")+" in "+d, err)
+				return nil, step("make mountpoints "+strings.Join(shadows[d], ", ")+" in "+d, err)
 			}
 		}
 	}
-	if b.scratch, err = newTmpfs("size=4k,mode=0755", false); err != nil {
-		return step("scratch tmpfs", err)
+	if b.scratch, err = newScratch(); err != nil {
+		return nil, step("scratch tmpfs", err)
 	}
 	defer unix.Close(b.scratch)
-	if fd, err := unix.Openat(b.scratch, "empty", unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o444); err != nil {
-		return step("scratch file", err)
-	} else {
-		unix.Close(fd)
-	}
 
 	for i, m := range in.Mounts {
 		var err error
@@ -190,22 +187,51 @@ func buildRoot(in *proto.Init, premade []*os.File) error {
 			err = fmt.Errorf("unknown mount kind %q", m.Kind)
 		}
 		if err != nil {
-			return step(fmt.Sprintf("mount %s on %s", m.Kind, m.Target), err)
+			return nil, step(fmt.Sprintf("mount %s on %s", m.Kind, m.Target), err)
 		}
 	}
 	for _, fd := range b.sealed {
 		err := setAttr(fd, unix.MOUNT_ATTR_RDONLY, 0, false)
 		unix.Close(fd)
 		if err != nil {
-			return step("seal read-only tmpfs", err)
+			return nil, step("seal read-only tmpfs", err)
 		}
 	}
 	for _, p := range in.Hide {
+		if inFreshTmpfs(in.Mounts, p) {
+			continue // nothing there to hide
+		}
 		if err := b.hide(p); err != nil {
-			return step("hide "+p, err)
+			return nil, step("hide "+p, err)
 		}
 	}
-	return step("pivot_root", b.pivot())
+	detached, err = b.pivot()
+	return detached, step("pivot_root", err)
+}
+
+// inFreshTmpfs reports whether what shows at p is a tmpfs of the plan with
+// no mount of the plan at or below p: the tmpfs was made empty, and setup
+// only made the mountpoints of the plan's mounts in it, so p does not
+// exist there and hiding it would find nothing to cover. What shows at p
+// is the last mount applied (in plan order) whose target holds p: a later
+// one at the same target, or above it, covers an earlier one (the home's
+// tmpfs under a workspace that is the home).
+func inFreshTmpfs(mounts []proto.Mount, p string) bool {
+	p = path.Clean("/" + p)
+	if p == "/" {
+		return false
+	}
+	var shown *proto.Mount
+	for i, m := range mounts {
+		t := path.Clean("/" + m.Target)
+		if t == p || strings.HasPrefix(t, p+"/") {
+			return false // something of the plan is placed there
+		}
+		if t == "/" || strings.HasPrefix(p, t+"/") {
+			shown = &mounts[i]
+		}
+	}
+	return shown != nil && shown.Kind == proto.MountTmpfs
 }
 
 // missingParents finds mount targets the host lacks whose nearest existing
@@ -362,6 +388,32 @@ func setAttr(fd int, set, clr uint64, recursive bool) error {
 		flags |= unix.AT_RECURSIVE
 	}
 	return unix.MountSetattr(fd, "", uint(flags), &unix.MountAttr{Attr_set: set, Attr_clr: clr})
+}
+
+// newScratch returns a detached tmpfs holding what hide masks with: an empty
+// file ("empty") and an empty directory ("dir", mode 0555). The mount is
+// made read-only, nosuid, nodev and noexec once its entries exist, and a
+// clone of a mount keeps its attributes: every mask cloned from it is
+// read-only as made, and all of them share one small superblock instead of
+// one tmpfs per hidden directory.
+func newScratch() (int, error) {
+	fd, err := newTmpfs("size=4k,mode=0755", false)
+	if err != nil {
+		return -1, err
+	}
+	f, err := unix.Openat(fd, "empty", unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o444)
+	if err == nil {
+		unix.Close(f)
+		err = unix.Mkdirat(fd, "dir", 0o555)
+	}
+	if err == nil {
+		err = setAttr(fd, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, 0, false)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
 }
 
 // newTmpfs returns a detached tmpfs mount.
@@ -593,8 +645,10 @@ func (b *builder) readOnly(p string) error {
 	return unix.MoveMount(c, "", t, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
 }
 
-// hide masks an existing path: a directory with an empty read-only tmpfs, any
-// other file with an empty read-only file. Missing paths are skipped.
+// hide masks an existing path: a directory with an empty read-only
+// directory, any other file with an empty read-only file (clones from the
+// scratch mount, read-only, nosuid, nodev and noexec as it is). Missing
+// paths are skipped.
 func (b *builder) hide(p string) error {
 	t, err := unix.Openat2(b.root, strings.TrimPrefix(path.Clean("/"+p), "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS})
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EACCES) {
@@ -609,15 +663,11 @@ func (b *builder) hide(p string) error {
 	if err := unix.Fstat(t, &st); err != nil {
 		return err
 	}
-	var mnt int
+	mask := "empty"
 	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-		mnt, err = newTmpfs("size=4k,mode=0555", true)
-	} else {
-		mnt, err = unix.OpenTree(b.scratch, "empty", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
-		if err == nil {
-			err = setAttr(mnt, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, 0, false)
-		}
+		mask = "dir"
 	}
+	mnt, err := unix.OpenTree(b.scratch, mask, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 	if err != nil {
 		return err
 	}
@@ -638,8 +688,29 @@ func (b *builder) dev(target string, nodes map[string]int) error {
 	if err := b.attach(fd, target, true); err != nil {
 		return err
 	}
+	// The tmpfs was just made and nothing runs in the sandbox yet: its
+	// entries are made and mounted on by name from one descriptor of it.
+	dir, err := b.target(target, true)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dir)
+	into := func(mnt int, name string, isDir bool) error {
+		if isDir {
+			err = unix.Mkdirat(dir, name, 0o755)
+		} else {
+			var f int
+			if f, err = unix.Openat(dir, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o644); err == nil {
+				unix.Close(f)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("create mountpoint /dev/%s: %w", name, err)
+		}
+		return unix.MoveMount(mnt, "", dir, name, unix.MOVE_MOUNT_F_EMPTY_PATH)
+	}
 	for _, n := range devNodeNames {
-		if err := b.attach(nodes[n], filepath.Join(target, n), false); err != nil {
+		if err := into(nodes[n], n, false); err != nil {
 			return fmt.Errorf("bind /dev/%s: %w", n, err)
 		}
 	}
@@ -648,7 +719,7 @@ func (b *builder) dev(target string, nodes map[string]int) error {
 		return err
 	}
 	defer unix.Close(pts)
-	if err := b.attach(pts, filepath.Join(target, "pts"), true); err != nil {
+	if err := into(pts, "pts", true); err != nil {
 		return err
 	}
 	shm, err := newTmpfs("mode=1777,size=64m", false)
@@ -656,14 +727,9 @@ func (b *builder) dev(target string, nodes map[string]int) error {
 		return err
 	}
 	defer unix.Close(shm)
-	if err := b.attach(shm, filepath.Join(target, "shm"), true); err != nil {
+	if err := into(shm, "shm", true); err != nil {
 		return err
 	}
-	dir, err := b.target(target, true)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(dir)
 	for name, to := range map[string]string{"ptmx": "pts/ptmx", "fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2", "core": "/proc/kcore"} {
 		// O_PATH descriptors cannot be *at targets for symlinkat; go through /proc.
 		if err := unix.Symlinkat(to, dir, name); err != nil && !errors.Is(err, unix.EEXIST) {
@@ -681,17 +747,26 @@ func (b *builder) dev(target string, nodes map[string]int) error {
 	return setAttr(c, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOEXEC, 0, false)
 }
 
-func (b *builder) pivot() error {
+// pivot makes the new root the guest's. pivot_root(".", ".") stacks the old
+// root on the new one; detaching it leaves no path back to the host's tree.
+// The detach unhooks the old tree at once but returns only after an RCU
+// grace period: it runs on another thread, and the channel says when it
+// has returned (and the guest's directory is the new /). Until then no
+// path may be resolved: the old root still shows at / and at ".".
+func (b *builder) pivot() (<-chan error, error) {
 	if err := unix.Fchdir(b.root); err != nil {
-		return err
+		return nil, err
 	}
-	// pivot_root(".", ".") stacks the old root under the new one; detaching it
-	// leaves no path back to the host's tree.
 	if err := unix.PivotRoot(".", "."); err != nil {
-		return err
+		return nil, err
 	}
-	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
-		return fmt.Errorf("detach old root: %w", err)
-	}
-	return unix.Chdir("/")
+	detached := make(chan error, 1)
+	go func() {
+		if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+			detached <- step("pivot_root", fmt.Errorf("detach old root: %w", err))
+			return
+		}
+		detached <- step("pivot_root", unix.Chdir("/"))
+	}()
+	return detached, nil
 }

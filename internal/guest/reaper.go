@@ -13,11 +13,15 @@ import (
 
 // reaper collects every child's exit status, ours and the orphans reparented
 // to PID 1, and hands each status to whoever started that process. It also
-// owns the one OS thread that forks them all (see spawner).
+// owns the one OS thread that forks them all (see runSpawner).
 type reaper struct {
+	notified chan struct{} // closed once SIGCHLD reaches reapAll
+	spawner  chan error    // the spawner thread's start (see runSpawner)
+	requests chan spawnReq // the spawner thread's
+
 	mu      sync.Mutex
 	waiters map[int]chan syscall.WaitStatus
-	spawn   chan spawnReq
+	spawn   chan spawnReq // requests, once lockdown has run
 }
 
 type spawnReq struct {
@@ -33,14 +37,26 @@ type spawnResult struct {
 }
 
 func startReaper() *reaper {
-	r := &reaper{waiters: map[int]chan syscall.WaitStatus{}}
+	r := &reaper{
+		notified: make(chan struct{}),
+		spawner:  make(chan error, 1),
+		requests: make(chan spawnReq),
+		waiters:  map[int]chan syscall.WaitStatus{},
+	}
 	sig := make(chan os.Signal, 64)
-	signal.Notify(sig, syscall.SIGCHLD)
 	go func() {
+		// Installing the handler takes the runtime a thread and a round
+		// trip: done here, beside the sandbox's set-up. startSpawner waits
+		// for it, so no child can exit unseen.
+		signal.Notify(sig, syscall.SIGCHLD)
+		close(r.notified)
 		for range sig {
 			r.reapAll()
 		}
 	}()
+	// The spawner thread, like the handler, is made beside the set-up;
+	// nothing is sent to it before lockdown (startSpawner).
+	go r.runSpawner()
 	return r
 }
 
@@ -86,36 +102,42 @@ func (r *reaper) reapAll() {
 	}
 }
 
-// startSpawner dedicates one OS thread to forking every process the sandbox
+// runSpawner dedicates one OS thread to forking every process the sandbox
 // runs, and empties that thread's capability bounding set first. A child
 // inherits the credentials of the thread that forked it, so this gives every
 // process an empty bounding set at the cost of a few cheap per-thread prctl
-// calls instead of one stop-the-world AllThreadsSyscall per capability.
-func (r *reaper) startSpawner(lastCap int) error {
-	ready := make(chan error, 1)
-	spawn := make(chan spawnReq)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with the guest
-		for c := 0; c <= lastCap; c++ {
-			// Dropping needs CAP_SETPCAP even for a capability already gone,
-			// which a container's guest (all dropped by the runtime) lacks.
-			if in, err := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0); err == nil && in == 0 {
-				continue
-			}
-			if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
-				ready <- fmt.Errorf("bounding set drop %d: %w", c, err)
-				return
-			}
+// calls instead of one stop-the-world AllThreadsSyscall per capability. It
+// is a thread of the guest's like the others, so every lockdown step that
+// runs on all threads (Landlock, capabilities, seccomp) binds it too.
+func (r *reaper) runSpawner() {
+	runtime.LockOSThread() // never unlocked: the thread dies with the guest
+	for c, last := 0, LastCap(); c <= last; c++ {
+		err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
+		if err == nil || err == unix.EINVAL {
+			continue
 		}
-		ready <- nil
-		for req := range spawn {
-			pid, err := syscall.ForkExec(req.path, req.argv, req.attr)
-			req.done <- spawnResult{pid, err}
+		// Dropping needs CAP_SETPCAP even for a capability already gone,
+		// which a container's guest (all dropped by the runtime) lacks.
+		if in, rerr := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0); rerr == nil && in == 0 {
+			continue
 		}
-	}()
-	if err := <-ready; err != nil {
+		r.spawner <- fmt.Errorf("bounding set drop %d: %w", c, err)
+		return
+	}
+	r.spawner <- nil
+	for req := range r.requests {
+		pid, err := syscall.ForkExec(req.path, req.argv, req.attr)
+		req.done <- spawnResult{pid, err}
+	}
+}
+
+// startSpawner lets processes start (see start) once the spawner thread has
+// emptied its bounding set and SIGCHLD reaches reapAll. Lockdown calls it.
+func (r *reaper) startSpawner() error {
+	<-r.notified
+	if err := <-r.spawner; err != nil {
 		return err
 	}
-	r.spawn = spawn
+	r.spawn = r.requests
 	return nil
 }
