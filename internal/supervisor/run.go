@@ -120,10 +120,8 @@ func Run(h *state.Handle, spec engine.Spec, stdio term.IO, ro Options) (int, err
 		// A foreground sandbox leaves nothing behind: its result is its exit
 		// code. An agent harness runs one per tool call; hundreds of records
 		// nobody asked for would only make ls slower and the disk fuller.
-		sb.Close()
-		trace.Mark("supervisor: sandbox closed")
-		h.Remove()
-		trace.Mark("supervisor: state dir entry removed")
+		sb.Discard()
+		trace.Mark("supervisor: sandbox closed, state dir entry removed")
 		return code, nil
 	}
 	if !spec.Detached && !spec.Quiet && !changes && h.Name() == "" {
