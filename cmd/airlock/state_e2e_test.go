@@ -259,7 +259,7 @@ func TestLsAndExecOverManyKeptSandboxes(t *testing.T) {
 // When a foreground run returns, nothing of its sandbox is left: not one of
 // the many processes its command left in the background (not even as a
 // zombie not yet reaped), and the (bind-mode) workspace is written no more;
-// with a gateway or without (whose end the run does not wait for).
+// with a gateway (closed while the sandbox is torn down) and without.
 func TestNothingACommandLeftRunningOutlivesItsRun(t *testing.T) {
 	e := newEnv(t)
 	for i, flags := range [][]string{nil, {"--allow-host", "example.com"}} {
