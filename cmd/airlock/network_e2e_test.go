@@ -269,6 +269,27 @@ func TestClientsInsideReachAllowedHostsThroughTheGateway(t *testing.T) {
 	})
 }
 
+// Without --upstream-ca the gateway verifies upstream certificates against
+// the host's roots (loaded at the first handshake, not at the start): the
+// test upstream's own CA is not among them, so it is refused (502); with the
+// flag (the positive control), the same request goes through.
+func TestAnUpstreamTheHostsRootsDoNotTrustIsRefused(t *testing.T) {
+	u := testUpstream(t)
+	eachMode(t, func(t *testing.T, mode string) {
+		e := newEnv(t)
+		script := `curl -sS -o /dev/null -w "%{http_code}\n" https://example.com/curl 2>/dev/null; true`
+		trusted := e.run(append(u.flags("--network-mode", mode, "--allow-host", "example.com"), "--", "sh", "-c", script)...)
+		if strings.TrimSpace(trusted.stdout) != "200" {
+			t.Fatalf("with --upstream-ca: %v", trusted)
+		}
+		r := e.run("run", "-q", "--network-mode", mode, "--add-host", "example.com:"+strings.Split(u.addr, ":")[0],
+			"--allow-host", "example.com", "--", "sh", "-c", script)
+		if code := strings.TrimSpace(r.stdout); code != "502" || r.code != 0 {
+			t.Fatalf("an upstream the host does not trust: want the gateway's 502, got HTTP %s: %v", code, r)
+		}
+	})
+}
+
 func TestSecretsNeverEnterTheSandbox(t *testing.T) {
 	u := testUpstream(t)
 	eachMode(t, func(t *testing.T, mode string) {

@@ -204,27 +204,28 @@ func run(c *cobra.Command, o *runOptions, args []string) error {
 // the command's exit code), or starts it detached. env are --env entries
 // (config.SandboxEnv's extra); secrets given by value need a foreground run.
 func launch(spec engine.Spec, o *runOptions, env []string, secs []*secrets.Secret) (int, error) {
-	// A foreground run is latency-bound: the sandbox is prepared (a native
-	// guest's namespaces and runtime come up, milliseconds) while it is
-	// registered and its environment built.
-	type prepared struct {
-		p   backend.Pending
-		err error
-	}
-	var preparing chan prepared
+	// A foreground run is latency-bound: the sandbox is prepared first (a
+	// native guest is cloned, and its runtime starts, milliseconds), then
+	// registered and its environment built meanwhile. Not alongside: the
+	// clone copies this process's page tables, and work beside it only
+	// slows it (0.3 ms later, measured). A crash from here on leaves
+	// nothing that outlives this process: the guest dies with it
+	// (Pdeathsig), the id slot is an flock, and its cgroup is named after a
+	// pid (this process's; on cgroup v1 the guest's), for prune's sweep to
+	// find once that process is gone.
+	var pending backend.Pending
 	if !o.detach {
-		preparing = make(chan prepared, 1)
-		go func() {
-			p, err := engine.Prepare(&spec, "")
-			preparing <- prepared{p, err}
-		}()
+		p, err := engine.Prepare(&spec, "")
+		if err != nil {
+			return 0, err
+		}
+		pending = p
 		defer func() {
-			if preparing != nil { // never handed on: an error came first
-				if r := <-preparing; r.p != nil {
-					r.p.Close()
-				}
+			if pending != nil { // never handed on: an error came first
+				pending.Close()
 			}
 		}()
+		trace.Mark("prepared")
 	}
 	store, err := openStore()
 	if err != nil {
@@ -250,14 +251,9 @@ func launch(spec engine.Spec, o *runOptions, env []string, secs []*secrets.Secre
 		}
 		return 0, detach(h, spec)
 	}
-	r := <-preparing
-	preparing = nil
-	trace.Mark("prepared (waited)")
-	if r.err != nil {
-		h.Remove()
-		return 0, r.err
-	}
-	return supervisor.Run(h, spec, term.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, supervisor.Options{Pending: r.p, Secrets: secs})
+	p := pending
+	pending = nil
+	return supervisor.Run(h, spec, term.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, supervisor.Options{Pending: p, Secrets: secs})
 }
 
 func sandboxEnv(spec engine.Spec, id string, extra []string) ([]string, error) {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -253,4 +254,56 @@ func TestLsAndExecOverManyKeptSandboxes(t *testing.T) {
 	if r := e.run("exec", "old-7", "--", "true"); r.code != 125 || !strings.Contains(r.stderr, "not running") {
 		t.Errorf("exec of a stopped one: %v", r)
 	}
+}
+
+// When a foreground run returns, nothing of its sandbox is left: not one of
+// the many processes its command left in the background (not even as a
+// zombie not yet reaped), and the (bind-mode) workspace is written no more;
+// with a gateway (closed while the sandbox is torn down) and without.
+func TestNothingACommandLeftRunningOutlivesItsRun(t *testing.T) {
+	e := newEnv(t)
+	for i, flags := range [][]string{nil, {"--allow-host", "example.com"}} {
+		t.Run(fmt.Sprintf("flags %q", flags), func(t *testing.T) {
+			log := fmt.Sprintf("bg%d.log", i)
+			// A name of its own, seen in /proc/PID/stat even once it exited.
+			comm := fmt.Sprintf("bgw%d-%d", os.Getpid()%100000, i)
+			script := fmt.Sprintf(`cp /bin/sleep /tmp/%s
+				for n in $(seq 100); do /tmp/%s 60 >/dev/null 2>&1 & done
+				sh -c 'while :; do echo x >> %s; done' >/dev/null 2>&1 &
+				while ! [ -s %s ]; do sleep 0.01; done; echo started`, comm, comm, log, log)
+			r := e.sh(script, flags...)
+			if pids := procsNamed(comm); len(pids) != 0 {
+				t.Fatalf("%d of the command's background processes are left after airlock returned", len(pids))
+			}
+			if r.code != 0 || !strings.Contains(r.stdout, "started") {
+				t.Fatalf("run: %v", r)
+			}
+			before := e.read(log)
+			if before == "" {
+				t.Fatal("the background writer wrote nothing (positive control)")
+			}
+			time.Sleep(100 * time.Millisecond) // many of its writes, had it lived
+			if after := e.read(log); after != before {
+				t.Fatalf("%s grew after airlock returned: %d bytes, then %d", log, len(before), len(after))
+			}
+		})
+	}
+}
+
+// procsNamed lists the processes whose command name (/proc/PID/stat's,
+// kept until a process is reaped) is comm.
+func procsNamed(comm string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, d := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		if _, rest, ok := strings.Cut(string(b), " ("); ok && strings.HasPrefix(rest, comm+") ") {
+			pid, _ := strconv.Atoi(d.Name())
+			out = append(out, pid)
+		}
+	}
+	return out
 }

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -212,7 +213,9 @@ func claudeFiles(in Inputs, version string) (map[string][]byte, error) {
 }
 
 // claudeSessionName is a session file's name: the session's UUID.
-var claudeSessionName = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.jsonl$`)
+var claudeSessionName = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.jsonl$`)
+})
 
 // claudeFindSession returns the session written last at or after since
 // in home/.claude/projects/*/<uuid>.jsonl (a resumed session keeps its
@@ -237,7 +240,7 @@ func claudeFindSession(home string, since time.Time) (string, error) {
 			return "", fmt.Errorf("claude: sessions: %w", err)
 		}
 		for _, e := range entries {
-			if !e.Type().IsRegular() || !claudeSessionName.MatchString(e.Name()) {
+			if !e.Type().IsRegular() || !claudeSessionName().MatchString(e.Name()) {
 				continue
 			}
 			info, err := e.Info()

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -83,7 +84,7 @@ func init() {
 const codexHome = ".codex"
 
 // codexMCPName is what Codex accepts as an MCP server's name.
-var codexMCPName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+var codexMCPName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]+$`) })
 
 func codexLaunch(in Inputs) (Launch, error) {
 	cfg, err := codexConfig(in)
@@ -130,7 +131,7 @@ func codexConfig(in Inputs) ([]byte, error) {
 	}
 	timeout += 60
 	for _, m := range in.MCP {
-		if !codexMCPName.MatchString(m.Name) {
+		if !codexMCPName().MatchString(m.Name) {
 			return nil, fmt.Errorf("codex: MCP server name %q: Codex accepts letters, digits, _ and - only", m.Name)
 		}
 		fmt.Fprintf(&b, "\n[mcp_servers.%s]\ncommand = %s\nargs = [", m.Name, tomlString(m.Command))

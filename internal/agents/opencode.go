@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -148,9 +149,11 @@ func opencodeArgv(args []string, resume string) []string {
 // opencodeLogLine matches the log lines naming a session: its creation
 // (with parentID: undefined for a top-level session) and each loop.
 var (
-	opencodeTime    = regexp.MustCompile(`^timestamp=(\S+)`)
-	opencodeCreated = regexp.MustCompile(`message=created id=(ses_[A-Za-z0-9]+) .*?parentID=(\S+)`)
-	opencodeLoop    = regexp.MustCompile(`message=loop session\.id=(ses_[A-Za-z0-9]+)`)
+	opencodeTime    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^timestamp=(\S+)`) })
+	opencodeCreated = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`message=created id=(ses_[A-Za-z0-9]+) .*?parentID=(\S+)`)
+	})
+	opencodeLoop = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`message=loop session\.id=(ses_[A-Za-z0-9]+)`) })
 )
 
 // opencodeLogTail is how much of each log file is read (its end).
@@ -201,7 +204,7 @@ func opencodeFindSession(home string, since time.Time) (string, error) {
 			if !bytes.Contains(line, []byte("ses_")) {
 				continue
 			}
-			tm := opencodeTime.FindSubmatch(line)
+			tm := opencodeTime().FindSubmatch(line)
 			if tm == nil {
 				continue
 			}
@@ -210,12 +213,12 @@ func opencodeFindSession(home string, since time.Time) (string, error) {
 				continue
 			}
 			var id string
-			if m := opencodeCreated.FindSubmatch(line); m != nil {
+			if m := opencodeCreated().FindSubmatch(line); m != nil {
 				id = string(m[1])
 				if string(m[2]) != "undefined" {
 					children[id] = true
 				}
-			} else if m := opencodeLoop.FindSubmatch(line); m != nil {
+			} else if m := opencodeLoop().FindSubmatch(line); m != nil {
 				id = string(m[1])
 			}
 			if id != "" && !children[id] && !t.Before(lastT) {

@@ -3,6 +3,7 @@ package config
 import (
 	"sort"
 	"strings"
+	"sync"
 )
 
 // kind is how a key's value is read and merged.
@@ -94,16 +95,16 @@ var schema = []field{
 // secretKeys are the keys of one structured secret.
 var secretKeys = []string{"name", "from", "env", "file", "command", "hosts", "body", "prefix"}
 
-var fields = func() map[string]*field {
+var fields = sync.OnceValue(func() map[string]*field {
 	m := map[string]*field{}
 	for i := range schema {
 		m[schema[i].key] = &schema[i]
 	}
 	return m
-}()
+})
 
 // lookup returns the schema entry for a dotted key, or nil.
-func lookup(key string) *field { return fields[key] }
+func lookup(key string) *field { return fields()[key] }
 
 // expected says what a key takes, for errors.
 func (f *field) expected() string {

@@ -127,11 +127,14 @@ type Sandbox struct {
 	mode     string // network mode, "" without network
 	started  time.Time
 
-	warnings []string
-	stopOnce sync.Once
-	stopped  chan struct{}
-	closeMu  sync.Mutex
-	closed   bool
+	warnings    []string
+	stopOnce    sync.Once
+	stopping    bool          // Stop has begun: it closes the backend
+	stopped     chan struct{} // closed once the backend is closed, after Stop
+	doorsOnce   sync.Once
+	doorsClosed chan struct{} // closed once closeDoors is done
+	closeMu     sync.Mutex
+	closed      bool
 }
 
 // backendFor is the only place a backend is chosen by name.
@@ -214,7 +217,7 @@ func step(name string, err error) error {
 // Start makes the sandbox spec describes, registered in h, and returns once
 // it runs. On error nothing is left: not in the state dir, not a process.
 func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandbox, err error) {
-	s := &Sandbox{h: h, spec: spec, stopped: make(chan struct{}), started: time.Now(), guestExe: o.GuestExe}
+	s := &Sandbox{h: h, spec: spec, stopped: make(chan struct{}), doorsClosed: make(chan struct{}), started: time.Now(), guestExe: o.GuestExe}
 	pending := o.Pending
 	defer func() {
 		if err != nil {
@@ -666,15 +669,20 @@ func (s *Sandbox) Call(ctx context.Context, m *proto.Msg) (*proto.Msg, error) {
 // Stop ends every process in the sandbox and returns once they are gone,
 // so nothing can change the workspace while it is reviewed; whether the
 // memory limit killed a process is reported. The rest (cgroups, container)
-// is removed by Close, which may overlap the review.
+// is removed by Close, which may overlap the review. What serves the
+// sandbox from this process (control socket, approvals, MCP servers, the
+// gateway) needs no process gone: it closes while the kernel tears the
+// sandbox down (a millisecond and more), instead of after.
 func (s *Sandbox) Stop() (oomKilled bool) {
 	oom := s.inst.OOMKilled()
 	s.stopOnce.Do(func() {
+		s.stopping = true
 		if s.watch != nil {
 			s.watch.close()
 		}
 		closed := make(chan struct{})
 		go func() { s.inst.Close(); close(closed) }()
+		s.closeDoors()
 		if s.be.Caps().ReapedWhenDone {
 			<-s.inst.Done()
 		} else {
@@ -694,6 +702,50 @@ func (s *Sandbox) Close() {
 	s.teardown()
 }
 
+// Discard is Close and then the state dir's removal (state.Handle.Remove),
+// for a host that keeps nothing of the sandbox (a foreground run with
+// nothing to review). When it returns, nothing of the sandbox is left: its
+// processes, cgroups, id slot, MCP servers, gateway, sockets and state dir
+// are gone. The state dir goes while the backend removes the cgroups,
+// which it does not need: a crash between the two leaves groups that
+// prune finds by their dead owner's pid.
+func (s *Sandbox) Discard() error {
+	s.Stop()
+	s.teardown()
+	removed := make(chan error, 1)
+	go func() { removed <- s.h.Remove() }()
+	<-s.stopped
+	return <-removed
+}
+
+// closeDoors starts closing, once, in the background, what serves the
+// sandbox from this process: the control socket first (no new requests),
+// then MCP servers, the approval queue and the gateway. doorsClosed is
+// closed when they are.
+func (s *Sandbox) closeDoors() {
+	s.doorsOnce.Do(func() {
+		go func() {
+			defer close(s.doorsClosed)
+			if s.ctl != nil {
+				s.ctl.Close()
+				os.Remove(s.h.SocketPath())
+			}
+			if s.mcp != nil {
+				s.mcp.Close()
+			}
+			if s.ask != nil {
+				s.ask.close()
+			}
+			if s.eg != nil {
+				s.eg.Close()
+			}
+		}()
+	})
+}
+
+// teardown closes what is left once the processes are gone (or never
+// started): the backend (unless Stop does), the doors and, last, the
+// audit stream.
 func (s *Sandbox) teardown() {
 	s.closeMu.Lock()
 	defer s.closeMu.Unlock()
@@ -701,25 +753,14 @@ func (s *Sandbox) teardown() {
 		return
 	}
 	s.closed = true
-	if s.inst != nil {
+	if s.inst != nil && !s.stopping {
 		s.inst.Close()
 	}
 	if s.watch != nil {
 		s.watch.close()
 	}
-	if s.mcp != nil {
-		s.mcp.Close()
-	}
-	if s.ask != nil {
-		s.ask.close()
-	}
-	if s.eg != nil {
-		s.eg.Close()
-	}
-	if s.ctl != nil {
-		s.ctl.Close()
-		os.Remove(s.h.SocketPath())
-	}
+	s.closeDoors()
+	<-s.doorsClosed
 	if s.log != nil {
 		stopped := audit.Lifecycle(audit.OpStop, s.be.Name(), "")
 		stopped.Duration = audit.Millis(time.Since(s.started))

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/mcppolicy"
@@ -36,7 +37,7 @@ type ServerConfig struct {
 // nameRE with the length checked apart: a counted repetition ({0,63})
 // compiles to 64 copies of the class, which every airlock process (the
 // guest too) would pay for at start.
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+var nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`) })
 
 const maxNameLen = 64
 
@@ -80,7 +81,7 @@ func ParseServers(raw any) ([]ServerConfig, error) {
 
 func parseServer(name string, raw any) (ServerConfig, error) {
 	s := ServerConfig{Name: name}
-	if len(name) > maxNameLen || !nameRE.MatchString(name) {
+	if len(name) > maxNameLen || !nameRE().MatchString(name) {
 		return s, fmt.Errorf("the name must be letters, digits, '.', '_' or '-' (at most 64)")
 	}
 	m, ok := raw.(map[string]any)

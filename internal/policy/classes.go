@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"net/netip"
+	"sync"
 )
 
 // class is what an address is, for the refusal checks.
@@ -43,45 +44,49 @@ func mustRanges(rs ...string) []classRange {
 // Refused IPv4 ranges, most specific first (metadata before link-local). "!" marks
 // classes no rule can lift: 0.0.0.0 dials the host's own loopback on Linux, and
 // broadcast and multicast are not unicast destinations.
-var v4Ranges = mustRanges(
-	"0.0.0.0/32", "!unspecified",
-	"255.255.255.255/32", "!broadcast",
-	"169.254.169.254/32", "metadata", // AWS, GCP, Azure, OpenStack, ...
-	"169.254.170.2/32", "metadata", // AWS ECS task credentials
-	"100.100.100.200/32", "metadata", // Alibaba Cloud
-	"0.0.0.0/8", "this-network",
-	"127.0.0.0/8", "loopback",
-	"10.0.0.0/8", "private",
-	"172.16.0.0/12", "private",
-	"192.168.0.0/16", "private",
-	"169.254.0.0/16", "link-local",
-	"100.64.0.0/10", "cgnat",
-	"192.0.0.0/24", "reserved", // IETF protocol assignments
-	"192.0.2.0/24", "documentation",
-	"198.51.100.0/24", "documentation",
-	"203.0.113.0/24", "documentation",
-	"198.18.0.0/15", "benchmark",
-	"192.88.99.0/24", "reserved", // retired 6to4 relay anycast
-	"224.0.0.0/4", "!multicast",
-	"240.0.0.0/4", "reserved",
-)
+var v4Ranges = sync.OnceValue(func() []classRange {
+	return mustRanges(
+		"0.0.0.0/32", "!unspecified",
+		"255.255.255.255/32", "!broadcast",
+		"169.254.169.254/32", "metadata", // AWS, GCP, Azure, OpenStack, ...
+		"169.254.170.2/32", "metadata", // AWS ECS task credentials
+		"100.100.100.200/32", "metadata", // Alibaba Cloud
+		"0.0.0.0/8", "this-network",
+		"127.0.0.0/8", "loopback",
+		"10.0.0.0/8", "private",
+		"172.16.0.0/12", "private",
+		"192.168.0.0/16", "private",
+		"169.254.0.0/16", "link-local",
+		"100.64.0.0/10", "cgnat",
+		"192.0.0.0/24", "reserved", // IETF protocol assignments
+		"192.0.2.0/24", "documentation",
+		"198.51.100.0/24", "documentation",
+		"203.0.113.0/24", "documentation",
+		"198.18.0.0/15", "benchmark",
+		"192.88.99.0/24", "reserved", // retired 6to4 relay anycast
+		"224.0.0.0/4", "!multicast",
+		"240.0.0.0/4", "reserved",
+	)
+})
 
 // Refused IPv6 ranges that embed no IPv4 address, most specific first.
-var v6Ranges = mustRanges(
-	"::/128", "!unspecified",
-	"::1/128", "loopback",
-	"2001::/32", "teredo", // the client address is obfuscated, so refuse it all
-	"2001:2::/48", "benchmark",
-	"2001::/23", "reserved", // IETF protocol assignments
-	"2001:db8::/32", "documentation",
-	"3fff::/20", "documentation",
-	"fd00:ec2::254/128", "metadata", // AWS IMDS over IPv6
-	"fc00::/7", "private", // unique local
-	"fe80::/10", "link-local",
-	"fec0::/10", "private", // deprecated site-local
-	"ff00::/8", "!multicast",
-	"100::/64", "reserved", // discard-only
-)
+var v6Ranges = sync.OnceValue(func() []classRange {
+	return mustRanges(
+		"::/128", "!unspecified",
+		"::1/128", "loopback",
+		"2001::/32", "teredo", // the client address is obfuscated, so refuse it all
+		"2001:2::/48", "benchmark",
+		"2001::/23", "reserved", // IETF protocol assignments
+		"2001:db8::/32", "documentation",
+		"3fff::/20", "documentation",
+		"fd00:ec2::254/128", "metadata", // AWS IMDS over IPv6
+		"fc00::/7", "private", // unique local
+		"fe80::/10", "link-local",
+		"fec0::/10", "private", // deprecated site-local
+		"ff00::/8", "!multicast",
+		"100::/64", "reserved", // discard-only
+	)
+})
 
 var (
 	v4Compat  = netip.MustParsePrefix("::/96")
@@ -105,7 +110,7 @@ func Classify(ip netip.Addr) string {
 
 func classify(ip netip.Addr) class {
 	if ip.Is4() {
-		return lookup(v4Ranges, ip)
+		return lookup(v4Ranges(), ip)
 	}
 	// Wrappers that carry an IPv4 address are unpacked: a resolver answering with
 	// 64:ff9b::a9fe:a9fe or 2002:7f00:1:: reaches 169.254.169.254 or 127.0.0.1 through a
@@ -114,7 +119,7 @@ func classify(ip netip.Addr) class {
 	b := ip.As16()
 	switch {
 	case ip == netip.IPv6Unspecified() || ip == netip.IPv6Loopback():
-		return lookup(v6Ranges, ip)
+		return lookup(v6Ranges(), ip)
 	case v4Compat.Contains(ip):
 		// Deprecated (RFC 4291) and mapped to IPv4 by some stacks: refused whatever it holds.
 		if c, ok := embedded(ip, "IPv4-compatible", b[12:16]); ok {
@@ -141,7 +146,7 @@ func classify(ip netip.Addr) class {
 		}
 		return class{name: "public", within: sixToFour}
 	}
-	if c := lookup(v6Ranges, ip); c.refused {
+	if c := lookup(v6Ranges(), ip); c.refused {
 		return c
 	}
 	if !global6.Contains(ip) {
@@ -154,7 +159,7 @@ func classify(ip netip.Addr) class {
 // Only the exact IPv6 address counts as naming it, so within is that single address.
 func embedded(ip netip.Addr, via string, v4 []byte) (class, bool) {
 	inner := netip.AddrFrom4([4]byte(v4))
-	c := lookup(v4Ranges, inner)
+	c := lookup(v4Ranges(), inner)
 	if !c.refused {
 		return class{}, false
 	}

@@ -98,6 +98,12 @@ func Run(h *state.Handle, spec engine.Spec, stdio term.IO, ro Options) (int, err
 	}
 
 	code, reason := sv.main()
+	// The command the signals went to is gone. Ignored, a late ^C cannot
+	// cut the teardown short (it was caught and dropped before), and the
+	// deferred Stop has nothing left to undo: Stop hands each signal to the
+	// runtime's signal thread in turn, a tenth of a millisecond and more at
+	// the end of every run. The host exits once Run returns.
+	signal.Ignore(term.Forwarded...)
 	trace.Mark("supervisor: command exited")
 	oom := sb.Stop()
 	trace.Mark("supervisor: sandbox stopped")
@@ -120,10 +126,8 @@ func Run(h *state.Handle, spec engine.Spec, stdio term.IO, ro Options) (int, err
 		// A foreground sandbox leaves nothing behind: its result is its exit
 		// code. An agent harness runs one per tool call; hundreds of records
 		// nobody asked for would only make ls slower and the disk fuller.
-		sb.Close()
-		trace.Mark("supervisor: sandbox closed")
-		h.Remove()
-		trace.Mark("supervisor: state dir entry removed")
+		sb.Discard()
+		trace.Mark("supervisor: sandbox closed, state dir entry removed")
 		return code, nil
 	}
 	if !spec.Detached && !spec.Quiet && !changes && h.Name() == "" {

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -139,12 +140,12 @@ func BuildKernel(ctx context.Context, o KernelOptions) (Manifest, error) {
 	return m, own.share(final)
 }
 
-var versionedKernel = regexp.MustCompile(`^linux-image-[0-9][0-9a-z.+~-]*$`)
+var versionedKernel = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^linux-image-[0-9][0-9a-z.+~-]*$`) })
 
 // resolveKernelPackage turns a metapackage into the versioned package it
 // depends on (linux-image-cloud-amd64 → linux-image-6.1.0-56-cloud-amd64).
 func resolveKernelPackage(ctx context.Context, pkg string) (string, error) {
-	if versionedKernel.MatchString(pkg) {
+	if versionedKernel().MatchString(pkg) {
 		return pkg, nil
 	}
 	out, err := exec.CommandContext(ctx, "apt-cache", "depends", "--important", pkg).CombinedOutput()
@@ -165,7 +166,7 @@ func kernelDependency(out string) string {
 		if !ok || strings.TrimLeft(k, "|") != "Depends" {
 			continue
 		}
-		if v = strings.TrimSpace(v); versionedKernel.MatchString(v) {
+		if v = strings.TrimSpace(v); versionedKernel().MatchString(v) {
 			return v
 		}
 	}

@@ -265,6 +265,7 @@ func (s *Sandbox) Start(ctx context.Context, c *backend.Spec, whileSetup func(cg
 		m := r.m
 		if m.Op == proto.OpReady && c.Net != nil && len(r.files) == 1 {
 			s.tap, r.files = r.files[0], nil
+			persist(s.tap)
 		}
 		proto.CloseFiles(r.files)
 		if m.Op == proto.OpReady && c.Net != nil && s.tap == nil {
@@ -380,6 +381,20 @@ func (s *Sandbox) startGuest(o Options, sock *os.File, into *os.File) (born bool
 		return false, fmt.Errorf("native: start guest: %w", err)
 	}
 	return born, nil
+}
+
+// persist marks the sandbox's TAP device persistent, so that closing the
+// host's descriptor, its last, does not unregister the device there and
+// then: that waits for RCU grace periods (20 ms and more), and the
+// supervisor's exit would wait for it. The device goes with its network
+// namespace instead, which the kernel tears down in the background once
+// the guest and this descriptor are gone (a tun device is never moved to
+// the host's namespace: it is deleted with its own). Where the kernel
+// refuses, the close is only slower.
+func persist(tap *os.File) {
+	if rc, err := tap.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) { unix.IoctlSetInt(int(fd), unix.TUNSETPERSIST, 1) })
+	}
 }
 
 // rlimits stands in for the cgroup limits listed in missing.

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -861,5 +862,42 @@ func TestAGuestThatCannotBeClonedIntoItsCgroupStartsAnyway(t *testing.T) {
 	}
 	if born || s.guest == nil {
 		t.Errorf("startGuest = born %v, guest %v; want started, not born in a directory that is no cgroup", born, s.guest)
+	}
+}
+
+// The TAP device is persistent (closing the host's descriptor does not wait
+// for its unregistration) and yet goes with the sandbox: a tun device is
+// deleted with its network namespace, never moved to the host's.
+func TestTheTAPDeviceIsPersistentYetGoesWithItsSandbox(t *testing.T) {
+	if err := CanMakeTAP(); err != nil {
+		t.Skip(err)
+	}
+	const dev = "altap7"
+	sb, _ := sandbox(t, func(c *backend.Spec) {
+		c.Net = &proto.Net{Device: dev, Addr: "10.0.2.15/24", Gateway: "10.0.2.2", MTU: 1500}
+	})
+	if sb.Link() == nil {
+		t.Fatal("no TAP descriptor returned")
+	}
+	f := sb.Link().File
+	ifr, err := unix.NewIfreq("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, _ := f.SyscallConn()
+	rc.Control(func(fd uintptr) { err = unix.IoctlIfreq(int(fd), unix.TUNGETIFF, ifr) })
+	if err != nil {
+		t.Fatalf("TUNGETIFF: %v", err)
+	}
+	if flags := ifr.Uint16(); flags&unix.IFF_PERSIST == 0 {
+		t.Errorf("TAP flags %#x: not persistent", flags)
+	}
+	sb.Close()
+	f.Close()
+	for range 20 { // the namespace goes in the background: give it time to
+		if _, err := net.InterfaceByName(dev); err == nil {
+			t.Fatalf("%s appeared in the host's network namespace", dev)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
