@@ -56,8 +56,11 @@ with its status. It gets the sandbox's environment plus --env.`,
 				return err
 			}
 			defer cl.Close()
+			// Caught until this process exits: stopping would cost as much
+			// as catching did, for nothing.
+			sigs, _ := control.Signals()
 			code, err := cl.Exec(&proto.Exec{Argv: args[1:], Env: extra, Dir: dir, TTY: tty},
-				term.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
+				term.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, sigs)
 			if err != nil {
 				return err
 			}
