@@ -549,7 +549,15 @@ func TestSignalsReachAnExecdCommand(t *testing.T) {
 	}
 	testutil.WaitFor(t, 5*time.Second, func() bool { return strings.Contains(out.String(), "ready") })
 	c.Process.Signal(syscall.SIGTERM) // to airlock exec, which passes it on
-	err := c.Wait()
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		c.Process.Kill()
+		t.Fatalf("airlock exec still runs 10 s after SIGTERM; output %q", out.String())
+	}
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 7 || !strings.Contains(out.String(), "got-term") {
 		t.Fatalf("want the trap to run and exit 7; got %v, output %q", err, out.String())
 	}
