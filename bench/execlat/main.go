@@ -36,10 +36,13 @@ func main() {
 	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	check(err)
 	io := term.IO{Stdin: null, Stdout: null, Stderr: null}
+	// Signals are caught once, as a harness running many commands would.
+	sigs, stop := control.Signals()
+	defer stop()
 	lat := make([]time.Duration, 0, *n)
 	for i := 0; i < *n+50; i++ {
 		t0 := time.Now()
-		code, err := cl.Exec(&proto.Exec{Argv: []string{"/bin/true"}}, io)
+		code, err := cl.Exec(&proto.Exec{Argv: []string{"/bin/true"}}, io, sigs)
 		if err != nil || code != 0 {
 			fmt.Fprintf(os.Stderr, "execlat: exec: code %d, %v\n", code, err)
 			os.Exit(1)

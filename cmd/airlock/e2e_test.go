@@ -535,6 +535,34 @@ func TestSignalsReachTheCommand(t *testing.T) {
 	}
 }
 
+func TestSignalsReachAnExecdCommand(t *testing.T) {
+	e := newEnv(t)
+	if r := e.run("run", "-d", "--name", "sig"); r.code != 0 {
+		t.Fatalf("run -d: %v", r)
+	}
+	defer e.run("kill", "sig")
+	c := e.cmd("exec", "sig", "--", "sh", "-c", `trap 'echo got-term; exit 7' TERM; echo ready; while :; do sleep 0.05; done`)
+	var out lockedBuffer
+	c.Stdout = &out
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 5*time.Second, func() bool { return strings.Contains(out.String(), "ready") })
+	c.Process.Signal(syscall.SIGTERM) // to airlock exec, which passes it on
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		c.Process.Kill()
+		t.Fatalf("airlock exec still runs 10 s after SIGTERM; output %q", out.String())
+	}
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 7 || !strings.Contains(out.String(), "got-term") {
+		t.Fatalf("want the trap to run and exit 7; got %v, output %q", err, out.String())
+	}
+}
+
 // lockedBuffer is a bytes.Buffer safe to read while exec.Cmd copies into it.
 type lockedBuffer struct {
 	mu sync.Mutex

@@ -50,6 +50,21 @@ func main() {
 	os.Exit(code)
 }
 
+// named is the subcommand args run when their first word names one exactly
+// (no alias, no flag before it), else "": then the whole tree is built, for
+// help, suggestions and aliases.
+func named(args []string) string {
+	if len(args) == 0 {
+		return ""
+	}
+	for _, sc := range subcommands {
+		if sc.name == args[0] {
+			return sc.name
+		}
+	}
+	return ""
+}
+
 // exitError carries a command's exit status through cobra.
 type exitError struct{ code int }
 
@@ -61,7 +76,7 @@ type usageError struct{ msg string }
 func (e usageError) Error() string { return e.msg }
 
 func execute(args []string) int {
-	root := newRootCmd()
+	root := newRootCmd(named(args))
 	root.SetArgs(args)
 	err := root.Execute()
 	var ee exitError

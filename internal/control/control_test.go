@@ -108,7 +108,7 @@ func TestExecRunsOnTheTargetWithTheCallersStdioAndReturnsTheExitCode(t *testing.
 	}
 	defer cl.Close()
 	io, out := stdio(t)
-	code, err := cl.Exec(&proto.Exec{Argv: []string{"make", "test"}}, io)
+	code, err := cl.Exec(&proto.Exec{Argv: []string{"make", "test"}}, io, nil)
 	if err != nil || code != 7 {
 		t.Fatalf("Exec = %d, %v; want the command's 7", code, err)
 	}
@@ -150,7 +150,7 @@ func TestAClientThatGoesAwayTakesItsProcessesWithIt(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		io, _ := stdio(t)
-		cl.Exec(&proto.Exec{Argv: []string{"sleep"}}, io)
+		cl.Exec(&proto.Exec{Argv: []string{"sleep"}}, io, nil)
 		close(done)
 	}()
 	deadline := time.Now().Add(5 * time.Second)

@@ -121,12 +121,12 @@ func serveClient(c *proto.Conn, t Target, stop func(why string)) {
 					mu.Lock()
 					procs[id] = p
 					mu.Unlock()
-					started := &proto.Msg{ID: id, Op: proto.OpStarted, PID: pid}
+					// Only a terminal's client needs to hear of the start (its
+					// pty rides on it); the others wait for Exit, one message
+					// and one wake-up fewer per command.
 					if pty != nil {
-						c.Send(started, pty)
+						c.Send(&proto.Msg{ID: id, Op: proto.OpStarted, PID: pid}, pty)
 						pty.Close()
-					} else {
-						c.Send(started)
 					}
 				}
 				e, err := p.Wait()
