@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -66,6 +67,7 @@ func run(conn *proto.Conn) int {
 	// ready (nothing runs in the sandbox before that to send it one).
 	r := startReaper()
 	dropping := dropSignals()
+	spares := makeSpareThreads(spareThreads)
 	m, mounts, err := recvInit(conn)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "airlock guest: expected init message:", err)
@@ -90,6 +92,7 @@ func run(conn *proto.Conn) int {
 		return 1
 	}
 	<-dropping
+	<-spares
 	var files []*os.File
 	if tap != nil {
 		files = append(files, tap)
@@ -101,6 +104,38 @@ func run(conn *proto.Conn) int {
 	}
 	g.serve()
 	return 0
+}
+
+// spareThreads is how many idle OS threads the guest makes before it says
+// it is ready. The Go runtime makes a thread when a goroutine blocks in a
+// system call and another must run; a fork bomb that fills the sandbox's
+// process limit (its cgroup's pids.max, or RLIMIT_NPROC without one: both
+// count threads) leaves no room for one, and the runtime dies for want of
+// it ("newosproc"), PID 1 with it, instead of the sandbox timing out. The
+// runtime keeps idle threads and reuses them first.
+const spareThreads = 8
+
+// makeSpareThreads leaves n more idle threads with the runtime, made in the
+// background; the channel is closed when they exist.
+func makeSpareThreads(n int) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var locked sync.WaitGroup
+		release := make(chan struct{})
+		for range n {
+			locked.Add(1)
+			go func() {
+				runtime.LockOSThread() // a thread no other goroutine may take
+				locked.Done()
+				<-release
+				runtime.UnlockOSThread() // returned idle, not ended, as this one exits unlocked
+			}()
+		}
+		locked.Wait()
+		close(release)
+	}()
+	return done
 }
 
 // maxMounts bounds the descriptors the host may send ahead of Init.
