@@ -102,6 +102,11 @@ type upstream struct {
 
 func (u *upstream) set(cs *mcp.ClientSession, err error) {
 	u.mu.Lock()
+	u.setLocked(cs, err)
+	u.mu.Unlock()
+}
+
+func (u *upstream) setLocked(cs *mcp.ClientSession, err error) {
 	u.cs = cs
 	if err != nil {
 		u.lastErr = err
@@ -111,6 +116,16 @@ func (u *upstream) set(cs *mcp.ClientSession, err error) {
 	}
 	close(u.changed)
 	u.changed = make(chan struct{})
+}
+
+// forget drops cs if it is still the live session: a call saw it end before
+// run's Wait did, and the next call must wait for the restart rather than
+// be sent down the dead connection.
+func (u *upstream) forget(cs *mcp.ClientSession, err error) {
+	u.mu.Lock()
+	if u.cs == cs {
+		u.setLocked(nil, err)
+	}
 	u.mu.Unlock()
 }
 

@@ -399,9 +399,17 @@ func forward[R any](ctx context.Context, u *upstream, f func(context.Context, *m
 	}
 	r, err := f(ctx, cs)
 	if err != nil {
+		if stopped(err) {
+			u.forget(cs, err)
+		}
 		return zero, u.upstreamError(ctx, err)
 	}
 	return r, nil
+}
+
+// stopped reports whether err says the server's connection ended.
+func stopped(err error) bool {
+	return errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 func (u *upstream) upstreamError(ctx context.Context, err error) error {
@@ -411,7 +419,7 @@ func (u *upstream) upstreamError(ctx context.Context, err error) error {
 		return we
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("airlock: MCP server %s did not answer within %s", u.cfg.Name, u.cfg.Timeout)}
-	case errors.Is(err, mcp.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+	case stopped(err):
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("airlock: MCP server %s stopped during the call (airlock restarts it; the call may or may not have taken effect)", u.cfg.Name)}
 	}
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("airlock: MCP server %s: %v", u.cfg.Name, err)}
