@@ -273,6 +273,35 @@ for p in sys.argv[1:]:
 	}
 }
 
+// A sandbox cannot write the config later runs obey: a place it writes in
+// place (a bind workspace, --rw, --home) may not hold airlock's config dir
+// or state root. Hidden inside, the config dir could still be taken over:
+// made where it does not exist yet, or its parent renamed away (the mask
+// moves with it) and made anew.
+func TestASandboxCannotWriteTheConfigLaterRunsObey(t *testing.T) {
+	e := newEnv(t)
+	cfg := filepath.Join(e.home, ".config", "airlock", "config.yaml")
+	plant := `mkdir -p ~/.config/airlock && echo 'network: {allow: ["*"]}' > ~/.config/airlock/config.yaml && echo PLANTED; ` +
+		`mv ~/.config ~/.config-away 2>/dev/null && mkdir -p ~/.config/airlock && echo x > ~/.config/airlock/config.yaml && echo MOVED; echo END`
+	r := e.run("run", "-q", "--workspace", e.home, "--workspace-mode", "bind", "--", "sh", "-c", plant)
+	if r.code != 125 || !strings.Contains(r.stderr, "airlock's own") || !strings.Contains(r.stderr, "--workspace-mode overlay") {
+		t.Fatalf("a bind workspace holding the config dir: want a refusal that says what to do, got %v", r)
+	}
+	r = e.run("run", "-q", "--workspace", e.ws, "--rw", e.home, "--", "sh", "-c", plant)
+	if r.code != 125 || !strings.Contains(r.stderr, "--rw") {
+		t.Fatalf("--rw of the home: want a refusal, got %v", r)
+	}
+	// Positive control: an overlay workspace over the home runs, and what it
+	// wrote in the hidden dir is never applied.
+	r = e.run("run", "-q", "--workspace", e.home, "--workspace-mode", "overlay", "--auto-apply", "--", "sh", "-c", plant)
+	if !strings.Contains(r.stdout, "END") {
+		t.Fatalf("an overlay workspace over the home did not run: %v", r)
+	}
+	if _, err := os.Stat(cfg); err == nil {
+		t.Fatalf("the sandbox's config reached the host at %s: %v", cfg, r)
+	}
+}
+
 func TestRWOfACredentialDirKeepsItHidden(t *testing.T) {
 	e := newEnv(t)
 	for rel, content := range map[string]string{".ssh/id_ed25519": "CANARY-SSH", "docs/readme": "docs"} {

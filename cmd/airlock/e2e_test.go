@@ -229,8 +229,12 @@ func TestHiddenPathsAreUnreadable(t *testing.T) {
 			t.Errorf("nothing mounted over /proc/%s", f)
 		}
 	}
-	// Even with the home as the workspace, credentials stay hidden; the rest is there.
-	got = read(e.run("run", "-q", "-w", e.home, "--", "sh", "-c", script))
+	// Even with the home as the workspace, credentials stay hidden; the rest
+	// is there. (airlock's config dir is put elsewhere: a bind workspace may
+	// not hold it, TestASandboxCannotWriteTheConfigLaterRunsObey.)
+	c := e.cmd("run", "-q", "-w", e.home, "--", "sh", "-c", script)
+	c.Env = append(c.Env, "XDG_CONFIG_HOME="+filepath.Join(filepath.Dir(e.home), "config"))
+	got = read(e.runCmd(c))
 	for _, f := range files[:3] {
 		if got[f] != 0 {
 			t.Errorf("with home as workspace, %s: %d bytes visible", f, got[f])

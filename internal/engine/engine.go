@@ -257,6 +257,9 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 	if s.bspec, err = s.backendSpec(); err != nil {
 		return nil, step("check spec", err)
 	}
+	if err := ownDirsOutOfReach(s.bspec, wsMode); err != nil {
+		return nil, step("check spec", err)
+	}
 
 	trace.Mark("engine: spec checked")
 	// Backend prepare: a native guest's namespaces come up meanwhile.
