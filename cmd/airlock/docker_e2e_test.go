@@ -362,7 +362,12 @@ func TestDockerSocketWithoutPermission(t *testing.T) {
 		defer os.RemoveAll(dir)
 		os.Chmod(dir, 0o777)
 		c.Args = append([]string{setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", airlockBin}, c.Args[1:]...)
-		c.Path, c.Dir = setpriv, dir
+		// The workspace beside the home, not the home: a bind workspace may
+		// not hold airlock's config dir.
+		ws := filepath.Join(dir, "ws")
+		os.Mkdir(ws, 0o777)
+		os.Chmod(ws, 0o777)
+		c.Path, c.Dir = setpriv, ws
 		c.Env = append(c.Env, "AIRLOCK_STATE_DIR="+filepath.Join(dir, "state"), "HOME="+dir)
 	case testBackend() == "docker":
 		t.Skip("this user may use Docker")
