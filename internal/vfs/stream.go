@@ -300,6 +300,9 @@ func (s *session) toServer() error {
 	sp := newSplitter(s.port, inHeaderSize, s.maxMsg)
 	for first := true; ; first = false {
 		msg, err := sp.next()
+		if errors.Is(err, syscall.ECONNRESET) {
+			err = io.EOF // the guest went away with replies unread: the usual end, as on write
+		}
 		if err != nil {
 			return err
 		}
