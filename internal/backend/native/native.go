@@ -298,52 +298,10 @@ func (s *Sandbox) Start(ctx context.Context, c *backend.Spec, whileSetup func(cg
 // clone3, Linux 5.7: where it fails the guest is started without it).
 func (s *Sandbox) startGuest(o Options, sock *os.File, into *os.File) (born bool, err error) {
 	defer sock.Close()
-	uid, gid := os.Getuid(), os.Getgid()
-	// One uid and gid, the caller's own, on both sides: files the sandbox
-	// writes are the user's, and nobody else's identity exists inside.
-	uids := []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
-	gids := []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-	var cred *syscall.Credential
-	if s.ids != nil {
-		// Root's sandbox: 0..65535 inside are its slot of airlock's range,
-		// and it keeps none of root's groups (their gids would still count).
-		uids = []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(s.ids.lease.UID), Size: subid.SlotSize}}
-		gids = []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(s.ids.lease.GID), Size: subid.SlotSize}}
-		cred = &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}}
-	}
-	caps := make([]uintptr, 0, 64)
-	for c, last := 0, guest.LastCap(); c <= last; c++ {
-		caps = append(caps, uintptr(c))
-	}
 	exe := o.Exe
-	command := func(into *os.File) *exec.Cmd {
-		cmd := exec.Command(exe, "guest")
-		cmd.Args[0] = "airlock"
-		cmd.Env = []string{}
-		if e := trace.ChildEnv(); e != "" {
-			cmd.Env = append(cmd.Env, e)
-		}
-		cmd.Stderr = o.Stderr
-		cmd.ExtraFiles = make([]*os.File, guest.ControlFD-2)
-		cmd.ExtraFiles[guest.ControlFD-3] = sock
-		cmd.SysProcAttr = &syscall.SysProcAttr{
-			Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC |
-				unix.CLONE_NEWUTS | unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP,
-			UidMappings:                uids,
-			GidMappings:                gids,
-			GidMappingsEnableSetgroups: cred != nil,
-			Credential:                 cred,
-			// The guest needs its namespace's capabilities across exec to set up
-			// mounts when it is not uid 0 inside; it drops them all before serving.
-			AmbientCaps: caps,
-			// If the supervisor dies, so does the guest, and with PID 1 gone the
-			// kernel kills every process in the sandbox.
-			Pdeathsig: syscall.SIGKILL,
-		}
-		if into != nil {
-			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(into.Fd())
-		}
-		return cmd
+	start := s.spawnGuest
+	if noSpawn.Load() {
+		start = s.execGuest
 	}
 	born = into != nil // the goroutine clears it before it reports on started
 	started := make(chan error, 1)
@@ -351,29 +309,33 @@ func (s *Sandbox) startGuest(o Options, sock *os.File, into *os.File) (born bool
 		// Pdeathsig fires when the thread that forked exits, not the process:
 		// keep this goroutine on its thread for the sandbox's whole life.
 		runtime.LockOSThread()
-		cmd := command(into)
-		err := cmd.Start()
+		g, err := start(o, exe, sock, into)
+		if errors.Is(err, syscall.ENOSYS) && !noSpawn.Load() {
+			// No clone3 (Linux < 5.3, or a seccomp filter that refuses it).
+			noSpawn.Store(true)
+			start = s.execGuest
+			g, err = start(o, exe, sock, into)
+		}
 		if errors.Is(err, syscall.ETXTBSY) && o.lean {
 			// A lean guest cached this instant may still be open for writing in
 			// a child its writer forked meanwhile: this binary will do.
 			exe = selfExe
-			cmd = command(into)
-			err = cmd.Start()
+			g, err = start(o, exe, sock, into)
 		}
-		if err != nil && into != nil { // a Cmd starts once: a new one, joined after
-			cmd, born = command(nil), false
-			err = cmd.Start()
+		if err != nil && into != nil { // started without the cgroup, joined after
+			born = false
+			g, err = start(o, exe, sock, nil)
 		}
 		if err != nil {
 			started <- err
 			close(s.exited)
 			return
 		}
-		s.guest = cmd.Process
+		s.guest = g.proc
 		started <- nil
-		cmd.Wait()
-		if trace.On() {
-			trace.Mark(fmt.Sprintf("native: guest reaped (its CPU: user %v, system %v)", cmd.ProcessState.UserTime(), cmd.ProcessState.SystemTime()))
+		st := g.wait()
+		if trace.On() && st != nil {
+			trace.Mark(fmt.Sprintf("native: guest reaped (its CPU: user %v, system %v)", st.UserTime(), st.SystemTime()))
 		}
 		close(s.exited)
 	}()
@@ -384,6 +346,200 @@ func (s *Sandbox) startGuest(o Options, sock *os.File, into *os.File) (born bool
 		return false, fmt.Errorf("native: start guest: %w", err)
 	}
 	return born, nil
+}
+
+// guestProc is a started guest: wait reaps it.
+type guestProc struct {
+	proc *os.Process
+	wait func() *os.ProcessState
+}
+
+// guestFlags are the guest's namespaces.
+const guestFlags = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC |
+	unix.CLONE_NEWUTS | unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP
+
+// noSpawn is set once clone3 turned out to be missing: os/exec starts the
+// guests from then on.
+var noSpawn atomic.Bool
+
+// lastCap is the highest capability number this kernel knows.
+var lastCap = sync.OnceValue(guest.LastCap)
+
+// guestEnv is the guest's environment: nothing but the trace's switch.
+func guestEnv() []string {
+	env := []string{}
+	if e := trace.ChildEnv(); e != "" {
+		env = append(env, e)
+	}
+	return env
+}
+
+// idMaps are the guest's uid and gid maps. One uid and gid, the caller's
+// own, on both sides: files the sandbox writes are the user's, and nobody
+// else's identity exists inside. Root's sandbox: 0..65535 inside are its
+// slot of airlock's range, and it keeps none of root's groups (their gids
+// would still count): root says so, the guest takes uid and gid 0 itself.
+func (s *Sandbox) idMaps() (uids, gids []syscall.SysProcIDMap, root bool) {
+	if s.ids != nil {
+		return []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(s.ids.lease.UID), Size: subid.SlotSize}},
+			[]syscall.SysProcIDMap{{ContainerID: 0, HostID: int(s.ids.lease.GID), Size: subid.SlotSize}}, true
+	}
+	uid, gid := os.Getuid(), os.Getgid()
+	return []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
+		[]syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}, false
+}
+
+// spawnGuest starts the guest with spawn (no copy of this process's memory),
+// then writes its id maps: it runs unmapped until then, and as root's
+// sandbox takes its ids once told they exist (guest.IDsFlag, proto.OpIDs).
+func (s *Sandbox) spawnGuest(o Options, exe string, sock, into *os.File) (*guestProc, error) {
+	uids, gids, root := s.idMaps()
+	argv := []string{"airlock", "guest"}
+	if root {
+		argv = append(argv, guest.IDsFlag)
+	}
+	stdin, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, err
+	}
+	defer stdin.Close()
+	stdout, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer stdout.Close()
+	stderr, ok := o.Stderr.(*os.File)
+	copied := make(chan struct{})
+	if ok {
+		close(copied)
+	} else {
+		// As os/exec does: a pipe, copied until every writer is gone.
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		defer w.Close()
+		stderr = w
+		go func() {
+			io.Copy(o.Stderr, r)
+			r.Close()
+			close(copied)
+		}()
+	}
+	files := make([]int, guest.ControlFD+1)
+	files[0], files[1], files[2] = int(stdin.Fd()), int(stdout.Fd()), int(stderr.Fd())
+	files[guest.ControlFD] = int(sock.Fd())
+	a := &spawnAttr{Path: exe, Argv: argv, Env: guestEnv(), Files: files, Flags: guestFlags, Cgroup: -1, LastCap: lastCap()}
+	if into != nil {
+		a.Cgroup = int(into.Fd())
+	}
+	pid, err := spawn(a)
+	runtime.KeepAlive(sock)
+	runtime.KeepAlive(into)
+	if err != nil {
+		return nil, err // the pipe's write end is closed on return: the copy ends
+	}
+	p, err := os.FindProcess(pid)
+	if err == nil {
+		err = writeIDMaps(pid, uids, gids, root)
+		if err != nil {
+			p.Kill()
+			p.Wait()
+		}
+	}
+	if err == nil && root {
+		if err = s.conn.Send(&proto.Msg{Op: proto.OpIDs}); err != nil {
+			p.Kill()
+			p.Wait()
+			err = fmt.Errorf("send the guest its ids: %w", err)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &guestProc{proc: p, wait: func() *os.ProcessState {
+		st, _ := p.Wait()
+		<-copied
+		return st
+	}}, nil
+}
+
+// writeIDMaps writes a child's id maps, as os/exec does; setgroups stays
+// allowed only for root's sandbox, whose guest drops its groups itself.
+func writeIDMaps(pid int, uids, gids []syscall.SysProcIDMap, setgroups bool) error {
+	dir := "/proc/" + strconv.Itoa(pid) + "/"
+	write := func(name, data string) error {
+		fd, err := unix.Open(dir+name, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err == nil {
+			_, err = unix.Write(fd, []byte(data))
+			unix.Close(fd)
+		}
+		if err != nil {
+			return fmt.Errorf("write the guest's %s: %w", name, err)
+		}
+		return nil
+	}
+	if !setgroups {
+		if err := write("setgroups", "deny"); err != nil {
+			return err
+		}
+	}
+	if err := write("uid_map", formatIDMap(uids)); err != nil {
+		return err
+	}
+	return write("gid_map", formatIDMap(gids))
+}
+
+func formatIDMap(m []syscall.SysProcIDMap) string {
+	var b []byte
+	for _, e := range m {
+		b = fmt.Appendf(b, "%d %d %d\n", e.ContainerID, e.HostID, e.Size)
+	}
+	return string(b)
+}
+
+// execGuest starts the guest with os/exec, where spawn cannot: Go's fork,
+// which copies this process's page tables for a child in a new user
+// namespace, and sets the ids and maps before the exec.
+func (s *Sandbox) execGuest(o Options, exe string, sock, into *os.File) (*guestProc, error) {
+	uids, gids, root := s.idMaps()
+	var cred *syscall.Credential
+	if root {
+		cred = &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}}
+	}
+	caps := make([]uintptr, 0, 64)
+	for c, last := 0, lastCap(); c <= last; c++ {
+		caps = append(caps, uintptr(c))
+	}
+	cmd := exec.Command(exe, "guest")
+	cmd.Args[0] = "airlock"
+	cmd.Env = guestEnv()
+	cmd.Stderr = o.Stderr
+	cmd.ExtraFiles = make([]*os.File, guest.ControlFD-2)
+	cmd.ExtraFiles[guest.ControlFD-3] = sock
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:                 guestFlags,
+		UidMappings:                uids,
+		GidMappings:                gids,
+		GidMappingsEnableSetgroups: root,
+		Credential:                 cred,
+		// The guest needs its namespace's capabilities across exec to set up
+		// mounts when it is not uid 0 inside; it drops them all before serving.
+		AmbientCaps: caps,
+		// If the supervisor dies, so does the guest, and with PID 1 gone the
+		// kernel kills every process in the sandbox.
+		Pdeathsig: syscall.SIGKILL,
+	}
+	if into != nil {
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(into.Fd())
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return &guestProc{proc: cmd.Process, wait: func() *os.ProcessState {
+		cmd.Wait()
+		return cmd.ProcessState
+	}}, nil
 }
 
 // persist marks the sandbox's TAP device persistent, so that closing the

@@ -1,0 +1,233 @@
+package native
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The spawner's tests start this test binary as the child: spawnChildEnv
+// says what it does there instead of testing.
+const spawnChildEnv = "AIRLOCK_SPAWN_TEST_CHILD"
+
+func init() {
+	switch os.Getenv(spawnChildEnv) {
+	case "":
+		return
+	case "report":
+		// Once the parent has written the maps (and closed stdin), say
+		// what this process is: JSON on descriptor 3.
+		io.Copy(io.Discard, os.Stdin)
+		r := spawnReport{PID: os.Getpid(), NS: namespaces(), Status: map[string]string{}}
+		for fd := range 4 {
+			var st unix.Stat_t
+			if err := unix.Fstat(fd, &st); err != nil {
+				r.Files = append(r.Files, err.Error())
+				continue
+			}
+			r.Files = append(r.Files, fmt.Sprintf("%d:%d", st.Dev, st.Ino))
+		}
+		for _, f := range []string{"uid_map", "gid_map", "setgroups"} {
+			b, _ := os.ReadFile("/proc/self/" + f)
+			r.Maps = append(r.Maps, strings.Join(strings.Fields(string(b)), " "))
+		}
+		b, _ := os.ReadFile("/proc/self/status")
+		for l := range strings.Lines(string(b)) {
+			if k, v, ok := strings.Cut(l, ":"); ok {
+				r.Status[k] = strings.TrimSpace(v)
+			}
+		}
+		json.NewEncoder(os.NewFile(3, "report")).Encode(r)
+	case "wait":
+		io.Copy(io.Discard, os.Stdin)
+	}
+	os.Exit(0)
+}
+
+type spawnReport struct {
+	PID    int
+	Files  []string // dev:ino of descriptors 0..3
+	Maps   []string // uid_map, gid_map, setgroups
+	NS     map[string]string
+	Status map[string]string // /proc/self/status
+}
+
+func namespaces() map[string]string {
+	out := map[string]string{}
+	for _, n := range []string{"user", "mnt", "pid", "net", "ipc", "uts", "cgroup"} {
+		out[n], _ = os.Readlink("/proc/self/ns/" + n)
+	}
+	return out
+}
+
+func statID(t *testing.T, f *os.File) string {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%d:%d", st.Dev, st.Ino)
+}
+
+// spawnChild spawns this test binary in mode with files, on a thread of its
+// own that lives until release is closed; it returns the pid.
+func spawnChild(t *testing.T, mode, path string, files []int, release <-chan struct{}) (int, error) {
+	t.Helper()
+	type res struct {
+		pid int
+		err error
+	}
+	done := make(chan res, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		pid, err := spawn(&spawnAttr{Path: path, Argv: []string{"child"}, Env: []string{spawnChildEnv + "=" + mode},
+			Files: files, Flags: guestFlags, Cgroup: -1, LastCap: lastCap()})
+		done <- res{pid, err}
+		<-release
+	}()
+	r := <-done
+	if errors.Is(r.err, syscall.EPERM) || errors.Is(r.err, syscall.ENOSYS) {
+		t.Skipf("no user namespaces with clone3 here: %v", r.err)
+	}
+	return r.pid, r.err
+}
+
+func TestSpawnStartsTheChildInNewNamespacesWithItsDescriptorsAndEveryCapabilityAmbient(t *testing.T) {
+	stdin, feed, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	defer feed.Close()
+	report, out, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer report.Close()
+	f1, err := os.Create(t.TempDir() + "/one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f1.Close()
+	// Descriptor 2's source is this process's 1, which the child's dup3
+	// onto its 1 replaces: sources are moved out of the way first.
+	files := []int{int(stdin.Fd()), int(f1.Fd()), 1, int(out.Fd())}
+	want := []string{statID(t, stdin), statID(t, f1), statID(t, os.Stdout), statID(t, out)}
+	release := make(chan struct{})
+	defer close(release)
+	pid, err := spawnChild(t, "report", "/proc/self/exe", files, release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Close()
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, gid := os.Getuid(), os.Getgid()
+	uids := []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+	gids := []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+	if err := writeIDMaps(pid, uids, gids, false); err != nil {
+		p.Kill()
+		p.Wait()
+		t.Fatal(err)
+	}
+	feed.Close()
+	var r spawnReport
+	derr := json.NewDecoder(report).Decode(&r)
+	st, err := p.Wait()
+	if err != nil || !st.Success() {
+		t.Fatalf("child: %v %v", st, err)
+	}
+	if derr != nil {
+		t.Fatalf("report: %v", derr)
+	}
+	if fmt.Sprint(r.Files) != fmt.Sprint(want) {
+		t.Errorf("descriptors 0..3 are %v, want %v", r.Files, want)
+	}
+	wantMaps := []string{fmt.Sprintf("%d %d 1", uid, uid), fmt.Sprintf("%d %d 1", gid, gid), "deny"}
+	if fmt.Sprint(r.Maps) != fmt.Sprint(wantMaps) {
+		t.Errorf("maps %q, want %q", r.Maps, wantMaps)
+	}
+	if r.PID != 1 {
+		t.Errorf("pid %d inside, want 1", r.PID)
+	}
+	for n, link := range namespaces() {
+		if r.NS[n] == "" || r.NS[n] == link {
+			t.Errorf("%s namespace %q, the parent's is %q", n, r.NS[n], link)
+		}
+	}
+	var all uint64
+	for c := 0; c <= lastCap(); c++ {
+		all |= 1 << c
+	}
+	for _, k := range []string{"CapInh", "CapPrm", "CapEff", "CapAmb"} {
+		if want := fmt.Sprintf("%016x", all); r.Status[k] != want {
+			t.Errorf("%s %s after exec, want %s", k, r.Status[k], want)
+		}
+	}
+	if want := fmt.Sprintf("%d\t%d\t%d\t%d", uid, uid, uid, uid); r.Status["Uid"] != want {
+		t.Errorf("Uid %q, want %q", r.Status["Uid"], want)
+	}
+	// The runtime's handlers are gone (exec reset them), and the signal
+	// mask is the parent's, not the all-blocked one of the clone.
+	if r.Status["SigBlk"] != "0000000000000000" {
+		t.Errorf("SigBlk %s", r.Status["SigBlk"])
+	}
+}
+
+func TestSpawnOfAMissingFileReturnsItsErrno(t *testing.T) {
+	_, err := spawnChild(t, "report", "/nonexistent/airlock-guest", nil, nil)
+	var pe *os.PathError
+	if !errors.As(err, &pe) || pe.Op != "fork/exec" || !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("err %v, want fork/exec ... ENOENT", err)
+	}
+	// The failed child is reaped.
+	if _, err := unix.Wait4(-1, nil, unix.WNOHANG, nil); !errors.Is(err, syscall.ECHILD) {
+		t.Errorf("a child is left: wait4 %v", err)
+	}
+}
+
+func TestSpawnedChildDiesWhenTheThreadThatSpawnedItExits(t *testing.T) {
+	stdin, feed, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	defer feed.Close() // the child would wait for it forever
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	release := make(chan struct{})
+	pid, err := spawnChild(t, "wait", "/proc/self/exe", []int{int(stdin.Fd()), int(null.Fd()), int(null.Fd())}, release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(release) // the locked goroutine returns: its thread exits
+	stop := time.AfterFunc(10*time.Second, func() { p.Kill() })
+	st, err := p.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !stop.Stop() {
+		t.Fatal("the child outlived the thread that spawned it (killed after 10s)")
+	}
+	if ws := st.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("child ended with %v, want killed by SIGKILL", st)
+	}
+}

@@ -1,0 +1,9 @@
+//go:build !amd64
+
+package native
+
+import "syscall"
+
+// spawn is only written for amd64: elsewhere the guest is started with
+// os/exec (see startGuest).
+func spawn(*spawnAttr) (int, error) { return 0, syscall.ENOSYS }
