@@ -377,8 +377,8 @@ func guestEnv() []string {
 // idMaps are the guest's uid and gid maps. One uid and gid, the caller's
 // own, on both sides: files the sandbox writes are the user's, and nobody
 // else's identity exists inside. Root's sandbox: 0..65535 inside are its
-// slot of airlock's range, and it keeps none of root's groups (their gids
-// would still count): root says so, the guest takes uid and gid 0 itself.
+// slot of airlock's range, it runs as 0 inside, and it keeps none of root's
+// groups (their gids would still count): root says so.
 func (s *Sandbox) idMaps() (uids, gids []syscall.SysProcIDMap, root bool) {
 	if s.ids != nil {
 		return []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(s.ids.lease.UID), Size: subid.SlotSize}},
@@ -389,15 +389,10 @@ func (s *Sandbox) idMaps() (uids, gids []syscall.SysProcIDMap, root bool) {
 		[]syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}, false
 }
 
-// spawnGuest starts the guest with spawn (no copy of this process's memory),
-// then writes its id maps: it runs unmapped until then, and as root's
-// sandbox takes its ids once told they exist (guest.IDsFlag, proto.OpIDs).
+// spawnGuest starts the guest with spawn (no copy of this process's memory);
+// its id maps are written while it waits, before its exec.
 func (s *Sandbox) spawnGuest(o Options, exe string, sock, into *os.File) (*guestProc, error) {
 	uids, gids, root := s.idMaps()
-	argv := []string{"airlock", "guest"}
-	if root {
-		argv = append(argv, guest.IDsFlag)
-	}
 	stdin, err := os.Open(os.DevNull)
 	if err != nil {
 		return nil, err
@@ -429,7 +424,8 @@ func (s *Sandbox) spawnGuest(o Options, exe string, sock, into *os.File) (*guest
 	files := make([]int, guest.ControlFD+1)
 	files[0], files[1], files[2] = int(stdin.Fd()), int(stdout.Fd()), int(stderr.Fd())
 	files[guest.ControlFD] = int(sock.Fd())
-	a := &spawnAttr{Path: exe, Argv: argv, Env: guestEnv(), Files: files, Flags: guestFlags, Cgroup: -1, LastCap: lastCap()}
+	a := &spawnAttr{Path: exe, Argv: []string{"airlock", "guest"}, Env: guestEnv(), Files: files, Flags: guestFlags, Cgroup: -1,
+		LastCap: lastCap(), SetIDs: root, Maps: func(pid int) error { return writeIDMaps(pid, uids, gids, root) }}
 	if into != nil {
 		a.Cgroup = int(into.Fd())
 	}
@@ -440,21 +436,9 @@ func (s *Sandbox) spawnGuest(o Options, exe string, sock, into *os.File) (*guest
 		return nil, err // the pipe's write end is closed on return: the copy ends
 	}
 	p, err := os.FindProcess(pid)
-	if err == nil {
-		err = writeIDMaps(pid, uids, gids, root)
-		if err != nil {
-			p.Kill()
-			p.Wait()
-		}
-	}
-	if err == nil && root {
-		if err = s.conn.Send(&proto.Msg{Op: proto.OpIDs}); err != nil {
-			p.Kill()
-			p.Wait()
-			err = fmt.Errorf("send the guest its ids: %w", err)
-		}
-	}
 	if err != nil {
+		unix.Kill(pid, unix.SIGKILL)
+		unix.Wait4(pid, nil, 0, nil)
 		return nil, err
 	}
 	return &guestProc{proc: p, wait: func() *os.ProcessState {
@@ -465,7 +449,7 @@ func (s *Sandbox) spawnGuest(o Options, exe string, sock, into *os.File) (*guest
 }
 
 // writeIDMaps writes a child's id maps, as os/exec does; setgroups stays
-// allowed only for root's sandbox, whose guest drops its groups itself.
+// allowed only for root's sandbox, which drops its groups before its exec.
 func writeIDMaps(pid int, uids, gids []syscall.SysProcIDMap, setgroups bool) error {
 	dir := "/proc/" + strconv.Itoa(pid) + "/"
 	write := func(name, data string) error {

@@ -10,17 +10,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The spawner: on amd64 the guest is started by clone3 with CLONE_VM and
-// CLONE_VFORK beside its namespace flags. Go's own fork (syscall.forkExec)
-// does not share memory with a child that gets a new user namespace, so it
-// copies the supervisor's page tables and both sides then pay copy-on-write
-// faults (0.4-1.2 ms); here the parent thread just waits for the exec.
+// The spawner: on amd64 the guest is started by clone3 with CLONE_VM beside
+// its namespace flags. Go's own fork (syscall.forkExec) does not share
+// memory with a child that gets a new user namespace, so it copies the
+// supervisor's page tables and both sides then pay copy-on-write faults
+// (0.4-1.2 ms); this child shares them until it execs.
 //
 // The child runs no Go code: spawn_linux_amd64.s, system calls reading a
-// spawnBlock prepared here. It cannot wait for its id maps (the parent is
-// suspended until it execs), so the caller writes them after spawn returns,
-// and the guest takes the ids it is to run as once they exist (see
-// guest.IDsFlag).
+// spawnBlock prepared here, on a stack of its own. It is not a vfork
+// (CLONE_VFORK would suspend this thread until the exec): its id maps can
+// only be written once it exists, so this thread writes them while the
+// child waits on a pipe, as Go's own child does, then waits for the exec
+// (the close of a CLOEXEC pipe) before the block may be touched again.
 
 // spawnBlock is what the child reads, and the only memory it writes
 // (step, errno, old). The assembly names its fields (go_asm.h).
@@ -28,6 +29,8 @@ type spawnBlock struct {
 	path    unsafe.Pointer // *byte
 	argv    unsafe.Pointer // **byte, nil-terminated
 	envp    unsafe.Pointer // **byte, nil-terminated
+	syncFD  int64          // a byte on it says the id maps are written
+	setIDs  int64          // not 0: take uid and gid 0 and no groups, once mapped
 	nfds    int64          // fds[i] becomes descriptor i, for i < nfds
 	fds     [maxSpawnFDs]int64
 	nofile  [2]uint64 // soft and hard RLIMIT_NOFILE to exec with; soft 0: as it is
@@ -39,19 +42,23 @@ type spawnBlock struct {
 	old     [4]uint64 // the child's scratch
 	step    int64     // the step that failed, 0 if none did
 	errno   uint64
+	stack   [512]uint64 // the child's, which it never uses
 }
 
 const maxSpawnFDs = 8
 
 // spawnSteps names the child's steps, by the number it stores on failure.
-var spawnSteps = [...]string{1: "set parent death signal", 2: "dup3", 3: "restore RLIMIT_NOFILE", 4: "capset", 5: "raise ambient capability", 6: "restore signal mask", 7: "fork/exec"}
+var spawnSteps = [...]string{1: "set parent death signal", 2: "wait for the id maps", 3: "setgroups", 4: "setresgid",
+	5: "setresuid", 6: "dup3", 7: "restore RLIMIT_NOFILE", 8: "capset", 9: "raise ambient capability",
+	10: "restore signal mask", 11: "fork/exec"}
 
 // cloneArgs is the kernel's struct clone_args (version 2, with cgroup).
 type cloneArgs struct {
 	flags, pidfd, childTID, parentTID, exitSignal, stack, stackSize, tls, setTID, setTIDSize, cgroup uint64
 }
 
-//go:noescape
+// clone3 calls clone3; the child never returns from it. (Its arguments
+// escape: the block must stay put, on the heap, while the child reads it.)
 func clone3(args *cloneArgs, size uintptr, b *spawnBlock) (pid uintptr, errno uintptr)
 
 // spawn starts a.Path in new namespaces, with every capability of its user
@@ -61,8 +68,9 @@ func clone3(args *cloneArgs, size uintptr, b *spawnBlock) (pid uintptr, errno ui
 // It returns once the child has called execve; its errors are errnos, the
 // exec's an *os.PathError as os/exec gives. ENOSYS: no clone3 here.
 func spawn(a *spawnAttr) (int, error) {
-	if len(a.Files) > maxSpawnFDs {
-		return 0, fmt.Errorf("spawn: %d descriptors, at most %d", len(a.Files), maxSpawnFDs)
+	n := len(a.Files)
+	if n > maxSpawnFDs {
+		return 0, fmt.Errorf("spawn: %d descriptors, at most %d", n, maxSpawnFDs)
 	}
 	path, err := syscall.BytePtrFromString(a.Path)
 	if err != nil {
@@ -76,37 +84,71 @@ func spawn(a *spawnAttr) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	b := &spawnBlock{path: unsafe.Pointer(path), argv: unsafe.Pointer(&argv[0]), envp: unsafe.Pointer(&envp[0]), nfds: int64(len(a.Files))}
-	// Each source must lie above every target, so that no dup3 replaces
-	// a source still to be read; copies are closed on return (CLOEXEC in
-	// the child).
-	n := len(a.Files)
+	b := &spawnBlock{path: unsafe.Pointer(path), argv: unsafe.Pointer(&argv[0]), envp: unsafe.Pointer(&envp[0]), nfds: int64(n)}
+	if a.SetIDs {
+		b.setIDs = 1
+	}
+	// Each descriptor the child reads must lie above every target, so that
+	// no dup3 replaces one still to be read: copies are made where needed,
+	// and closed on return (CLOEXEC in the child).
+	var closes []int
+	defer func() {
+		for _, fd := range closes {
+			unix.Close(fd)
+		}
+	}()
+	above := func(fd int) (int, error) {
+		if fd >= n {
+			return fd, nil
+		}
+		c, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, n)
+		if err == nil {
+			closes = append(closes, c)
+		}
+		return c, err
+	}
 	for i, fd := range a.Files {
-		if fd < n {
-			c, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, n)
-			if err != nil {
-				return 0, err
-			}
-			defer unix.Close(c)
-			fd = c
+		if fd, err = above(fd); err != nil {
+			return 0, err
 		}
 		b.fds[i] = int64(fd)
 	}
-	last := a.LastCap
-	b.lastCap = int64(last)
+	// sync: the go-ahead to the child. done: its write end is the child's
+	// alone once cloned, so the read end sees EOF at its exec (or exit).
+	var sync, done [2]int
+	if err := unix.Pipe2(sync[:], unix.O_CLOEXEC); err != nil {
+		return 0, err
+	}
+	closes = append(closes, sync[0], sync[1])
+	if err := unix.Pipe2(done[:], unix.O_CLOEXEC); err != nil {
+		return 0, err
+	}
+	closes = append(closes, done[0])
+	doneW := done[1] // closed here once cloned
+	if doneW < n {
+		doneW, err = unix.FcntlInt(uintptr(done[1]), unix.F_DUPFD_CLOEXEC, n)
+		unix.Close(done[1])
+		if err != nil {
+			return 0, err
+		}
+	}
+	if b.syncFD, err = int64Of(above(sync[0])); err != nil {
+		unix.Close(doneW)
+		return 0, err
+	}
+	b.lastCap = int64(a.LastCap)
 	b.capHdr.Version = unix.LINUX_CAPABILITY_VERSION_3
-	for c := 0; c <= last; c++ {
+	for c := 0; c <= a.LastCap; c++ {
 		b.capData[c/32].Effective |= 1 << (c % 32)
 	}
 	for i := range b.capData {
 		b.capData[i].Permitted, b.capData[i].Inheritable = b.capData[i].Effective, b.capData[i].Effective
 	}
-	stack := make([]uint64, 512)
 	args := &cloneArgs{
-		flags:      a.Flags | unix.CLONE_VM | unix.CLONE_VFORK,
+		flags:      a.Flags | unix.CLONE_VM,
 		exitSignal: uint64(syscall.SIGCHLD),
-		stack:      uint64(uintptr(unsafe.Pointer(&stack[0]))),
-		stackSize:  uint64(len(stack) * 8),
+		stack:      uint64(uintptr(unsafe.Pointer(&b.stack[0]))),
+		stackSize:  uint64(len(b.stack) * 8),
 	}
 	if a.Cgroup >= 0 {
 		args.flags |= unix.CLONE_INTO_CGROUP
@@ -119,30 +161,56 @@ func spawn(a *spawnAttr) (int, error) {
 	all := ^uint64(0)
 	if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&all)), uintptr(unsafe.Pointer(&b.mask)), 8, 0, 0); e != 0 {
 		syscall.ForkLock.Unlock()
+		unix.Close(doneW)
 		return 0, e
 	}
 	pid, errno := clone3(args, unsafe.Sizeof(*args), b)
 	unix.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&b.mask)), 0, 8, 0, 0)
 	syscall.ForkLock.Unlock()
-	runtime.KeepAlive(stack)
-	runtime.KeepAlive(argv)
-	runtime.KeepAlive(envp)
-	runtime.KeepAlive(path)
+	unix.Close(doneW)
 	if errno != 0 {
 		return 0, syscall.Errno(errno)
 	}
-	if b.step != 0 {
+	err = nil
+	if a.Maps != nil {
+		err = a.Maps(int(pid))
+	}
+	if err == nil {
+		_, err = unix.Write(sync[1], []byte{0})
+	}
+	if err != nil {
+		unix.Kill(int(pid), unix.SIGKILL)
+	}
+	// The child has exec'd or exited once done reads EOF: until then it
+	// may use b, kept alive here.
+	var buf [1]byte
+	for {
+		if _, rerr := unix.Read(done[0], buf[:]); rerr != unix.EINTR {
+			break
+		}
+	}
+	runtime.KeepAlive(b)
+	runtime.KeepAlive(argv)
+	runtime.KeepAlive(envp)
+	runtime.KeepAlive(path)
+	if err == nil && b.step != 0 {
+		e := syscall.Errno(b.errno)
+		if int(b.step) == len(spawnSteps)-1 {
+			err = &os.PathError{Op: "fork/exec", Path: a.Path, Err: e}
+		} else {
+			err = fmt.Errorf("%s: %w", spawnSteps[b.step], e)
+		}
+	}
+	if err != nil {
 		var ws unix.WaitStatus
 		for {
-			if _, err := unix.Wait4(int(pid), &ws, 0, nil); err != unix.EINTR {
+			if _, werr := unix.Wait4(int(pid), &ws, 0, nil); werr != unix.EINTR {
 				break
 			}
 		}
-		e := syscall.Errno(b.errno)
-		if int(b.step) == len(spawnSteps)-1 {
-			return 0, &os.PathError{Op: "fork/exec", Path: a.Path, Err: e}
-		}
-		return 0, fmt.Errorf("%s: %w", spawnSteps[b.step], e)
+		return 0, err
 	}
 	return int(pid), nil
 }
+
+func int64Of(fd int, err error) (int64, error) { return int64(fd), err }

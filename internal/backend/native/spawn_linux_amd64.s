@@ -1,16 +1,20 @@
 #include "go_asm.h"
 #include "textflag.h"
 
-// The spawner's clone3 and its child (see spawn.go). The child shares the
-// parent's memory and runs on a stack of its own, which it never uses:
-// registers and system calls only, no Go code, reading the spawnBlock in
-// R12 and writing only its step, errno and old fields.
+// The spawner's clone3 and its child (see spawn_linux_amd64.go). The child
+// shares the parent's memory and runs on a stack of its own, which it never
+// uses: registers and system calls only, no Go code, reading the spawnBlock
+// in R12 and writing only its step, errno and old fields.
 
+#define SYS_read	0
 #define SYS_rt_sigaction	13
 #define SYS_rt_sigprocmask	14
 #define SYS_execve	59
 #define SYS_exit	60
 #define SYS_capset	126
+#define SYS_setresuid	117
+#define SYS_setresgid	119
+#define SYS_setgroups	116
 #define SYS_prctl	157
 #define SYS_dup3	292
 #define SYS_prlimit64	302
@@ -82,6 +86,39 @@ signext:
 	SYSCALL
 	CHECK(1)
 
+	// Wait for the parent to write the id maps: a byte on syncFD.
+	MOVQ	$SYS_read, AX
+	MOVQ	spawnBlock_syncFD(R12), DI
+	LEAQ	spawnBlock_old(R12), SI
+	MOVQ	$1, DX
+	SYSCALL
+	CHECK(2)
+	CMPQ	AX, $1
+	JNE	fail // no byte (errno 0): the parent gave up
+
+	// Root's sandbox: uid and gid 0 inside, no groups (Go's Credential).
+	MOVQ	spawnBlock_setIDs(R12), AX
+	CMPQ	AX, $0
+	JEQ	idsdone
+	MOVQ	$SYS_setgroups, AX
+	MOVQ	$0, DI
+	MOVQ	$0, SI
+	SYSCALL
+	CHECK(3)
+	MOVQ	$SYS_setresgid, AX
+	MOVQ	$0, DI
+	MOVQ	$0, SI
+	MOVQ	$0, DX
+	SYSCALL
+	CHECK(4)
+	MOVQ	$SYS_setresuid, AX
+	MOVQ	$0, DI
+	MOVQ	$0, SI
+	MOVQ	$0, DX
+	SYSCALL
+	CHECK(5)
+idsdone:
+
 	// dup3(fds[i], i, 0): every source is >= nfds, so none is overwritten
 	// before it is read.
 	MOVQ	$0, R13
@@ -94,7 +131,7 @@ duploop:
 	MOVQ	R13, SI
 	MOVQ	$0, DX
 	SYSCALL
-	CHECK(2)
+	CHECK(6)
 	INCQ	R13
 	JMP	duploop
 dupdone:
@@ -109,7 +146,7 @@ dupdone:
 	LEAQ	spawnBlock_nofile(R12), DX
 	MOVQ	$0, R10
 	SYSCALL
-	CHECK(3)
+	CHECK(7)
 nofiledone:
 
 	// Inheritable, permitted and effective: every capability, so that
@@ -118,7 +155,7 @@ nofiledone:
 	LEAQ	spawnBlock_capHdr(R12), DI
 	LEAQ	spawnBlock_capData(R12), SI
 	SYSCALL
-	CHECK(4)
+	CHECK(8)
 	MOVQ	$0, R13
 caploop:
 	CMPQ	R13, spawnBlock_lastCap(R12)
@@ -130,7 +167,7 @@ caploop:
 	MOVQ	$0, R10
 	MOVQ	$0, R8
 	SYSCALL
-	CHECK(5)
+	CHECK(9)
 	INCQ	R13
 	JMP	caploop
 capdone:
@@ -142,13 +179,13 @@ capdone:
 	MOVQ	$0, DX
 	MOVQ	$8, R10
 	SYSCALL
-	CHECK(6)
+	CHECK(10)
 	MOVQ	$SYS_execve, AX
 	MOVQ	spawnBlock_path(R12), DI
 	MOVQ	spawnBlock_argv(R12), SI
 	MOVQ	spawnBlock_envp(R12), DX
 	SYSCALL
-	MOVQ	$7, R14
+	MOVQ	$11, R14
 
 fail:
 	NEGQ	AX

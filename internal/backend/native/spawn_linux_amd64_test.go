@@ -24,9 +24,7 @@ func init() {
 	case "":
 		return
 	case "report":
-		// Once the parent has written the maps (and closed stdin), say
-		// what this process is: JSON on descriptor 3.
-		io.Copy(io.Discard, os.Stdin)
+		// Say what this process is: JSON on descriptor 3.
 		r := spawnReport{PID: os.Getpid(), NS: namespaces(), Status: map[string]string{}}
 		for fd := range 4 {
 			var st unix.Stat_t
@@ -79,8 +77,19 @@ func statID(t *testing.T, f *os.File) string {
 }
 
 // spawnChild spawns this test binary in mode with files, on a thread of its
-// own that lives until release is closed; it returns the pid.
+// own that lives until release is closed (nil: as long as the test binary);
+// it returns the pid.
 func spawnChild(t *testing.T, mode, path string, files []int, release <-chan struct{}) (int, error) {
+	t.Helper()
+	uid, gid := os.Getuid(), os.Getgid()
+	uids := []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+	gids := []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+	return spawnChildAs(t, &spawnAttr{Path: path, Files: files, Env: []string{spawnChildEnv + "=" + mode},
+		Maps: func(pid int) error { return writeIDMaps(pid, uids, gids, false) }}, release)
+}
+
+// spawnChildAs is spawnChild with a's ids, files and environment.
+func spawnChildAs(t *testing.T, a *spawnAttr, release <-chan struct{}) (int, error) {
 	t.Helper()
 	type res struct {
 		pid int
@@ -89,8 +98,8 @@ func spawnChild(t *testing.T, mode, path string, files []int, release <-chan str
 	done := make(chan res, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		pid, err := spawn(&spawnAttr{Path: path, Argv: []string{"child"}, Env: []string{spawnChildEnv + "=" + mode},
-			Files: files, Flags: guestFlags, Cgroup: -1, LastCap: lastCap()})
+		a.Argv, a.Flags, a.Cgroup, a.LastCap = []string{"child"}, guestFlags, -1, lastCap()
+		pid, err := spawn(a)
 		done <- res{pid, err}
 		<-release
 	}()
@@ -102,12 +111,11 @@ func spawnChild(t *testing.T, mode, path string, files []int, release <-chan str
 }
 
 func TestSpawnStartsTheChildInNewNamespacesWithItsDescriptorsAndEveryCapabilityAmbient(t *testing.T) {
-	stdin, feed, err := os.Pipe()
+	stdin, err := os.Open(os.DevNull)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stdin.Close()
-	defer feed.Close()
 	report, out, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -134,14 +142,6 @@ func TestSpawnStartsTheChildInNewNamespacesWithItsDescriptorsAndEveryCapabilityA
 		t.Fatal(err)
 	}
 	uid, gid := os.Getuid(), os.Getgid()
-	uids := []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
-	gids := []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-	if err := writeIDMaps(pid, uids, gids, false); err != nil {
-		p.Kill()
-		p.Wait()
-		t.Fatal(err)
-	}
-	feed.Close()
 	var r spawnReport
 	derr := json.NewDecoder(report).Decode(&r)
 	st, err := p.Wait()
@@ -229,5 +229,66 @@ func TestSpawnedChildDiesWhenTheThreadThatSpawnedItExits(t *testing.T) {
 	}
 	if ws := st.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 		t.Fatalf("child ended with %v, want killed by SIGKILL", st)
+	}
+}
+
+func TestSpawnWithSetIDsRunsAsUidAndGid0InsideWithNoGroupsAndEveryCapability(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("maps a range of ids: root only")
+	}
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	report, out, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer report.Close()
+	const base = 1 << 31 // nobody's: the child makes no files
+	ids := []syscall.SysProcIDMap{{ContainerID: 0, HostID: base, Size: 65536}}
+	nul := int(null.Fd())
+	pid, err := spawnChildAs(t, &spawnAttr{Path: "/proc/self/exe", Files: []int{nul, nul, nul, int(out.Fd())}, Env: []string{spawnChildEnv + "=report"},
+		SetIDs: true, Maps: func(pid int) error { return writeIDMaps(pid, ids, ids, true) }}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Close()
+	var r spawnReport
+	derr := json.NewDecoder(report).Decode(&r)
+	if _, err := unix.Wait4(pid, nil, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if derr != nil {
+		t.Fatalf("report: %v", derr)
+	}
+	want := map[string]string{"Uid": "0\t0\t0\t0", "Gid": "0\t0\t0\t0", "Groups": ""}
+	var all uint64
+	for c := 0; c <= lastCap(); c++ {
+		all |= 1 << c
+	}
+	for _, k := range []string{"CapInh", "CapPrm", "CapEff", "CapAmb"} {
+		want[k] = fmt.Sprintf("%016x", all)
+	}
+	for k, v := range want {
+		if r.Status[k] != v {
+			t.Errorf("%s %q, want %q", k, r.Status[k], v)
+		}
+	}
+	if want := fmt.Sprintf("0 %d 65536", base); r.Maps[0] != want || r.Maps[2] != "allow" {
+		t.Errorf("maps %q, want %q and setgroups allowed", r.Maps, want)
+	}
+}
+
+func TestSpawnReturnsTheMapsErrorAndLeavesNoChild(t *testing.T) {
+	no := errors.New("no maps")
+	_, err := spawnChildAs(t, &spawnAttr{Path: "/proc/self/exe", Env: []string{spawnChildEnv + "=report"},
+		Maps: func(int) error { return no }}, nil)
+	if !errors.Is(err, no) {
+		t.Fatalf("err %v, want %v", err, no)
+	}
+	if _, err := unix.Wait4(-1, nil, unix.WNOHANG, nil); !errors.Is(err, syscall.ECHILD) {
+		t.Errorf("a child is left: wait4 %v", err)
 	}
 }
