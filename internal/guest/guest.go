@@ -32,25 +32,9 @@ const ControlFD = 3
 // first process) connects to it.
 const ConnectFlag = "--connect"
 
-// IDsFlag, alone after "guest", says the guest starts before its id maps
-// exist: once the host has written them it sends proto.OpIDs, first of
-// all, and the guest then takes uid and gid 0 inside, with no groups.
-// (Root's sandbox: its ids are a slot of airlock's range, and the guest
-// runs meanwhile as host root's uid unmapped, with capabilities only in
-// its own user namespace.)
-const IDsFlag = "--ids"
-
 // Main runs the guest; it never returns.
 func Main() {
-	args := os.Args[2:]
-	ids := len(args) == 1 && args[0] == IDsFlag
-	if ids {
-		args = nil
-	}
-	conn, err := control(args)
-	if err == nil && ids {
-		err = takeIDs(conn)
-	}
+	conn, err := control(os.Args[2:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "airlock guest:", err)
 		os.Exit(1)
@@ -69,37 +53,6 @@ func control(args []string) (*proto.Conn, error) {
 	f := os.NewFile(ControlFD, "control")
 	defer f.Close()
 	return proto.FileConn(f)
-}
-
-// takeIDs waits for the host to write the guest's id maps, then makes it
-// uid and gid 0 with no supplementary groups, on every thread. Going from
-// an unmapped uid to its namespace's root keeps every capability (the
-// effective set becomes the permitted one: capabilities(7)); the change of
-// ids made the process non-dumpable, which an exec as these ids would not
-// have: it is dumpable again until lockdown.
-func takeIDs(conn *proto.Conn) error {
-	m, files, err := conn.Recv()
-	proto.CloseFiles(files)
-	if err == nil && m.Op != proto.OpIDs {
-		err = fmt.Errorf("got %s", m.Op)
-	}
-	if err != nil {
-		return fmt.Errorf("expected the host's ids message: %w", err)
-	}
-	if err := syscall.Setgroups([]int{}); err != nil {
-		return fmt.Errorf("setgroups: %w", err)
-	}
-	if err := syscall.Setresgid(0, 0, 0); err != nil {
-		return fmt.Errorf("setresgid: %w", err)
-	}
-	if err := syscall.Setresuid(0, 0, 0); err != nil {
-		return fmt.Errorf("setresuid: %w", err)
-	}
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("dumpable: %w", err)
-	}
-	trace.Mark("ids taken")
-	return nil
 }
 
 // Serve runs the guest on conn, which may be a StreamConn (a VM's

@@ -68,15 +68,12 @@ const (
 	// sandbox of root's (idmapped clones), at most MaxFDs per message;
 	// Init's Mount.FD numbers them in the order they came.
 	OpMounts
-	// OpIDs (host→guest, first of all, to a native guest started with
-	// guest.IDsFlag): its id maps are written; it takes uid and gid 0.
-	OpIDs
 	opMax
 )
 
 var opNames = [...]string{"invalid", "init", "ready", "error", "exec", "started", "stdin", "stdin_close",
 	"output", "exit", "signal", "resize", "write_file", "read_file", "list_files", "stat", "mkdir", "remove", "result", "kill",
-	"approvals", "decide", "watch_approvals", "mounts", "ids"}
+	"approvals", "decide", "watch_approvals", "mounts"}
 
 func (o Op) String() string {
 	if int(o) < len(opNames) {
