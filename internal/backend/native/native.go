@@ -425,7 +425,7 @@ func (s *Sandbox) spawnGuest(o Options, exe string, sock, into *os.File) (*guest
 	files[0], files[1], files[2] = int(stdin.Fd()), int(stdout.Fd()), int(stderr.Fd())
 	files[guest.ControlFD] = int(sock.Fd())
 	a := &spawnAttr{Path: exe, Argv: []string{"airlock", "guest"}, Env: guestEnv(), Files: files, Flags: guestFlags, Cgroup: -1,
-		LastCap: lastCap(), SetIDs: root, Maps: func(pid int) error { return writeIDMaps(pid, uids, gids, root) }}
+		LastCap: lastCap(), SetIDs: root, Nofile: execNofile(), Maps: func(pid int) error { return writeIDMaps(pid, uids, gids, root) }}
 	if into != nil {
 		a.Cgroup = int(into.Fd())
 	}

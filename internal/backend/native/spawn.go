@@ -1,5 +1,11 @@
 package native
 
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-dev/airlock/internal/nofile"
+)
+
 // spawnAttr says how to start a process with spawn.
 type spawnAttr struct {
 	Path    string
@@ -13,4 +19,19 @@ type spawnAttr struct {
 	Maps func(pid int) error
 	// SetIDs makes the child uid and gid 0 with no groups once mapped.
 	SetIDs bool
+	// Nofile, when its soft limit is not 0, is the RLIMIT_NOFILE to exec
+	// with (see execNofile).
+	Nofile [2]uint64
+}
+
+// execNofile is the RLIMIT_NOFILE to exec a child with, as os/exec has
+// it: the one this process started with, while the Go runtime's raise of
+// the soft limit (to the hard one less 1) is in place; else zeros (as it is).
+func execNofile() [2]uint64 {
+	var cur unix.Rlimit
+	soft, hard := nofile.Soft, nofile.Hard
+	if hard == 0 || soft == 0 || soft >= hard-1 || unix.Getrlimit(unix.RLIMIT_NOFILE, &cur) != nil || cur.Cur != hard-1 || cur.Max != hard {
+		return [2]uint64{}
+	}
+	return [2]uint64{soft, hard}
 }

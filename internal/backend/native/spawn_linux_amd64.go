@@ -136,6 +136,7 @@ func spawn(a *spawnAttr) (int, error) {
 		unix.Close(doneW)
 		return 0, err
 	}
+	b.nofile = a.Nofile
 	b.lastCap = int64(a.LastCap)
 	b.capHdr.Version = unix.LINUX_CAPABILITY_VERSION_3
 	for c := 0; c <= a.LastCap; c++ {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-dev/airlock/internal/nofile"
 )
 
 // The spawner's tests start this test binary as the child: spawnChildEnv
@@ -25,7 +27,7 @@ func init() {
 		return
 	case "report":
 		// Say what this process is: JSON on descriptor 3.
-		r := spawnReport{PID: os.Getpid(), NS: namespaces(), Status: map[string]string{}}
+		r := spawnReport{PID: os.Getpid(), NS: namespaces(), Status: map[string]string{}, Nofile: [2]uint64{nofile.Soft, nofile.Hard}}
 		for fd := range 4 {
 			var st unix.Stat_t
 			if err := unix.Fstat(fd, &st); err != nil {
@@ -57,6 +59,7 @@ type spawnReport struct {
 	Maps   []string // uid_map, gid_map, setgroups
 	NS     map[string]string
 	Status map[string]string // /proc/self/status
+	Nofile [2]uint64         // RLIMIT_NOFILE at exec
 }
 
 func namespaces() map[string]string {
@@ -84,7 +87,11 @@ func spawnChild(t *testing.T, mode, path string, files []int, release <-chan str
 	uid, gid := os.Getuid(), os.Getgid()
 	uids := []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
 	gids := []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-	return spawnChildAs(t, &spawnAttr{Path: path, Files: files, Env: []string{spawnChildEnv + "=" + mode},
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	return spawnChildAs(t, &spawnAttr{Path: path, Files: files, Env: []string{spawnChildEnv + "=" + mode}, Nofile: [2]uint64{64, lim.Max},
 		Maps: func(pid int) error { return writeIDMaps(pid, uids, gids, false) }}, release)
 }
 
@@ -157,6 +164,13 @@ func TestSpawnStartsTheChildInNewNamespacesWithItsDescriptorsAndEveryCapabilityA
 	wantMaps := []string{fmt.Sprintf("%d %d 1", uid, uid), fmt.Sprintf("%d %d 1", gid, gid), "deny"}
 	if fmt.Sprint(r.Maps) != fmt.Sprint(wantMaps) {
 		t.Errorf("maps %q, want %q", r.Maps, wantMaps)
+	}
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	if want := [2]uint64{64, lim.Max}; r.Nofile != want {
+		t.Errorf("RLIMIT_NOFILE %v at exec, want %v", r.Nofile, want)
 	}
 	if r.PID != 1 {
 		t.Errorf("pid %d inside, want 1", r.PID)

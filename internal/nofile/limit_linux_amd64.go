@@ -1,0 +1,3 @@
+package nofile
+
+func limit() (soft, hard uint64)

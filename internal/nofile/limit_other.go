@@ -1,0 +1,5 @@
+//go:build !(linux && amd64)
+
+package nofile
+
+func limit() (soft, hard uint64) { return 0, 0 }
