@@ -298,24 +298,11 @@ func (s *Sandbox) Start(ctx context.Context, c *backend.Spec, whileSetup func(cg
 // clone3, Linux 5.7: where it fails the guest is started without it).
 func (s *Sandbox) startGuest(o Options, sock *os.File, into *os.File) (born bool, err error) {
 	defer sock.Close()
+	// try starts the guest with start, and again as os/exec did: with this
+	// binary for a lean guest that is busy, and without the cgroup.
 	exe := o.Exe
-	start := s.spawnGuest
-	if noSpawn.Load() {
-		start = s.execGuest
-	}
-	born = into != nil // the goroutine clears it before it reports on started
-	started := make(chan error, 1)
-	go func() {
-		// Pdeathsig fires when the thread that forked exits, not the process:
-		// keep this goroutine on its thread for the sandbox's whole life.
-		runtime.LockOSThread()
+	try := func(start func(Options, string, *os.File, *os.File) (*guestProc, error)) (*guestProc, bool, error) {
 		g, err := start(o, exe, sock, into)
-		if errors.Is(err, syscall.ENOSYS) && !noSpawn.Load() {
-			// No clone3 (Linux < 5.3, or a seccomp filter that refuses it).
-			noSpawn.Store(true)
-			start = s.execGuest
-			g, err = start(o, exe, sock, into)
-		}
 		if errors.Is(err, syscall.ETXTBSY) && o.lean {
 			// A lean guest cached this instant may still be open for writing in
 			// a child its writer forked meanwhile: this binary will do.
@@ -323,8 +310,28 @@ func (s *Sandbox) startGuest(o Options, sock *os.File, into *os.File) (born bool
 			g, err = start(o, exe, sock, into)
 		}
 		if err != nil && into != nil { // started without the cgroup, joined after
-			born = false
 			g, err = start(o, exe, sock, nil)
+			return g, false, err
+		}
+		return g, into != nil, err
+	}
+	started := make(chan error, 1)
+	go func() {
+		// Pdeathsig fires when the thread that forked exits, not the process:
+		// keep this goroutine on its thread for the sandbox's whole life.
+		runtime.LockOSThread()
+		var g *guestProc
+		var err error
+		var ce *clone3Error
+		if noSpawn.Load() {
+			g, born, err = try(s.execGuest)
+		} else if g, born, err = try(s.spawnGuest); errors.As(err, &ce) {
+			// No clone3 (Linux < 5.3, or a seccomp filter refuses it), or
+			// not with these flags: Go's fork decides, as it did.
+			if ce.Err == syscall.ENOSYS {
+				noSpawn.Store(true)
+			}
+			g, born, err = try(s.execGuest)
 		}
 		if err != nil {
 			started <- err
@@ -358,8 +365,8 @@ type guestProc struct {
 const guestFlags = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC |
 	unix.CLONE_NEWUTS | unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP
 
-// noSpawn is set once clone3 turned out to be missing: os/exec starts the
-// guests from then on.
+// noSpawn is set once clone3 turned out to be missing (or spawn is not
+// written for this architecture): os/exec starts the guests from then on.
 var noSpawn atomic.Bool
 
 // lastCap is the highest capability number this kernel knows.

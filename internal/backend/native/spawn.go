@@ -1,6 +1,8 @@
 package native
 
 import (
+	"syscall"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-dev/airlock/internal/nofile"
@@ -35,3 +37,9 @@ func execNofile() [2]uint64 {
 	}
 	return [2]uint64{soft, hard}
 }
+
+// clone3Error is clone3's own failure: no child was made.
+type clone3Error struct{ Err syscall.Errno }
+
+func (e *clone3Error) Error() string { return "clone3: " + e.Err.Error() }
+func (e *clone3Error) Unwrap() error { return e.Err }

@@ -66,7 +66,7 @@ func clone3(args *cloneArgs, size uintptr, b *spawnBlock) (pid uintptr, errno ui
 // defaults, and SIGKILL as its parent death signal: the calling thread must
 // be locked (runtime.LockOSThread) and stay alive while the child should.
 // It returns once the child has called execve; its errors are errnos, the
-// exec's an *os.PathError as os/exec gives. ENOSYS: no clone3 here.
+// exec's an *os.PathError as os/exec gives, clone3's a *clone3Error.
 func spawn(a *spawnAttr) (int, error) {
 	n := len(a.Files)
 	if n > maxSpawnFDs {
@@ -170,7 +170,7 @@ func spawn(a *spawnAttr) (int, error) {
 	syscall.ForkLock.Unlock()
 	unix.Close(doneW)
 	if errno != 0 {
-		return 0, syscall.Errno(errno)
+		return 0, &clone3Error{syscall.Errno(errno)}
 	}
 	err = nil
 	if a.Maps != nil {

@@ -306,3 +306,24 @@ func TestSpawnReturnsTheMapsErrorAndLeavesNoChild(t *testing.T) {
 		t.Errorf("a child is left: wait4 %v", err)
 	}
 }
+
+func TestASpawnedGuestsCommandsHaveTheIDsCapabilitiesAndLimitsOfOneStartedByOSExec(t *testing.T) {
+	probe := sh(`id; grep -E '^(Uid|Gid|Groups|Cap...|NoNewPrivs|Seccomp)' /proc/self/status /proc/1/status; ulimit -Sn; ulimit -Hn`)
+	show := func() string {
+		sb, _ := sandbox(t, nil)
+		r := run(t, sb, probe, nil)
+		if r.exit == nil || r.exit.Code != 0 {
+			t.Fatalf("probe: %+v, stderr %q", r.exit, r.stderr.String())
+		}
+		return r.stdout.String()
+	}
+	spawned := show()
+	if noSpawn.Load() {
+		t.Skip("no spawn here")
+	}
+	noSpawn.Store(true)
+	defer noSpawn.Store(false)
+	if forked := show(); spawned != forked {
+		t.Errorf("spawned guest's command sees\n%s\nos/exec's\n%s", spawned, forked)
+	}
+}
