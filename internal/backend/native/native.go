@@ -63,7 +63,7 @@ type Sandbox struct {
 	joined    chan error // the guest's move into its cgroup, done
 	conn      *proto.Conn
 	client    *guestclient.Client // requests to the guest, once it is ready
-	guest     *os.Process
+	guest     *guestProc
 	cg        *cgroup.Group
 	exited    chan struct{} // closed when the guest is reaped
 	// ids, for root's sandboxes, holds their id slot and makes their
@@ -338,11 +338,11 @@ func (s *Sandbox) startGuest(o Options, sock *os.File, into *os.File) (born bool
 			close(s.exited)
 			return
 		}
-		s.guest = g.proc
+		s.guest = g
 		started <- nil
-		st := g.wait()
-		if trace.On() && st != nil {
-			trace.Mark(fmt.Sprintf("native: guest reaped (its CPU: user %v, system %v)", st.UserTime(), st.SystemTime()))
+		user, system := g.wait()
+		if trace.On() {
+			trace.Mark(fmt.Sprintf("native: guest reaped (its CPU: user %v, system %v)", user, system))
 		}
 		close(s.exited)
 	}()
@@ -355,10 +355,11 @@ func (s *Sandbox) startGuest(o Options, sock *os.File, into *os.File) (born bool
 	return born, nil
 }
 
-// guestProc is a started guest: wait reaps it.
+// guestProc is a started guest: wait reaps it and says what CPU it used.
 type guestProc struct {
-	proc *os.Process
-	wait func() *os.ProcessState
+	Pid  int
+	kill func() // SIGKILL, safe once reaped too
+	wait func() (user, system time.Duration)
 }
 
 // guestFlags are the guest's namespaces.
@@ -436,23 +437,37 @@ func (s *Sandbox) spawnGuest(o Options, exe string, sock, into *os.File) (*guest
 	if into != nil {
 		a.Cgroup = int(into.Fd())
 	}
-	pid, err := spawn(a)
+	pid, pidfd, err := spawn(a)
 	runtime.KeepAlive(sock)
 	runtime.KeepAlive(into)
 	if err != nil {
 		return nil, err // the pipe's write end is closed on return: the copy ends
 	}
-	p, err := os.FindProcess(pid)
-	if err != nil {
-		unix.Kill(pid, unix.SIGKILL)
-		unix.Wait4(pid, nil, 0, nil)
-		return nil, err
-	}
-	return &guestProc{proc: p, wait: func() *os.ProcessState {
-		st, _ := p.Wait()
-		<-copied
-		return st
-	}}, nil
+	// The pidfd names this child even once reaped, when its pid may be
+	// another's: it is closed once nothing may signal it.
+	var mu sync.Mutex
+	return &guestProc{Pid: pid,
+		kill: func() {
+			mu.Lock()
+			if pidfd >= 0 {
+				unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
+			}
+			mu.Unlock()
+		},
+		wait: func() (user, system time.Duration) {
+			var ru unix.Rusage
+			for {
+				if _, err := unix.Wait4(pid, nil, 0, &ru); err != unix.EINTR {
+					break
+				}
+			}
+			mu.Lock()
+			unix.Close(pidfd)
+			pidfd = -1
+			mu.Unlock()
+			<-copied
+			return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
+		}}, nil
 }
 
 // writeIDMaps writes a child's id maps, as os/exec does; setgroups stays
@@ -527,10 +542,12 @@ func (s *Sandbox) execGuest(o Options, exe string, sock, into *os.File) (*guestP
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	return &guestProc{proc: cmd.Process, wait: func() *os.ProcessState {
-		cmd.Wait()
-		return cmd.ProcessState
-	}}, nil
+	return &guestProc{Pid: cmd.Process.Pid,
+		kill: func() { cmd.Process.Signal(syscall.SIGKILL) },
+		wait: func() (user, system time.Duration) {
+			cmd.Wait()
+			return cmd.ProcessState.UserTime(), cmd.ProcessState.SystemTime()
+		}}, nil
 }
 
 // persist marks the sandbox's TAP device persistent, so that closing the
@@ -604,7 +621,7 @@ func (s *Sandbox) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
 		if s.guest != nil {
-			s.guest.Signal(syscall.SIGKILL)
+			s.guest.kill()
 			// The cgroup can only be removed once empty; without one there
 			// is nothing to wait for: PID 1 is dead, so is every process,
 			// and the goroutine that started the guest reaps it.

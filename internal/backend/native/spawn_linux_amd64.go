@@ -42,6 +42,7 @@ type spawnBlock struct {
 	old     [4]uint64 // the child's scratch
 	step    int64     // the step that failed, 0 if none did
 	errno   uint64
+	pidfd   int32       // the kernel's (CLONE_PIDFD)
 	stack   [512]uint64 // the child's, which it never uses
 }
 
@@ -65,24 +66,25 @@ func clone3(args *cloneArgs, size uintptr, b *spawnBlock) (pid uintptr, errno ui
 // namespace kept across exec (ambient), all signal handlers at their
 // defaults, and SIGKILL as its parent death signal: the calling thread must
 // be locked (runtime.LockOSThread) and stay alive while the child should.
-// It returns once the child has called execve; its errors are errnos, the
-// exec's an *os.PathError as os/exec gives, clone3's a *clone3Error.
-func spawn(a *spawnAttr) (int, error) {
+// It returns once the child has called execve, with its pid and a pidfd;
+// its errors are errnos, the exec's an *os.PathError as os/exec gives,
+// clone3's a *clone3Error.
+func spawn(a *spawnAttr) (pid, pidfd int, err error) {
 	n := len(a.Files)
 	if n > maxSpawnFDs {
-		return 0, fmt.Errorf("spawn: %d descriptors, at most %d", n, maxSpawnFDs)
+		return 0, -1, fmt.Errorf("spawn: %d descriptors, at most %d", n, maxSpawnFDs)
 	}
 	path, err := syscall.BytePtrFromString(a.Path)
 	if err != nil {
-		return 0, err
+		return 0, -1, err
 	}
 	argv, err := syscall.SlicePtrFromStrings(a.Argv)
 	if err != nil {
-		return 0, err
+		return 0, -1, err
 	}
 	envp, err := syscall.SlicePtrFromStrings(a.Env)
 	if err != nil {
-		return 0, err
+		return 0, -1, err
 	}
 	b := &spawnBlock{path: unsafe.Pointer(path), argv: unsafe.Pointer(&argv[0]), envp: unsafe.Pointer(&envp[0]), nfds: int64(n)}
 	if a.SetIDs {
@@ -109,7 +111,7 @@ func spawn(a *spawnAttr) (int, error) {
 	}
 	for i, fd := range a.Files {
 		if fd, err = above(fd); err != nil {
-			return 0, err
+			return 0, -1, err
 		}
 		b.fds[i] = int64(fd)
 	}
@@ -117,11 +119,11 @@ func spawn(a *spawnAttr) (int, error) {
 	// alone once cloned, so the read end sees EOF at its exec (or exit).
 	var sync, done [2]int
 	if err := unix.Pipe2(sync[:], unix.O_CLOEXEC); err != nil {
-		return 0, err
+		return 0, -1, err
 	}
 	closes = append(closes, sync[0], sync[1])
 	if err := unix.Pipe2(done[:], unix.O_CLOEXEC); err != nil {
-		return 0, err
+		return 0, -1, err
 	}
 	closes = append(closes, done[0])
 	doneW := done[1] // closed here once cloned
@@ -129,12 +131,12 @@ func spawn(a *spawnAttr) (int, error) {
 		doneW, err = unix.FcntlInt(uintptr(done[1]), unix.F_DUPFD_CLOEXEC, n)
 		unix.Close(done[1])
 		if err != nil {
-			return 0, err
+			return 0, -1, err
 		}
 	}
 	if b.syncFD, err = int64Of(above(sync[0])); err != nil {
 		unix.Close(doneW)
-		return 0, err
+		return 0, -1, err
 	}
 	b.nofile = a.Nofile
 	b.lastCap = int64(a.LastCap)
@@ -146,7 +148,8 @@ func spawn(a *spawnAttr) (int, error) {
 		b.capData[i].Permitted, b.capData[i].Inheritable = b.capData[i].Effective, b.capData[i].Effective
 	}
 	args := &cloneArgs{
-		flags:      a.Flags | unix.CLONE_VM,
+		flags:      a.Flags | unix.CLONE_VM | unix.CLONE_PIDFD,
+		pidfd:      uint64(uintptr(unsafe.Pointer(&b.pidfd))),
 		exitSignal: uint64(syscall.SIGCHLD),
 		stack:      uint64(uintptr(unsafe.Pointer(&b.stack[0]))),
 		stackSize:  uint64(len(b.stack) * 8),
@@ -163,24 +166,25 @@ func spawn(a *spawnAttr) (int, error) {
 	if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&all)), uintptr(unsafe.Pointer(&b.mask)), 8, 0, 0); e != 0 {
 		syscall.ForkLock.Unlock()
 		unix.Close(doneW)
-		return 0, e
+		return 0, -1, e
 	}
-	pid, errno := clone3(args, unsafe.Sizeof(*args), b)
+	cpid, errno := clone3(args, unsafe.Sizeof(*args), b)
 	unix.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&b.mask)), 0, 8, 0, 0)
 	syscall.ForkLock.Unlock()
 	unix.Close(doneW)
 	if errno != 0 {
-		return 0, &clone3Error{syscall.Errno(errno)}
+		return 0, -1, &clone3Error{syscall.Errno(errno)}
 	}
+	pid, pidfd = int(cpid), int(b.pidfd)
 	err = nil
 	if a.Maps != nil {
-		err = a.Maps(int(pid))
+		err = a.Maps(pid)
 	}
 	if err == nil {
 		_, err = unix.Write(sync[1], []byte{0})
 	}
 	if err != nil {
-		unix.Kill(int(pid), unix.SIGKILL)
+		unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
 	}
 	// The child has exec'd or exited once done reads EOF: until then it
 	// may use b, kept alive here.
@@ -205,13 +209,14 @@ func spawn(a *spawnAttr) (int, error) {
 	if err != nil {
 		var ws unix.WaitStatus
 		for {
-			if _, werr := unix.Wait4(int(pid), &ws, 0, nil); werr != unix.EINTR {
+			if _, werr := unix.Wait4(pid, &ws, 0, nil); werr != unix.EINTR {
 				break
 			}
 		}
-		return 0, err
+		unix.Close(pidfd)
+		return 0, -1, err
 	}
-	return int(pid), nil
+	return pid, pidfd, nil
 }
 
 func int64Of(fd int, err error) (int64, error) { return int64(fd), err }

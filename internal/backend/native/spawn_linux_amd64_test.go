@@ -103,13 +103,30 @@ func spawnChildAs(t *testing.T, a *spawnAttr, release <-chan struct{}) (int, err
 		err error
 	}
 	done := make(chan res, 1)
-	go func() {
+	var on func()
+	on = func() {
 		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		if unix.Gettid() == unix.Getpid() {
+			// Go never ends the main thread (it parks it): spawn from
+			// another, this one held meanwhile.
+			go on()
+			<-release
+			runtime.UnlockOSThread()
+			return
+		}
 		a.Argv, a.Flags, a.Cgroup, a.LastCap = []string{"child"}, guestFlags, -1, lastCap()
-		pid, err := spawn(a)
+		pid, pidfd, err := spawn(a)
+		if err == nil {
+			// The pidfd is this child's: a null signal reaches it.
+			if serr := unix.PidfdSendSignal(pidfd, 0, nil, 0); serr != nil {
+				err = fmt.Errorf("pidfd: %w", serr)
+			}
+			unix.Close(pidfd)
+		}
 		done <- res{pid, err}
 		<-release
-	}()
+	}
+	go on()
 	r := <-done
 	if errors.Is(r.err, syscall.EPERM) || errors.Is(r.err, syscall.ENOSYS) {
 		t.Skipf("no user namespaces with clone3 here: %v", r.err)

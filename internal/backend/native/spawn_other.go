@@ -6,4 +6,4 @@ import "syscall"
 
 // spawn is only written for amd64: elsewhere the guest is started with
 // os/exec (see startGuest).
-func spawn(*spawnAttr) (int, error) { return 0, &clone3Error{syscall.ENOSYS} }
+func spawn(*spawnAttr) (pid, pidfd int, err error) { return 0, -1, &clone3Error{syscall.ENOSYS} }
