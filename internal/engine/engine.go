@@ -151,7 +151,8 @@ type Sandbox struct {
 	closeMu     sync.Mutex
 	closed      bool
 
-	first *Command // Options.First, until Sandbox.First takes it
+	first *Command     // Options.First, until Sandbox.First takes it
+	caps  backend.Caps // the backend's, as Start found them
 }
 
 // backendFor is the only place a backend is chosen by name.
@@ -257,6 +258,7 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 		return nil, step("check spec", err)
 	}
 	caps := s.be.Caps()
+	s.caps = caps
 	secretsOn := len(o.Secrets) > 0
 	services := spec.Config.HostExec.Enabled() || spec.Config.MCPServers != nil
 	if spec.Config.Network.Enabled() || secretsOn || spec.Config.Approvals.Ask() || services {
@@ -753,10 +755,14 @@ func (s *Sandbox) Stop() (oomKilled bool) {
 		if s.watch != nil {
 			s.watch.close()
 		}
+		// The doors close beside the backend, whose close goes last: the
+		// goroutine started last runs first once this one waits, so the
+		// kill (the kernel's teardown after it is the longest wait here) is
+		// not queued behind the doors' work.
+		s.closeDoors()
 		closed := make(chan struct{})
 		go func() { s.inst.Close(); close(closed) }()
-		s.closeDoors()
-		if s.be.Caps().ReapedWhenDone {
+		if s.caps.ReapedWhenDone {
 			<-s.inst.Done()
 		} else {
 			<-closed
