@@ -108,8 +108,9 @@ type Options struct {
 	WhileSetup func()
 	// First, if set, is the sandbox's first command (a run's main command):
 	// it goes to the backend with the start, so it starts the moment the
-	// sandbox is ready; Sandbox.First returns it. It is audited, as Exec
-	// is, but before it can run.
+	// sandbox is ready; Sandbox.First returns it. It is audited as Exec
+	// audits, but before it can run (so its start record has no pid; its
+	// exit record has).
 	First *Command
 }
 

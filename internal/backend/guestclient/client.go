@@ -31,7 +31,8 @@ func New(conn *proto.Conn) *Client {
 
 // Starting is New for a guest still setting up: its Ready, or the Error
 // that ended its setup, arrives on setup (Done(0) once it has), and
-// requests may be sent at once: a guest reads none before it is ready.
+// requests may be sent at once: a guest reads none before its lockdown
+// (and serves them from then on, while its Ready is on its way).
 func Starting(conn *proto.Conn) (c *Client, setup <-chan proto.Inbound, err error) {
 	c = New(conn)
 	if setup, err = c.router.Expect(0); err != nil {
