@@ -93,7 +93,7 @@ type Launched struct {
 }
 
 // Launch sends cmd to c's guest and waits for its start, in the
-// background: a guest still setting up reads it once it is ready. Nil for
+// background: a guest still setting up reads it once locked down. Nil for
 // a nil cmd.
 func Launch(c *guestclient.Client, cmd *Command) *Launched {
 	if cmd == nil {

@@ -213,9 +213,9 @@ func (s *Sandbox) joinCgroup(born bool) {
 // whileSetup, if set, runs while the guest builds the sandbox (milliseconds),
 // with the cgroup dirs to record for crash cleanup; its error aborts the
 // start. first, if set, follows the plan once whileSetup has returned: the
-// guest reads it, as any exec, only once locked down and ready, so it starts
-// without waiting for a request after the host has heard Ready (First). On
-// error the sandbox is closed.
+// guest reads it, as any exec, only once locked down, so it starts as the
+// sandbox becomes ready, not a round trip after (First). On error the
+// sandbox is closed.
 func (s *Sandbox) Start(ctx context.Context, c *backend.Spec, whileSetup func(cgroupPaths []string) error, first *backend.Command) (_ backend.Instance, err error) {
 	defer func() {
 		if err != nil {
