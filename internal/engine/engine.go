@@ -114,8 +114,8 @@ type Options struct {
 	First *Command
 }
 
-// Command is a command to run in the sandbox, as Exec and ExecLabel take
-// it. An empty Req.Env or Req.Dir is the sandbox's own.
+// Command is a command to run in the sandbox: what ExecLabel takes. As
+// Options.First, an empty Req.Env or Req.Dir is the sandbox's own.
 type Command struct {
 	Label  string // the audit stream's name for it; "" is Req.Argv joined
 	Req    *proto.Exec
