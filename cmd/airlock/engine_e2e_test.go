@@ -41,6 +41,37 @@ func TestScratchDirsArePrivateAndLiveAsLongAsTheSandbox(t *testing.T) {
 	}
 }
 
+// TestARunsCommandIsAuditedBeforeItRunsAndItsFilesAreWatched: the main
+// command, which goes to the sandbox with its start, is in the audit stream
+// before anything it does (its file events), with its environment and its
+// exit; the file watcher was in place before it ran.
+func TestARunsCommandIsAuditedBeforeItRunsAndItsFilesAreWatched(t *testing.T) {
+	e := newEnv(t)
+	if r := e.run("run", "-q", "--name", "first", "--watch-files", "--", "sh", "-c", "echo $AIRLOCK_SANDBOX > first.txt; exit 4"); r.code != 4 {
+		t.Fatalf("run: %v", r)
+	}
+	want := filepath.Join(e.ws, "first.txt")
+	recs := auditRecords(t, e, "first")
+	started, wrote, exited := -1, -1, -1
+	for i, r := range recs {
+		switch {
+		case r.Kind == audit.KindExec && r.ExitCode == nil && r.Decision == "" && slices.Equal(r.Argv[:2], []string{"sh", "-c"}):
+			started = i
+		case r.Kind == audit.KindFile && r.Path == want && wrote < 0:
+			wrote = i
+		case r.Kind == audit.KindExec && r.ExitCode != nil && *r.ExitCode == 4 && r.Extra["pid"] != "" && r.Extra["pid"] != "0":
+			exited = i
+		}
+	}
+	if started < 0 || wrote < started || exited < wrote {
+		t.Fatalf("exec at %d, its file at %d, its exit at %d: want them in that order; records %+v", started, wrote, exited, recs)
+	}
+	b, err := os.ReadFile(want)
+	if id := strings.TrimSpace(string(b)); err != nil || id == "" {
+		t.Errorf("the command's environment had no AIRLOCK_SANDBOX (%q, %v)", b, err)
+	}
+}
+
 // TestTheAuditStreamRecordsExecLifecycleAndFiles: every sandbox's events go
 // into the one audit stream: lifecycle, each exec with argv and exit code,
 // and with --watch-files each file created, written or deleted.

@@ -47,8 +47,12 @@ type Backend interface {
 type Pending interface {
 	// Start brings the sandbox up as spec (now final) says. register runs
 	// while it starts, with the sandbox's cgroups if the backend made any;
-	// an error from it stops the start.
-	Start(ctx context.Context, spec *Spec, register func(cgroups []string) error) (Instance, error)
+	// an error from it stops the start. first, if not nil, is the sandbox's
+	// first command: it is never started before register has returned nor
+	// before the guest's lockdown, and Instance.First returns its process.
+	// A backend whose guest takes it with the plan starts it the moment the
+	// sandbox is ready; any other Execs it once started (Launch).
+	Start(ctx context.Context, spec *Spec, register func(cgroups []string) error, first *Command) (Instance, error)
 	// Close abandons a sandbox that was never started (or failed to start).
 	Close() error
 }
@@ -56,6 +60,9 @@ type Pending interface {
 // Instance is a running sandbox: its guest agent, whatever the backend.
 type Instance interface {
 	Exec(req *proto.Exec, output func(stream uint8, data []byte), files ...*os.File) (*guestclient.Process, error)
+	// First waits for the first command Start was given to start, and
+	// returns it as Exec would have; nil, nil when there was none.
+	First() (*guestclient.Process, error)
 	Call(ctx context.Context, m *proto.Msg) (*proto.Msg, error)
 	// Link is the sandbox's network link when Spec.Net asked for one; the
 	// caller serves and closes it. Nil otherwise.
@@ -69,4 +76,43 @@ type Instance interface {
 	Warnings() []string
 	// Close stops the sandbox and removes what the backend made for it.
 	Close() error
+}
+
+// Command is a command to start in the sandbox, as Exec takes it.
+type Command struct {
+	Req    *proto.Exec
+	Output func(stream uint8, data []byte)
+	Files  []*os.File
+}
+
+// Launched is a command sent to a guest and not yet known to have started.
+type Launched struct {
+	done chan struct{}
+	p    *guestclient.Process
+	err  error
+}
+
+// Launch sends cmd to c's guest and waits for its start, in the
+// background: a guest still setting up reads it once locked down. Nil for
+// a nil cmd.
+func Launch(c *guestclient.Client, cmd *Command) *Launched {
+	if cmd == nil {
+		return nil
+	}
+	l := &Launched{done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		l.p, l.err = c.Exec(cmd.Req, cmd.Output, cmd.Files...)
+	}()
+	return l
+}
+
+// Wait returns the command's process once it has started (or the reason it
+// did not, as Exec would); nil, nil on a nil Launched.
+func (l *Launched) Wait() (*guestclient.Process, error) {
+	if l == nil {
+		return nil, nil
+	}
+	<-l.done
+	return l.p, l.err
 }

@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -105,6 +106,21 @@ type Options struct {
 	// WhileSetup, if set, is called once the sandbox is registered, while
 	// its guest sets up: time in which Start would only wait. It must not block.
 	WhileSetup func()
+	// First, if set, is the sandbox's first command (a run's main command):
+	// it goes to the backend with the start, so it starts the moment the
+	// sandbox is ready; Sandbox.First returns it. It is audited as Exec
+	// audits, but before it can run (so its start record has no pid; its
+	// exit record has).
+	First *Command
+}
+
+// Command is a command to run in the sandbox: what ExecLabel takes. As
+// Options.First, an empty Req.Env or Req.Dir is the sandbox's own.
+type Command struct {
+	Label  string // the audit stream's name for it; "" is Req.Argv joined
+	Req    *proto.Exec
+	Output func(stream uint8, data []byte)
+	Files  []*os.File
 }
 
 // Sandbox is one running sandbox.
@@ -135,6 +151,9 @@ type Sandbox struct {
 	doorsClosed chan struct{} // closed once closeDoors is done
 	closeMu     sync.Mutex
 	closed      bool
+
+	first *Command     // Options.First, until Sandbox.First takes it
+	caps  backend.Caps // the backend's, as Start found them
 }
 
 // backendFor is the only place a backend is chosen by name.
@@ -240,6 +259,7 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 		return nil, step("check spec", err)
 	}
 	caps := s.be.Caps()
+	s.caps = caps
 	secretsOn := len(o.Secrets) > 0
 	services := spec.Config.HostExec.Enabled() || spec.Config.MCPServers != nil
 	if spec.Config.Network.Enabled() || secretsOn || spec.Config.Approvals.Ask() || services {
@@ -337,7 +357,35 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 	}
 
 	trace.Mark("engine: egress ready")
-	// Backend start; the sandbox is registered while it sets up.
+	// The first command goes with the start: all it runs with is settled
+	// (the environment, the egress), and register below audits it and
+	// readies what must be ready before anything runs inside.
+	var (
+		first   *backend.Command
+		audited bool // first's record is written
+	)
+	if c := o.First; c != nil {
+		if c.Req.Dir == "" {
+			c.Req.Dir = s.bspec.Workspace
+		}
+		if c.Req.Env == nil {
+			c.Req.Env = s.env
+		}
+		if c.Label == "" {
+			c.Label = strings.Join(c.Req.Argv, " ")
+		}
+		s.first, first = c, &backend.Command{Req: c.Req, Output: c.Output, Files: c.Files}
+		defer func() {
+			if err != nil && audited {
+				// Say it never ran (or was ended at once).
+				r := audit.Exec(c.Req.Argv)
+				r.Subject, r.Decision, r.Reason = c.Label, audit.Error, err.Error()
+				s.record(r)
+			}
+		}()
+	}
+	// Backend start; the sandbox is registered while it sets up, and what
+	// must be in place before anything runs inside is readied meanwhile.
 	inst, err := pending.Start(ctx, s.bspec, func(cgroups []string) error {
 		if err := s.register(cgroups); err != nil {
 			return err
@@ -345,8 +393,23 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 		if o.WhileSetup != nil {
 			o.WhileSetup()
 		}
+		if err := s.ws.Ready(); err != nil {
+			return step("workspace", err)
+		}
+		if spec.Watch {
+			var err error
+			if s.watch, err = newWatcher(s.watched(), s.recordFile); err != nil {
+				s.warnings = append(s.warnings, "no file events: "+err.Error())
+			}
+		}
+		if first != nil {
+			r := audit.Exec(first.Req.Argv)
+			r.Subject = s.first.Label
+			s.record(r)
+			audited = true
+		}
 		return nil
-	})
+	}, first)
 	pending = nil // Start closes it on its own errors
 	if err != nil {
 		return nil, step("backend start", err)
@@ -363,15 +426,7 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 			return nil, step("attach network", err)
 		}
 	}
-	if err := s.ws.Ready(); err != nil {
-		return nil, step("workspace", err)
-	}
 	s.ws.Background()
-	if spec.Watch {
-		if s.watch, err = newWatcher(s.watched(), s.recordFile); err != nil {
-			s.warnings = append(s.warnings, "no file events: "+err.Error())
-		}
-	}
 	for _, w := range s.warnings {
 		warn(w)
 	}
@@ -664,6 +719,24 @@ func (s *Sandbox) ExecLabel(label string, req *proto.Exec, output func(stream ui
 	return &Process{Process: p, s: s, argv: req.Argv, label: label, start: time.Now()}, nil
 }
 
+// First waits for the first command (Options.First) to start and returns
+// it as Exec would have; its Wait records its exit. Call it once.
+func (s *Sandbox) First() (*Process, error) {
+	c := s.first
+	if c == nil {
+		return nil, errors.New("engine: the sandbox was given no first command")
+	}
+	s.first = nil
+	p, err := s.inst.First()
+	if err != nil {
+		r := audit.Exec(c.Req.Argv)
+		r.Subject, r.Decision, r.Reason = c.Label, audit.Error, err.Error()
+		s.record(r)
+		return nil, err
+	}
+	return &Process{Process: p, s: s, argv: c.Req.Argv, label: c.Label, start: time.Now()}, nil
+}
+
 // Call sends one file request to the guest.
 func (s *Sandbox) Call(ctx context.Context, m *proto.Msg) (*proto.Msg, error) {
 	return s.inst.Call(ctx, m)
@@ -683,10 +756,14 @@ func (s *Sandbox) Stop() (oomKilled bool) {
 		if s.watch != nil {
 			s.watch.close()
 		}
+		// The doors close beside the backend, whose close goes last: the
+		// goroutine started last runs first once this one waits, so the
+		// kill (the kernel's teardown after it is the longest wait here) is
+		// not queued behind the doors' work.
+		s.closeDoors()
 		closed := make(chan struct{})
 		go func() { s.inst.Close(); close(closed) }()
-		s.closeDoors()
-		if s.be.Caps().ReapedWhenDone {
+		if s.caps.ReapedWhenDone {
 			<-s.inst.Done()
 		} else {
 			<-closed

@@ -93,6 +93,14 @@ func run(conn *proto.Conn) int {
 	}
 	<-dropping
 	<-spares
+	// Locked down, with its threads: requests are served from here on,
+	// beside saying so rather than after (a run's command may be waiting
+	// behind the plan already).
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		g.serve()
+	}()
 	var files []*os.File
 	if tap != nil {
 		files = append(files, tap)
@@ -102,7 +110,7 @@ func run(conn *proto.Conn) int {
 	if err != nil {
 		return 1
 	}
-	g.serve()
+	<-served
 	return 0
 }
 

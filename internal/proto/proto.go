@@ -8,6 +8,7 @@
 //	host                          guest (PID 1)
 //	[Mounts +fds ...]   ───────▶  (root's sandboxes: idmapped mounts made on the host)
 //	Init{...}           ───────▶  mounts, pivot_root, Landlock, seccomp, caps dropped
+//	[Exec{ID:n} +fds]   ───────▶  (a run's command, sent behind the plan: read once locked down)
 //	                    ◀───────  Ready | Error{Step}
 //	Exec{ID:n} [+fds]   ───────▶  start process
 //	                    ◀───────  Started{ID:n, PID} [+pty master fd]

@@ -2,6 +2,7 @@ package proto
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -93,6 +94,24 @@ func (r *Router) Request(m *Msg, files ...*os.File) (uint32, <-chan Inbound, err
 		return 0, nil, err
 	}
 	return id, ch, nil
+}
+
+// Expect routes the messages that come with id, a number Request never
+// gives (0: what the peer sends unasked, as a guest's Ready), to the
+// returned channel, which is closed if the connection ends. Call Done when
+// no more are wanted: later ones are dropped.
+func (r *Router) Expect(id uint32) (<-chan Inbound, error) {
+	ch := make(chan Inbound, 1)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		return nil, ErrConnClosed
+	}
+	if r.pending[id] != nil {
+		return nil, fmt.Errorf("proto: replies with id %d are routed already", id)
+	}
+	r.pending[id] = ch
+	return ch, nil
 }
 
 // Send sends a message about an existing request (stdin, a signal) under its ID.

@@ -61,3 +61,37 @@ func TestRouterClosesWaitingRequestsWhenConnectionEnds(t *testing.T) {
 		t.Fatalf("Request on a dead connection = %v, want ErrConnClosed", err)
 	}
 }
+
+func TestRouterExpectTakesWhatThePeerSendsUnaskedAndDropsItAfterDone(t *testing.T) {
+	a, b := pair(t)
+	r := NewRouter(a)
+	ready, err := r.Expect(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Expect(0); err == nil {
+		t.Error("a second Expect(0) succeeded, want an error")
+	}
+	echoPeer(t, b)
+	b.Send(&Msg{Op: OpReady})
+	if got := <-ready; got.Op != OpReady {
+		t.Fatalf("got %s, want ready", got.Op)
+	}
+	r.Done(0)
+	b.Send(&Msg{Op: OpReady}) // unasked and unexpected: dropped
+	// Requests still get their replies, numbered from 1.
+	id, replies, err := r.Request(&Msg{Op: OpStat, Path: "/", Data: []byte("x")})
+	if err != nil || id == 0 {
+		t.Fatalf("Request = %d, %v", id, err)
+	}
+	if got := <-replies; got.ID != id || string(got.Data) != "x" {
+		t.Errorf("reply %+v", got.Msg)
+	}
+	_, pending, _ := r.Request(&Msg{Op: OpStat, Path: "/"})
+	b.Close()
+	for range pending { // closed once the router has seen the end
+	}
+	if _, err := r.Expect(1 << 31); err != ErrConnClosed {
+		t.Errorf("Expect on a dead connection = %v, want ErrConnClosed", err)
+	}
+}

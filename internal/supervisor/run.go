@@ -68,6 +68,9 @@ func Run(h *state.Handle, spec engine.Spec, stdio term.IO, ro Options) (int, err
 	if !spec.Quiet && term.IsTerminal(stdio.Stderr) {
 		o.Progress = ProgressBar(stdio.Stderr)
 	}
+	if len(spec.Command) > 0 {
+		o.First = sv.command()
+	}
 	defer signal.Stop(sv.sigs)
 	ctx, early := sv.watchStart(&o)
 	sb, err := engine.Start(ctx, h, spec, o)
@@ -224,19 +227,7 @@ func (sv *supervisor) main() (int, string) {
 		}
 	}
 
-	req := &proto.Exec{Argv: sv.spec.Command, Env: sv.sb.Env(), TTY: sv.spec.TTY}
-	var (
-		p   *engine.Process
-		err error
-		t   *term.Terminal
-	)
-	if sv.spec.TTY {
-		req.Rows, req.Cols = term.Size(sv.io.Stdin)
-		p, err = sv.sb.Exec(req, nil)
-	} else {
-		req.Stdio = proto.StdioFDs
-		p, err = sv.sb.Exec(req, nil, sv.io.Stdin, sv.io.Stdout, sv.io.Stderr)
-	}
+	p, err := sv.sb.First()
 	if err != nil {
 		return ExitAirlock, err.Error()
 	}
@@ -247,10 +238,12 @@ func (sv *supervisor) main() (int, string) {
 		return e.Code, ""
 	}
 	drain := func() {}
+	var t *term.Terminal
 	if p.PTY != nil {
 		t = term.Open(sv.io.Stdin, sv.io.Stdout)
 		defer t.Restore()
 		defer p.PTY.Close()
+		t.Resize(p.PTY) // the size it was given was read before the start
 		drain = t.Relay(p.PTY)
 	}
 	type result struct {
@@ -284,6 +277,19 @@ func (sv *supervisor) main() (int, string) {
 			return 128 + int(syscall.SIGKILL), why
 		}
 	}
+}
+
+// command is the run's main command, with the user's terminal (its size
+// now; SIGWINCH brings later changes) or stdio; the engine adds the
+// sandbox's environment and workspace.
+func (sv *supervisor) command() *engine.Command {
+	req := &proto.Exec{Argv: sv.spec.Command, TTY: sv.spec.TTY}
+	if sv.spec.TTY {
+		req.Rows, req.Cols = term.Size(sv.io.Stdin)
+		return &engine.Command{Req: req}
+	}
+	req.Stdio = proto.StdioFDs
+	return &engine.Command{Req: req, Files: []*os.File{sv.io.Stdin, sv.io.Stdout, sv.io.Stderr}}
 }
 
 // announce tells the user a request waits: one line on stderr when it is a

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/backend"
+	"github.com/airlock-dev/airlock/internal/backend/guestclient"
 	"github.com/airlock-dev/airlock/internal/link"
 )
 
@@ -54,8 +55,9 @@ type pending struct{ b Backend }
 func (pending) Close() error { return nil }
 
 // Start translates spec into a container: the same hidden paths (masked)
-// and Landlock rules any backend applies, its binds and limits.
-func (p pending) Start(ctx context.Context, spec *backend.Spec, register func(cgroups []string) error) (backend.Instance, error) {
+// and Landlock rules any backend applies, its binds and limits. The first
+// command is Exec'd once the container's guest is ready.
+func (p pending) Start(ctx context.Context, spec *backend.Spec, register func(cgroups []string) error, first *backend.Command) (backend.Instance, error) {
 	c := Config{
 		ID: spec.ID, Image: spec.Image, StateRoot: spec.StateRoot, RunDir: spec.RunDir, Exe: p.b.Exe,
 		Hostname: backend.Hostname(spec.ID), Workspace: spec.Workspace, WorkspaceSource: spec.WorkspaceSource,
@@ -86,11 +88,16 @@ func (p pending) Start(ctx context.Context, spec *backend.Spec, register func(cg
 		}
 		return nil, err
 	}
-	return instance{sb}, nil
+	return instance{sb, backend.Launch(sb.client, first)}, nil
 }
 
 // instance is a running container as the backend contract sees it.
-type instance struct{ *Sandbox }
+type instance struct {
+	*Sandbox
+	first *backend.Launched
+}
+
+func (i instance) First() (*guestclient.Process, error) { return i.first.Wait() }
 
 func (i instance) Warnings() []string { return i.Sandbox.Warnings }
 

@@ -29,6 +29,21 @@ func New(conn *proto.Conn) *Client {
 	return &Client{router: proto.NewRouter(conn), relay: !conn.PassesFiles()}
 }
 
+// Starting is New for a guest still setting up: its Ready, or the Error
+// that ended its setup, arrives on setup (Done(0) once it has), and
+// requests may be sent at once: a guest reads none before its lockdown
+// (and serves them from then on, while its Ready is on its way).
+func Starting(conn *proto.Conn) (c *Client, setup <-chan proto.Inbound, err error) {
+	c = New(conn)
+	if setup, err = c.router.Expect(0); err != nil {
+		return nil, nil, closedOr(err)
+	}
+	return c, setup, nil
+}
+
+// Done stops routing what comes with id (see Starting).
+func (c *Client) Done(id uint32) { c.router.Done(id) }
+
 // Call sends one file request and waits for its result.
 func (c *Client) Call(ctx context.Context, m *proto.Msg) (*proto.Msg, error) {
 	if c == nil {

@@ -63,6 +63,7 @@ type Sandbox struct {
 	joined    chan error // the guest's move into its cgroup, done
 	conn      *proto.Conn
 	client    *guestclient.Client // requests to the guest, once it is ready
+	first     *backend.Launched   // the first command given to Start
 	guest     *guestProc
 	cg        *cgroup.Group
 	exited    chan struct{} // closed when the guest is reaped
@@ -80,7 +81,7 @@ func Start(ctx context.Context, c *backend.Spec, o Options) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.Start(ctx, c, nil); err != nil {
+	if _, err := s.Start(ctx, c, nil, nil); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -211,8 +212,11 @@ func (s *Sandbox) joinCgroup(born bool) {
 // Start sends a spawned guest its plan and returns once the sandbox is ready.
 // whileSetup, if set, runs while the guest builds the sandbox (milliseconds),
 // with the cgroup dirs to record for crash cleanup; its error aborts the
-// start. On error the sandbox is closed.
-func (s *Sandbox) Start(ctx context.Context, c *backend.Spec, whileSetup func(cgroupPaths []string) error) (_ backend.Instance, err error) {
+// start. first, if set, follows the plan once whileSetup has returned: the
+// guest reads it, as any exec, only once locked down, so it starts as the
+// sandbox becomes ready, not a round trip after (First). On error the
+// sandbox is closed.
+func (s *Sandbox) Start(ctx context.Context, c *backend.Spec, whileSetup func(cgroupPaths []string) error, first *backend.Command) (_ backend.Instance, err error) {
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -238,39 +242,38 @@ func (s *Sandbox) Start(ctx context.Context, c *backend.Spec, whileSetup func(cg
 		}
 		trace.Mark("native: idmapped mounts sent")
 	}
+	// From here every message from the guest is routed: its Ready comes
+	// unasked (ID 0), and the first command's replies under that request.
+	client, setup, err := guestclient.Starting(s.conn)
+	if err != nil {
+		return nil, fmt.Errorf("native: %w", err)
+	}
 	if err := s.conn.Send(&proto.Msg{Op: proto.OpInit, Init: init}); err != nil {
 		return nil, fmt.Errorf("native: send plan: %w", err)
 	}
 	trace.Mark("native: plan sent")
-	type reply struct {
-		m     *proto.Msg
-		files []*os.File
-	}
-	ready := make(chan reply, 1)
 	if whileSetup != nil {
 		if err := whileSetup(s.CgroupPaths()); err != nil {
 			return nil, err
 		}
 		trace.Mark("native: registered while the guest sets up")
 	}
-	go func() {
-		m, files, err := s.conn.Recv()
-		if err != nil {
-			m = &proto.Msg{Op: proto.OpError, Err: &proto.Error{Step: "start", Message: "the guest exited during setup (see its messages above)"}}
-		}
-		ready <- reply{m, files}
-	}()
+	s.first = backend.Launch(client, first)
 	timer := time.NewTimer(setupTimeout)
 	defer timer.Stop()
 	select {
-	case r := <-ready:
+	case r, ok := <-setup:
+		client.Done(0)
 		trace.Mark("native: guest ready")
-		m := r.m
-		if m.Op == proto.OpReady && c.Net != nil && len(r.files) == 1 {
-			s.tap, r.files = r.files[0], nil
+		m := r.Msg
+		if !ok {
+			m = &proto.Msg{Op: proto.OpError, Err: &proto.Error{Step: "start", Message: "the guest exited during setup (see its messages above)"}}
+		}
+		if m.Op == proto.OpReady && c.Net != nil && len(r.Files) == 1 {
+			s.tap, r.Files = r.Files[0], nil
 			persist(s.tap)
 		}
-		proto.CloseFiles(r.files)
+		proto.CloseFiles(r.Files)
 		if m.Op == proto.OpReady && c.Net != nil && s.tap == nil {
 			return nil, errors.New("native: the guest made no network interface")
 		}
@@ -289,7 +292,7 @@ func (s *Sandbox) Start(ctx context.Context, c *backend.Spec, whileSetup func(cg
 	case <-timer.C:
 		return nil, fmt.Errorf("native: sandbox setup took longer than %s", setupTimeout)
 	}
-	s.client = guestclient.New(s.conn)
+	s.client = client
 	return s, nil
 }
 
@@ -592,6 +595,9 @@ func (s *Sandbox) Call(ctx context.Context, m *proto.Msg) (*proto.Msg, error) {
 func (s *Sandbox) Exec(req *proto.Exec, output func(stream uint8, data []byte), files ...*os.File) (*Process, error) {
 	return s.client.Exec(req, output, files...)
 }
+
+// First returns the first command given to Start once it has started.
+func (s *Sandbox) First() (*Process, error) { return s.first.Wait() }
 
 // Done is closed when the sandbox has ended.
 func (s *Sandbox) Done() <-chan struct{} { return s.exited }

@@ -901,3 +901,96 @@ func TestTheTAPDeviceIsPersistentYetGoesWithItsSandbox(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+func TestTheFirstCommandStartsLockedDownOnlyOnceRegisterHasReturned(t *testing.T) {
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	ws, home := t.TempDir(), t.TempDir()
+	c := backend.Spec{ID: fmt.Sprintf("t%d", time.Now().UnixNano()), Workspace: ws, HostHome: home}
+	o := Options{Exe: airlockBin, Env: func(string) string { return "" }}
+	s, err := Spawn(o, &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	outR, outW, _ := os.Pipe()
+	defer outR.Close()
+	// What a process started before the guest's lockdown, or before
+	// register returned, would see otherwise: capabilities, no seccomp
+	// filter, a way to gain privileges, or no file from register.
+	script := `grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status; cat registered; exit 5`
+	first := &backend.Command{
+		Req:   &proto.Exec{Argv: []string{"/bin/sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin"}, Dir: ws, Stdio: proto.StdioFDs},
+		Files: []*os.File{os.Stdin, outW, outW},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	register := func([]string) error {
+		// Long past the guest's setup: a command sent before this returned
+		// would have run by now.
+		time.Sleep(300 * time.Millisecond)
+		return os.WriteFile(filepath.Join(ws, "registered"), []byte("yes\n"), 0o644)
+	}
+	inst, err := s.Start(ctx, &c, register, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := inst.First()
+	outW.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.PID == 0 {
+		t.Fatal("the first command has no pid")
+	}
+	out, _ := io.ReadAll(outR)
+	exit := wait(t, p, "the first command", waitLimit)
+	want := "CapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nNoNewPrivs:\t1\nSeccomp:\t2\nyes\n"
+	if string(out) != want || exit.Code != 5 {
+		t.Errorf("first command printed %q and exited %+v, want %q and 5", out, exit, want)
+	}
+	// Later requests are served as ever.
+	if r := run(t, s, sh("echo again"), nil); r.stdout.String() != "again\n" {
+		t.Errorf("a later exec printed %q", r.stdout.String())
+	}
+}
+
+func TestAFirstCommandThatIsNotFoundEndsWith127AndTheSandboxRuns(t *testing.T) {
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	ws, home := t.TempDir(), t.TempDir()
+	c := backend.Spec{ID: fmt.Sprintf("t%d", time.Now().UnixNano()), Workspace: ws, HostHome: home}
+	s, err := Spawn(Options{Exe: airlockBin, Env: func(string) string { return "" }}, &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	r := &result{}
+	first := &backend.Command{Req: &proto.Exec{Argv: []string{"no-such-command-xyz"}, Env: []string{"PATH=/usr/bin:/bin"}}, Output: r.collector()}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	inst, err := s.Start(ctx, &c, nil, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := inst.First()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exit := wait(t, p, "the first command", waitLimit)
+	if p.PID != 0 || exit.Code != 127 || !strings.Contains(exit.Reason, "no-such-command-xyz") || !strings.Contains(r.stderr.String(), "command not found") {
+		t.Errorf("pid %d, exit %+v, stderr %q: want no pid, 127 and a reason", p.PID, exit, r.stderr.String())
+	}
+	if r := run(t, s, sh("echo still"), nil); r.stdout.String() != "still\n" {
+		t.Errorf("a later exec printed %q", r.stdout.String())
+	}
+}
+
+func TestWithoutAFirstCommandFirstReturnsNothing(t *testing.T) {
+	sb, _ := sandbox(t, nil)
+	if p, err := sb.First(); p != nil || err != nil {
+		t.Errorf("First() = %v, %v; want nil, nil", p, err)
+	}
+}

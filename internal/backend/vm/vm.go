@@ -115,7 +115,8 @@ type Sandbox struct {
 	exited   chan struct{} // closed when QEMU is reaped
 	conn     *proto.Conn
 	client   *guestclient.Client
-	net      *os.File // the host's end of the network socketpair
+	first    *backend.Launched // the first command given to Start
+	net      *os.File          // the host's end of the network socketpair
 	cg       *cgroup.Group
 	vfsPort  *os.File // the host's end of the VFS port, until served
 	stopVFS  context.CancelFunc
@@ -282,8 +283,8 @@ func cpus(l backend.Limits) int {
 }
 
 // Start records QEMU's pid, sends the guest its plan and waits until it is
-// ready. On error the VM is gone.
-func (s *Sandbox) Start(ctx context.Context, spec *backend.Spec, register func(cgroups []string) error) (_ backend.Instance, err error) {
+// ready; then it Execs the first command, if any. On error the VM is gone.
+func (s *Sandbox) Start(ctx context.Context, spec *backend.Spec, register func(cgroups []string) error, first *backend.Command) (_ backend.Instance, err error) {
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -322,8 +323,12 @@ func (s *Sandbox) Start(ctx context.Context, spec *backend.Spec, register func(c
 	if err := s.handshake(ctx, in, s.opts.BootTimeout); err != nil {
 		return nil, err
 	}
+	s.first = backend.Launch(s.client, first)
 	return s, nil
 }
+
+// First returns the first command given to Start once it has started.
+func (s *Sandbox) First() (*guestclient.Process, error) { return s.first.Wait() }
 
 // serveShares serves the sandbox's host directories on the VFS port.
 func (s *Sandbox) serveShares(spec *backend.Spec, in *proto.Init) error {

@@ -166,7 +166,7 @@ func TestVM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inst, err := p.Start(context.Background(), spec, nil)
+	inst, err := p.Start(context.Background(), spec, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +282,7 @@ func startFake(t *testing.T, o Options) error {
 	if err != nil {
 		return err
 	}
-	inst, err := p.Start(context.Background(), spec, nil)
+	inst, err := p.Start(context.Background(), spec, nil, nil)
 	if err == nil {
 		inst.Close()
 		t.Fatal("a guest that never said ready was accepted")
