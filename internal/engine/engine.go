@@ -130,6 +130,7 @@ type Sandbox struct {
 	warnings    []string
 	stopOnce    sync.Once
 	stopping    bool          // Stop has begun: it closes the backend
+	oomKilled   bool          // the memory limit killed a process (read by Stop)
 	stopped     chan struct{} // closed once the backend is closed, after Stop
 	doorsOnce   sync.Once
 	doorsClosed chan struct{} // closed once closeDoors is done
@@ -677,8 +678,15 @@ func (s *Sandbox) Call(ctx context.Context, m *proto.Msg) (*proto.Msg, error) {
 // gateway) needs no process gone: it closes while the kernel tears the
 // sandbox down (a millisecond and more), instead of after.
 func (s *Sandbox) Stop() (oomKilled bool) {
-	oom := s.inst.OOMKilled()
 	s.stopOnce.Do(func() {
+		// The kill first: the kernel's teardown of the sandbox (a millisecond
+		// and more) then overlaps all that follows, and nothing that follows
+		// needs its processes. Whether the memory limit killed a process is
+		// read after: a kill is no OOM kill.
+		if k, ok := s.inst.(backend.Killer); ok {
+			k.Kill()
+		}
+		s.oomKilled = s.inst.OOMKilled()
 		s.stopping = true
 		if s.watch != nil {
 			s.watch.close()
@@ -693,7 +701,7 @@ func (s *Sandbox) Stop() (oomKilled bool) {
 		}
 		go func() { <-closed; close(s.stopped) }()
 	})
-	return oom
+	return s.oomKilled
 }
 
 // Close tears the sandbox down in reverse order of assembly: processes,

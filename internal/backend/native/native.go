@@ -451,6 +451,14 @@ func (s *Sandbox) CgroupPaths() []string {
 // OOMKilled reports whether the memory limit killed a process.
 func (s *Sandbox) OOMKilled() bool { return s.cg != nil && s.cg.OOMKilled() }
 
+// Kill kills the guest (PID 1), so the kernel kills every process in the
+// sandbox; it returns at once (Done is closed once the guest is reaped).
+func (s *Sandbox) Kill() {
+	if s.guest != nil {
+		s.guest.Signal(syscall.SIGKILL)
+	}
+}
+
 // Close ends the sandbox: the guest (PID 1) is killed, so the kernel kills
 // every process in it; then its cgroup is removed. It is safe to call twice.
 func (s *Sandbox) Close() error {
