@@ -270,26 +270,31 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 		}
 	}
 
-	// The audit stream: every record of this sandbox, redacted with its
-	// secrets once they are known.
-	bounds := audit.Options{MaxBytes: spec.Config.Audit.MaxBytes, Keep: spec.Config.Audit.Keep}
-	if s.log, err = audit.OpenWith(filepath.Join(h.Dir(), "audit.jsonl"), h.ID(), s.redactString, bounds); err != nil {
-		return nil, step("audit", err)
+	// The audit stream and the workspace session. Without a network nothing
+	// before the backend's start audits anything, and a bind workspace gives
+	// the sandbox's plan only its read-only paths: both are then made while
+	// the guest sets up (late), not before its plan is sent. Nothing can be
+	// audited before Start returns (commands and the control socket come after).
+	late := s.mode == "" && wsMode == config.WorkspaceBind
+	if !late {
+		if err := s.openAudit(); err != nil {
+			return nil, err
+		}
 	}
-	created := audit.Lifecycle(audit.OpCreate, s.be.Name(), "")
-	created.Extra = map[string]string{"origin": spec.Origin}
-	s.record(created)
-	trace.Mark("engine: audit opened")
-
-	// Workspace session: the manifest, copy or overlay layers.
 	if err := s.makeScratch(); err != nil {
 		return nil, step("workspace", err)
 	}
-	if s.ws, err = s.prepareWorkspace(wsMode, o.Progress); err != nil {
+	wsCfg, err := s.workspaceConfig(wsMode)
+	if err != nil {
 		return nil, step("workspace", err)
 	}
-
-	trace.Mark("engine: workspace prepared")
+	s.bspec.RO = append(s.bspec.RO, workspace.ReadOnlyPaths(wsCfg)...)
+	if !late {
+		if s.ws, err = s.prepareWorkspace(wsCfg, o.Progress); err != nil {
+			return nil, step("workspace", err)
+		}
+		trace.Mark("engine: workspace prepared")
+	}
 	// Egress: the gateway pipeline and its door.
 	s.env = spec.Env
 	if s.mode != "" {
@@ -340,6 +345,17 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 	trace.Mark("engine: egress ready")
 	// Backend start; the sandbox is registered while it sets up.
 	inst, err := pending.Start(ctx, s.bspec, func(cgroups []string) error {
+		if late {
+			if err := s.openAudit(); err != nil {
+				return err
+			}
+			ws, err := s.prepareWorkspace(wsCfg, nil)
+			if err != nil {
+				return step("workspace", err)
+			}
+			s.ws = ws
+			trace.Mark("engine: workspace prepared")
+		}
 		if err := s.register(cgroups); err != nil {
 			return err
 		}
@@ -479,9 +495,8 @@ func (s *Sandbox) makeScratch() error {
 // WorkspaceDir is where a sandbox's workspace session lives in its state dir.
 func WorkspaceDir(sandboxDir string) string { return filepath.Join(sandboxDir, "workspace") }
 
-// prepareWorkspace takes the manifest (and the copy, or the overlay's
-// layers) before the sandbox starts and shapes the backend spec to match.
-func (s *Sandbox) prepareWorkspace(mode string, progress workspace.Progress) (*workspace.Session, error) {
+// workspaceConfig is the workspace session's config for mode.
+func (s *Sandbox) workspaceConfig(mode string) (workspace.Config, error) {
 	w := s.spec.Config.Workspace
 	cfg := workspace.Config{
 		Mode: workspace.Mode(mode), Root: w.Path, Exclude: w.Exclude, ProtectGit: w.ProtectGit && mode == config.WorkspaceBind,
@@ -496,23 +511,28 @@ func (s *Sandbox) prepareWorkspace(mode string, progress workspace.Progress) (*w
 		sum := sha256.Sum256([]byte(cfg.Root))
 		cfg.CacheFile = filepath.Join(root, "cache", "hashes-"+hex.EncodeToString(sum[:8]))
 		if mode != config.WorkspaceBind && strings.HasPrefix(root+"/", cfg.Root+"/") {
-			return nil, fmt.Errorf("the state dir %s lies inside the workspace, which %s mode cannot layer over: set AIRLOCK_STATE_DIR to a directory outside it", root, mode)
+			return cfg, fmt.Errorf("the state dir %s lies inside the workspace, which %s mode cannot layer over: set AIRLOCK_STATE_DIR to a directory outside it", root, mode)
 		}
 	}
-	if mode != config.WorkspaceCopy {
+	return cfg, nil
+}
+
+// prepareWorkspace takes the manifest (and the copy, or the overlay's
+// layers) before the sandbox starts and shapes the backend spec to match;
+// a bind session's read-only paths are the caller's (workspace.ReadOnlyPaths).
+func (s *Sandbox) prepareWorkspace(cfg workspace.Config, progress workspace.Progress) (*workspace.Session, error) {
+	if cfg.Mode != workspace.Copy {
 		progress = nil
 	}
 	ws, err := workspace.Prepare(WorkspaceDir(s.h.Dir()), cfg, progress)
 	if err != nil {
 		return nil, err
 	}
-	switch mode {
-	case config.WorkspaceOverlay:
+	switch cfg.Mode {
+	case workspace.Overlay:
 		s.bspec.Overlay = &backend.Overlay{Upper: ws.UpperDir(), Work: ws.WorkDir()}
-	case config.WorkspaceCopy:
+	case workspace.Copy:
 		s.bspec.WorkspaceSource = ws.CopyDir()
-	case config.WorkspaceBind:
-		s.bspec.RO = append(s.bspec.RO, ws.ReadOnlyPaths()...)
 	}
 	return ws, nil
 }
@@ -542,6 +562,22 @@ func (s *Sandbox) register(cgroups []string) error {
 	// the start nothing. Until Serve, a client's connection waits in the
 	// socket's backlog; a start that fails removes the directory.
 	return s.h.SetStatus(state.Status{State: state.Running})
+}
+
+// openAudit opens the audit stream, every record of this sandbox, redacted
+// with its secrets once they are known, and records the sandbox's creation.
+func (s *Sandbox) openAudit() error {
+	bounds := audit.Options{MaxBytes: s.spec.Config.Audit.MaxBytes, Keep: s.spec.Config.Audit.Keep}
+	log, err := audit.OpenWith(filepath.Join(s.h.Dir(), "audit.jsonl"), s.h.ID(), s.redactString, bounds)
+	if err != nil {
+		return step("audit", err)
+	}
+	s.log = log
+	created := audit.Lifecycle(audit.OpCreate, s.be.Name(), "")
+	created.Extra = map[string]string{"origin": s.spec.Origin}
+	s.record(created)
+	trace.Mark("engine: audit opened")
+	return nil
 }
 
 func (s *Sandbox) redactString(v string) string {

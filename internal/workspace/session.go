@@ -335,12 +335,19 @@ func (s *Session) CopyDir() string { return s.path(copyDir) }
 // ReadOnlyPaths are host paths bind mode shows read-only inside the
 // workspace: .git/config and .git/hooks under --protect-git.
 func (s *Session) ReadOnlyPaths() []string {
-	if s.m.Mode != Bind || !s.m.ProtectGit {
+	return ReadOnlyPaths(s.m.Config)
+}
+
+// ReadOnlyPaths are the paths a bind session of cfg needs read-only inside
+// (--protect-git: .git/config and .git/hooks, where they exist), known
+// before the session is prepared.
+func ReadOnlyPaths(cfg Config) []string {
+	if cfg.Mode != Bind || !cfg.ProtectGit {
 		return nil
 	}
 	var out []string
 	for _, p := range []string{".git/config", ".git/hooks"} {
-		abs := filepath.Join(s.m.Root, p)
+		abs := filepath.Join(cfg.Root, p)
 		if st, err := os.Lstat(abs); err == nil && st.Mode()&fs.ModeSymlink == 0 {
 			out = append(out, abs)
 		}
