@@ -129,9 +129,10 @@ type Sandbox struct {
 
 	warnings    []string
 	stopOnce    sync.Once
-	stopping    bool          // Stop has begun: it closes the backend
-	oomKilled   bool          // the memory limit killed a process (read by Stop)
-	stopped     chan struct{} // closed once the backend is closed, after Stop
+	stopping    bool            // Stop has begun: it closes the backend
+	oomKilled   bool            // the memory limit killed a process (read by Stop)
+	stopped     chan struct{}   // closed once the backend is closed, after Stop
+	gone        <-chan struct{} // closed once every process is gone, after Halt
 	doorsOnce   sync.Once
 	doorsClosed chan struct{} // closed once closeDoors is done
 	closeMu     sync.Mutex
@@ -714,6 +715,14 @@ func (s *Sandbox) Call(ctx context.Context, m *proto.Msg) (*proto.Msg, error) {
 // gateway) needs no process gone: it closes while the kernel tears the
 // sandbox down (a millisecond and more), instead of after.
 func (s *Sandbox) Stop() (oomKilled bool) {
+	s.Halt()
+	<-s.gone
+	return s.oomKilled
+}
+
+// Halt is Stop without the wait: the processes are being ended when it
+// returns, and whether the memory limit killed one is known. Stop waits.
+func (s *Sandbox) Halt() (oomKilled bool) {
 	s.stopOnce.Do(func() {
 		// The kill first: the kernel's teardown of the sandbox (a millisecond
 		// and more) then overlaps all that follows, and nothing that follows
@@ -730,14 +739,28 @@ func (s *Sandbox) Stop() (oomKilled bool) {
 		closed := make(chan struct{})
 		go func() { s.inst.Close(); close(closed) }()
 		s.closeDoors()
+		s.gone = closed
 		if s.be.Caps().ReapedWhenDone {
-			<-s.inst.Done()
-		} else {
-			<-closed
+			s.gone = s.inst.Done()
 		}
 		go func() { <-closed; close(s.stopped) }()
 	})
 	return s.oomKilled
+}
+
+// Forget is for a host that will Discard the sandbox and whose workspace
+// review writes nothing that stays (bind mode): called between Halt and
+// Stop, it takes the sandbox out of the state dir at once (nobody finds
+// it any more) and deletes what its directory holds, but the workspace
+// session, while the processes end, instead of after the review. Discard
+// finishes. The workspace session goes on where its directory now is.
+func (s *Sandbox) Forget() error {
+	return s.ws.Move(func() (string, error) {
+		if err := s.h.Unlist(filepath.Base(WorkspaceDir(""))); err != nil {
+			return "", err
+		}
+		return WorkspaceDir(s.h.Dir()), nil
+	})
 }
 
 // Close tears the sandbox down in reverse order of assembly: processes,

@@ -24,6 +24,9 @@ type Handle struct {
 	mu      sync.Mutex
 	lock    *os.File // nil once released or closed
 	removed bool
+	// unlisted is the deletion Unlist began, which Remove finishes; nil
+	// while the sandbox is listed.
+	unlisted chan error
 }
 
 // Create allocates a sandbox: a fresh random id, a 0700 directory holding a
@@ -261,7 +264,7 @@ func (h *Handle) LogPath() string { return filepath.Join(h.dir, logsFile) }
 func (h *Handle) WriteRecord(r Record) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.removed {
+	if h.removed || h.unlisted != nil {
 		return errors.New("state: write record: sandbox removed")
 	}
 	if r.ID == "" {
@@ -295,7 +298,7 @@ func (h *Handle) SetStatus(st Status) error {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.removed {
+	if h.removed || h.unlisted != nil {
 		return errors.New("state: set status: sandbox removed")
 	}
 	if err := writeJSONAtomic(h.dir, statusFile, st); err != nil {
@@ -376,7 +379,12 @@ func (h *Handle) Remove() error {
 	defer h.mu.Unlock()
 	var rerr error
 	if !h.removed {
-		if err := removeDir(h.dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		remove := removeDir
+		if h.unlisted != nil {
+			<-h.unlisted // its error: what it left, RemoveAll retries
+			remove = os.RemoveAll
+		}
+		if err := remove(h.dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			rerr = fmt.Errorf("state: remove %s: %w", h.id, err)
 		} else {
 			h.removed = true
@@ -387,6 +395,33 @@ func (h *Handle) Remove() error {
 		}
 	}
 	return errors.Join(rerr, h.releaseLocked())
+}
+
+// Unlist is the start of a Remove that overlaps the host's last work: the
+// sandbox's directory is renamed aside at once, so that no reader finds it
+// any more (as Remove's first step does), and what it holds is deleted in
+// the background, but for the entries named keep, which stay usable under
+// the new Dir until Remove. The lock stays held until Remove. A crash in
+// between leaves a trash dir, which the next Create removes once old.
+func (h *Handle) Unlist(keep ...string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.removed || h.unlisted != nil {
+		return nil
+	}
+	trash, err := moveAside(h.dir)
+	if err != nil {
+		return fmt.Errorf("state: unlist %s: %w", h.id, err)
+	}
+	if filepath.Dir(h.sock) == h.dir {
+		h.sock = filepath.Join(trash, filepath.Base(h.sock))
+	}
+	h.dir = trash
+	done := make(chan error, 1)
+	h.unlisted = done
+	keep = append(keep, lockFile)
+	go func() { done <- removeEntries(trash, keep) }()
+	return nil
 }
 
 // ReadRecord reads sandbox.json back (the background supervisor's spec lives there).

@@ -434,6 +434,53 @@ func TestRemove(t *testing.T) {
 	mustCreate(t, s, "gone") // the name is free again
 }
 
+func TestUnlistHidesAtOnceKeepsWhatIsAsked(t *testing.T) {
+	s := openStore(t)
+	h, err := s.Create("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := h.Dir()
+	if err := h.SetStatus(Status{State: Running}); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"workspace", "audit"} {
+		if err := os.MkdirAll(filepath.Join(listed, d, "sub"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.Unlist("workspace"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(listed); !os.IsNotExist(err) {
+		t.Fatalf("the listed dir remains after Unlist: %v", err)
+	}
+	if es, err := s.List(); err != nil || len(es) != 0 {
+		t.Fatalf("List after Unlist = %v, %v; want nothing", es, err)
+	}
+	if h.Dir() == listed {
+		t.Fatal("Dir did not follow the rename")
+	}
+	if _, err := os.Stat(filepath.Join(h.Dir(), "workspace", "sub")); err != nil {
+		t.Fatalf("a kept entry is gone: %v", err)
+	}
+	if h.LockFD() == -1 {
+		t.Fatal("the lock went with Unlist")
+	}
+	if err := h.SetStatus(Status{State: Exited}); err == nil {
+		t.Fatal("SetStatus after Unlist")
+	}
+	if err := h.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(s.sandboxes()); len(ents) != 0 {
+		t.Fatalf("left behind: %v", ents)
+	}
+	if h.LockFD() != -1 {
+		t.Fatal("lock still held")
+	}
+}
+
 func TestCorruptAndPartial(t *testing.T) {
 	s := openStore(t)
 	sb := s.sandboxes()

@@ -232,10 +232,10 @@ func (s *Session) takeBase(scan func(Progress, int) (Manifest, error)) {
 	default:
 	}
 	m, err := scan(nil, workers)
+	s.mu.Lock() // the session's directory stays where it is meanwhile (Move)
 	if err == nil {
 		err = SaveManifest(s.path(baseFile), m)
 	}
-	s.mu.Lock()
 	s.base, s.baseErr = m, err
 	s.mu.Unlock()
 	close(s.baseDone)
@@ -300,6 +300,21 @@ func relTo(root, p string) (string, bool) {
 }
 
 func (s *Session) path(name string) string { return filepath.Join(s.dir, name) }
+
+// Move runs move, which renames the session's directory and returns where
+// it now is, while nothing of the session is written (the background
+// manifest waits), and goes on there. Call it from the goroutine that
+// uses the session.
+func (s *Session) Move(move func() (string, error)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dir, err := move()
+	if err != nil {
+		return err
+	}
+	s.dir = dir
+	return nil
+}
 
 func (s *Session) save() error {
 	b, err := json.MarshalIndent(s.m, "", "  ")
