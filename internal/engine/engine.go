@@ -274,10 +274,16 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 	// The audit stream and the workspace session. Without a network nothing
 	// before the backend's start audits anything, and a bind workspace gives
 	// the sandbox's plan only its read-only paths: both are then made while
-	// the guest sets up (late), not before its plan is sent. Nothing can be
-	// audited before Start returns (commands and the control socket come after).
-	late := s.mode == "" && wsMode == config.WorkspaceBind
+	// the guest sets up (late), not before its plan is sent, and so is the
+	// state dir entry they live in when the host only reserved it (scratch
+	// dirs live there too: a sandbox with some makes it first). Nothing can
+	// be audited before Start returns (commands and the control socket come
+	// after), nor can anyone find the sandbox before its entry exists.
+	late := s.mode == "" && wsMode == config.WorkspaceBind && len(spec.Scratch) == 0
 	if !late {
+		if err := s.publish(); err != nil {
+			return nil, err
+		}
 		if err := s.openAudit(); err != nil {
 			return nil, err
 		}
@@ -347,6 +353,9 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 	// Backend start; the sandbox is registered while it sets up.
 	inst, err := pending.Start(ctx, s.bspec, func(cgroups []string) error {
 		if late {
+			if err := s.publish(); err != nil {
+				return err
+			}
 			if err := s.openAudit(); err != nil {
 				return err
 			}
@@ -563,6 +572,20 @@ func (s *Sandbox) register(cgroups []string) error {
 	// the start nothing. Until Serve, a client's connection waits in the
 	// socket's backlog; a start that fails removes the directory.
 	return s.h.SetStatus(state.Status{State: state.Running})
+}
+
+// publish makes the sandbox's state dir entry if the host only reserved
+// it (state.Store.Reserve): before anything is written there, and before
+// the sandbox runs anything, as a host that made it itself would have.
+func (s *Sandbox) publish() error {
+	if s.h.Published() {
+		return nil
+	}
+	if err := s.h.Publish(); err != nil {
+		return step("state", err)
+	}
+	trace.Mark("engine: state dir entry made")
+	return nil
 }
 
 // openAudit opens the audit stream, every record of this sandbox, redacted

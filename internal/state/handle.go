@@ -27,6 +27,8 @@ type Handle struct {
 	// unlisted is the deletion Unlist began, which Remove finishes; nil
 	// while the sandbox is listed.
 	unlisted chan error
+	// store, until Publish, is where a Reserved sandbox will be made.
+	store *Store
 }
 
 // Create allocates a sandbox: a fresh random id, a 0700 directory holding a
@@ -88,17 +90,26 @@ func (s *Store) Create(name string) (*Handle, error) {
 // build assembles the sandbox under a hidden name and renames it into place,
 // so it appears complete, already locked, or not at all. Runs under the store lock.
 func (s *Store) build(id, name string) (*Handle, error) {
-	final := filepath.Join(s.sandboxes(), id)
-	tmp := filepath.Join(s.sandboxes(), newPrefix+id)
-	if err := os.Mkdir(tmp, 0o700); err != nil {
+	h := &Handle{id: id, dir: filepath.Join(s.sandboxes(), id), name: name, created: time.Now().UTC()}
+	if err := s.buildInto(h); err != nil {
 		return nil, err
 	}
-	h := &Handle{id: id, dir: final, name: name, created: time.Now().UTC()}
+	return h, nil
+}
+
+// buildInto is build for a handle made already (Reserve).
+func (s *Store) buildInto(h *Handle) error {
+	id, final := h.id, h.dir
+	tmp := filepath.Join(s.sandboxes(), newPrefix+id)
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return err
+	}
 	ok := false
 	defer func() {
 		if !ok {
 			if h.lock != nil {
 				_ = h.lock.Close()
+				h.lock = nil
 			}
 			_ = os.RemoveAll(tmp)
 		}
@@ -108,36 +119,93 @@ func (s *Store) build(id, name string) (*Handle, error) {
 	// processes; handing it on is explicit (see LockFD).
 	f, err := os.OpenFile(filepath.Join(tmp, lockFile), os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("create lock: %w", err)
+		return fmt.Errorf("create lock: %w", err)
 	}
 	h.lock = f
 	if err := flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		return nil, fmt.Errorf("take lock: %w", err)
+		return fmt.Errorf("take lock: %w", err)
 	}
 
 	h.sock = filepath.Join(final, socketFile)
 	if len(h.sock) > maxSocketPath {
 		sock, err := s.fallbackSocket(id)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if err := os.WriteFile(filepath.Join(tmp, socketRedir), []byte(sock), 0o600); err != nil {
-			return nil, fmt.Errorf("record socket path: %w", err)
+			return fmt.Errorf("record socket path: %w", err)
 		}
 		h.sock = sock
 	}
 
-	rec := Record{ID: id, Name: name, CreatedAt: h.created, PID: os.Getpid()}
+	rec := Record{ID: id, Name: h.name, CreatedAt: h.created, PID: os.Getpid()}
 	if err := writeJSONAtomic(tmp, recordFile, rec); err != nil {
-		return nil, fmt.Errorf("write record: %w", err)
+		return fmt.Errorf("write record: %w", err)
 	}
 	// No status file yet: readers take its absence for Creating, and the
 	// first SetStatus (running) writes it, so a start writes it once.
 	if err := os.Rename(tmp, final); err != nil {
-		return nil, fmt.Errorf("publish: %w", err)
+		return fmt.Errorf("publish: %w", err)
 	}
 	ok = true
+	return nil
+}
+
+// Reserve is Create in two steps, for an unnamed sandbox whose start has
+// better things to do first: it only picks a fresh id (and the socket
+// path), and the directory, lock and record are made by Publish. Until
+// then nothing of the sandbox is in the state dir and nobody can find it;
+// Remove works on an unpublished handle too.
+func (s *Store) Reserve() (*Handle, error) {
+	id := newID()
+	h := &Handle{id: id, dir: filepath.Join(s.sandboxes(), id), created: time.Now().UTC(), store: s}
+	h.sock = filepath.Join(h.dir, socketFile)
+	if len(h.sock) > maxSocketPath {
+		sock, err := s.fallbackSocket(id)
+		if err != nil {
+			return nil, fmt.Errorf("state: reserve: %w", err)
+		}
+		h.sock = sock
+	}
 	return h, nil
+}
+
+// Published says whether the handle's directory exists (see Reserve).
+func (h *Handle) Published() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.store == nil
+}
+
+// Publish makes a Reserved sandbox's directory as Create does: complete,
+// locked, or not at all (an id some other sandbox took meanwhile is an
+// error). Calling it again, or on a handle from Create, is a no-op.
+func (h *Handle) Publish() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.store
+	if s == nil {
+		return nil
+	}
+	if h.removed {
+		return errors.New("state: publish: sandbox removed")
+	}
+	unlock, err := s.lockStore()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	s.cleanLeftovers()
+	if _, err := os.Lstat(h.dir); !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("state: publish %s: the id is taken", h.id)
+	}
+	sock := h.sock
+	if err := s.buildInto(h); err != nil {
+		h.sock = sock
+		return fmt.Errorf("state: create: %w", err)
+	}
+	h.store = nil
+	return nil
 }
 
 // fallbackSocket returns <tmp>/airlock-<uid>/s/<id>.sock for state roots too

@@ -481,6 +481,60 @@ func TestUnlistHidesAtOnceKeepsWhatIsAsked(t *testing.T) {
 	}
 }
 
+func TestAReservedSandboxAppearsOnlyOncePublished(t *testing.T) {
+	s := openStore(t)
+	h, err := s.Reserve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Published() {
+		t.Fatal("a reserved handle says it is published")
+	}
+	if _, err := os.Lstat(h.Dir()); !os.IsNotExist(err) {
+		t.Fatalf("Reserve made the directory: %v", err)
+	}
+	if es, err := s.List(); err != nil || len(es) != 0 {
+		t.Fatalf("List before Publish = %v, %v; want nothing", es, err)
+	}
+	if err := h.Publish(); err != nil {
+		t.Fatal(err)
+	}
+	if !h.Published() || h.LockFD() == -1 {
+		t.Fatal("Publish left the handle unpublished or unlocked")
+	}
+	es, err := s.List()
+	if err != nil || len(es) != 1 || es[0].Record.ID != h.ID() {
+		t.Fatalf("List after Publish = %v, %v; want %s", es, err, h.ID())
+	}
+	if err := h.SetStatus(Status{State: Running}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Publish(); err != nil {
+		t.Fatalf("a second Publish: %v", err)
+	}
+	if err := h.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(s.sandboxes()); len(ents) != 0 {
+		t.Fatalf("left behind: %v", ents)
+	}
+
+	// Never published: Remove has nothing to do, and Publish after it fails.
+	u, err := s.Reserve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := u.Remove(); err != nil {
+		t.Fatalf("Remove of an unpublished handle: %v", err)
+	}
+	if err := u.Publish(); err == nil {
+		t.Fatal("Publish after Remove succeeded")
+	}
+	if ents, _ := os.ReadDir(s.sandboxes()); len(ents) != 0 {
+		t.Fatalf("left behind: %v", ents)
+	}
+}
+
 func TestCorruptAndPartial(t *testing.T) {
 	s := openStore(t)
 	sb := s.sandboxes()
