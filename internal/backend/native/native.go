@@ -72,6 +72,9 @@ type Sandbox struct {
 	hostIDs bool
 
 	closeOnce sync.Once
+	killOnce  sync.Once
+	mntns     int  // the guest's mount namespace, held from Kill to Close; 0 if not
+	overlay   bool // the workspace is an overlay (see Kill)
 }
 
 // Start creates the sandbox and returns once its guest is ready for requests.
@@ -225,7 +228,7 @@ func (s *Sandbox) Start(ctx context.Context, c *backend.Spec, whileSetup func(cg
 	if c.Limits != s.limits || c.HostIDs != s.hostIDs {
 		return nil, fmt.Errorf("native: start with limits %+v (host ids %v), but spawned with %+v (%v)", c.Limits, c.HostIDs, s.limits, s.hostIDs)
 	}
-	s.ID = c.ID
+	s.ID, s.overlay = c.ID, c.Overlay != nil
 	init, err := Plan(c, s.opts.Env)
 	if err != nil {
 		return nil, fmt.Errorf("native: plan: %w", err)
@@ -454,9 +457,31 @@ func (s *Sandbox) OOMKilled() bool { return s.cg != nil && s.cg.OOMKilled() }
 // Kill kills the guest (PID 1), so the kernel kills every process in the
 // sandbox; it returns at once (Done is closed once the guest is reaped).
 func (s *Sandbox) Kill() {
-	if s.guest != nil {
-		s.guest.Signal(syscall.SIGKILL)
+	if s.guest == nil {
+		return
 	}
+	s.killOnce.Do(func() {
+		// The guest's mount namespace, held across its death: the last
+		// reference to it unmounts the sandbox's ~80 mounts and waits for an
+		// RCU grace period, which the guest's exit, and so its reap, would
+		// otherwise wait for. Close drops it once the guest is reaped, beside
+		// what the host does then. Every process is gone by then: the mounts
+		// are reachable only through this descriptor, which nothing inherits.
+		// Not with an overlay: its work dir, which the review deletes, stays
+		// busy while it is mounted.
+		select {
+		case <-s.exited: // reaped already: its pid may be another's
+			return
+		default:
+		}
+		if s.overlay {
+			return
+		}
+		if fd, err := unix.Open("/proc/"+strconv.Itoa(s.guest.Pid)+"/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+			s.mntns = fd
+		}
+	})
+	s.guest.Signal(syscall.SIGKILL)
 }
 
 // Close ends the sandbox: the guest (PID 1) is killed, so the kernel kills
@@ -469,8 +494,11 @@ func (s *Sandbox) Close() error {
 			// The cgroup can only be removed once empty; without one there
 			// is nothing to wait for: PID 1 is dead, so is every process,
 			// and the goroutine that started the guest reaps it.
-			if s.cg != nil {
+			if s.cg != nil || s.mntns != 0 {
 				<-s.exited
+			}
+			if s.mntns != 0 { // the sandbox's mounts go now (see Kill)
+				unix.Close(s.mntns)
 			}
 		}
 		if s.conn != nil {

@@ -792,9 +792,32 @@ func TestKillEndsEveryProcessWithoutClose(t *testing.T) {
 		t.Fatal("the guest was not reaped after Kill")
 	}
 	testutil.NoProcsWithin(t, mark, 2*time.Second)
+	// The guest's mounts outlive it, held here, until Close drops them.
+	if n := mountNamespacesHeld(t); n != 1 {
+		t.Errorf("after Kill this process holds %d mount namespaces, want the guest's", n)
+	}
 	if err := sb.Close(); err != nil {
 		t.Errorf("Close after Kill: %v", err)
 	}
+	if n := mountNamespacesHeld(t); n != 0 {
+		t.Errorf("after Close this process still holds %d mount namespaces", n)
+	}
+}
+
+// mountNamespacesHeld counts this process's descriptors of mount namespaces.
+func mountNamespacesHeld(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && strings.HasPrefix(l, "mnt:[") {
+			n++
+		}
+	}
+	return n
 }
 
 func TestAPidsLimitMakesForksFailButLeavesTheSandboxUsable(t *testing.T) {
