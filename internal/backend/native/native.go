@@ -497,9 +497,14 @@ func (s *Sandbox) Close() error {
 			if s.cg != nil || s.mntns != 0 {
 				<-s.exited
 			}
-			if s.mntns != 0 { // the sandbox's mounts go now (see Kill)
-				unix.Close(s.mntns)
-			}
+		}
+		unmounted := make(chan struct{})
+		if s.mntns != 0 {
+			// The sandbox's mounts go now (see Kill), while the (empty)
+			// cgroup is removed; the id slot is given back after.
+			go func() { unix.Close(s.mntns); close(unmounted) }()
+		} else {
+			close(unmounted)
 		}
 		if s.conn != nil {
 			s.conn.Close()
@@ -507,6 +512,7 @@ func (s *Sandbox) Close() error {
 		if s.cg != nil {
 			err = s.cg.Destroy()
 		}
+		<-unmounted
 		if s.ids != nil {
 			// The slot is free again only once nothing runs as its ids.
 			if s.guest != nil {
