@@ -313,7 +313,11 @@ func Adopt(dir string, lockFD int) (*Handle, error) {
 func (h *Handle) ID() string { return h.id }
 
 // Dir returns the sandbox's directory.
-func (h *Handle) Dir() string { return h.dir }
+func (h *Handle) Dir() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.dir
+}
 
 // Name returns the sandbox's name, or "" if it has none.
 func (h *Handle) Name() string { return h.name }
@@ -481,10 +485,7 @@ func (h *Handle) Unlist(keep ...string) error {
 	if err != nil {
 		return fmt.Errorf("state: unlist %s: %w", h.id, err)
 	}
-	if filepath.Dir(h.sock) == h.dir {
-		h.sock = filepath.Join(trash, filepath.Base(h.sock))
-	}
-	h.dir = trash
+	h.dir = trash // the socket path stays: it names nothing now, as after Remove
 	done := make(chan error, 1)
 	h.unlisted = done
 	keep = append(keep, lockFile)
