@@ -245,7 +245,11 @@ func launch(spec engine.Spec, o *runOptions, env []string, secs []*secrets.Secre
 		}
 		return 0, err
 	}
-	trace.Mark("state dir entry made (or reserved)")
+	if h.Published() {
+		trace.Mark("state dir entry made")
+	} else {
+		trace.Mark("state dir entry reserved")
+	}
 	if spec.Env, err = sandboxEnv(spec, h.ID(), env); err != nil {
 		h.Remove()
 		return 0, err
