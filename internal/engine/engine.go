@@ -281,7 +281,7 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 	// after), nor can anyone find the sandbox before its entry exists.
 	late := s.mode == "" && wsMode == config.WorkspaceBind && len(spec.Scratch) == 0
 	if !late {
-		if err := s.publish(); err != nil {
+		if _, err := s.publish(nil); err != nil {
 			return nil, err
 		}
 		if err := s.openAudit(); err != nil {
@@ -352,9 +352,17 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 	trace.Mark("engine: egress ready")
 	// Backend start; the sandbox is registered while it sets up.
 	inst, err := pending.Start(ctx, s.bspec, func(cgroups []string) error {
+		rec, err := s.registration(cgroups)
+		if err != nil {
+			return err
+		}
+		unwritten := &rec
 		if late {
-			if err := s.publish(); err != nil {
+			// The entry is made with its full record: written once.
+			if made, err := s.publish(&rec); err != nil {
 				return err
+			} else if made {
+				unwritten = nil
 			}
 			if err := s.openAudit(); err != nil {
 				return err
@@ -366,7 +374,7 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 			s.ws = ws
 			trace.Mark("engine: workspace prepared")
 		}
-		if err := s.register(cgroups); err != nil {
+		if err := s.register(unwritten); err != nil {
 			return err
 		}
 		if o.WhileSetup != nil {
@@ -547,24 +555,32 @@ func (s *Sandbox) prepareWorkspace(cfg workspace.Config, progress workspace.Prog
 	return ws, nil
 }
 
-// register records the sandbox in the state dir as running and opens its
-// control socket; the backend calls it while the sandbox sets up.
-func (s *Sandbox) register(cgroups []string) error {
+// registration is the sandbox's record in the state dir.
+func (s *Sandbox) registration(cgroups []string) (state.Record, error) {
 	config, err := json.Marshal(s.spec)
 	if err != nil {
-		return err
+		return state.Record{}, err
 	}
 	c := &s.spec.Config
-	rec := state.Record{
+	return state.Record{
 		ID: s.h.ID(), Name: s.h.Name(), CreatedAt: time.Now().UTC(), PID: os.Getpid(), Backend: c.BackendName(),
 		Workspace: c.Workspace.Path, Command: s.spec.Command, Detached: s.spec.Detached, Config: config,
 		Cgroups: cgroups, Origin: s.spec.Origin,
-	}
-	if err := s.h.WriteRecord(rec); err != nil {
-		return err
+	}, nil
+}
+
+// register records the sandbox in the state dir as running and opens its
+// control socket; the backend calls it while the sandbox sets up. A nil
+// rec says the record is written already (publish).
+func (s *Sandbox) register(rec *state.Record) error {
+	if rec != nil {
+		if err := s.h.WriteRecord(*rec); err != nil {
+			return err
+		}
 	}
 	sock := s.h.SocketPath()
 	os.Remove(sock)
+	var err error
 	if s.ctl, err = net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"}); err != nil {
 		return fmt.Errorf("control socket: %w", err)
 	}
@@ -574,18 +590,19 @@ func (s *Sandbox) register(cgroups []string) error {
 	return s.h.SetStatus(state.Status{State: state.Running})
 }
 
-// publish makes the sandbox's state dir entry if the host only reserved
-// it (state.Store.Reserve): before anything is written there, and before
-// the sandbox runs anything, as a host that made it itself would have.
-func (s *Sandbox) publish() error {
+// publish makes the sandbox's state dir entry, with rec for its record
+// (nil: a first one), if the host only reserved it (state.Store.Reserve):
+// before anything is written there, and before the sandbox runs anything,
+// as a host that made it itself would have. It says whether it did.
+func (s *Sandbox) publish(rec *state.Record) (bool, error) {
 	if s.h.Published() {
-		return nil
+		return false, nil
 	}
-	if err := s.h.Publish(); err != nil {
-		return step("state", err)
+	if err := s.h.Publish(rec); err != nil {
+		return false, step("state", err)
 	}
 	trace.Mark("engine: state dir entry made")
-	return nil
+	return true, nil
 }
 
 // openAudit opens the audit stream, every record of this sandbox, redacted

@@ -91,14 +91,15 @@ func (s *Store) Create(name string) (*Handle, error) {
 // so it appears complete, already locked, or not at all. Runs under the store lock.
 func (s *Store) build(id, name string) (*Handle, error) {
 	h := &Handle{id: id, dir: filepath.Join(s.sandboxes(), id), name: name, created: time.Now().UTC()}
-	if err := s.buildInto(h); err != nil {
+	if err := s.buildInto(h, Record{}); err != nil {
 		return nil, err
 	}
 	return h, nil
 }
 
-// buildInto is build for a handle made already (Reserve).
-func (s *Store) buildInto(h *Handle) error {
+// buildInto is build for a handle made already (Reserve), with rec as its
+// record (the handle fills in what rec leaves empty, as WriteRecord does).
+func (s *Store) buildInto(h *Handle, rec Record) error {
 	id, final := h.id, h.dir
 	tmp := filepath.Join(s.sandboxes(), newPrefix+id)
 	if err := os.Mkdir(tmp, 0o700); err != nil {
@@ -138,7 +139,13 @@ func (s *Store) buildInto(h *Handle) error {
 		h.sock = sock
 	}
 
-	rec := Record{ID: id, Name: h.name, CreatedAt: h.created, PID: os.Getpid()}
+	rec.ID, rec.Name = id, h.name
+	if rec.CreatedAt.IsZero() {
+		rec.CreatedAt = h.created
+	}
+	if rec.PID == 0 {
+		rec.PID = os.Getpid()
+	}
 	if err := writeJSONAtomic(tmp, recordFile, rec); err != nil {
 		return fmt.Errorf("write record: %w", err)
 	}
@@ -179,8 +186,10 @@ func (h *Handle) Published() bool {
 
 // Publish makes a Reserved sandbox's directory as Create does: complete,
 // locked, or not at all (an id some other sandbox took meanwhile is an
-// error). Calling it again, or on a handle from Create, is a no-op.
-func (h *Handle) Publish() error {
+// error), with rec as its record if not nil (its ID and Name are the
+// handle's; other empty fields are filled as WriteRecord does). Calling it
+// again, or on a handle from Create, is a no-op.
+func (h *Handle) Publish(rec *Record) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := h.store
@@ -199,8 +208,15 @@ func (h *Handle) Publish() error {
 	if _, err := os.Lstat(h.dir); !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("state: publish %s: the id is taken", h.id)
 	}
+	var r Record
+	if rec != nil {
+		if rec.ID != "" && rec.ID != h.id || rec.Name != "" && rec.Name != h.name {
+			return fmt.Errorf("state: publish: record of %q (%q) for sandbox %s (%q)", rec.ID, rec.Name, h.id, h.name)
+		}
+		r = *rec
+	}
 	sock := h.sock
-	if err := s.buildInto(h); err != nil {
+	if err := s.buildInto(h, r); err != nil {
 		h.sock = sock
 		return fmt.Errorf("state: create: %w", err)
 	}

@@ -496,8 +496,11 @@ func TestAReservedSandboxAppearsOnlyOncePublished(t *testing.T) {
 	if es, err := s.List(); err != nil || len(es) != 0 {
 		t.Fatalf("List before Publish = %v, %v; want nothing", es, err)
 	}
-	if err := h.Publish(); err != nil {
+	if err := h.Publish(&Record{Backend: "native", Command: []string{"true"}}); err != nil {
 		t.Fatal(err)
+	}
+	if r, err := h.ReadRecord(); err != nil || r.ID != h.ID() || r.Backend != "native" || r.PID != os.Getpid() || r.CreatedAt.IsZero() {
+		t.Fatalf("the record Publish wrote = %+v, %v; want the one given, filled in", r, err)
 	}
 	if !h.Published() || h.LockFD() == -1 {
 		t.Fatal("Publish left the handle unpublished or unlocked")
@@ -509,7 +512,7 @@ func TestAReservedSandboxAppearsOnlyOncePublished(t *testing.T) {
 	if err := h.SetStatus(Status{State: Running}); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Publish(); err != nil {
+	if err := h.Publish(nil); err != nil {
 		t.Fatalf("a second Publish: %v", err)
 	}
 	if err := h.Remove(); err != nil {
@@ -527,7 +530,7 @@ func TestAReservedSandboxAppearsOnlyOncePublished(t *testing.T) {
 	if err := u.Remove(); err != nil {
 		t.Fatalf("Remove of an unpublished handle: %v", err)
 	}
-	if err := u.Publish(); err == nil {
+	if err := u.Publish(nil); err == nil {
 		t.Fatal("Publish after Remove succeeded")
 	}
 	if ents, _ := os.ReadDir(s.sandboxes()); len(ents) != 0 {
