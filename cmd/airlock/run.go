@@ -231,14 +231,25 @@ func launch(spec engine.Spec, o *runOptions, env []string, secs []*secrets.Secre
 	if err != nil {
 		return 0, err
 	}
-	h, err := store.Create(o.name)
+	var h *state.Handle
+	if !o.detach && o.name == "" {
+		// Its directory is made by the engine once nothing waits on it
+		// (state.Store.Reserve); the id is all the start needs before.
+		h, err = store.Reserve()
+	} else {
+		h, err = store.Create(o.name)
+	}
 	if err != nil {
 		if errors.Is(err, state.ErrNameTaken) {
 			return 0, fmt.Errorf("a sandbox named %q exists already: pick another --name, or remove it with airlock rm %s", o.name, o.name)
 		}
 		return 0, err
 	}
-	trace.Mark("state dir entry made")
+	if h.Published() {
+		trace.Mark("state dir entry made")
+	} else {
+		trace.Mark("state dir entry reserved")
+	}
 	if spec.Env, err = sandboxEnv(spec, h.ID(), env); err != nil {
 		h.Remove()
 		return 0, err

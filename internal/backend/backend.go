@@ -57,6 +57,12 @@ type Pending interface {
 	Close() error
 }
 
+// Killer is an Instance that can end every process of its sandbox at once,
+// without waiting for anything: the engine calls Kill first thing when a
+// sandbox stops, so the kernel's teardown of the sandbox begins before the
+// engine's own work (Close, which may wait, follows).
+type Killer interface{ Kill() }
+
 // Instance is a running sandbox: its guest agent, whatever the backend.
 type Instance interface {
 	Exec(req *proto.Exec, output func(stream uint8, data []byte), files ...*os.File) (*guestclient.Process, error)

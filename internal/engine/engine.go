@@ -145,8 +145,10 @@ type Sandbox struct {
 
 	warnings    []string
 	stopOnce    sync.Once
-	stopping    bool          // Stop has begun: it closes the backend
-	stopped     chan struct{} // closed once the backend is closed, after Stop
+	stopping    bool            // Stop has begun: it closes the backend
+	oomKilled   bool            // the memory limit killed a process (read by Stop)
+	stopped     chan struct{}   // closed once the backend is closed, after Stop
+	gone        <-chan struct{} // closed once every process is gone, after Halt
 	doorsOnce   sync.Once
 	doorsClosed chan struct{} // closed once closeDoors is done
 	closeMu     sync.Mutex
@@ -289,26 +291,37 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 		}
 	}
 
-	// The audit stream: every record of this sandbox, redacted with its
-	// secrets once they are known.
-	bounds := audit.Options{MaxBytes: spec.Config.Audit.MaxBytes, Keep: spec.Config.Audit.Keep}
-	if s.log, err = audit.OpenWith(filepath.Join(h.Dir(), "audit.jsonl"), h.ID(), s.redactString, bounds); err != nil {
-		return nil, step("audit", err)
+	// The audit stream and the workspace session. Without a network nothing
+	// before the backend's start audits anything, and a bind workspace gives
+	// the sandbox's plan only its read-only paths: both are then made while
+	// the guest sets up (late), not before its plan is sent, and so is the
+	// state dir entry they live in when the host only reserved it (scratch
+	// dirs live there too: a sandbox with some makes it first). Nothing can
+	// be audited before Start returns (commands and the control socket come
+	// after), nor can anyone find the sandbox before its entry exists.
+	late := s.mode == "" && wsMode == config.WorkspaceBind && len(spec.Scratch) == 0
+	if !late {
+		if _, err := s.publish(nil); err != nil {
+			return nil, err
+		}
+		if err := s.openAudit(); err != nil {
+			return nil, err
+		}
 	}
-	created := audit.Lifecycle(audit.OpCreate, s.be.Name(), "")
-	created.Extra = map[string]string{"origin": spec.Origin}
-	s.record(created)
-	trace.Mark("engine: audit opened")
-
-	// Workspace session: the manifest, copy or overlay layers.
 	if err := s.makeScratch(); err != nil {
 		return nil, step("workspace", err)
 	}
-	if s.ws, err = s.prepareWorkspace(wsMode, o.Progress); err != nil {
+	wsCfg, err := s.workspaceConfig(wsMode)
+	if err != nil {
 		return nil, step("workspace", err)
 	}
-
-	trace.Mark("engine: workspace prepared")
+	s.bspec.RO = append(s.bspec.RO, workspace.ReadOnlyPaths(wsCfg)...)
+	if !late {
+		if s.ws, err = s.prepareWorkspace(wsCfg, o.Progress); err != nil {
+			return nil, step("workspace", err)
+		}
+		trace.Mark("engine: workspace prepared")
+	}
 	// Egress: the gateway pipeline and its door.
 	s.env = spec.Env
 	if s.mode != "" {
@@ -387,7 +400,29 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 	// Backend start; the sandbox is registered while it sets up, and what
 	// must be in place before anything runs inside is readied meanwhile.
 	inst, err := pending.Start(ctx, s.bspec, func(cgroups []string) error {
-		if err := s.register(cgroups); err != nil {
+		rec, err := s.registration(cgroups)
+		if err != nil {
+			return err
+		}
+		unwritten := &rec
+		if late {
+			// The entry is made with its full record: written once.
+			if made, err := s.publish(&rec); err != nil {
+				return err
+			} else if made {
+				unwritten = nil
+			}
+			if err := s.openAudit(); err != nil {
+				return err
+			}
+			ws, err := s.prepareWorkspace(wsCfg, nil)
+			if err != nil {
+				return step("workspace", err)
+			}
+			s.ws = ws
+			trace.Mark("engine: workspace prepared")
+		}
+		if err := s.register(unwritten); err != nil {
 			return err
 		}
 		if o.WhileSetup != nil {
@@ -533,9 +568,8 @@ func (s *Sandbox) makeScratch() error {
 // WorkspaceDir is where a sandbox's workspace session lives in its state dir.
 func WorkspaceDir(sandboxDir string) string { return filepath.Join(sandboxDir, "workspace") }
 
-// prepareWorkspace takes the manifest (and the copy, or the overlay's
-// layers) before the sandbox starts and shapes the backend spec to match.
-func (s *Sandbox) prepareWorkspace(mode string, progress workspace.Progress) (*workspace.Session, error) {
+// workspaceConfig is the workspace session's config for mode.
+func (s *Sandbox) workspaceConfig(mode string) (workspace.Config, error) {
 	w := s.spec.Config.Workspace
 	cfg := workspace.Config{
 		Mode: workspace.Mode(mode), Root: w.Path, Exclude: w.Exclude, ProtectGit: w.ProtectGit && mode == config.WorkspaceBind,
@@ -550,45 +584,58 @@ func (s *Sandbox) prepareWorkspace(mode string, progress workspace.Progress) (*w
 		sum := sha256.Sum256([]byte(cfg.Root))
 		cfg.CacheFile = filepath.Join(root, "cache", "hashes-"+hex.EncodeToString(sum[:8]))
 		if mode != config.WorkspaceBind && strings.HasPrefix(root+"/", cfg.Root+"/") {
-			return nil, fmt.Errorf("the state dir %s lies inside the workspace, which %s mode cannot layer over: set AIRLOCK_STATE_DIR to a directory outside it", root, mode)
+			return cfg, fmt.Errorf("the state dir %s lies inside the workspace, which %s mode cannot layer over: set AIRLOCK_STATE_DIR to a directory outside it", root, mode)
 		}
 	}
-	if mode != config.WorkspaceCopy {
+	return cfg, nil
+}
+
+// prepareWorkspace takes the manifest (and the copy, or the overlay's
+// layers) before the sandbox starts and shapes the backend spec to match;
+// a bind session's read-only paths are the caller's (workspace.ReadOnlyPaths).
+func (s *Sandbox) prepareWorkspace(cfg workspace.Config, progress workspace.Progress) (*workspace.Session, error) {
+	if cfg.Mode != workspace.Copy {
 		progress = nil
 	}
 	ws, err := workspace.Prepare(WorkspaceDir(s.h.Dir()), cfg, progress)
 	if err != nil {
 		return nil, err
 	}
-	switch mode {
-	case config.WorkspaceOverlay:
+	switch cfg.Mode {
+	case workspace.Overlay:
 		s.bspec.Overlay = &backend.Overlay{Upper: ws.UpperDir(), Work: ws.WorkDir()}
-	case config.WorkspaceCopy:
+	case workspace.Copy:
 		s.bspec.WorkspaceSource = ws.CopyDir()
-	case config.WorkspaceBind:
-		s.bspec.RO = append(s.bspec.RO, ws.ReadOnlyPaths()...)
 	}
 	return ws, nil
 }
 
-// register records the sandbox in the state dir as running and opens its
-// control socket; the backend calls it while the sandbox sets up.
-func (s *Sandbox) register(cgroups []string) error {
+// registration is the sandbox's record in the state dir.
+func (s *Sandbox) registration(cgroups []string) (state.Record, error) {
 	config, err := json.Marshal(s.spec)
 	if err != nil {
-		return err
+		return state.Record{}, err
 	}
 	c := &s.spec.Config
-	rec := state.Record{
+	return state.Record{
 		ID: s.h.ID(), Name: s.h.Name(), CreatedAt: time.Now().UTC(), PID: os.Getpid(), Backend: c.BackendName(),
 		Workspace: c.Workspace.Path, Command: s.spec.Command, Detached: s.spec.Detached, Config: config,
 		Cgroups: cgroups, Origin: s.spec.Origin,
-	}
-	if err := s.h.WriteRecord(rec); err != nil {
-		return err
+	}, nil
+}
+
+// register records the sandbox in the state dir as running and opens its
+// control socket; the backend calls it while the sandbox sets up. A nil
+// rec says the record is written already (publish).
+func (s *Sandbox) register(rec *state.Record) error {
+	if rec != nil {
+		if err := s.h.WriteRecord(*rec); err != nil {
+			return err
+		}
 	}
 	sock := s.h.SocketPath()
 	os.Remove(sock)
+	var err error
 	if s.ctl, err = net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"}); err != nil {
 		return fmt.Errorf("control socket: %w", err)
 	}
@@ -596,6 +643,37 @@ func (s *Sandbox) register(cgroups []string) error {
 	// the start nothing. Until Serve, a client's connection waits in the
 	// socket's backlog; a start that fails removes the directory.
 	return s.h.SetStatus(state.Status{State: state.Running})
+}
+
+// publish makes the sandbox's state dir entry, with rec for its record
+// (nil: a first one), if the host only reserved it (state.Store.Reserve):
+// before anything is written there, and before the sandbox runs anything,
+// as a host that made it itself would have. It says whether it did.
+func (s *Sandbox) publish(rec *state.Record) (bool, error) {
+	if s.h.Published() {
+		return false, nil
+	}
+	if err := s.h.Publish(rec); err != nil {
+		return false, step("state", err)
+	}
+	trace.Mark("engine: state dir entry made")
+	return true, nil
+}
+
+// openAudit opens the audit stream, every record of this sandbox, redacted
+// with its secrets once they are known, and records the sandbox's creation.
+func (s *Sandbox) openAudit() error {
+	bounds := audit.Options{MaxBytes: s.spec.Config.Audit.MaxBytes, Keep: s.spec.Config.Audit.Keep}
+	log, err := audit.OpenWith(filepath.Join(s.h.Dir(), "audit.jsonl"), s.h.ID(), s.redactString, bounds)
+	if err != nil {
+		return step("audit", err)
+	}
+	s.log = log
+	created := audit.Lifecycle(audit.OpCreate, s.be.Name(), "")
+	created.Extra = map[string]string{"origin": s.spec.Origin}
+	s.record(created)
+	trace.Mark("engine: audit opened")
+	return nil
 }
 
 func (s *Sandbox) redactString(v string) string {
@@ -750,27 +828,52 @@ func (s *Sandbox) Call(ctx context.Context, m *proto.Msg) (*proto.Msg, error) {
 // gateway) needs no process gone: it closes while the kernel tears the
 // sandbox down (a millisecond and more), instead of after.
 func (s *Sandbox) Stop() (oomKilled bool) {
-	oom := s.inst.OOMKilled()
+	s.Halt()
+	<-s.gone
+	return s.oomKilled
+}
+
+// Halt is Stop without the wait: the processes are being ended when it
+// returns, and whether the memory limit killed one is known. Stop waits.
+func (s *Sandbox) Halt() (oomKilled bool) {
 	s.stopOnce.Do(func() {
+		// The kill first: the kernel's teardown of the sandbox (a millisecond
+		// and more) then overlaps all that follows, and nothing that follows
+		// needs its processes. Whether the memory limit killed a process is
+		// read after: a kill is no OOM kill.
+		if k, ok := s.inst.(backend.Killer); ok {
+			k.Kill()
+		}
+		s.oomKilled = s.inst.OOMKilled()
 		s.stopping = true
 		if s.watch != nil {
 			s.watch.close()
 		}
-		// The doors close beside the backend, whose close goes last: the
-		// goroutine started last runs first once this one waits, so the
-		// kill (the kernel's teardown after it is the longest wait here) is
-		// not queued behind the doors' work.
-		s.closeDoors()
 		closed := make(chan struct{})
 		go func() { s.inst.Close(); close(closed) }()
+		s.closeDoors()
+		s.gone = closed
 		if s.caps.ReapedWhenDone {
-			<-s.inst.Done()
-		} else {
-			<-closed
+			s.gone = s.inst.Done()
 		}
 		go func() { <-closed; close(s.stopped) }()
 	})
-	return oom
+	return s.oomKilled
+}
+
+// Forget is for a host that will Discard the sandbox and whose workspace
+// review writes nothing that stays (bind mode): called between Halt and
+// Stop, it takes the sandbox out of the state dir at once (nobody finds
+// it any more) and deletes what its directory holds, but the workspace
+// session, while the processes end, instead of after the review. Discard
+// finishes. The workspace session goes on where its directory now is.
+func (s *Sandbox) Forget() error {
+	return s.ws.Move(func() (string, error) {
+		if err := s.h.Unlist(filepath.Base(WorkspaceDir(""))); err != nil {
+			return "", err
+		}
+		return WorkspaceDir(s.h.Dir()), nil
+	})
 }
 
 // Close tears the sandbox down in reverse order of assembly: processes,

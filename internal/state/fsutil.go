@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 )
 
@@ -150,11 +151,33 @@ func newID() string { return randHex(6) }
 // removeDir moves dir aside before deleting it so List never sees a
 // half-deleted sandbox, then removes it for good.
 func removeDir(dir string) error {
-	trash := filepath.Join(filepath.Dir(dir), trashPrefix+filepath.Base(dir)+"-"+randHex(4))
-	if err := os.Rename(dir, trash); err != nil {
+	trash, err := moveAside(dir)
+	if err != nil {
 		return err
 	}
 	return os.RemoveAll(trash)
+}
+
+// moveAside renames dir to a trash name beside it, which List skips and
+// the next Create removes once old (the debris of a crash).
+func moveAside(dir string) (string, error) {
+	trash := filepath.Join(filepath.Dir(dir), trashPrefix+filepath.Base(dir)+"-"+randHex(4))
+	return trash, os.Rename(dir, trash)
+}
+
+// removeEntries deletes what dir holds, but for the entries named keep.
+func removeEntries(dir string, keep []string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range ents {
+		if !slices.Contains(keep, e.Name()) {
+			errs = append(errs, os.RemoveAll(filepath.Join(dir, e.Name())))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // removeFallbackSocket deletes a socket living outside the sandbox dir,

@@ -24,6 +24,11 @@ type Handle struct {
 	mu      sync.Mutex
 	lock    *os.File // nil once released or closed
 	removed bool
+	// unlisted is the deletion Unlist began, which Remove finishes; nil
+	// while the sandbox is listed.
+	unlisted chan error
+	// store, until Publish, is where a Reserved sandbox will be made.
+	store *Store
 }
 
 // Create allocates a sandbox: a fresh random id, a 0700 directory holding a
@@ -85,17 +90,27 @@ func (s *Store) Create(name string) (*Handle, error) {
 // build assembles the sandbox under a hidden name and renames it into place,
 // so it appears complete, already locked, or not at all. Runs under the store lock.
 func (s *Store) build(id, name string) (*Handle, error) {
-	final := filepath.Join(s.sandboxes(), id)
-	tmp := filepath.Join(s.sandboxes(), newPrefix+id)
-	if err := os.Mkdir(tmp, 0o700); err != nil {
+	h := &Handle{id: id, dir: filepath.Join(s.sandboxes(), id), name: name, created: time.Now().UTC()}
+	if err := s.buildInto(h, Record{}); err != nil {
 		return nil, err
 	}
-	h := &Handle{id: id, dir: final, name: name, created: time.Now().UTC()}
+	return h, nil
+}
+
+// buildInto is build for a handle made already (Reserve), with rec as its
+// record (the handle fills in what rec leaves empty, as WriteRecord does).
+func (s *Store) buildInto(h *Handle, rec Record) error {
+	id, final := h.id, h.dir
+	tmp := filepath.Join(s.sandboxes(), newPrefix+id)
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return err
+	}
 	ok := false
 	defer func() {
 		if !ok {
 			if h.lock != nil {
 				_ = h.lock.Close()
+				h.lock = nil
 			}
 			_ = os.RemoveAll(tmp)
 		}
@@ -105,36 +120,108 @@ func (s *Store) build(id, name string) (*Handle, error) {
 	// processes; handing it on is explicit (see LockFD).
 	f, err := os.OpenFile(filepath.Join(tmp, lockFile), os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("create lock: %w", err)
+		return fmt.Errorf("create lock: %w", err)
 	}
 	h.lock = f
 	if err := flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		return nil, fmt.Errorf("take lock: %w", err)
+		return fmt.Errorf("take lock: %w", err)
 	}
 
 	h.sock = filepath.Join(final, socketFile)
 	if len(h.sock) > maxSocketPath {
 		sock, err := s.fallbackSocket(id)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if err := os.WriteFile(filepath.Join(tmp, socketRedir), []byte(sock), 0o600); err != nil {
-			return nil, fmt.Errorf("record socket path: %w", err)
+			return fmt.Errorf("record socket path: %w", err)
 		}
 		h.sock = sock
 	}
 
-	rec := Record{ID: id, Name: name, CreatedAt: h.created, PID: os.Getpid()}
+	rec.ID, rec.Name = id, h.name
+	if rec.CreatedAt.IsZero() {
+		rec.CreatedAt = h.created
+	}
+	if rec.PID == 0 {
+		rec.PID = os.Getpid()
+	}
 	if err := writeJSONAtomic(tmp, recordFile, rec); err != nil {
-		return nil, fmt.Errorf("write record: %w", err)
+		return fmt.Errorf("write record: %w", err)
 	}
 	// No status file yet: readers take its absence for Creating, and the
 	// first SetStatus (running) writes it, so a start writes it once.
 	if err := os.Rename(tmp, final); err != nil {
-		return nil, fmt.Errorf("publish: %w", err)
+		return fmt.Errorf("publish: %w", err)
 	}
 	ok = true
+	return nil
+}
+
+// Reserve is Create in two steps, for an unnamed sandbox whose start has
+// better things to do first: it only picks a fresh id (and the socket
+// path), and the directory, lock and record are made by Publish. Until
+// then nothing of the sandbox is in the state dir and nobody can find it;
+// Remove works on an unpublished handle too.
+func (s *Store) Reserve() (*Handle, error) {
+	id := newID()
+	h := &Handle{id: id, dir: filepath.Join(s.sandboxes(), id), created: time.Now().UTC(), store: s}
+	h.sock = filepath.Join(h.dir, socketFile)
+	if len(h.sock) > maxSocketPath {
+		sock, err := s.fallbackSocket(id)
+		if err != nil {
+			return nil, fmt.Errorf("state: reserve: %w", err)
+		}
+		h.sock = sock
+	}
 	return h, nil
+}
+
+// Published says whether the handle's directory exists (see Reserve).
+func (h *Handle) Published() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.store == nil
+}
+
+// Publish makes a Reserved sandbox's directory as Create does: complete,
+// locked, or not at all (an id some other sandbox took meanwhile is an
+// error), with rec as its record if not nil (its ID and Name are the
+// handle's; other empty fields are filled as WriteRecord does). Calling it
+// again, or on a handle from Create, is a no-op.
+func (h *Handle) Publish(rec *Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.store
+	if s == nil {
+		return nil
+	}
+	if h.removed {
+		return errors.New("state: publish: sandbox removed")
+	}
+	unlock, err := s.lockStore()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	s.cleanLeftovers()
+	if _, err := os.Lstat(h.dir); !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("state: publish %s: the id is taken", h.id)
+	}
+	var r Record
+	if rec != nil {
+		if rec.ID != "" && rec.ID != h.id || rec.Name != "" && rec.Name != h.name {
+			return fmt.Errorf("state: publish: record of %q (%q) for sandbox %s (%q)", rec.ID, rec.Name, h.id, h.name)
+		}
+		r = *rec
+	}
+	sock := h.sock
+	if err := s.buildInto(h, r); err != nil {
+		h.sock = sock
+		return fmt.Errorf("state: create: %w", err)
+	}
+	h.store = nil
+	return nil
 }
 
 // fallbackSocket returns <tmp>/airlock-<uid>/s/<id>.sock for state roots too
@@ -242,7 +329,11 @@ func Adopt(dir string, lockFD int) (*Handle, error) {
 func (h *Handle) ID() string { return h.id }
 
 // Dir returns the sandbox's directory.
-func (h *Handle) Dir() string { return h.dir }
+func (h *Handle) Dir() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.dir
+}
 
 // Name returns the sandbox's name, or "" if it has none.
 func (h *Handle) Name() string { return h.name }
@@ -261,7 +352,7 @@ func (h *Handle) LogPath() string { return filepath.Join(h.dir, logsFile) }
 func (h *Handle) WriteRecord(r Record) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.removed {
+	if h.removed || h.unlisted != nil {
 		return errors.New("state: write record: sandbox removed")
 	}
 	if r.ID == "" {
@@ -295,7 +386,7 @@ func (h *Handle) SetStatus(st Status) error {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.removed {
+	if h.removed || h.unlisted != nil {
 		return errors.New("state: set status: sandbox removed")
 	}
 	if err := writeJSONAtomic(h.dir, statusFile, st); err != nil {
@@ -376,7 +467,12 @@ func (h *Handle) Remove() error {
 	defer h.mu.Unlock()
 	var rerr error
 	if !h.removed {
-		if err := removeDir(h.dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		remove := removeDir
+		if h.unlisted != nil {
+			<-h.unlisted // its error: what it left, RemoveAll retries
+			remove = os.RemoveAll
+		}
+		if err := remove(h.dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			rerr = fmt.Errorf("state: remove %s: %w", h.id, err)
 		} else {
 			h.removed = true
@@ -387,6 +483,30 @@ func (h *Handle) Remove() error {
 		}
 	}
 	return errors.Join(rerr, h.releaseLocked())
+}
+
+// Unlist is the start of a Remove that overlaps the host's last work: the
+// sandbox's directory is renamed aside at once, so that no reader finds it
+// any more (as Remove's first step does), and what it holds is deleted in
+// the background, but for the entries named keep, which stay usable under
+// the new Dir until Remove. The lock stays held until Remove. A crash in
+// between leaves a trash dir, which the next Create removes once old.
+func (h *Handle) Unlist(keep ...string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.removed || h.unlisted != nil {
+		return nil
+	}
+	trash, err := moveAside(h.dir)
+	if err != nil {
+		return fmt.Errorf("state: unlist %s: %w", h.id, err)
+	}
+	h.dir = trash // the socket path stays: it names nothing now, as after Remove
+	done := make(chan error, 1)
+	h.unlisted = done
+	keep = append(keep, lockFile)
+	go func() { done <- removeEntries(trash, keep) }()
+	return nil
 }
 
 // ReadRecord reads sandbox.json back (the background supervisor's spec lives there).

@@ -434,6 +434,110 @@ func TestRemove(t *testing.T) {
 	mustCreate(t, s, "gone") // the name is free again
 }
 
+func TestUnlistHidesAtOnceKeepsWhatIsAsked(t *testing.T) {
+	s := openStore(t)
+	h, err := s.Create("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := h.Dir()
+	if err := h.SetStatus(Status{State: Running}); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"workspace", "audit"} {
+		if err := os.MkdirAll(filepath.Join(listed, d, "sub"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.Unlist("workspace"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(listed); !os.IsNotExist(err) {
+		t.Fatalf("the listed dir remains after Unlist: %v", err)
+	}
+	if es, err := s.List(); err != nil || len(es) != 0 {
+		t.Fatalf("List after Unlist = %v, %v; want nothing", es, err)
+	}
+	if h.Dir() == listed {
+		t.Fatal("Dir did not follow the rename")
+	}
+	if _, err := os.Stat(filepath.Join(h.Dir(), "workspace", "sub")); err != nil {
+		t.Fatalf("a kept entry is gone: %v", err)
+	}
+	if h.LockFD() == -1 {
+		t.Fatal("the lock went with Unlist")
+	}
+	if err := h.SetStatus(Status{State: Exited}); err == nil {
+		t.Fatal("SetStatus after Unlist")
+	}
+	if err := h.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(s.sandboxes()); len(ents) != 0 {
+		t.Fatalf("left behind: %v", ents)
+	}
+	if h.LockFD() != -1 {
+		t.Fatal("lock still held")
+	}
+}
+
+func TestAReservedSandboxAppearsOnlyOncePublished(t *testing.T) {
+	s := openStore(t)
+	h, err := s.Reserve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Published() {
+		t.Fatal("a reserved handle says it is published")
+	}
+	if _, err := os.Lstat(h.Dir()); !os.IsNotExist(err) {
+		t.Fatalf("Reserve made the directory: %v", err)
+	}
+	if es, err := s.List(); err != nil || len(es) != 0 {
+		t.Fatalf("List before Publish = %v, %v; want nothing", es, err)
+	}
+	if err := h.Publish(&Record{Backend: "native", Command: []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := h.ReadRecord(); err != nil || r.ID != h.ID() || r.Backend != "native" || r.PID != os.Getpid() || r.CreatedAt.IsZero() {
+		t.Fatalf("the record Publish wrote = %+v, %v; want the one given, filled in", r, err)
+	}
+	if !h.Published() || h.LockFD() == -1 {
+		t.Fatal("Publish left the handle unpublished or unlocked")
+	}
+	es, err := s.List()
+	if err != nil || len(es) != 1 || es[0].Record.ID != h.ID() {
+		t.Fatalf("List after Publish = %v, %v; want %s", es, err, h.ID())
+	}
+	if err := h.SetStatus(Status{State: Running}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Publish(nil); err != nil {
+		t.Fatalf("a second Publish: %v", err)
+	}
+	if err := h.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(s.sandboxes()); len(ents) != 0 {
+		t.Fatalf("left behind: %v", ents)
+	}
+
+	// Never published: Remove has nothing to do, and Publish after it fails.
+	u, err := s.Reserve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := u.Remove(); err != nil {
+		t.Fatalf("Remove of an unpublished handle: %v", err)
+	}
+	if err := u.Publish(nil); err == nil {
+		t.Fatal("Publish after Remove succeeded")
+	}
+	if ents, _ := os.ReadDir(s.sandboxes()); len(ents) != 0 {
+		t.Fatalf("left behind: %v", ents)
+	}
+}
+
 func TestCorruptAndPartial(t *testing.T) {
 	s := openStore(t)
 	sb := s.sandboxes()

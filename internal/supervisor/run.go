@@ -108,11 +108,17 @@ func Run(h *state.Handle, spec engine.Spec, stdio term.IO, ro Options) (int, err
 	// the end of every run. The host exits once Run returns.
 	signal.Ignore(term.Forwarded...)
 	trace.Mark("supervisor: command exited")
-	oom := sb.Stop()
-	trace.Mark("supervisor: sandbox stopped")
-	if oom && reason == "" {
+	if oom := sb.Halt(); oom && reason == "" {
 		reason = fmt.Sprintf("the sandbox reached its memory limit (%d MiB) and the kernel killed a process", sb.Limits().MemoryBytes>>20)
 	}
+	if !Kept(spec, h.Name(), false, reason) && sb.Session().Mode() == workspace.Bind {
+		// Nothing will be kept: a bind review leaves nothing to keep. The
+		// state dir goes while the processes end, but the workspace session
+		// the review reads; should that fail, Discard removes it all after.
+		sb.Forget()
+	}
+	sb.Stop()
+	trace.Mark("supervisor: sandbox stopped")
 	if reason != "" {
 		if !spec.Quiet {
 			fmt.Fprintf(stdio.Stderr, "airlock: %s\n", reason)

@@ -232,10 +232,10 @@ func (s *Session) takeBase(scan func(Progress, int) (Manifest, error)) {
 	default:
 	}
 	m, err := scan(nil, workers)
+	s.mu.Lock() // the session's directory stays where it is meanwhile (Move)
 	if err == nil {
 		err = SaveManifest(s.path(baseFile), m)
 	}
-	s.mu.Lock()
 	s.base, s.baseErr = m, err
 	s.mu.Unlock()
 	close(s.baseDone)
@@ -301,6 +301,21 @@ func relTo(root, p string) (string, bool) {
 
 func (s *Session) path(name string) string { return filepath.Join(s.dir, name) }
 
+// Move runs move, which renames the session's directory and returns where
+// it now is, while nothing of the session is written (the background
+// manifest waits), and goes on there. Call it from the goroutine that
+// uses the session.
+func (s *Session) Move(move func() (string, error)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dir, err := move()
+	if err != nil {
+		return err
+	}
+	s.dir = dir
+	return nil
+}
+
 func (s *Session) save() error {
 	b, err := json.MarshalIndent(s.m, "", "  ")
 	if err != nil {
@@ -335,12 +350,19 @@ func (s *Session) CopyDir() string { return s.path(copyDir) }
 // ReadOnlyPaths are host paths bind mode shows read-only inside the
 // workspace: .git/config and .git/hooks under --protect-git.
 func (s *Session) ReadOnlyPaths() []string {
-	if s.m.Mode != Bind || !s.m.ProtectGit {
+	return ReadOnlyPaths(s.m.Config)
+}
+
+// ReadOnlyPaths are the paths a bind session of cfg needs read-only inside
+// (--protect-git: .git/config and .git/hooks, where they exist), known
+// before the session is prepared.
+func ReadOnlyPaths(cfg Config) []string {
+	if cfg.Mode != Bind || !cfg.ProtectGit {
 		return nil
 	}
 	var out []string
 	for _, p := range []string{".git/config", ".git/hooks"} {
-		abs := filepath.Join(s.m.Root, p)
+		abs := filepath.Join(cfg.Root, p)
 		if st, err := os.Lstat(abs); err == nil && st.Mode()&fs.ModeSymlink == 0 {
 			out = append(out, abs)
 		}

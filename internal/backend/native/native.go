@@ -73,6 +73,9 @@ type Sandbox struct {
 	hostIDs bool
 
 	closeOnce sync.Once
+	killOnce  sync.Once
+	mntns     int  // the guest's mount namespace, held from Kill to Close; 0 if not
+	overlay   bool // the workspace is an overlay (see Kill)
 }
 
 // Start creates the sandbox and returns once its guest is ready for requests.
@@ -229,7 +232,7 @@ func (s *Sandbox) Start(ctx context.Context, c *backend.Spec, whileSetup func(cg
 	if c.Limits != s.limits || c.HostIDs != s.hostIDs {
 		return nil, fmt.Errorf("native: start with limits %+v (host ids %v), but spawned with %+v (%v)", c.Limits, c.HostIDs, s.limits, s.hostIDs)
 	}
-	s.ID = c.ID
+	s.ID, s.overlay = c.ID, c.Overlay != nil
 	init, err := Plan(c, s.opts.Env)
 	if err != nil {
 		return nil, fmt.Errorf("native: plan: %w", err)
@@ -621,6 +624,36 @@ func (s *Sandbox) CgroupPaths() []string {
 // OOMKilled reports whether the memory limit killed a process.
 func (s *Sandbox) OOMKilled() bool { return s.cg != nil && s.cg.OOMKilled() }
 
+// Kill kills the guest (PID 1), so the kernel kills every process in the
+// sandbox; it returns at once (Done is closed once the guest is reaped).
+func (s *Sandbox) Kill() {
+	if s.guest == nil {
+		return
+	}
+	s.killOnce.Do(func() {
+		// The guest's mount namespace, held across its death: the last
+		// reference to it unmounts the sandbox's ~80 mounts and waits for an
+		// RCU grace period, which the guest's exit, and so its reap, would
+		// otherwise wait for. Close drops it once the guest is reaped, beside
+		// what the host does then. Every process is gone by then: the mounts
+		// are reachable only through this descriptor, which nothing inherits.
+		// Not with an overlay: its work dir, which the review deletes, stays
+		// busy while it is mounted.
+		select {
+		case <-s.exited: // reaped already: its pid may be another's
+			return
+		default:
+		}
+		if s.overlay {
+			return
+		}
+		if fd, err := unix.Open("/proc/"+strconv.Itoa(s.guest.Pid)+"/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+			s.mntns = fd
+		}
+	})
+	s.guest.kill()
+}
+
 // Close ends the sandbox: the guest (PID 1) is killed, so the kernel kills
 // every process in it; then its cgroup is removed. It is safe to call twice.
 func (s *Sandbox) Close() error {
@@ -631,9 +664,17 @@ func (s *Sandbox) Close() error {
 			// The cgroup can only be removed once empty; without one there
 			// is nothing to wait for: PID 1 is dead, so is every process,
 			// and the goroutine that started the guest reaps it.
-			if s.cg != nil {
+			if s.cg != nil || s.mntns != 0 {
 				<-s.exited
 			}
+		}
+		unmounted := make(chan struct{})
+		if s.mntns != 0 {
+			// The sandbox's mounts go now (see Kill), while the (empty)
+			// cgroup is removed; the id slot is given back after.
+			go func() { unix.Close(s.mntns); close(unmounted) }()
+		} else {
+			close(unmounted)
 		}
 		if s.conn != nil {
 			s.conn.Close()
@@ -641,6 +682,7 @@ func (s *Sandbox) Close() error {
 		if s.cg != nil {
 			err = s.cg.Destroy()
 		}
+		<-unmounted
 		if s.ids != nil {
 			// The slot is free again only once nothing runs as its ids.
 			if s.guest != nil {

@@ -771,6 +771,55 @@ func TestClosingTheSandboxEndsItsProcessesAndWaitReturnsErrClosed(t *testing.T) 
 	}
 }
 
+func TestKillEndsEveryProcessWithoutClose(t *testing.T) {
+	sb, _ := sandbox(t, nil)
+	mark := marker()
+	if _, err := sb.Exec(sh("sleep "+mark+" & sleep "+mark+" & wait"), nil); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(testutil.ProcsWith(mark)) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the sleeps never showed up on the host: %v", testutil.ProcsWith(mark))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var _ backend.Killer = sb
+	sb.Kill()
+	select {
+	case <-sb.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the guest was not reaped after Kill")
+	}
+	testutil.NoProcsWithin(t, mark, 2*time.Second)
+	// The guest's mounts outlive it, held here, until Close drops them.
+	if n := mountNamespacesHeld(t); n != 1 {
+		t.Errorf("after Kill this process holds %d mount namespaces, want the guest's", n)
+	}
+	if err := sb.Close(); err != nil {
+		t.Errorf("Close after Kill: %v", err)
+	}
+	if n := mountNamespacesHeld(t); n != 0 {
+		t.Errorf("after Close this process still holds %d mount namespaces", n)
+	}
+}
+
+// mountNamespacesHeld counts this process's descriptors of mount namespaces.
+func mountNamespacesHeld(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && strings.HasPrefix(l, "mnt:[") {
+			n++
+		}
+	}
+	return n
+}
+
 func TestAPidsLimitMakesForksFailButLeavesTheSandboxUsable(t *testing.T) {
 	sb, _ := sandbox(t, func(c *backend.Spec) { c.Limits.Pids = 20 })
 	r := run(t, sb, sh(`for i in $(seq 50); do sleep 1 & done; wait`), nil)
