@@ -7,6 +7,12 @@
 //	alternate -n 100 -warmup 10 'airlock run=airlock run -q -- /bin/true' 'bwrap=bwrap ...'
 //
 // Each argument is NAME=COMMAND, the command split on spaces (no shell).
+// Every executable named by an absolute path in a command (the binary timed,
+// and one run through setpriv or env alike) first has its page cache
+// dropped and read back in one sequential pass: how a file's pages came
+// into the cache (written by the Go linker through mmap, by cp, faulted in
+// by earlier runs) changed a start by up to 18%, so every binary starts
+// from the same state.
 // It prints one row per command: name, mean, median, p10, p90 (ms), and the
 // median of the per-round ratios to the first command.
 package main
@@ -14,11 +20,15 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 type command struct {
@@ -45,6 +55,18 @@ func main() {
 		}
 		cmds = append(cmds, &command{name: name, argv: argv})
 	}
+	settled := map[string]bool{}
+	for _, c := range cmds {
+		for _, w := range c.argv {
+			if filepath.IsAbs(w) && !settled[w] {
+				settled[w] = true
+				if err := settle(w); err != nil {
+					fmt.Fprintf(os.Stderr, "alternate: %v\n", err)
+					os.Exit(1)
+				}
+			}
+		}
+	}
 	for round := 0; round < *warmup+*runs; round++ {
 		for i := range cmds {
 			c := cmds[(round+i)%len(cmds)] // rotate who goes first
@@ -67,6 +89,25 @@ func main() {
 		fmt.Printf("%s\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\n", c.name, mean(s), pct(s, 50), pct(s, 10), pct(s, 90),
 			pct(slices.Sorted(slices.Values(ratios)), 50))
 	}
+}
+
+// settle drops path's pages from the page cache and reads them back in
+// one sequential pass, if it is an executable regular file.
+func settle(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return nil // an argument, not a program
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		return fmt.Errorf("drop %s from the page cache: %w", path, err)
+	}
+	_, err = io.Copy(io.Discard, f)
+	return err
 }
 
 // timeOne runs argv to its end with no input or output and returns its wall time.
