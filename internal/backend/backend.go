@@ -28,6 +28,9 @@ type Caps struct {
 	// native guest is reaped after its PID namespace empties). Otherwise
 	// only Close guarantees that.
 	ReapedWhenDone bool
+	// UsesRunDir: Start makes Spec.RunDir (a socket for its guest), inside
+	// the sandbox's state dir, before register: that dir must exist first.
+	UsesRunDir bool
 }
 
 // Backend starts sandboxes of one kind.

@@ -296,10 +296,11 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 	// the sandbox's plan only its read-only paths: both are then made while
 	// the guest sets up (late), not before its plan is sent, and so is the
 	// state dir entry they live in when the host only reserved it (scratch
-	// dirs live there too: a sandbox with some makes it first). Nothing can
-	// be audited before Start returns (commands and the control socket come
-	// after), nor can anyone find the sandbox before its entry exists.
-	late := s.mode == "" && wsMode == config.WorkspaceBind && len(spec.Scratch) == 0
+	// dirs live there too, and a backend's run dir: a sandbox with either
+	// makes it first). Nothing can be audited before Start returns
+	// (commands and the control socket come after), nor can anyone find the
+	// sandbox before its entry exists.
+	late := s.mode == "" && wsMode == config.WorkspaceBind && len(spec.Scratch) == 0 && !s.caps.UsesRunDir
 	if !late {
 		if _, err := s.publish(nil); err != nil {
 			return nil, err

@@ -26,8 +26,9 @@ func (Backend) Name() string { return "docker" }
 // copy), and only Close guarantees every process is gone.
 func (Backend) Caps() backend.Caps {
 	return backend.Caps{
-		NoLink:    "a docker sandbox reaches the gateway through its proxy door",
-		NoOverlay: "the docker backend stages a copy of the workspace instead; the host is untouched until you apply, as with overlay",
+		NoLink:     "a docker sandbox reaches the gateway through its proxy door",
+		NoOverlay:  "the docker backend stages a copy of the workspace instead; the host is untouched until you apply, as with overlay",
+		UsesRunDir: true,
 	}
 }
 

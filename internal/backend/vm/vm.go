@@ -83,7 +83,7 @@ func (Backend) Name() string { return "vm" }
 // Caps: a datagram network link always; an overlay workspace (layered on
 // the host by the file service); QEMU's exit means every guest process is
 // gone.
-func (Backend) Caps() backend.Caps { return backend.Caps{ReapedWhenDone: true} }
+func (Backend) Caps() backend.Caps { return backend.Caps{ReapedWhenDone: true, UsesRunDir: true} }
 
 // Prepare boots the VM now, so its boot (seconds under TCG) overlaps the
 // engine's own preparation; Start sends the plan.
