@@ -67,7 +67,6 @@ func run(conn *proto.Conn) int {
 	// ready (nothing runs in the sandbox before that to send it one).
 	r := startReaper()
 	dropping := dropSignals()
-	spares := makeSpareThreads(spareThreads)
 	m, mounts, err := recvInit(conn)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "airlock guest: expected init message:", err)
@@ -92,7 +91,10 @@ func run(conn *proto.Conn) int {
 		return 1
 	}
 	<-dropping
-	<-spares
+	// The spare threads are made once locked down, which they inherit: made
+	// before, each would be one more thread for the lockdown's all-thread
+	// rounds (Landlock and capabilities: ~2% of a run).
+	<-makeSpareThreads(spareThreads)
 	// Locked down, with its threads: requests are served from here on,
 	// beside saying so rather than after (a run's command may be waiting
 	// behind the plan already).
