@@ -453,3 +453,29 @@ func TestFilesListsRotatedFilesOldestFirst(t *testing.T) {
 		t.Fatalf("Files = %v, want %v", got, want)
 	}
 }
+
+// A rotation renames path.k to path.k+1 oldest first: while it runs there
+// is a hole among the names, and the file Follow read last may lie past
+// it. Taking the hole for the end made Follow skip to the live file and
+// lose every rotated file between (seen on a loaded CI machine).
+func TestIndexOfLooksPastTheHoleARotationLeaves(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	for _, k := range []int{1, 3} { // path.2 is being renamed to path.3
+		if err := os.WriteFile(path+"."+strconv.Itoa(k), []byte(strconv.Itoa(k)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fi, err := os.Stat(path + ".3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := indexOf(path, fi); k != 3 {
+		t.Errorf("indexOf = %d past a one-name hole, want 3", k)
+	}
+	if err := os.Rename(path+".3", path+".4"); err != nil { // two names missing: the end
+		t.Fatal(err)
+	}
+	if fi, _ = os.Stat(path + ".4"); indexOf(path, fi) != 0 {
+		t.Errorf("indexOf looked past two missing names")
+	}
+}

@@ -155,10 +155,13 @@ func rotated(path string, f *os.File, lr *lineReader, fn func(Record) error) (*o
 		}
 		g, err := os.Open(name)
 		if err != nil {
-			if k > 1 {
-				continue // renamed under us: look again
+			if errors.Is(err, fs.ErrNotExist) {
+				// Renamed under us, or path between its rename and the new
+				// file's creation: look again shortly.
+				time.Sleep(time.Millisecond)
+				continue
 			}
-			return nil, fmt.Errorf("audit: reopen %s after rotation: %w", path, err)
+			return nil, fmt.Errorf("audit: reopen %s after rotation: %w", name, err)
 		}
 		if k > 0 && indexOf(path, cur) != k { // a rotation slipped in: g may not be next
 			g.Close()
@@ -181,13 +184,20 @@ func rotated(path string, f *os.File, lr *lineReader, fn func(Record) error) (*o
 }
 
 // indexOf is k when path.k is the file fi (0 when it is none of them: gone
-// past Keep, or path itself).
+// past Keep, or path itself). A rotation renames path.k to path.k+1 from
+// the oldest down, so while one runs there is a hole below the files not
+// yet renamed: one missing name is passed over, two in a row end the list.
 func indexOf(path string, fi os.FileInfo) int {
+	missing := 0
 	for k := 1; k <= maxRotated; k++ {
 		ki, err := os.Stat(path + "." + strconv.Itoa(k))
 		if err != nil {
-			return 0
+			if missing++; missing == 2 {
+				return 0
+			}
+			continue
 		}
+		missing = 0
 		if os.SameFile(ki, fi) {
 			return k
 		}
