@@ -730,14 +730,7 @@ func TestClosingTheSandboxEndsItsProcessesAndWaitReturnsErrClosed(t *testing.T) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Both sleeps are up before the sandbox goes.
-	deadline := time.Now().Add(5 * time.Second)
-	for len(testutil.ProcsWith(mark)) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the sleeps never showed up on the host: %v", testutil.ProcsWith(mark))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitForSleeps(t, mark) // both are up before the sandbox goes
 	waited := make(chan error, 1)
 	go func() {
 		_, err := p.Wait()
@@ -771,12 +764,9 @@ func TestClosingTheSandboxEndsItsProcessesAndWaitReturnsErrClosed(t *testing.T) 
 	}
 }
 
-func TestKillEndsEveryProcessWithoutClose(t *testing.T) {
-	sb, _ := sandbox(t, nil)
-	mark := marker()
-	if _, err := sb.Exec(sh("sleep "+mark+" & sleep "+mark+" & wait"), nil); err != nil {
-		t.Fatal(err)
-	}
+// waitForSleeps waits until two processes named by mark show on the host.
+func waitForSleeps(t *testing.T, mark string) {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for len(testutil.ProcsWith(mark)) < 2 {
 		if time.Now().After(deadline) {
@@ -784,6 +774,15 @@ func TestKillEndsEveryProcessWithoutClose(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+func TestKillEndsEveryProcessWithoutClose(t *testing.T) {
+	sb, _ := sandbox(t, nil)
+	mark := marker()
+	if _, err := sb.Exec(sh("sleep "+mark+" & sleep "+mark+" & wait"), nil); err != nil {
+		t.Fatal(err)
+	}
+	waitForSleeps(t, mark)
 	var _ backend.Killer = sb
 	sb.Kill()
 	select {
