@@ -127,16 +127,15 @@ func (s *Store) buildInto(h *Handle, rec Record) error {
 		return fmt.Errorf("take lock: %w", err)
 	}
 
-	h.sock = filepath.Join(final, socketFile)
-	if len(h.sock) > maxSocketPath {
-		sock, err := s.fallbackSocket(id)
-		if err != nil {
+	if h.sock == "" { // a Reserved handle has its socket path already
+		if h.sock, err = s.socketFor(id, final); err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(tmp, socketRedir), []byte(sock), 0o600); err != nil {
+	}
+	if h.sock != filepath.Join(final, socketFile) {
+		if err := os.WriteFile(filepath.Join(tmp, socketRedir), []byte(h.sock), 0o600); err != nil {
 			return fmt.Errorf("record socket path: %w", err)
 		}
-		h.sock = sock
 	}
 
 	rec.ID, rec.Name = id, h.name
@@ -166,14 +165,11 @@ func (s *Store) buildInto(h *Handle, rec Record) error {
 func (s *Store) Reserve() (*Handle, error) {
 	id := newID()
 	h := &Handle{id: id, dir: filepath.Join(s.sandboxes(), id), created: time.Now().UTC(), store: s}
-	h.sock = filepath.Join(h.dir, socketFile)
-	if len(h.sock) > maxSocketPath {
-		sock, err := s.fallbackSocket(id)
-		if err != nil {
-			return nil, fmt.Errorf("state: reserve: %w", err)
-		}
-		h.sock = sock
+	sock, err := s.socketFor(id, h.dir)
+	if err != nil {
+		return nil, fmt.Errorf("state: reserve: %w", err)
 	}
+	h.sock = sock
 	return h, nil
 }
 
@@ -215,13 +211,20 @@ func (h *Handle) Publish(rec *Record) error {
 		}
 		r = *rec
 	}
-	sock := h.sock
 	if err := s.buildInto(h, r); err != nil {
-		h.sock = sock
 		return fmt.Errorf("state: create: %w", err)
 	}
 	h.store = nil
 	return nil
+}
+
+// socketFor is where the control socket of sandbox id, whose directory is
+// dir, goes: in dir, or in the fallback where that path is too long.
+func (s *Store) socketFor(id, dir string) (string, error) {
+	if sock := filepath.Join(dir, socketFile); len(sock) <= maxSocketPath {
+		return sock, nil
+	}
+	return s.fallbackSocket(id)
 }
 
 // fallbackSocket returns <tmp>/airlock-<uid>/s/<id>.sock for state roots too

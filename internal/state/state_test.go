@@ -704,6 +704,25 @@ func TestLongSocketPathFallback(t *testing.T) {
 	if err != nil || e.SocketPath() != sock {
 		t.Fatalf("Entry.SocketPath %q, want %q (%v)", e.SocketPath(), sock, err)
 	}
+	// A Reserved sandbox has its socket path before its directory exists,
+	// and Publish records the same one.
+	r, err := s.Reserve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rwant := filepath.Join(s.tmp, fmt.Sprintf("airlock-%d", os.Geteuid()), "s", r.ID()+".sock")
+	if r.SocketPath() != rwant {
+		t.Fatalf("reserved socket %q, want %q", r.SocketPath(), rwant)
+	}
+	if err := r.Publish(nil); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := s.Resolve(r.ID()); err != nil || e.SocketPath() != rwant || r.SocketPath() != rwant {
+		t.Fatalf("published: Entry.SocketPath %q, handle %q, want %q (%v)", e.SocketPath(), r.SocketPath(), rwant, err)
+	}
+	if err := r.Remove(); err != nil {
+		t.Fatal(err)
+	}
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatalf("bind fallback socket: %v", err)
