@@ -391,10 +391,7 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 		s.first, first = c, &backend.Command{Req: c.Req, Output: c.Output, Files: c.Files}
 		defer func() {
 			if err != nil && audited {
-				// Say it never ran (or was ended at once).
-				r := audit.Exec(c.Req.Argv)
-				r.Subject, r.Decision, r.Reason = c.Label, audit.Error, err.Error()
-				s.record(r)
+				s.recordNotStarted(c, err) // or ended at once
 			}
 		}()
 	}
@@ -798,6 +795,14 @@ func (s *Sandbox) ExecLabel(label string, req *proto.Exec, output func(stream ui
 	return &Process{Process: p, s: s, argv: req.Argv, label: label, start: time.Now()}, nil
 }
 
+// recordNotStarted closes the first command's start record, written before
+// it could run, with why it did not.
+func (s *Sandbox) recordNotStarted(c *Command, err error) {
+	r := audit.Exec(c.Req.Argv)
+	r.Subject, r.Decision, r.Reason = c.Label, audit.Error, err.Error()
+	s.record(r)
+}
+
 // First waits for the first command (Options.First) to start and returns
 // it as Exec would have; its Wait records its exit. Call it once.
 func (s *Sandbox) First() (*Process, error) {
@@ -808,9 +813,7 @@ func (s *Sandbox) First() (*Process, error) {
 	s.first = nil
 	p, err := s.inst.First()
 	if err != nil {
-		r := audit.Exec(c.Req.Argv)
-		r.Subject, r.Decision, r.Reason = c.Label, audit.Error, err.Error()
-		s.record(r)
+		s.recordNotStarted(c, err)
 		return nil, err
 	}
 	return &Process{Process: p, s: s, argv: c.Req.Argv, label: c.Label, start: time.Now()}, nil
