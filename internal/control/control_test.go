@@ -49,11 +49,15 @@ func (p *fakeProcess) Started() (pid int, pty *os.File) { return 42, nil }
 type fakeTarget struct {
 	mu    sync.Mutex
 	argv  []string
-	block bool // the command runs until signalled
+	block bool          // the command runs until signalled
+	hold  chan struct{} // if set, Exec returns once it is closed (a start under way)
 	procs []*fakeProcess
 }
 
 func (t *fakeTarget) Exec(req *proto.Exec, _ func(uint8, []byte), files ...*os.File) (Process, error) {
+	if t.hold != nil {
+		<-t.hold
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.argv = req.Argv
@@ -176,6 +180,50 @@ func TestAClientThatGoesAwayTakesItsProcessesWithIt(t *testing.T) {
 		t.Fatal("the abandoned command was never killed")
 	}
 	<-done
+}
+
+func TestAClientThatGoesAwayWhileItsCommandStartsTakesItWithIt(t *testing.T) {
+	target := &fakeTarget{block: true, hold: make(chan struct{})}
+	uc, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: serve(t, target, nil), Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	c := proto.NewConn(uc)
+	if err := c.Send(&proto.Msg{ID: 1, Op: proto.OpExec, Exec: &proto.Exec{Argv: []string{"sleep"}}}); err != nil {
+		t.Fatal(err)
+	}
+	// The client goes away while the command starts (airlock exec ended by
+	// a signal it had not caught yet): the server sees the end of the
+	// stream and closes its side, which the client reads as EOF.
+	uc.CloseWrite()
+	uc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, _, err := c.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("the server did not end the connection: %v", err)
+	}
+	close(target.hold) // the start completes after the client is gone
+	deadline := time.After(5 * time.Second)
+	for {
+		target.mu.Lock()
+		n := len(target.procs)
+		target.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		select {
+		case <-deadline:
+			t.Fatal("the command never started")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	select {
+	case s := <-target.procs[0].signals:
+		if s != syscall.SIGKILL {
+			t.Errorf("the command started for a client that was gone got %v, want SIGKILL", s)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the command started for a client that was gone runs on")
+	}
 }
 
 func TestDialingAStoppedSandboxSaysItIsNotRunning(t *testing.T) {

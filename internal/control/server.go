@@ -81,11 +81,13 @@ func serveClient(c *proto.Conn, t Target, stop func(why string)) {
 		mu      sync.Mutex
 		procs   = map[uint32]Process{}
 		watches = map[uint32]func(){} // approval watches this client holds
+		gone    bool                  // the client went away: what starts now is killed
 	)
 	defer func() {
 		// A client that goes away takes its processes with it: no leftovers
-		// from an exec whose terminal closed.
+		// from an exec whose terminal closed, nor from one still starting.
 		mu.Lock()
+		gone = true
 		for _, p := range procs {
 			p.Signal(syscall.SIGKILL)
 		}
@@ -120,6 +122,9 @@ func serveClient(c *proto.Conn, t Target, stop func(why string)) {
 				if pid, pty := p.Started(); pid != 0 {
 					mu.Lock()
 					procs[id] = p
+					if gone {
+						p.Signal(syscall.SIGKILL)
+					}
 					mu.Unlock()
 					// Only a terminal's client needs to hear of the start (its
 					// pty rides on it); the others wait for Exit, one message
