@@ -48,13 +48,17 @@ median() { awk -F'\t' -v c="$2" '$1==c{print $3}' "$1"; }
 ratio() { awk -F'\t' -v c="$2" '$1==c{print $6}' "$1"; }
 
 # rss PID: resident KiB of a process
-rss() { awk '/^VmRSS:/{print $2}' "/proc/$1/status"; }
-# idle_kib STATE ID: resident KiB of a detached sandbox's supervisor and guest
+rss() { awk -v k="$2" '$1 == k":" {print $2}' "/proc/$1/status"; }
+# idle_kib STATE ID: resident KiB of a detached sandbox's supervisor and
+# guest, then the anonymous part of it. The rest is their executables'
+# page cache, which every sandbox shares; where the cache holds the file in
+# large folios (as after a re-read), each page touched maps its whole 2 MiB
+# huge page, so that part varies with the cache's history, not the sandbox.
 idle_kib() {
 	local sup guest
 	sup=$(pgrep -f "__supervise $1/sandboxes/$2" | head -1)
 	guest=$(pgrep -P "$sup" | head -1)
-	echo $(($(rss "$sup") + $(rss "$guest")))
+	echo $(($(rss "$sup" VmRSS) + $(rss "$guest" VmRSS))) $(($(rss "$sup" RssAnon) + $(rss "$guest" RssAnon)))
 }
 
 # measure LABEL [PREFIX...]: everything, with an optional command prefix (setpriv for another uid)
@@ -120,9 +124,9 @@ measure() {
 	awk -v a="$ex" -v b="$hello" 'BEGIN{printf "bar: airlock exec / Go hello world (median) %.2fx (bar 2x)\n", a/b}'
 	echo "bar: $lat (bar p50 0.5 ms)"
 	[ -z "$blat" ] || echo "     baseline sandbox: $blat"
-	awk -v k="$kib" 'BEGIN{printf "bar: idle run -d, supervisor + guest RSS %.1f MiB (bar 20 MiB)\n", k/1024}'
+	echo "$kib" | awk '{printf "bar: idle run -d, supervisor + guest RSS %.1f MiB, of it anonymous %.1f MiB (bar 20 MiB)\n", $1/1024, $2/1024}'
 	if [ -n "$bkib" ]; then
-		awk -v k="$bkib" 'BEGIN{printf "     baseline idle run -d RSS %.1f MiB\n", k/1024}'
+		echo "$bkib" | awk '{printf "     baseline idle run -d RSS %.1f MiB, of it anonymous %.1f MiB\n", $1/1024, $2/1024}'
 	fi
 	echo
 }
