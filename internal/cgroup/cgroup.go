@@ -326,12 +326,23 @@ func (g *Group) Destroy() error {
 	if g == nil {
 		return nil
 	}
+	// A group whose processes are all gone (a sandbox whose PID 1 was
+	// reaped) goes with one rmdir per hierarchy: its member lists need not
+	// be read (in v1 each read builds a pid list the kernel frees later).
+	// rmdir removes only an empty group; what it refuses is killed and
+	// removed below.
+	var left []string
+	for _, dir := range slices.Backward(g.dirs) {
+		if err := unix.Rmdir(dir); err != nil && !errors.Is(err, unix.ENOENT) {
+			left = append(left, dir)
+		}
+	}
 	// Kill in every hierarchy before removing any, so no v1 dir waits on another's processes.
-	for _, dir := range g.dirs {
+	for _, dir := range left {
 		killAll(dir)
 	}
 	var errs []error
-	for _, dir := range slices.Backward(g.dirs) {
+	for _, dir := range left {
 		errs = append(errs, removeTree(dir, 0))
 	}
 	return errors.Join(errs...)
