@@ -37,7 +37,9 @@ func TestGeminiCLIRunsWithItsKeyHeldBack(t *testing.T) {
 
 	r := a.agent("gemini", "GEMINI_API_KEY", "generativelanguage.googleapis.com", []string{"--name", "gem"}, "-p", "write hello.txt, read the note, try the network")
 	if r.code != 0 || !strings.Contains(r.stdout, "All done.") {
-		t.Fatalf("gemini did not finish the script:\n%v\nrequests: %+v", r, a.fake.Requests())
+		// The sandbox's audit holds the gateway's side of it (an upstream
+		// failure is an "error" record with its reason).
+		t.Fatalf("gemini did not finish the script:\n%v\nrequests: %+v\naudit:\n%s", r, a.fake.Requests(), a.run("audit", "--json", "gem").stdout)
 	}
 	if b, err := os.ReadFile(hello); err != nil || string(b) != "hello from gemini\n" {
 		t.Errorf("hello.txt = %q, %v; want the file the model asked for", b, err)
