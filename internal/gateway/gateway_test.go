@@ -524,6 +524,33 @@ func echoServer(t *testing.T) net.Listener {
 	return ln
 }
 
+// An upstream that fails in the middle of a body ends the sandbox's
+// request in an error, and the gateway audits it as one: before, the
+// proxy's panic on the cut-off copy skipped the record altogether.
+func TestAResponseCutOffUpstreamIsAuditedAsAnError(t *testing.T) {
+	up := upstreamTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "1000")
+		io.WriteString(w, "ten bytes.")
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler) // the upstream's connection ends, 990 bytes short
+	}))
+	up.Config.ErrorLog = discardLogger
+	f := newFixture(t, options{policy: allowExample(), static: map[string]netip.Addr{"example.com": loopback}, ports: map[uint16]string{443: up.Listener.Addr().String()}}, up.Certificate())
+	// The sandbox sees its connection end: before the headers (a sized
+	// body's are still in the server's buffer) or within the body.
+	if resp, err := f.client.Get("https://example.com/cut"); err == nil {
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil {
+			t.Fatalf("the sandbox read the whole body (%q) of a response cut off upstream", body)
+		}
+	}
+	r := f.lastRecord("http")
+	if r.Decision != "error" || r.Path != "/cut" || r.Status != 200 || !strings.Contains(r.Reason, "cut off") || !strings.Contains(r.Reason, "upstream") {
+		t.Errorf("audit record = %+v, want an error saying the upstream cut the response off", r)
+	}
+}
+
 func TestHostPortRuleIsARawTunnel(t *testing.T) {
 	echo := echoServer(t)
 	f := newFixture(t, options{policy: policy.Config{AllowHosts: []string{"db.test:5432"}}, static: map[string]netip.Addr{"db.test": loopback}, ports: map[uint16]string{5432: echo.Addr().String()}})

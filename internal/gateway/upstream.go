@@ -150,18 +150,36 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = body
 	}
-	u.proxy.ServeHTTP(cw, r)
-	rec.Status, rec.BytesOut, rec.BytesIn = cw.status, body.n, cw.n
-	rec.Decision = "allow"
-	if cw.failure != "" {
-		rec.Decision, rec.Reason = cw.decision, cw.failure
-	}
-	if st != nil {
-		if d, why := st.failed(); why != "" {
-			rec.Decision, rec.Reason = d, why
+	finish := func() {
+		rec.Status, rec.BytesOut, rec.BytesIn = cw.status, body.n, cw.n
+		rec.Decision = "allow"
+		if cw.failure != "" {
+			rec.Decision, rec.Reason = cw.decision, cw.failure
 		}
+		if st != nil {
+			if d, why := st.failed(); why != "" {
+				rec.Decision, rec.Reason = d, why
+			}
+		}
+		rec.Duration = audit.Millis(time.Since(start))
 	}
-	rec.Duration = audit.Millis(time.Since(start))
+	defer func() {
+		// A body cut off in mid-copy ends the proxy in a panic (which
+		// closes the sandbox's connection): the request is audited all the
+		// same, as the error it was, before the panic goes on.
+		if p := recover(); p != nil {
+			finish()
+			side := "the upstream's connection failed"
+			if cw.writeErr != nil {
+				side = "the sandbox's side closed"
+			}
+			rec.Decision, rec.Reason = "error", fmt.Sprintf("response cut off after %d bytes: %s", cw.n, side)
+			u.g.record(rec)
+			panic(p)
+		}
+	}()
+	u.proxy.ServeHTTP(cw, r)
+	finish()
 	u.g.record(rec)
 }
 
@@ -408,6 +426,7 @@ type countingWriter struct {
 	status            int
 	n                 int64
 	decision, failure string
+	writeErr          error // the first write that failed: the sandbox's side is gone
 }
 
 func (c *countingWriter) WriteHeader(code int) {
@@ -423,6 +442,9 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	}
 	n, err := c.ResponseWriter.Write(p)
 	c.n += int64(n)
+	if err != nil && c.writeErr == nil {
+		c.writeErr = err
+	}
 	return n, err
 }
 
