@@ -104,6 +104,11 @@ func settle(path string) error {
 		return err
 	}
 	defer f.Close()
+	// Written back first: the drop leaves dirty pages (a copy made just
+	// before, as startup.sh makes) where they are.
+	if err := unix.Fdatasync(int(f.Fd())); err != nil {
+		return fmt.Errorf("write %s back: %w", path, err)
+	}
 	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
 		return fmt.Errorf("drop %s from the page cache: %w", path, err)
 	}
