@@ -524,6 +524,56 @@ func echoServer(t *testing.T) net.Listener {
 	return ln
 }
 
+// An upstream may answer before it has read the whole request (a streamed
+// upload, an API that starts its event stream once the prompt is parsed).
+// Over HTTP/1.1 the gateway used to read away what was left of the
+// sandbox's request as the answer's headers went out, racing its own
+// forwarding of it; the Gemini CLI saw its connection cut. Here the client
+// sends the rest only after it has the answer's first line.
+func TestTheRequestStillFlowsUpstreamWhileTheResponseStreamsBack(t *testing.T) {
+	up := upstreamTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		rc.EnableFullDuplex()
+		rc.SetReadDeadline(time.Now().Add(5 * time.Second)) // a broken gateway must not hang the test
+		first := make([]byte, 5)
+		if _, err := io.ReadFull(r.Body, first); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		fmt.Fprintf(w, "got %s\n", first)
+		w.(http.Flusher).Flush()
+		rest, err := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "rest %q %v\n", rest, err)
+	}))
+	f := newFixture(t, options{policy: allowExample(), static: map[string]netip.Addr{"example.com": loopback}, ports: map[uint16]string{443: up.Listener.Addr().String()}}, up.Certificate())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pr, pw := io.Pipe()
+	go func() { <-ctx.Done(); pw.CloseWithError(ctx.Err()) }() // a stuck exchange ends
+	go pw.Write([]byte("first"))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "https://example.com/upload", pr)
+	resp, err := f.client.Do(req)
+	if err != nil {
+		t.Fatalf("no answer while the request was still open: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.ProtoMajor != 1 {
+		t.Fatalf("the sandbox's side spoke %s: this is about HTTP/1.1", resp.Proto)
+	}
+	br := bufio.NewReader(resp.Body)
+	if line, err := br.ReadString('\n'); err != nil || line != "got first\n" {
+		t.Fatalf("first line = %q, %v", line, err)
+	}
+	pw.Write([]byte(" and the rest"))
+	pw.Close()
+	if line, err := br.ReadString('\n'); err != nil || line != "rest \" and the rest\" <nil>\n" {
+		t.Fatalf("second line = %q, %v: the rest of the request did not reach the upstream", line, err)
+	}
+	if r := f.lastRecord("http"); r.Decision != "allow" || r.BytesOut != int64(len("first and the rest")) {
+		t.Errorf("audit record = %+v", r)
+	}
+}
+
 // An upstream that fails in the middle of a body ends the sandbox's
 // request in an error, and the gateway audits it as one: before, the
 // proxy's panic on the cut-off copy skipped the record altogether.

@@ -178,6 +178,12 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			panic(p)
 		}
 	}()
+	// The request goes on flowing upstream while the answer comes back: an
+	// upstream may answer before it has read the whole request. Without
+	// this, an HTTP/1.1 server reads away what is left of the request as
+	// the answer's headers go out, racing the proxy's forwarding of it,
+	// and the exchange is cut off or hangs. (HTTP/2 is full duplex anyway.)
+	http.NewResponseController(w).EnableFullDuplex()
 	u.proxy.ServeHTTP(cw, r)
 	finish()
 	u.g.record(rec)
