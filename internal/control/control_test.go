@@ -157,28 +157,9 @@ func TestAClientThatGoesAwayTakesItsProcessesWithIt(t *testing.T) {
 		cl.Exec(&proto.Exec{Argv: []string{"sleep"}}, io, nil)
 		close(done)
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		target.mu.Lock()
-		n := len(target.procs)
-		target.mu.Unlock()
-		if n == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the command never started")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	p := target.started(t)
 	cl.Close()
-	select {
-	case s := <-target.procs[0].signals:
-		if s != syscall.SIGKILL {
-			t.Errorf("the abandoned command got %v, want SIGKILL", s)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the abandoned command was never killed")
-	}
+	wantKilled(t, p, "the abandoned command")
 	<-done
 }
 
@@ -202,27 +183,37 @@ func TestAClientThatGoesAwayWhileItsCommandStartsTakesItWithIt(t *testing.T) {
 		t.Fatalf("the server did not end the connection: %v", err)
 	}
 	close(target.hold) // the start completes after the client is gone
-	deadline := time.After(5 * time.Second)
+	wantKilled(t, target.started(t), "the command started for a client that was gone")
+}
+
+// started waits for the target's one command to start and returns it.
+func (t *fakeTarget) started(tb testing.TB) *fakeProcess {
+	tb.Helper()
+	deadline := time.Now().Add(5 * time.Second)
 	for {
-		target.mu.Lock()
-		n := len(target.procs)
-		target.mu.Unlock()
-		if n == 1 {
-			break
+		t.mu.Lock()
+		if len(t.procs) == 1 {
+			defer t.mu.Unlock()
+			return t.procs[0]
 		}
-		select {
-		case <-deadline:
-			t.Fatal("the command never started")
-		case <-time.After(5 * time.Millisecond):
+		t.mu.Unlock()
+		if time.Now().After(deadline) {
+			tb.Fatal("the command never started")
 		}
+		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// wantKilled fails unless p's first signal, within 5 s, is SIGKILL.
+func wantKilled(t *testing.T, p *fakeProcess, what string) {
+	t.Helper()
 	select {
-	case s := <-target.procs[0].signals:
+	case s := <-p.signals:
 		if s != syscall.SIGKILL {
-			t.Errorf("the command started for a client that was gone got %v, want SIGKILL", s)
+			t.Errorf("%s got %v, want SIGKILL", what, s)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("the command started for a client that was gone runs on")
+		t.Fatalf("%s was never killed", what)
 	}
 }
 
