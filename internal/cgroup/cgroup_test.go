@@ -611,3 +611,45 @@ func TestUnifiedMatchesTheLayout(t *testing.T) {
 		t.Errorf("Unified() = true, but New would make a v%d group", lay.version())
 	}
 }
+
+// A group is named after the process it serves (a supervisor's pid, or
+// QEMU's for a VM): once that process is gone and the group is empty, the
+// sweep removes it; a live owner's group and a busy group stay.
+func TestSweepStaleRemovesEmptyGroupsOfDeadOwners(t *testing.T) {
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	prefix := fmt.Sprintf("airlock-sweeptest%d-", os.Getpid())
+	made := map[string]*Group{}
+	for _, name := range []string{
+		fmt.Sprintf("%d-1", dead.Process.Pid),  // a native sandbox's
+		fmt.Sprintf("vm-%d", dead.Process.Pid), // a VM's
+		fmt.Sprintf("vm-%d", os.Getpid()),      // alive
+		fmt.Sprintf("%d-2", dead.Process.Pid),  // dead owner, busy group
+		"vm-x", "x",                            // not named after a pid
+	} {
+		g, err := New(prefix+name, Limits{Pids: 64})
+		if errors.Is(err, ErrUnavailable) {
+			t.Skipf("no writable cgroup: %v", err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		made[name] = g
+		t.Cleanup(func() { g.Destroy() })
+	}
+	busy := exec.Command("sh", "-c", "read x")
+	startInGroup(t, made[fmt.Sprintf("%d-2", dead.Process.Pid)], busy)
+	if n, want := SweepStale(prefix), 2*len(made["x"].Paths()); n != want {
+		t.Errorf("swept %d group dirs, want %d (two groups)", n, want)
+	}
+	for name, g := range made {
+		gone := name == fmt.Sprintf("%d-1", dead.Process.Pid) || name == fmt.Sprintf("vm-%d", dead.Process.Pid)
+		for _, p := range g.Paths() {
+			if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) != gone {
+				t.Errorf("%s: exists %v, want %v", p, err == nil, !gone)
+			}
+		}
+	}
+}
