@@ -569,6 +569,11 @@ func TestTheRequestStillFlowsUpstreamWhileTheResponseStreamsBack(t *testing.T) {
 	if line, err := br.ReadString('\n'); err != nil || line != "rest \" and the rest\" <nil>\n" {
 		t.Fatalf("second line = %q, %v: the rest of the request did not reach the upstream", line, err)
 	}
+	// The answer ends when the gateway's handler returns, after it has
+	// written its audit record: read to the end before looking for it.
+	if rest, err := io.ReadAll(br); err != nil || len(rest) != 0 {
+		t.Fatalf("after the two lines: %q, %v", rest, err)
+	}
 	if r := f.lastRecord("http"); r.Decision != "allow" || r.BytesOut != int64(len("first and the rest")) {
 		t.Errorf("audit record = %+v", r)
 	}
