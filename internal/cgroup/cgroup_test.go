@@ -620,7 +620,9 @@ func TestSweepStaleRemovesEmptyGroupsOfDeadOwners(t *testing.T) {
 	if err := dead.Run(); err != nil {
 		t.Fatal(err)
 	}
-	prefix := fmt.Sprintf("airlock-sweeptest%d-", os.Getpid())
+	// Not "airlock-": a sandbox's sweep in another test process must not
+	// take these groups first.
+	prefix := fmt.Sprintf("airlocksweeptest%d-", os.Getpid())
 	made := map[string]*Group{}
 	for _, name := range []string{
 		fmt.Sprintf("%d-1", dead.Process.Pid),  // a native sandbox's

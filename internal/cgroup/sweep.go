@@ -12,9 +12,9 @@ import (
 // SweepStale removes empty groups named after a process below the caller's
 // own cgroup dirs whose process no longer exists: what a sandbox owner
 // killed outright (no Close, no state record for prune) left behind. The
-// names are prefix+PID, prefix+PID-N or prefix+KIND-PID[-N] (ownerPID). A group that
-// still holds a process is not stale, and rmdir refuses it. It returns how
-// many it removed.
+// names are prefix+PID, prefix+PID-N or prefix+KIND-PID[-N] (ownerPID). A
+// group that still holds a process is not stale, and rmdir refuses it. It
+// returns how many it removed.
 func SweepStale(prefix string) int {
 	lay, err := discover()
 	if err != nil {
