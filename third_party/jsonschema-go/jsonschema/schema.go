@@ -604,15 +604,14 @@ type structFieldInfo struct {
 	jsonName string
 }
 
-// schemaFields lists the visible fields of Schema that have a JSON name,
-// sorted by that name, and maps each JSON name to its field. (Patched for
-// airlock: built on first use instead of at init, which every airlock start
-// paid through the MCP SDK.)
 type schemaFieldTable struct {
-	infos  []structFieldInfo
-	byName map[string]reflect.StructField
+	infos  []structFieldInfo              // the visible fields of Schema that have a JSON name, sorted by that name
+	byName map[string]reflect.StructField // from JSON name to field
 }
 
+// schemaFields is the table of Schema's fields. (Patched for airlock: built
+// on first use instead of at init, which every airlock start paid through
+// the MCP SDK.)
 var schemaFields = sync.OnceValue(func() schemaFieldTable {
 	var schemaFieldInfos []structFieldInfo
 	schemaFieldMap := map[string]reflect.StructField{}
