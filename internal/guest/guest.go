@@ -74,6 +74,9 @@ func run(conn *proto.Conn) int {
 	}
 	trace.Mark("plan received")
 	g := newGuest(conn, m.Init.Workdir, r)
+	// PID 1 of a VM is its kernel's init, and a container's belongs to its
+	// runtime: only a native guest's exit is the sandbox's plain end.
+	g.mayEnd = m.Init.VM == nil && !m.Init.Contained
 	tap, warnings, err := setup(m.Init, mounts, g.reaper)
 	trace.MarkCPU("sandbox built")
 	proto.CloseFiles(mounts)
@@ -266,6 +269,7 @@ type guest struct {
 	conn    *proto.Conn
 	workdir string
 	reaper  *reaper
+	mayEnd  bool // the guest may end the sandbox itself after a Last process (proto.Exec)
 
 	mu    sync.Mutex
 	procs map[uint32]*process // by request ID

@@ -121,6 +121,10 @@ type Exec struct {
 	Cols      uint16   `cbor:"6,keyasint,omitempty"`
 	Stdio     string   `cbor:"7,keyasint,omitempty"`
 	TimeoutMS int64    `cbor:"8,keyasint,omitempty"`
+	// Last says the sandbox ends with this process (a run's main command):
+	// a native guest exits as soon as it has reported the exit, rather than
+	// wait for the host's kill. Other guests ignore it.
+	Last bool `cbor:"9,keyasint,omitempty"`
 }
 
 // Exit reports how a process ended. Code follows the shell: 128+N for signal N,

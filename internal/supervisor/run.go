@@ -287,9 +287,9 @@ func (sv *supervisor) main() (int, string) {
 
 // command is the run's main command, with the user's terminal (its size
 // now; SIGWINCH brings later changes) or stdio; the engine adds the
-// sandbox's environment and workspace.
+// sandbox's environment and workspace. The sandbox ends with it (Last).
 func (sv *supervisor) command() *engine.Command {
-	req := &proto.Exec{Argv: sv.spec.Command, TTY: sv.spec.TTY}
+	req := &proto.Exec{Argv: sv.spec.Command, TTY: sv.spec.TTY, Last: true}
 	if sv.spec.TTY {
 		req.Rows, req.Cols = term.Size(sv.io.Stdin)
 		return &engine.Command{Req: req}

@@ -73,9 +73,7 @@ type Sandbox struct {
 	hostIDs bool
 
 	closeOnce sync.Once
-	killOnce  sync.Once
-	mntns     int  // the guest's mount namespace, held from Kill to Close; 0 if not
-	overlay   bool // the workspace is an overlay (see Kill)
+	mntns     int // the guest's mount namespace (see holdMounts); 0 if not held
 }
 
 // Start creates the sandbox and returns once its guest is ready for requests.
@@ -232,7 +230,13 @@ func (s *Sandbox) Start(ctx context.Context, c *backend.Spec, whileSetup func(cg
 	if c.Limits != s.limits || c.HostIDs != s.hostIDs {
 		return nil, fmt.Errorf("native: start with limits %+v (host ids %v), but spawned with %+v (%v)", c.Limits, c.HostIDs, s.limits, s.hostIDs)
 	}
-	s.ID, s.overlay = c.ID, c.Overlay != nil
+	s.ID = c.ID
+	if c.Overlay != nil && s.mntns != 0 {
+		// Not with an overlay: its work dir, which the review deletes,
+		// would stay busy while it is mounted.
+		unix.Close(s.mntns)
+		s.mntns = 0
+	}
 	init, err := Plan(c, s.opts.Env)
 	if err != nil {
 		return nil, fmt.Errorf("native: plan: %w", err)
@@ -345,6 +349,7 @@ func (s *Sandbox) startGuest(o Options, sock *os.File, into *os.File) (born bool
 			return
 		}
 		s.guest = g
+		s.holdMounts(g.Pid)
 		started <- nil
 		user, system := g.wait()
 		if trace.On() {
@@ -630,28 +635,21 @@ func (s *Sandbox) Kill() {
 	if s.guest == nil {
 		return
 	}
-	s.killOnce.Do(func() {
-		// The guest's mount namespace, held across its death: the last
-		// reference to it unmounts the sandbox's ~80 mounts and waits for an
-		// RCU grace period, which the guest's exit, and so its reap, would
-		// otherwise wait for. Close drops it once the guest is reaped, beside
-		// what the host does then. Every process is gone by then: the mounts
-		// are reachable only through this descriptor, which nothing inherits.
-		// Not with an overlay: its work dir, which the review deletes, stays
-		// busy while it is mounted.
-		select {
-		case <-s.exited: // reaped already: its pid may be another's
-			return
-		default:
-		}
-		if s.overlay {
-			return
-		}
-		if fd, err := unix.Open("/proc/"+strconv.Itoa(s.guest.Pid)+"/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
-			s.mntns = fd
-		}
-	})
 	s.guest.kill()
+}
+
+// holdMounts opens the guest's mount namespace, to hold it across the
+// guest's death: the last reference to it unmounts the sandbox's ~80
+// mounts and waits for an RCU grace period, which the guest's exit, and so
+// its reap, would otherwise wait for. Close drops it once the guest is
+// reaped, beside what the host does then. Every process is gone by then:
+// the mounts are reachable only through this descriptor, which nothing
+// inherits. It is taken as the guest starts, before anything can reap it
+// (its pid is its own) and before it can end itself (proto.Exec's Last).
+func (s *Sandbox) holdMounts(pid int) {
+	if fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+		s.mntns = fd
+	}
 }
 
 // Close ends the sandbox: the guest (PID 1) is killed, so the kernel kills
@@ -670,7 +668,7 @@ func (s *Sandbox) Close() error {
 		}
 		unmounted := make(chan struct{})
 		if s.mntns != 0 {
-			// The sandbox's mounts go now (see Kill), while the (empty)
+			// The sandbox's mounts go now (see holdMounts), while the (empty)
 			// cgroup is removed; the id slot is given back after.
 			go func() { unix.Close(s.mntns); close(unmounted) }()
 		} else {

@@ -1004,6 +1004,43 @@ func TestTheFirstCommandStartsLockedDownOnlyOnceRegisterHasReturned(t *testing.T
 	}
 }
 
+func TestTheSandboxEndsOnItsOwnWithItsLastCommand(t *testing.T) {
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	ws, home := t.TempDir(), t.TempDir()
+	c := backend.Spec{ID: fmt.Sprintf("t%d", time.Now().UnixNano()), Workspace: ws, HostHome: home}
+	s, err := Spawn(Options{Exe: airlockBin, Env: func(string) string { return "" }}, &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	r := &result{}
+	// A child left behind must not keep the sandbox, nor its exit be lost.
+	first := &backend.Command{Req: &proto.Exec{Argv: []string{"/bin/sh", "-c", "sleep 60 & echo left; exit 7"},
+		Env: []string{"PATH=/usr/bin:/bin"}, Last: true}, Output: r.collector()}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	inst, err := s.Start(ctx, &c, nil, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := inst.First()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exit := wait(t, p, "the last command", waitLimit); exit.Code != 7 || r.stdout.String() != "left\n" {
+		t.Errorf("exit %+v, stdout %q: want 7 and \"left\"", exit, r.stdout.String())
+	}
+	// Nothing killed it: the guest ended the sandbox, every process in it
+	// (the guest is reaped only once its pid namespace is empty).
+	select {
+	case <-s.Done():
+	case <-time.After(waitLimit):
+		t.Fatalf("the sandbox still runs %s after its last command ended", waitLimit)
+	}
+}
+
 func TestAFirstCommandThatIsNotFoundEndsWith127AndTheSandboxRuns(t *testing.T) {
 	if buildErr != nil {
 		t.Fatal(buildErr)
