@@ -2,8 +2,6 @@ package guest
 
 import (
 	"fmt"
-	"os"
-	"os/signal"
 	"runtime"
 	"sync"
 	"syscall"
@@ -15,7 +13,7 @@ import (
 // to PID 1, and hands each status to whoever started that process. It also
 // owns the one OS thread that forks them all (see runSpawner).
 type reaper struct {
-	notified chan struct{} // closed once SIGCHLD reaches reapAll
+	children chan struct{} // a start since reapAll last found no child
 	spawner  chan error    // the spawner thread's start (see runSpawner)
 	requests chan spawnReq // the spawner thread's
 
@@ -38,24 +36,14 @@ type spawnResult struct {
 
 func startReaper() *reaper {
 	r := &reaper{
-		notified: make(chan struct{}),
+		children: make(chan struct{}, 1),
 		spawner:  make(chan error, 1),
 		requests: make(chan spawnReq),
 		waiters:  map[int]chan syscall.WaitStatus{},
 	}
-	sig := make(chan os.Signal, 64)
-	go func() {
-		// Installing the handler takes the runtime a thread and a round
-		// trip: done here, beside the sandbox's set-up. startSpawner waits
-		// for it, so no child can exit unseen.
-		signal.Notify(sig, syscall.SIGCHLD)
-		close(r.notified)
-		for range sig {
-			r.reapAll()
-		}
-	}()
-	// The spawner thread, like the handler, is made beside the set-up;
-	// nothing is sent to it before lockdown (startSpawner).
+	go r.reapAll()
+	// The spawner thread is made beside the set-up; nothing is sent to it
+	// before lockdown (startSpawner).
 	go r.runSpawner()
 	return r
 }
@@ -77,28 +65,40 @@ func (r *reaper) start(path string, argv []string, attr *syscall.ProcAttr) (int,
 	}
 	ch := make(chan syscall.WaitStatus, 1)
 	r.waiters[pid] = ch
+	select {
+	case r.children <- struct{}{}:
+	default: // reapAll has been told already
+	}
 	return pid, ch, nil
 }
 
+// reapAll waits for children in a blocking wait4 of its own, whose thread
+// the kernel wakes as one ends: a SIGCHLD handler would add the runtime's
+// signal goroutine and a second wake-up to every command's exit (~0.1 ms).
+// wait4 fails at once while there is no child: it then waits for the next
+// start. Orphans become PID 1's children before their parent can be
+// reaped, so none is missed in between.
 func (r *reaper) reapAll() {
-	for {
-		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
-		if err == syscall.EINTR {
-			continue
+	for range r.children {
+		for {
+			var ws syscall.WaitStatus
+			pid, err := syscall.Wait4(-1, &ws, 0, nil)
+			if err == syscall.EINTR {
+				continue
+			}
+			if err != nil {
+				break // ECHILD
+			}
+			if !ws.Exited() && !ws.Signaled() {
+				continue
+			}
+			r.mu.Lock()
+			if ch, ok := r.waiters[pid]; ok {
+				ch <- ws
+				delete(r.waiters, pid)
+			}
+			r.mu.Unlock()
 		}
-		if pid <= 0 || err != nil {
-			return
-		}
-		if !ws.Exited() && !ws.Signaled() {
-			continue
-		}
-		r.mu.Lock()
-		if ch, ok := r.waiters[pid]; ok {
-			ch <- ws
-			delete(r.waiters, pid)
-		}
-		r.mu.Unlock()
 	}
 }
 
@@ -132,9 +132,8 @@ func (r *reaper) runSpawner() {
 }
 
 // startSpawner lets processes start (see start) once the spawner thread has
-// emptied its bounding set and SIGCHLD reaches reapAll. Lockdown calls it.
+// emptied its bounding set. Lockdown calls it.
 func (r *reaper) startSpawner() error {
-	<-r.notified
 	if err := <-r.spawner; err != nil {
 		return err
 	}

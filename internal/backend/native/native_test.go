@@ -1004,6 +1004,29 @@ func TestTheFirstCommandStartsLockedDownOnlyOnceRegisterHasReturned(t *testing.T
 	}
 }
 
+func TestPID1ReapsOrphansAndServesAfterItHasNoChildren(t *testing.T) {
+	sb, _ := sandbox(t, nil)
+	// Each subshell leaves a child to PID 1 as it exits; the guest then
+	// has no child of its own until the next exec.
+	if r := run(t, sb, sh(`for i in 1 2 3 4 5 6 7 8; do (sleep 0.0$i &); done`), nil); r.exit.Code != 0 {
+		t.Fatalf("orphan maker: %+v, stderr %q", r.exit, r.stderr.String())
+	}
+	// Dead orphans left unreaped would be zombies ("Z") here for good.
+	zombies := sh(`sleep 0.2; for f in /proc/[0-9]*/stat; do read -r pid comm state rest < $f && [ "$state" = Z ] && echo "$pid $comm"; done; exit 0`)
+	for try := 0; ; try++ {
+		r := run(t, sb, zombies, nil)
+		if r.exit.Code != 0 {
+			t.Fatalf("zombie probe: %+v, stderr %q", r.exit, r.stderr.String())
+		}
+		if r.stdout.Len() == 0 {
+			break
+		}
+		if try == 20 {
+			t.Fatalf("zombies left in the sandbox:\n%s", r.stdout.String())
+		}
+	}
+}
+
 func TestTheSandboxEndsOnItsOwnWithItsLastCommand(t *testing.T) {
 	if buildErr != nil {
 		t.Fatal(buildErr)
@@ -1017,7 +1040,7 @@ func TestTheSandboxEndsOnItsOwnWithItsLastCommand(t *testing.T) {
 	t.Cleanup(func() { s.Close() })
 	r := &result{}
 	// A child left behind must not keep the sandbox, nor its exit be lost.
-	first := &backend.Command{Req: &proto.Exec{Argv: []string{"/bin/sh", "-c", "sleep 60 & echo left; exit 7"},
+	first := &backend.Command{Req: &proto.Exec{Argv: []string{"/bin/sh", "-c", "sleep 60 >/dev/null 2>&1 & echo left; exit 7"},
 		Env: []string{"PATH=/usr/bin:/bin"}, Last: true}, Output: r.collector()}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
