@@ -9,6 +9,10 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/audit"
+	"github.com/airlock-dev/airlock/internal/control"
+	"github.com/airlock-dev/airlock/internal/proto"
+	"github.com/airlock-dev/airlock/internal/state"
+	"github.com/airlock-dev/airlock/internal/term"
 	"github.com/airlock-dev/airlock/internal/testutil"
 )
 
@@ -120,4 +124,43 @@ func TestTheAuditStreamRecordsExecLifecycleAndFiles(t *testing.T) {
 		}
 	}
 	e.run("kill", "--all")
+}
+
+// TestOnlyTheRunsOwnCommandEndsItsSandbox: the guest ends a sandbox itself
+// after the exec marked Last, which only the run's main command is; one a
+// control client marks so runs like any other, and the sandbox stays.
+func TestOnlyTheRunsOwnCommandEndsItsSandbox(t *testing.T) {
+	e := newEnv(t)
+	r := e.run("run", "-d", "-q")
+	id := strings.TrimSpace(r.stdout)
+	if r.code != 0 || id == "" {
+		t.Fatalf("run -d: %v", r)
+	}
+	defer e.run("kill", id)
+	store, err := state.Open(e.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ent, err := store.Resolve(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := control.Dial(ent.SocketPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	io := term.IO{Stdin: null, Stdout: null, Stderr: null}
+	if code, err := cl.Exec(&proto.Exec{Argv: []string{"/bin/sh", "-c", "exit 3"}, Last: true}, io, nil); code != 3 || err != nil {
+		t.Fatalf("exec marked Last: %d, %v; want 3", code, err)
+	}
+	time.Sleep(200 * time.Millisecond) // a guest that had ended would be gone by now
+	if r := e.run("exec", id, "--", "echo", "still"); r.code != 0 || r.stdout != "still\n" {
+		t.Fatalf("exec after it: %v", r)
+	}
 }

@@ -785,6 +785,9 @@ func (s *Sandbox) ExecLabel(label string, req *proto.Exec, output func(stream ui
 	if req.Dir == "" {
 		req.Dir = s.bspec.Workspace
 	}
+	// Only the host's own main command (Options.First) ends the sandbox:
+	// not a control client's exec, which would end it under its supervisor.
+	req.Last = false
 	p, err := s.inst.Exec(req, output, files...)
 	if err != nil {
 		return nil, err

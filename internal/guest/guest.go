@@ -63,9 +63,9 @@ func Serve(conn *proto.Conn) int { return run(conn) }
 func run(conn *proto.Conn) int {
 	// Installing a signal handler costs the Go runtime a thread and a round
 	// trip with it per signal: the handlers go in beside reading the plan
-	// and building the sandbox, and are in place before the guest says it
-	// is ready (nothing runs in the sandbox before that to send it one).
-	// So do the reaper's and the spawner's goroutines.
+	// and building the sandbox, as the reaper and its spawner thread start,
+	// and are in place before the guest says it is ready (nothing runs in
+	// the sandbox before that to send it one).
 	r := startReaper()
 	dropping := dropSignals()
 	m, mounts, err := recvInit(conn)

