@@ -1027,7 +1027,10 @@ func TestPID1ReapsOrphansAndServesAfterItHasNoChildren(t *testing.T) {
 	}
 }
 
-func TestTheSandboxEndsOnItsOwnWithItsLastCommand(t *testing.T) {
+// startWith starts a sandbox on a fresh workspace with first as its first
+// command; it is closed when the test ends.
+func startWith(t *testing.T, first *backend.Command) (*Sandbox, backend.Instance) {
+	t.Helper()
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
@@ -1038,16 +1041,20 @@ func TestTheSandboxEndsOnItsOwnWithItsLastCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	r := &result{}
-	// A child left behind must not keep the sandbox, nor its exit be lost.
-	first := &backend.Command{Req: &proto.Exec{Argv: []string{"/bin/sh", "-c", "sleep 60 >/dev/null 2>&1 & echo left; exit 7"},
-		Env: []string{"PATH=/usr/bin:/bin"}, Last: true}, Output: r.collector()}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	inst, err := s.Start(ctx, &c, nil, first)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s, inst
+}
+
+func TestTheSandboxEndsOnItsOwnWithItsLastCommand(t *testing.T) {
+	r := &result{}
+	// A child left behind must not keep the sandbox, nor its exit be lost.
+	s, inst := startWith(t, &backend.Command{Req: &proto.Exec{Argv: []string{"/bin/sh", "-c", "sleep 60 >/dev/null 2>&1 & echo left; exit 7"},
+		Env: []string{"PATH=/usr/bin:/bin"}, Last: true}, Output: r.collector()})
 	p, err := inst.First()
 	if err != nil {
 		t.Fatal(err)
@@ -1065,24 +1072,8 @@ func TestTheSandboxEndsOnItsOwnWithItsLastCommand(t *testing.T) {
 }
 
 func TestAFirstCommandThatIsNotFoundEndsWith127AndTheSandboxRuns(t *testing.T) {
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	ws, home := t.TempDir(), t.TempDir()
-	c := backend.Spec{ID: fmt.Sprintf("t%d", time.Now().UnixNano()), Workspace: ws, HostHome: home}
-	s, err := Spawn(Options{Exe: airlockBin, Env: func(string) string { return "" }}, &c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
 	r := &result{}
-	first := &backend.Command{Req: &proto.Exec{Argv: []string{"no-such-command-xyz"}, Env: []string{"PATH=/usr/bin:/bin"}}, Output: r.collector()}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	inst, err := s.Start(ctx, &c, nil, first)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, inst := startWith(t, &backend.Command{Req: &proto.Exec{Argv: []string{"no-such-command-xyz"}, Env: []string{"PATH=/usr/bin:/bin"}}, Output: r.collector()})
 	p, err := inst.First()
 	if err != nil {
 		t.Fatal(err)
