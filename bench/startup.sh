@@ -68,11 +68,14 @@ measure() {
 	local state="$work/state-$label"
 	mkdir -p "$state" && chmod 777 "$state"
 	local envs="env AIRLOCK_STATE_DIR=$state HOME=$work"
+	# for alternate, which sets them itself: bwrap and the Go hello world
+	# run without an env(1) before them, and so does airlock
+	local vars="AIRLOCK_STATE_DIR=$state HOME=$work"
 	local bw="bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --unshare-all --die-with-parent /bin/true"
 	# one run of each in turn, so the machine's drift is shared
-	local cmds=("airlock run=${pre[*]} $envs $work/airlock run -q -- /bin/true")
+	local cmds=("airlock run=$vars ${pre[*]} $work/airlock run -q -- /bin/true")
 	if [ -n "${BASELINE:-}" ]; then
-		cmds+=("baseline run=${pre[*]} $envs $work/airlock-baseline run -q -- /bin/true")
+		cmds+=("baseline run=$vars ${pre[*]} $work/airlock-baseline run -q -- /bin/true")
 	fi
 	"$work/alternate" -n "$RUNS" -warmup 10 "${cmds[@]}" \
 		"bwrap=${pre[*]} $bw" "/bin/true=${pre[*]} /bin/true" >"$work/$label.tsv"
@@ -91,9 +94,9 @@ measure() {
 	if [ -n "$bid" ]; then
 		bkib=$(idle_kib "$state" "$bid")
 	fi
-	local ecmds=("airlock exec=${pre[*]} $envs $work/airlock exec $id -- /bin/true")
+	local ecmds=("airlock exec=$vars ${pre[*]} $work/airlock exec $id -- /bin/true")
 	if [ -n "$bid" ]; then
-		ecmds+=("baseline exec=${pre[*]} $envs $work/airlock-baseline exec $bid -- /bin/true")
+		ecmds+=("baseline exec=$vars ${pre[*]} $work/airlock-baseline exec $bid -- /bin/true")
 	fi
 	"$work/alternate" -n "$RUNS" -warmup 20 "${ecmds[@]}" \
 		"Go hello world=${pre[*]} $work/hello-go" >"$work/$label-exec.tsv"

@@ -7,6 +7,8 @@
 //	alternate -n 100 -warmup 10 'airlock run=airlock run -q -- /bin/true' 'bwrap=bwrap ...'
 //
 // Each argument is NAME=COMMAND, the command split on spaces (no shell).
+// Its leading VAR=VALUE words are added to its environment, as a shell
+// would: no env(1) is run, whose exec would be timed too.
 // Every executable named by an absolute path in a command (the binary timed,
 // and one run through setpriv or env alike) first has its page cache
 // dropped and read back in one sequential pass: how a file's pages came
@@ -34,6 +36,7 @@ import (
 
 type command struct {
 	name  string
+	env   []string // VAR=VALUE added to this process's environment
 	argv  []string
 	times []float64 // ms, in round order
 }
@@ -50,11 +53,15 @@ func main() {
 	for _, a := range flag.Args() {
 		name, line, ok := strings.Cut(a, "=")
 		argv := strings.Fields(line)
-		if !ok || name == "" || len(argv) == 0 {
-			fmt.Fprintf(os.Stderr, "alternate: %q is not NAME=COMMAND\n", a)
+		n := 0
+		for n < len(argv) && strings.Contains(argv[n], "=") {
+			n++
+		}
+		if !ok || name == "" || len(argv) == n {
+			fmt.Fprintf(os.Stderr, "alternate: %q is not NAME=[VAR=VALUE...] COMMAND\n", a)
 			os.Exit(2)
 		}
-		cmds = append(cmds, &command{name: name, argv: argv})
+		cmds = append(cmds, &command{name: name, env: argv[:n], argv: argv[n:]})
 	}
 	settled := map[string]bool{}
 	for _, c := range cmds {
@@ -71,7 +78,7 @@ func main() {
 	for round := 0; round < *warmup+*runs; round++ {
 		for i := range cmds {
 			c := cmds[(round+i)%len(cmds)] // rotate who goes first
-			ms, err := timeOne(c.argv)
+			ms, err := timeOne(c.env, c.argv)
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "alternate: %s: %v\n", c.name, err)
 				os.Exit(1)
@@ -143,9 +150,13 @@ func resident(f *os.File, size int64) int {
 	return n
 }
 
-// timeOne runs argv to its end with no input or output and returns its wall time.
-func timeOne(argv []string) (float64, error) {
+// timeOne runs argv, with env added to its environment, to its end with no
+// input or output and returns its wall time.
+func timeOne(env, argv []string) (float64, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	start := time.Now()
 	err := cmd.Run()
 	d := time.Since(start)
