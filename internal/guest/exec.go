@@ -188,10 +188,13 @@ func (g *guest) exec(id uint32, req *proto.Exec, passed []*os.File) {
 // guest ends the sandbox at once: the host would kill it on reading the
 // exit, and its message and wake-ups before the kill are a fifth of a
 // millisecond at the end of every run. The exit is in the host's socket
-// before PID 1 goes, and the kernel then ends every process left.
+// before PID 1 goes, and the kernel then ends every process left. A
+// process that ends at once (a command not found) may get here before
+// Ready has been sent: the host would see the guest die during set-up.
 func (g *guest) exited(id uint32, req *proto.Exec, e *proto.Exit) {
 	g.reply(&proto.Msg{ID: id, Op: proto.OpExit, Exit: e})
 	if req.Last && g.mayEnd {
+		<-g.readySent
 		os.Exit(0)
 	}
 }

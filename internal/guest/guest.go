@@ -112,6 +112,7 @@ func run(conn *proto.Conn) int {
 		files = append(files, tap)
 	}
 	err = conn.Send(&proto.Msg{Op: proto.OpReady, Warnings: warnings}, files...)
+	close(g.readySent)
 	proto.CloseFiles(files) // the host has its own copy now
 	if err != nil {
 		return 1
@@ -267,17 +268,18 @@ const idleTrim = 2 * time.Second
 
 // guest serves one control connection.
 type guest struct {
-	conn    *proto.Conn
-	workdir string
-	reaper  *reaper
-	mayEnd  bool // the guest may end the sandbox itself after a Last process (proto.Exec)
+	conn      *proto.Conn
+	workdir   string
+	reaper    *reaper
+	mayEnd    bool          // the guest may end the sandbox itself after a Last process (proto.Exec)
+	readySent chan struct{} // closed once Ready is sent (or failed): the guest may end only after
 
 	mu    sync.Mutex
 	procs map[uint32]*process // by request ID
 }
 
 func newGuest(conn *proto.Conn, workdir string, r *reaper) *guest {
-	return &guest{conn: conn, workdir: workdir, reaper: r, procs: map[uint32]*process{}}
+	return &guest{conn: conn, workdir: workdir, reaper: r, readySent: make(chan struct{}), procs: map[uint32]*process{}}
 }
 
 // dropSignals installs, on a goroutine of its own, handlers that catch and

@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -1031,23 +1032,32 @@ func TestPID1ReapsOrphansAndServesAfterItHasNoChildren(t *testing.T) {
 // command; it is closed when the test ends.
 func startWith(t *testing.T, first *backend.Command) (*Sandbox, backend.Instance) {
 	t.Helper()
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	ws, home := t.TempDir(), t.TempDir()
-	c := backend.Spec{ID: fmt.Sprintf("t%d", time.Now().UnixNano()), Workspace: ws, HostHome: home}
-	s, err := Spawn(Options{Exe: airlockBin, Env: func(string) string { return "" }}, &c)
+	s, inst, err := tryStartWith(t, first)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return s, inst
+}
+
+// starts numbers tryStartWith's sandboxes, some started at once.
+var starts atomic.Int64
+
+// tryStartWith is startWith returning the start's error, for other goroutines than the test's.
+func tryStartWith(t *testing.T, first *backend.Command) (*Sandbox, backend.Instance, error) {
+	if buildErr != nil {
+		return nil, nil, buildErr
+	}
+	ws, home := t.TempDir(), t.TempDir()
+	c := backend.Spec{ID: fmt.Sprintf("t%d-%d", time.Now().UnixNano(), starts.Add(1)), Workspace: ws, HostHome: home}
+	s, err := Spawn(Options{Exe: airlockBin, Env: func(string) string { return "" }}, &c)
+	if err != nil {
+		return nil, nil, err
 	}
 	t.Cleanup(func() { s.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	inst, err := s.Start(ctx, &c, nil, first)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, inst
+	return s, inst, err
 }
 
 func TestTheSandboxEndsOnItsOwnWithItsLastCommand(t *testing.T) {
@@ -1085,6 +1095,35 @@ func TestAFirstCommandThatIsNotFoundEndsWith127AndTheSandboxRuns(t *testing.T) {
 	if r := run(t, s, sh("echo still"), nil); r.stdout.String() != "still\n" {
 		t.Errorf("a later exec printed %q", r.stdout.String())
 	}
+}
+
+// A run's command that is not found ends at once, Last, while the guest
+// may not yet have said it is ready: the sandbox must still start, and the
+// run end with 127, not with "the guest exited during setup". A race, made
+// likelier by starting several at once: before the guest waited for its
+// Ready to be sent, this test failed about one run in two.
+func TestALastCommandThatEndsAtOnceStillLetsTheSandboxStart(t *testing.T) {
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 40 {
+				r := &result{}
+				s, inst, err := tryStartWith(t, &backend.Command{Req: &proto.Exec{Argv: []string{"no-such-command-xyz"}, Env: []string{"PATH=/usr/bin:/bin"}, Last: true}, Output: r.collector()})
+				if err != nil {
+					t.Errorf("start %d.%d: %v", w, i, err)
+					return
+				}
+				p, err := inst.First()
+				if err != nil {
+					t.Errorf("start %d.%d: first: %v", w, i, err)
+				} else if exit := wait(t, p, "the last command", waitLimit); exit.Code != 127 {
+					t.Errorf("start %d.%d: exit %+v, want 127", w, i, exit)
+				}
+				s.Close()
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func TestWithoutAFirstCommandFirstReturnsNothing(t *testing.T) {
