@@ -196,8 +196,8 @@ func (s *Sandbox) makeCgroup(name string) error {
 
 // joinCgroup moves the guest into its cgroup, unless it was born there, in
 // the background: a move waits for an RCU grace period (milliseconds),
-// which so overlaps everything else the start does. Start waits for it, and
-// the guest starts nothing before the first Exec.
+// which so overlaps the guest's set-up. Start waits for it before it sends
+// the first command: the guest starts nothing before an Exec.
 func (s *Sandbox) joinCgroup(born bool) {
 	if s.cg == nil || born {
 		s.joined <- nil
@@ -265,6 +265,14 @@ func (s *Sandbox) Start(ctx context.Context, c *backend.Spec, whileSetup func(cg
 		}
 		trace.Mark("native: registered while the guest sets up")
 	}
+	// The first command goes once the guest is in its cgroup: forked before
+	// the move, it and all it starts would stay outside the limits (a v1
+	// move takes one process, not its children). The move has mostly ended
+	// by now; the guest sets up for milliseconds more.
+	if err := <-s.joined; err != nil {
+		return nil, fmt.Errorf("native: join cgroup: %w", err)
+	}
+	trace.Mark("native: joined its cgroup")
 	s.first = backend.Launch(client, first)
 	timer := time.NewTimer(setupTimeout)
 	defer timer.Stop()
@@ -291,9 +299,6 @@ func (s *Sandbox) Start(ctx context.Context, c *backend.Spec, whileSetup func(cg
 			return nil, fmt.Errorf("native: sandbox setup: %w", m.Err)
 		}
 		s.warnings = append(s.warnings, m.Warnings...)
-		if err := <-s.joined; err != nil {
-			return nil, fmt.Errorf("native: join cgroup: %w", err)
-		}
 	case <-ctx.Done():
 		return nil, fmt.Errorf("native: sandbox setup: %w", ctx.Err())
 	case <-timer.C:

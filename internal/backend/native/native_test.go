@@ -33,6 +33,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/airlock-dev/airlock/internal/backend"
+	"github.com/airlock-dev/airlock/internal/cgroup"
 	"github.com/airlock-dev/airlock/internal/proto"
 	"github.com/airlock-dev/airlock/internal/testutil"
 )
@@ -1118,6 +1119,44 @@ func TestALastCommandThatEndsAtOnceStillLetsTheSandboxStart(t *testing.T) {
 					t.Errorf("start %d.%d: first: %v", w, i, err)
 				} else if exit := wait(t, p, "the last command", waitLimit); exit.Code != 127 {
 					t.Errorf("start %d.%d: exit %+v, want 127", w, i, exit)
+				}
+				s.Close()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// A run's command is sent behind the plan, and starts as soon as the guest
+// is locked down: not before the guest is in the sandbox's cgroup, or it
+// would run, with all it starts, outside the limits. cgroup v1 moves the
+// guest in after its clone, while it sets up; several starts at once make
+// a late move likelier.
+func TestTheFirstCommandRunsInTheSandboxsCgroup(t *testing.T) {
+	probe, _, err := tryStartWith(t, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if probe.CgroupPaths() == nil || cgroup.Unified() {
+		t.Skip("needs a cgroup v1 hierarchy for sandboxes (root): under v2 the guest is cloned into its group")
+	}
+	probe.Close()
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 25 {
+				r := &result{}
+				s, inst, err := tryStartWith(t, &backend.Command{Req: &proto.Exec{Argv: []string{"/bin/cat", "/proc/self/cgroup"}, Last: true}, Output: r.collector()})
+				if err != nil {
+					t.Errorf("start %d.%d: %v", w, i, err)
+					return
+				}
+				group := filepath.Base(s.CgroupPaths()[0])
+				p, err := inst.First()
+				if err != nil {
+					t.Errorf("start %d.%d: first: %v", w, i, err)
+				} else if exit := wait(t, p, "the first command", waitLimit); exit.Code != 0 || !strings.Contains(r.stdout.String(), ":pids:/"+group+"\n") {
+					t.Errorf("start %d.%d: exit %+v, its cgroups:\n%s\nwant its pids group to be %s", w, i, exit, r.stdout.String(), group)
 				}
 				s.Close()
 			}
