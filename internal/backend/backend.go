@@ -92,6 +92,9 @@ type Command struct {
 	Req    *proto.Exec
 	Output func(stream uint8, data []byte)
 	Files  []*os.File
+	// Started, if set, is called as a first command given to Start is
+	// known to have started (Launch), which may be before Start returns.
+	Started func()
 }
 
 // Launched is a command sent to a guest and not yet known to have started.
@@ -112,6 +115,9 @@ func Launch(c *guestclient.Client, cmd *Command) *Launched {
 	go func() {
 		defer close(l.done)
 		l.p, l.err = c.Exec(cmd.Req, cmd.Output, cmd.Files...)
+		if l.err == nil && cmd.Started != nil {
+			cmd.Started()
+		}
 	}()
 	return l
 }

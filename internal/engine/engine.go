@@ -121,6 +121,8 @@ type Command struct {
 	Req    *proto.Exec
 	Output func(stream uint8, data []byte)
 	Files  []*os.File
+	// Started, as Options.First only: see backend.Command.
+	Started func()
 }
 
 // Sandbox is one running sandbox.
@@ -388,7 +390,7 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 		if c.Label == "" {
 			c.Label = strings.Join(c.Req.Argv, " ")
 		}
-		s.first, first = c, &backend.Command{Req: c.Req, Output: c.Output, Files: c.Files}
+		s.first, first = c, &backend.Command{Req: c.Req, Output: c.Output, Files: c.Files, Started: c.Started}
 		defer func() {
 			if err != nil && audited {
 				s.recordNotStarted(c, err) // or ended at once

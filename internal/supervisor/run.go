@@ -165,11 +165,17 @@ func Kept(spec engine.Spec, name string, changes bool, reason string) bool {
 // (o.WhileSetup): the first signal.Notify costs up to a millisecond (the
 // runtime hands each signal to its signal thread in turn), which so overlaps
 // the guest's start instead of delaying the command. A signal that comes
-// during the rest of the start ends it (ctx), as it ended the process before;
-// early returns that signal, or nil, once Start has returned.
+// during the rest of the start ends it (ctx), as it ended the process before,
+// unless the run's command has started (it starts before Start returns):
+// then it is the command's. early returns that signal, or nil, once Start
+// has returned.
 func (sv *supervisor) watchStart(o *engine.Options) (ctx context.Context, early func() os.Signal) {
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan struct{})
+	running := make(chan struct{}) // closed as the run's command starts
+	if o.First != nil {
+		o.First.Started = func() { close(running) }
+	}
 	got := make(chan os.Signal, 1)
 	watch := func() {
 		signal.Notify(sv.sigs, term.Forwarded...)
@@ -179,7 +185,11 @@ func (sv *supervisor) watchStart(o *engine.Options) (ctx context.Context, early 
 				if s == syscall.SIGWINCH {
 					continue
 				}
-				cancel()
+				select {
+				case <-running: // Run hands it on once Start returns
+				default:
+					cancel()
+				}
 				got <- s
 				return
 			case <-started:
