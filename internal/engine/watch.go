@@ -1,12 +1,14 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -43,8 +45,11 @@ func newWatcher(mounts []watchMount, emit func(op, path string, size int64)) (*w
 	var once sync.Once
 	w.close = func() {
 		once.Do(func() {
-			w.f.Close()
+			// The deadline wakes run, which reads what is queued still (a
+			// command that has just ended left its events unread) and ends.
+			w.f.SetReadDeadline(time.Now())
 			<-w.done
+			w.f.Close()
 		})
 	}
 	for _, m := range mounts {
@@ -115,44 +120,73 @@ func (w *watcher) run() {
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := w.f.Read(buf)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			w.drain(buf)
+			return
+		}
 		if err != nil {
 			return
 		}
-		for off := 0; off+unix.SizeofInotifyEvent <= n; {
-			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
-			name := ""
-			if ev.Len > 0 {
-				end := off + unix.SizeofInotifyEvent + int(ev.Len)
-				if end > n {
-					break
-				}
-				name = strings.TrimRight(string(buf[off+unix.SizeofInotifyEvent:end]), "\x00")
+		w.events(buf[:n])
+	}
+}
+
+// drain handles the events queued when close was called: a read past the
+// deadline would not look, so it reads the descriptor itself until it is
+// empty (it is non-blocking), bounded as the sandbox may still be writing.
+func (w *watcher) drain(buf []byte) {
+	rc, err := w.f.SyscallConn()
+	if err != nil {
+		return
+	}
+	rc.Control(func(fd uintptr) {
+		for range 64 {
+			n, err := unix.Read(int(fd), buf)
+			if err != nil || n <= 0 {
+				return
 			}
-			off += unix.SizeofInotifyEvent + int(ev.Len)
-			w.mu.Lock()
-			dir, ok := w.dirs[int(ev.Wd)]
-			if ev.Mask&unix.IN_IGNORED != 0 {
-				delete(w.dirs, int(ev.Wd))
+			w.events(buf[:n])
+		}
+	})
+}
+
+// events turns one read's inotify events into file events.
+func (w *watcher) events(buf []byte) {
+	n := len(buf)
+	for off := 0; off+unix.SizeofInotifyEvent <= n; {
+		ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+		name := ""
+		if ev.Len > 0 {
+			end := off + unix.SizeofInotifyEvent + int(ev.Len)
+			if end > n {
+				break
 			}
-			w.mu.Unlock()
-			if !ok || name == "" {
-				continue
+			name = strings.TrimRight(string(buf[off+unix.SizeofInotifyEvent:end]), "\x00")
+		}
+		off += unix.SizeofInotifyEvent + int(ev.Len)
+		w.mu.Lock()
+		dir, ok := w.dirs[int(ev.Wd)]
+		if ev.Mask&unix.IN_IGNORED != 0 {
+			delete(w.dirs, int(ev.Wd))
+		}
+		w.mu.Unlock()
+		if !ok || name == "" {
+			continue
+		}
+		host, inside := filepath.Join(dir.host, name), path.Join(dir.inside, name)
+		isDir := ev.Mask&unix.IN_ISDIR != 0
+		switch {
+		case ev.Mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0:
+			if isDir {
+				w.emit("create", inside, 0)
+				w.addTree(watchMount{host: host, inside: inside}, true)
+			} else {
+				w.file("create", host, inside)
 			}
-			host, inside := filepath.Join(dir.host, name), path.Join(dir.inside, name)
-			isDir := ev.Mask&unix.IN_ISDIR != 0
-			switch {
-			case ev.Mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0:
-				if isDir {
-					w.emit("create", inside, 0)
-					w.addTree(watchMount{host: host, inside: inside}, true)
-				} else {
-					w.file("create", host, inside)
-				}
-			case ev.Mask&unix.IN_CLOSE_WRITE != 0:
-				w.file("write", host, inside)
-			case ev.Mask&(unix.IN_DELETE|unix.IN_MOVED_FROM) != 0:
-				w.file("delete", host, inside)
-			}
+		case ev.Mask&unix.IN_CLOSE_WRITE != 0:
+			w.file("write", host, inside)
+		case ev.Mask&(unix.IN_DELETE|unix.IN_MOVED_FROM) != 0:
+			w.file("delete", host, inside)
 		}
 	}
 }
