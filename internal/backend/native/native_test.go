@@ -127,6 +127,15 @@ const waitLimit = 10 * time.Second
 // wait waits for p, failing the test if it has not ended within limit.
 func wait(t *testing.T, p *Process, what any, limit time.Duration) *proto.Exit {
 	t.Helper()
+	exit, err := waitFor(p, what, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exit
+}
+
+// waitFor is wait returning the failure, for other goroutines than the test's.
+func waitFor(p *Process, what any, limit time.Duration) (*proto.Exit, error) {
 	type res struct {
 		exit *proto.Exit
 		err  error
@@ -139,12 +148,11 @@ func wait(t *testing.T, p *Process, what any, limit time.Duration) *proto.Exit {
 	select {
 	case r := <-c:
 		if r.err != nil {
-			t.Fatalf("wait %v: %v", what, r.err)
+			return nil, fmt.Errorf("wait %v: %w", what, r.err)
 		}
-		return r.exit
+		return r.exit, nil
 	case <-time.After(limit):
-		t.Fatalf("%v has not ended after %s", what, limit)
-		return nil
+		return nil, fmt.Errorf("%v has not ended after %s", what, limit)
 	}
 }
 
@@ -1104,27 +1112,12 @@ func TestAFirstCommandThatIsNotFoundEndsWith127AndTheSandboxRuns(t *testing.T) {
 // likelier by starting several at once: before the guest waited for its
 // Ready to be sent, this test failed about one run in two.
 func TestALastCommandThatEndsAtOnceStillLetsTheSandboxStart(t *testing.T) {
-	var wg sync.WaitGroup
-	for w := range 4 {
-		wg.Go(func() {
-			for i := range 40 {
-				r := &result{}
-				s, inst, err := tryStartWith(t, &backend.Command{Req: &proto.Exec{Argv: []string{"no-such-command-xyz"}, Env: []string{"PATH=/usr/bin:/bin"}, Last: true}, Output: r.collector()})
-				if err != nil {
-					t.Errorf("start %d.%d: %v", w, i, err)
-					return
-				}
-				p, err := inst.First()
-				if err != nil {
-					t.Errorf("start %d.%d: first: %v", w, i, err)
-				} else if exit := wait(t, p, "the last command", waitLimit); exit.Code != 127 {
-					t.Errorf("start %d.%d: exit %+v, want 127", w, i, exit)
-				}
-				s.Close()
-			}
-		})
-	}
-	wg.Wait()
+	startsAtOnce(t, 160, []string{"no-such-command-xyz"}, func(_ *Sandbox, exit *proto.Exit, _ *result) string {
+		if exit.Code != 127 {
+			return fmt.Sprintf("exit %+v, want 127", exit)
+		}
+		return ""
+	})
 }
 
 // A run's command is sent behind the plan, and starts as soon as the guest
@@ -1141,28 +1134,52 @@ func TestTheFirstCommandRunsInTheSandboxsCgroup(t *testing.T) {
 		t.Skip("needs a cgroup v1 hierarchy for sandboxes (root): under v2 the guest is cloned into its group")
 	}
 	probe.Close()
+	startsAtOnce(t, 200, []string{"/bin/cat", "/proc/self/cgroup"}, func(s *Sandbox, exit *proto.Exit, r *result) string {
+		group := filepath.Base(s.CgroupPaths()[0])
+		if exit.Code != 0 || !strings.Contains(r.stdout.String(), ":pids:/"+group+"\n") {
+			return fmt.Sprintf("exit %+v, its cgroups:\n%s\nwant its pids group to be %s", exit, r.stdout.String(), group)
+		}
+		return ""
+	})
+}
+
+// startsAtOnce starts n sandboxes, four at a time, each with argv as its
+// first and Last command, and has check judge each one's end ("" is good).
+func startsAtOnce(t *testing.T, n int, argv []string, check func(s *Sandbox, exit *proto.Exit, r *result) string) {
 	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Go(func() {
-			for i := range 25 {
+			for i := range n / 4 {
 				r := &result{}
-				s, inst, err := tryStartWith(t, &backend.Command{Req: &proto.Exec{Argv: []string{"/bin/cat", "/proc/self/cgroup"}, Last: true}, Output: r.collector()})
+				s, inst, err := tryStartWith(t, &backend.Command{Req: &proto.Exec{Argv: argv, Env: []string{"PATH=/usr/bin:/bin"}, Last: true}, Output: r.collector()})
+				if err == nil {
+					err = firstEnds(s, inst, r, check)
+				}
 				if err != nil {
 					t.Errorf("start %d.%d: %v", w, i, err)
 					return
-				}
-				group := filepath.Base(s.CgroupPaths()[0])
-				p, err := inst.First()
-				if err != nil {
-					t.Errorf("start %d.%d: first: %v", w, i, err)
-				} else if exit := wait(t, p, "the first command", waitLimit); exit.Code != 0 || !strings.Contains(r.stdout.String(), ":pids:/"+group+"\n") {
-					t.Errorf("start %d.%d: exit %+v, its cgroups:\n%s\nwant its pids group to be %s", w, i, exit, r.stdout.String(), group)
 				}
 				s.Close()
 			}
 		})
 	}
 	wg.Wait()
+}
+
+// firstEnds waits for inst's first command, and has check judge its end.
+func firstEnds(s *Sandbox, inst backend.Instance, r *result, check func(*Sandbox, *proto.Exit, *result) string) error {
+	p, err := inst.First()
+	if err != nil {
+		return err
+	}
+	exit, err := waitFor(p, "the first command", waitLimit)
+	if err != nil {
+		return err
+	}
+	if bad := check(s, exit, r); bad != "" {
+		return errors.New(bad)
+	}
+	return nil
 }
 
 func TestWithoutAFirstCommandFirstReturnsNothing(t *testing.T) {
