@@ -160,6 +160,13 @@ func RerunAsNobody(t *testing.T, o Nobody) {
 	c.Env = append([]string{NobodyEnv + "=1", "HOME=/nonexistent", "TMPDIR=" + dir, "PATH=" + os.Getenv("PATH"),
 		"GORACE=" + strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0")}, o.Env...)
 	out, err := c.CombinedOutput()
+	// What failed goes first: a CI summary may show only the start of this
+	// test's output, and the whole run's is long.
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "--- FAIL") {
+			t.Errorf("as uid 65534: %s", strings.TrimSpace(l))
+		}
+	}
 	t.Logf("as uid 65534:\n%s", out)
 	if err != nil {
 		t.Fatalf("tests failed as uid 65534: %v", err)
