@@ -47,7 +47,10 @@ func newWatcher(mounts []watchMount, emit func(op, path string, size int64)) (*w
 		once.Do(func() {
 			// The deadline wakes run, which reads what is queued still (a
 			// command that has just ended left its events unread) and ends.
-			w.f.SetReadDeadline(time.Now())
+			// Without one (no poller), closing is what ends the read.
+			if w.f.SetReadDeadline(time.Now()) != nil {
+				w.f.Close()
+			}
 			<-w.done
 			w.f.Close()
 		})
