@@ -268,12 +268,14 @@ func (s *Sandbox) Start(ctx context.Context, c *backend.Spec, whileSetup func(cg
 	// The first command goes once the guest is in its cgroup: forked before
 	// the move, it and all it starts would stay outside the limits (a v1
 	// move takes one process, not its children). The move has mostly ended
-	// by now; the guest sets up for milliseconds more.
-	if err := <-s.joined; err != nil {
-		return nil, fmt.Errorf("native: join cgroup: %w", err)
+	// by now; the guest sets up for milliseconds more. A failed move is
+	// reported after the guest's own word: a guest that failed its set-up
+	// is gone before it could be moved, and its message says why.
+	joinErr := <-s.joined
+	if joinErr == nil {
+		trace.Mark("native: joined its cgroup")
+		s.first = backend.Launch(client, first)
 	}
-	trace.Mark("native: joined its cgroup")
-	s.first = backend.Launch(client, first)
 	timer := time.NewTimer(setupTimeout)
 	defer timer.Stop()
 	select {
@@ -297,6 +299,9 @@ func (s *Sandbox) Start(ctx context.Context, c *backend.Spec, whileSetup func(cg
 				m.Err = &proto.Error{Message: "unexpected " + m.Op.String()}
 			}
 			return nil, fmt.Errorf("native: sandbox setup: %w", m.Err)
+		}
+		if joinErr != nil {
+			return nil, fmt.Errorf("native: join cgroup: %w", joinErr)
 		}
 		s.warnings = append(s.warnings, m.Warnings...)
 	case <-ctx.Done():

@@ -1051,13 +1051,17 @@ func startWith(t *testing.T, first *backend.Command) (*Sandbox, backend.Instance
 // starts numbers tryStartWith's sandboxes, some started at once.
 var starts atomic.Int64
 
-// tryStartWith is startWith returning the start's error, for other goroutines than the test's.
-func tryStartWith(t *testing.T, first *backend.Command) (*Sandbox, backend.Instance, error) {
+// tryStartWith is startWith returning the start's error, for other
+// goroutines than the test's; edit, if set, changes the spec first.
+func tryStartWith(t *testing.T, first *backend.Command, edit ...func(*backend.Spec)) (*Sandbox, backend.Instance, error) {
 	if buildErr != nil {
 		return nil, nil, buildErr
 	}
 	ws, home := t.TempDir(), t.TempDir()
 	c := backend.Spec{ID: fmt.Sprintf("t%d-%d", time.Now().UnixNano(), starts.Add(1)), Workspace: ws, HostHome: home}
+	for _, e := range edit {
+		e(&c)
+	}
 	s, err := Spawn(Options{Exe: airlockBin, Env: func(string) string { return "" }}, &c)
 	if err != nil {
 		return nil, nil, err
@@ -1141,6 +1145,27 @@ func TestTheFirstCommandRunsInTheSandboxsCgroup(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// A guest that fails its set-up says why, and that is the start's error:
+// not the failed move into its cgroup that its early end causes (cgroup
+// v1), nor its death. Several starts at once make the early end likelier.
+func TestAGuestsSetupFailureIsReportedInItsOwnWords(t *testing.T) {
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 10 {
+				_, _, err := tryStartWith(t, &backend.Command{Req: sh("true")}, func(c *backend.Spec) {
+					c.Binds = []backend.Bind{{Source: c.Workspace, Target: "/etc/hostname/x"}} // a file's child: no mount point
+				})
+				if err == nil || !strings.Contains(err.Error(), "mount bind on /etc/hostname/x: not a directory") {
+					t.Errorf("start %d.%d: %v, want the guest's failed mount", w, i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // startsAtOnce starts n sandboxes, four at a time, each with argv as its
