@@ -1151,40 +1151,47 @@ func TestTheFirstCommandRunsInTheSandboxsCgroup(t *testing.T) {
 // not the failed move into its cgroup that its early end causes (cgroup
 // v1), nor its death. Several starts at once make the early end likelier.
 func TestAGuestsSetupFailureIsReportedInItsOwnWords(t *testing.T) {
-	var wg sync.WaitGroup
-	for w := range 4 {
-		wg.Go(func() {
-			for i := range 10 {
-				_, _, err := tryStartWith(t, &backend.Command{Req: sh("true")}, func(c *backend.Spec) {
-					c.Binds = []backend.Bind{{Source: c.Workspace, Target: "/etc/hostname/x"}} // a file's child: no mount point
-				})
-				if err == nil || !strings.Contains(err.Error(), "mount bind on /etc/hostname/x: not a directory") {
-					t.Errorf("start %d.%d: %v, want the guest's failed mount", w, i, err)
-					return
-				}
-			}
-		})
+	badBind := func(c *backend.Spec) {
+		c.Binds = []backend.Bind{{Source: c.Workspace, Target: "/etc/hostname/x"}} // a file's child: no mount point
 	}
-	wg.Wait()
+	atOnce(t, 40, func() error {
+		_, _, err := tryStartWith(t, &backend.Command{Req: sh("true")}, badBind)
+		if err == nil || !strings.Contains(err.Error(), "mount bind on /etc/hostname/x: not a directory") {
+			return fmt.Errorf("%v, want the guest's failed mount", err)
+		}
+		return nil
+	})
+	// The control: the same start without the bad bind starts.
+	if _, _, err := tryStartWith(t, &backend.Command{Req: sh("true")}); err != nil {
+		t.Fatalf("the same start without the bad bind: %v", err)
+	}
 }
 
 // startsAtOnce starts n sandboxes, four at a time, each with argv as its
 // first and Last command, and has check judge each one's end ("" is good).
 func startsAtOnce(t *testing.T, n int, argv []string, check func(s *Sandbox, exit *proto.Exit, r *result) string) {
+	atOnce(t, n, func() error {
+		r := &result{}
+		s, inst, err := tryStartWith(t, &backend.Command{Req: &proto.Exec{Argv: argv, Env: []string{"PATH=/usr/bin:/bin"}, Last: true}, Output: r.collector()})
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		return firstEnds(s, inst, r, check)
+	})
+}
+
+// atOnce runs start n times, four at a time, failing the test with each
+// worker's first error.
+func atOnce(t *testing.T, n int, start func() error) {
 	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Go(func() {
 			for i := range n / 4 {
-				r := &result{}
-				s, inst, err := tryStartWith(t, &backend.Command{Req: &proto.Exec{Argv: argv, Env: []string{"PATH=/usr/bin:/bin"}, Last: true}, Output: r.collector()})
-				if err == nil {
-					err = firstEnds(s, inst, r, check)
-				}
-				if err != nil {
+				if err := start(); err != nil {
 					t.Errorf("start %d.%d: %v", w, i, err)
 					return
 				}
-				s.Close()
 			}
 		})
 	}
