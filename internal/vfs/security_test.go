@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -307,6 +309,62 @@ func TestServeStreamRefusesGarbage(t *testing.T) {
 
 // A guest that writes requests and never reads the replies fills its own
 // queue: the host stops reading at MaxInFlight and its memory stays flat.
+// TestAnEndedStreamSessionWritesNoMore: ServeStream closes its sockets
+// when it returns, and the process's next sockets get their numbers; no
+// part of the ended session may write to them then. Its waker (stopServer)
+// once could, and a new session read its INTERRUPTs as the guest's first
+// request (TestServeStreamRefusesGarbage's handshakes answered EAGAIN, 4
+// runs in 300). Four sessions at a time, as ending one takes a few ticks.
+func TestAnEndedStreamSessionWritesNoMore(t *testing.T) {
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for i := range 30 {
+				if err := endOneSession(t); err != nil {
+					t.Errorf("session %d: %v", i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func endOneSession(t *testing.T) error {
+	guest, done := fakeGuest(t, NewMemory(0, 0), ServeOptions{})
+	if _, err := guest.Write(initRequest()); err != nil {
+		return err
+	}
+	if m, err := newSplitter(guest, outHeaderSize, MaxMessage).next(); err != nil || binary.NativeEndian.Uint32(m[4:]) != 0 {
+		return fmt.Errorf("INIT: % x, %v", m, err)
+	}
+	hangUp(guest)
+	if err := <-done; err != nil {
+		return fmt.Errorf("ServeStream: %w", err)
+	}
+	// The lowest free numbers, the session's among them.
+	var fds []int
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	for range 3 {
+		pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+		if err != nil {
+			return err
+		}
+		fds = append(fds, pair[:]...)
+	}
+	time.Sleep(time.Millisecond)
+	for _, fd := range fds {
+		if n, _, err := unix.Recvfrom(fd, make([]byte, 64), 0); err != unix.EAGAIN {
+			return fmt.Errorf("a socket opened after it ended read %d bytes (%v)", n, err)
+		}
+	}
+	return nil
+}
+
 func TestServeStreamFloodIsBounded(t *testing.T) {
 	guest, done := fakeGuest(t, NewMemory(0, 0), ServeOptions{MaxInFlight: 16})
 	handshake(t, guest)

@@ -135,6 +135,7 @@ type session struct {
 	pending map[uint64]bool
 	err     error
 	once    sync.Once
+	waking  sync.WaitGroup // stopServer's waker, which writes to fd
 }
 
 // fail ends the session, keeping the first error.
@@ -166,7 +167,9 @@ func (s *session) stopServer() {
 	binary.NativeEndian.PutUint32(wake[0:], uint32(len(wake)))
 	binary.NativeEndian.PutUint32(wake[4:], opInterrupt)
 	binary.NativeEndian.PutUint64(wake[8:], 1<<63)
+	s.waking.Add(1)
 	go func() {
+		defer s.waking.Done()
 		t := time.NewTicker(5 * time.Millisecond)
 		defer t.Stop()
 		for {
@@ -261,6 +264,9 @@ func ServeStream(ctx context.Context, port io.ReadWriteCloser, root Provider, o 
 		s.fail(nil)
 	}
 	close(s.served)
+	// fd is closed on return and its number may go to the next socket the
+	// process opens: the waker must be done writing to it by then.
+	s.waking.Wait()
 	pumps.Wait()
 	if errors.Is(s.err, io.EOF) {
 		return nil
