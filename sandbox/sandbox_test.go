@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,14 +53,22 @@ func newSandbox(t *testing.T, c *Config) *Sandbox {
 }
 
 func TestExecAndFiles(t *testing.T) {
-	var files []FileEvent
+	var mu sync.Mutex
+	var ops []string
+	seen := func(want string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Contains(ops, want)
+	}
 	done := make(chan struct{})
 	sb := newSandbox(t, &Config{Env: map[string]string{"GREETING": "hi"}})
 	go func() {
 		defer close(done)
 		for e := range sb.Events() {
 			if e.File != nil {
-				files = append(files, *e.File)
+				mu.Lock()
+				ops = append(ops, e.File.Op+" "+e.File.Path)
+				mu.Unlock()
 			}
 		}
 	}()
@@ -88,16 +97,21 @@ func TestExecAndFiles(t *testing.T) {
 	if err := sb.WriteFile("/etc/passwd", []byte("x")); !errors.Is(err, &Error{Kind: KindPermission}) {
 		t.Fatalf("WriteFile(/etc/passwd) = %v, want kind %s", err, KindPermission)
 	}
+	// The watcher learns of a new directory from its create event and only
+	// then watches it: a file made and removed in it before that (a loaded
+	// machine can delay the watcher by milliseconds) is never seen. So the
+	// file stays until its write is reported, as a file an agent leaves does.
+	for deadline := time.Now().Add(10 * time.Second); !seen("write /workspace/sub/hello.txt") && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if _, err := sb.Exec("rm sub/hello.txt"); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	for deadline := time.Now().Add(10 * time.Second); !seen("delete /workspace/sub/hello.txt") && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	sb.Close()
 	<-done
-	var ops []string
-	for _, f := range files {
-		ops = append(ops, f.Op+" "+f.Path)
-	}
 	got := strings.Join(ops, "\n")
 	for _, want := range []string{"create /workspace/sub", "write /workspace/sub/hello.txt", "delete /workspace/sub/hello.txt"} {
 		if !strings.Contains(got, want) {

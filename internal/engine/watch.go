@@ -22,7 +22,11 @@ const maxWatches = 8192
 // file events: creates, writes (on close after writing) and deletes, by any
 // process inside or by write_file. It sees what lands in host directories:
 // bind and memory mounts fully; an overlay workspace's writes and creates
-// (its deletions are whiteouts, reported as creates of the name).
+// (its deletions are whiteouts, reported as creates of the name). One gap is
+// inotify's: it watches directories, not trees, so a new directory is
+// watched only once its create event is read; a file made and removed in it
+// before then is not seen at all, and one removed while the new directory
+// is being walked is seen created, not written.
 type watcher struct {
 	f     *os.File
 	emit  func(op, path string, size int64)
