@@ -55,10 +55,16 @@ func newSandbox(t *testing.T, c *Config) *Sandbox {
 func TestExecAndFiles(t *testing.T) {
 	var mu sync.Mutex
 	var ops []string
-	seen := func(want string) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Contains(ops, want)
+	// await waits (at most 10 s) for the event want.
+	await := func(want string) {
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			mu.Lock()
+			seen := slices.Contains(ops, want)
+			mu.Unlock()
+			if seen {
+				return
+			}
+		}
 	}
 	done := make(chan struct{})
 	sb := newSandbox(t, &Config{Env: map[string]string{"GREETING": "hi"}})
@@ -101,15 +107,11 @@ func TestExecAndFiles(t *testing.T) {
 	// then watches it: a file made and removed in it before that (a loaded
 	// machine can delay the watcher by milliseconds) is never seen. So the
 	// file stays until its write is reported, as a file an agent leaves does.
-	for deadline := time.Now().Add(10 * time.Second); !seen("write /workspace/sub/hello.txt") && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
+	await("write /workspace/sub/hello.txt")
 	if _, err := sb.Exec("rm sub/hello.txt"); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); !seen("delete /workspace/sub/hello.txt") && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
+	await("delete /workspace/sub/hello.txt")
 	sb.Close()
 	<-done
 	got := strings.Join(ops, "\n")

@@ -307,8 +307,6 @@ func TestServeStreamRefusesGarbage(t *testing.T) {
 	})
 }
 
-// A guest that writes requests and never reads the replies fills its own
-// queue: the host stops reading at MaxInFlight and its memory stays flat.
 // TestAnEndedStreamSessionWritesNoMore: ServeStream closes its sockets
 // when it returns, and the process's next sockets get their numbers; no
 // part of the ended session may write to them then. Its waker (stopServer)
@@ -365,6 +363,8 @@ func endOneSession(t *testing.T) error {
 	return nil
 }
 
+// A guest that writes requests and never reads the replies fills its own
+// queue: the host stops reading at MaxInFlight and its memory stays flat.
 func TestServeStreamFloodIsBounded(t *testing.T) {
 	guest, done := fakeGuest(t, NewMemory(0, 0), ServeOptions{MaxInFlight: 16})
 	handshake(t, guest)
