@@ -57,14 +57,12 @@ func TestExecAndFiles(t *testing.T) {
 	var ops []string
 	// await waits (at most 10 s) for the event want.
 	await := func(want string) {
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		t.Helper()
+		testutil.WaitFor(t, 10*time.Second, func() bool {
 			mu.Lock()
-			seen := slices.Contains(ops, want)
-			mu.Unlock()
-			if seen {
-				return
-			}
-		}
+			defer mu.Unlock()
+			return slices.Contains(ops, want)
+		})
 	}
 	done := make(chan struct{})
 	sb := newSandbox(t, &Config{Env: map[string]string{"GREETING": "hi"}})
