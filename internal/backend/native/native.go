@@ -128,8 +128,9 @@ func Spawn(o Options, c *backend.Spec) (*Sandbox, error) {
 	// yet. cgroup v2: the guest is cloned straight into it, so it is made
 	// first. v1 has no such clone: its group (a dir and limits in each
 	// controller's hierarchy, ~1 ms) is made while the guest is cloned
-	// (1.5-3 ms, on the other thread), and joined after.
-	var into *os.File
+	// (1.5-3 ms, on the other thread), and the guest moves itself into it
+	// before its exec (spawnAttr.Join).
+	var pl placement
 	name := fmt.Sprintf("airlock-%d-%d", os.Getpid(), groupSeq.Add(1))
 	unified := cgroup.Unified()
 	made := make(chan error, 1)
@@ -139,11 +140,19 @@ func Spawn(o Options, c *backend.Spec) (*Sandbox, error) {
 			return nil, err
 		}
 		if s.cg != nil {
-			into, _ = s.cg.OpenDir() // without it, the guest joins after its clone
+			pl.into, _ = s.cg.OpenDir() // without it, the guest joins after its clone
 		}
 		made <- nil
 	} else {
 		go func() { made <- s.makeCgroup(name) }()
+		pl.join = func() []string {
+			err := <-made
+			made <- err // read again below
+			if err != nil || s.cg == nil {
+				return nil
+			}
+			return s.cg.Paths()
+		}
 	}
 	if leanOK {
 		if lean := leanGuest(o.GuestCache); lean != nil {
@@ -151,9 +160,9 @@ func Spawn(o Options, c *backend.Spec) (*Sandbox, error) {
 			o.Exe, o.lean = guestbin.Path(lean), true
 		}
 	}
-	born, err := s.startGuest(o, child, into)
-	if into != nil {
-		into.Close()
+	born, err := s.startGuest(o, child, pl)
+	if pl.into != nil {
+		pl.into.Close()
 	}
 	if merr := <-made; err == nil {
 		err = merr
@@ -194,10 +203,11 @@ func (s *Sandbox) makeCgroup(name string) error {
 	return nil
 }
 
-// joinCgroup moves the guest into its cgroup, unless it was born there, in
-// the background: a move waits for an RCU grace period (milliseconds),
-// which so overlaps the guest's set-up. Start waits for it before it sends
-// the first command: the guest starts nothing before an Exec.
+// joinCgroup moves the guest into its cgroup, unless it started there
+// (placement), in the background: a move waits for an RCU grace period
+// (up to ~20 ms on an idle machine), which so overlaps the guest's set-up.
+// Start waits for it before it sends the first command: the guest starts
+// nothing before an Exec.
 func (s *Sandbox) joinCgroup(born bool) {
 	if s.cg == nil || born {
 		s.joined <- nil
@@ -316,24 +326,24 @@ func (s *Sandbox) Start(ctx context.Context, c *backend.Spec, whileSetup func(cg
 // startGuest clones the guest in its namespaces, into the cgroup dir into
 // when not nil; born says whether it went there (CLONE_INTO_CGROUP needs
 // clone3, Linux 5.7: where it fails the guest is started without it).
-func (s *Sandbox) startGuest(o Options, sock *os.File, into *os.File) (born bool, err error) {
+func (s *Sandbox) startGuest(o Options, sock *os.File, pl placement) (born bool, err error) {
 	defer sock.Close()
 	// try starts the guest with start, and again as os/exec did: with this
 	// binary for a lean guest that is busy, and without the cgroup.
 	exe := o.Exe
-	try := func(start func(Options, string, *os.File, *os.File) (*guestProc, error)) (*guestProc, bool, error) {
-		g, err := start(o, exe, sock, into)
+	try := func(start func(Options, string, *os.File, placement) (*guestProc, bool, error)) (*guestProc, bool, error) {
+		g, born, err := start(o, exe, sock, pl)
 		if errors.Is(err, syscall.ETXTBSY) && o.lean {
 			// A lean guest cached this instant may still be open for writing in
 			// a child its writer forked meanwhile: this binary will do.
 			exe = selfExe
-			g, err = start(o, exe, sock, into)
+			g, born, err = start(o, exe, sock, pl)
 		}
-		if err != nil && into != nil { // started without the cgroup, joined after
-			g, err = start(o, exe, sock, nil)
+		if err != nil && (pl.into != nil || pl.join != nil) { // started without the cgroup, joined after
+			g, _, err = start(o, exe, sock, placement{})
 			return g, false, err
 		}
-		return g, into != nil, err
+		return g, born, err
 	}
 	started := make(chan error, 1)
 	go func() {
@@ -374,6 +384,15 @@ func (s *Sandbox) startGuest(o Options, sock *os.File, into *os.File) (born bool
 		return false, fmt.Errorf("native: start guest: %w", err)
 	}
 	return born, nil
+}
+
+// placement is the cgroup a guest starts in: the v2 directory it is
+// cloned into (CLONE_INTO_CGROUP), or, v1, the directories it moves itself
+// into before its exec (spawnAttr.Join). Without either, or where the start
+// cannot, it starts in this process's, and joinCgroup moves it.
+type placement struct {
+	into *os.File
+	join func() []string
 }
 
 // guestProc is a started guest: wait reaps it and says what CPU it used.
@@ -420,16 +439,16 @@ func (s *Sandbox) idMaps() (uids, gids []syscall.SysProcIDMap, root bool) {
 
 // spawnGuest starts the guest with spawn (no copy of this process's memory);
 // its id maps are written while it waits, before its exec.
-func (s *Sandbox) spawnGuest(o Options, exe string, sock, into *os.File) (*guestProc, error) {
+func (s *Sandbox) spawnGuest(o Options, exe string, sock *os.File, pl placement) (_ *guestProc, born bool, _ error) {
 	uids, gids, root := s.idMaps()
 	stdin, err := os.Open(os.DevNull)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer stdin.Close()
 	stdout, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer stdout.Close()
 	stderr, ok := o.Stderr.(*os.File)
@@ -440,7 +459,7 @@ func (s *Sandbox) spawnGuest(o Options, exe string, sock, into *os.File) (*guest
 		// As os/exec does: a pipe, copied until every writer is gone.
 		r, w, err := os.Pipe()
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		defer w.Close()
 		stderr = w
@@ -455,14 +474,21 @@ func (s *Sandbox) spawnGuest(o Options, exe string, sock, into *os.File) (*guest
 	files[guest.ControlFD] = int(sock.Fd())
 	a := &spawnAttr{Path: exe, Argv: []string{"airlock", "guest"}, Env: guestEnv(), Files: files, Flags: guestFlags, Cgroup: -1,
 		LastCap: lastCap(), SetIDs: root, Nofile: execNofile(), Maps: func(pid int) error { return writeIDMaps(pid, uids, gids, root) }}
-	if into != nil {
-		a.Cgroup = int(into.Fd())
+	if pl.into != nil {
+		a.Cgroup, born = int(pl.into.Fd()), true
+	}
+	if pl.join != nil {
+		a.Join = func() []string {
+			dirs := pl.join()
+			born = len(dirs) > 0
+			return dirs
+		}
 	}
 	pid, pidfd, err := spawn(a)
 	runtime.KeepAlive(sock)
-	runtime.KeepAlive(into)
+	runtime.KeepAlive(pl.into)
 	if err != nil {
-		return nil, err // the pipe's write end is closed on return: the copy ends
+		return nil, false, err // the pipe's write end is closed on return: the copy ends
 	}
 	// The pidfd names this child even once reaped, when its pid may be
 	// another's: it is closed once nothing may signal it.
@@ -488,7 +514,7 @@ func (s *Sandbox) spawnGuest(o Options, exe string, sock, into *os.File) (*guest
 			mu.Unlock()
 			<-copied
 			return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
-		}}, nil
+		}}, born, nil
 }
 
 // writeIDMaps writes a child's id maps, as os/exec does; setgroups stays
@@ -528,7 +554,7 @@ func formatIDMap(m []syscall.SysProcIDMap) string {
 // execGuest starts the guest with os/exec, where spawn cannot: Go's fork,
 // which copies this process's page tables for a child in a new user
 // namespace, and sets the ids and maps before the exec.
-func (s *Sandbox) execGuest(o Options, exe string, sock, into *os.File) (*guestProc, error) {
+func (s *Sandbox) execGuest(o Options, exe string, sock *os.File, pl placement) (*guestProc, bool, error) {
 	uids, gids, root := s.idMaps()
 	var cred *syscall.Credential
 	if root {
@@ -557,18 +583,18 @@ func (s *Sandbox) execGuest(o Options, exe string, sock, into *os.File) (*guestP
 		// kernel kills every process in the sandbox.
 		Pdeathsig: syscall.SIGKILL,
 	}
-	if into != nil {
-		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(into.Fd())
+	if pl.into != nil { // a v1 group (pl.join) is joined after, by this process
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(pl.into.Fd())
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	return &guestProc{Pid: cmd.Process.Pid,
 		kill: func() { cmd.Process.Signal(syscall.SIGKILL) },
 		wait: func() (user, system time.Duration) {
 			cmd.Wait()
 			return cmd.ProcessState.UserTime(), cmd.ProcessState.SystemTime()
-		}}, nil
+		}}, pl.into != nil, nil
 }
 
 // persist marks the sandbox's TAP device persistent, so that closing the

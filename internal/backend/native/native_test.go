@@ -914,7 +914,7 @@ func TestAGuestThatCannotBeClonedIntoItsCgroupStartsAnyway(t *testing.T) {
 	}
 	s := &Sandbox{conn: conn, exited: make(chan struct{}), joined: make(chan error, 1)}
 	defer s.Close()
-	born, err := s.startGuest(Options{Exe: airlockBin, Stderr: io.Discard}, child, notACgroup)
+	born, err := s.startGuest(Options{Exe: airlockBin, Stderr: io.Discard}, child, placement{into: notACgroup})
 	if err != nil {
 		t.Fatalf("startGuest: %v", err)
 	}

@@ -19,6 +19,13 @@ type spawnAttr struct {
 	LastCap int    // the highest capability this kernel knows
 	// Maps writes the child's id maps (/proc/PID/...) while it waits.
 	Maps func(pid int) error
+	// Join, called after Maps while the child waits, returns cgroup v1
+	// directories (at most maxSpawnJoins) the child moves itself into
+	// before it execs. A process that moves itself with one thread takes
+	// no threadgroup lock; moved by another (its pid written to
+	// cgroup.procs), it waits for an RCU grace period: ~20 ms on an idle
+	// machine here.
+	Join func() []string
 	// SetIDs makes the child uid and gid 0 with no groups once mapped.
 	SetIDs bool
 	// Nofile, when its soft limit is not 0, is the RLIMIT_NOFILE to exec

@@ -3,6 +3,7 @@ package native
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"syscall"
 	"unsafe"
@@ -35,7 +36,10 @@ type spawnBlock struct {
 	fds     [maxSpawnFDs]int64
 	nofile  [2]uint64 // soft and hard RLIMIT_NOFILE to exec with; soft 0: as it is
 	lastCap int64
-	mask    uint64 // the signal mask to exec with
+	njoins  int64                         // joins[i] for i < njoins
+	joins   [maxSpawnJoins]unsafe.Pointer // *byte: cgroup v1 tasks files to move into
+	self    [8]byte                       // "0": the writer, to a tasks file
+	mask    uint64                        // the signal mask to exec with
 	capHdr  unix.CapUserHeader
 	capData [2]unix.CapUserData
 	dfl     [4]uint64 // a struct sigaction for SIG_DFL
@@ -48,10 +52,14 @@ type spawnBlock struct {
 
 const maxSpawnFDs = 8
 
+// maxSpawnJoins bounds spawnAttr.Join's directories: one per cgroup v1
+// hierarchy with a controller airlock limits (memory, cpu, pids).
+const maxSpawnJoins = 8
+
 // spawnSteps names the child's steps, by the number it stores on failure.
 var spawnSteps = [...]string{1: "set parent death signal", 2: "wait for the id maps", 3: "setgroups", 4: "setresgid",
 	5: "setresuid", 6: "dup3", 7: "restore RLIMIT_NOFILE", 8: "capset", 9: "raise ambient capability",
-	10: "restore signal mask", 11: "fork/exec"}
+	10: "restore signal mask", 11: "open its cgroup's tasks file", 12: "join its cgroup", 13: "fork/exec"}
 
 // cloneArgs is the kernel's struct clone_args (version 2, with cgroup).
 type cloneArgs struct {
@@ -139,6 +147,7 @@ func spawn(a *spawnAttr) (pid, pidfd int, err error) {
 		return 0, -1, err
 	}
 	b.nofile = a.Nofile
+	b.self[0] = '0'
 	b.lastCap = int64(a.LastCap)
 	b.capHdr.Version = unix.LINUX_CAPABILITY_VERSION_3
 	for c := 0; c <= a.LastCap; c++ {
@@ -180,6 +189,25 @@ func spawn(a *spawnAttr) (pid, pidfd int, err error) {
 	if a.Maps != nil {
 		err = a.Maps(pid)
 	}
+	// The child reads the block only after the go-ahead: what it joins
+	// may be filled in until then.
+	var joins [][]byte
+	if err == nil && a.Join != nil {
+		if dirs := a.Join(); len(dirs) > maxSpawnJoins {
+			err = fmt.Errorf("spawn: %d cgroup directories to join, at most %d", len(dirs), maxSpawnJoins)
+		} else {
+			for i, d := range dirs {
+				p, perr := syscall.ByteSliceFromString(filepath.Join(d, "tasks"))
+				if perr != nil {
+					err = perr
+					break
+				}
+				joins = append(joins, p)
+				b.joins[i] = unsafe.Pointer(&p[0])
+			}
+			b.njoins = int64(len(joins))
+		}
+	}
 	if err == nil {
 		_, err = unix.Write(sync[1], []byte{0})
 	}
@@ -198,6 +226,7 @@ func spawn(a *spawnAttr) (pid, pidfd int, err error) {
 	runtime.KeepAlive(argv)
 	runtime.KeepAlive(envp)
 	runtime.KeepAlive(path)
+	runtime.KeepAlive(joins)
 	if err == nil && b.step != 0 {
 		e := syscall.Errno(b.errno)
 		if int(b.step) == len(spawnSteps)-1 {

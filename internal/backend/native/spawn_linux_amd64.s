@@ -7,6 +7,8 @@
 // in R12 and writing only its step, errno and old fields.
 
 #define SYS_read	0
+#define SYS_write	1
+#define SYS_close	3
 #define SYS_rt_sigaction	13
 #define SYS_rt_sigprocmask	14
 #define SYS_execve	59
@@ -18,6 +20,7 @@
 #define SYS_prctl	157
 #define SYS_dup3	292
 #define SYS_prlimit64	302
+#define SYS_openat	257
 #define SYS_clone3	435
 
 // fail records step R14 and the error in AX if the call failed.
@@ -95,6 +98,36 @@ signext:
 	CHECK(2)
 	CMPQ	AX, $1
 	JNE	fail // no byte (errno 0): the parent gave up
+
+	// Into the cgroup (v1): "0" to each tasks file moves the writer. With
+	// one thread, it takes no threadgroup lock, whose writer waits for an
+	// RCU grace period (up to ~20 ms) when the parent moves it instead.
+	// Before the ids change: the files are root's, and so, still, is this.
+	MOVQ	$0, R13
+joinloop:
+	CMPQ	R13, spawnBlock_njoins(R12)
+	JGE	joindone
+	MOVQ	$SYS_openat, AX
+	MOVQ	$-100, DI // AT_FDCWD
+	LEAQ	spawnBlock_joins(R12), SI
+	MOVQ	(SI)(R13*8), SI
+	MOVQ	$0x80001, DX // O_WRONLY|O_CLOEXEC
+	MOVQ	$0, R10
+	SYSCALL
+	CHECK(11)
+	MOVQ	AX, R8
+	MOVQ	$SYS_write, AX
+	MOVQ	R8, DI
+	LEAQ	spawnBlock_self(R12), SI
+	MOVQ	$1, DX
+	SYSCALL
+	CHECK(12)
+	MOVQ	$SYS_close, AX
+	MOVQ	R8, DI
+	SYSCALL
+	INCQ	R13
+	JMP	joinloop
+joindone:
 
 	// Root's sandbox: uid and gid 0 inside, no groups (Go's Credential).
 	MOVQ	spawnBlock_setIDs(R12), AX
@@ -185,7 +218,7 @@ capdone:
 	MOVQ	spawnBlock_argv(R12), SI
 	MOVQ	spawnBlock_envp(R12), DX
 	SYSCALL
-	MOVQ	$11, R14
+	MOVQ	$13, R14
 
 fail:
 	NEGQ	AX

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
@@ -14,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlock-dev/airlock/internal/cgroup"
 	"github.com/airlock-dev/airlock/internal/nofile"
 )
 
@@ -46,6 +48,8 @@ func init() {
 				r.Status[k] = strings.TrimSpace(v)
 			}
 		}
+		b, _ = os.ReadFile("/proc/self/cgroup")
+		r.Cgroup = string(b)
 		json.NewEncoder(os.NewFile(3, "report")).Encode(r)
 	case "wait":
 		io.Copy(io.Discard, os.Stdin)
@@ -60,6 +64,7 @@ type spawnReport struct {
 	NS     map[string]string
 	Status map[string]string // /proc/self/status
 	Nofile [2]uint64         // RLIMIT_NOFILE at exec
+	Cgroup string            // /proc/self/cgroup
 }
 
 func namespaces() map[string]string {
@@ -318,6 +323,68 @@ func TestSpawnReturnsTheMapsErrorAndLeavesNoChild(t *testing.T) {
 		Maps: func(int) error { return no }}, nil)
 	if !errors.Is(err, no) {
 		t.Fatalf("err %v, want %v", err, no)
+	}
+	if _, err := unix.Wait4(-1, nil, unix.WNOHANG, nil); !errors.Is(err, syscall.ECHILD) {
+		t.Errorf("a child is left: wait4 %v", err)
+	}
+}
+
+// On cgroup v1 the child moves itself into its group before its exec
+// (spawnAttr.Join): it runs there from its first instruction, as a v2
+// child cloned into its group does, and no move by the parent (an RCU
+// grace period, up to ~20 ms) is needed.
+func TestASpawnedChildJoinsItsV1CgroupBeforeItsExec(t *testing.T) {
+	if os.Getuid() != 0 || cgroup.Unified() {
+		t.Skip("needs root and cgroup v1 controllers")
+	}
+	g, err := cgroup.New(fmt.Sprintf("airlock-test-join-%d", os.Getpid()), cgroup.Limits{Pids: 64})
+	if err != nil {
+		t.Skipf("no cgroup: %v", err)
+	}
+	defer g.Destroy()
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	report, out, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer report.Close()
+	// As root's sandboxes are: uid 0 inside is an unprivileged id outside,
+	// taken only after the join (the tasks files are root's).
+	const base = 1 << 31
+	ids := []syscall.SysProcIDMap{{ContainerID: 0, HostID: base, Size: 65536}}
+	nul := int(null.Fd())
+	pid, err := spawnChildAs(t, &spawnAttr{Path: "/proc/self/exe", Files: []int{nul, nul, nul, int(out.Fd())}, Env: []string{spawnChildEnv + "=report"},
+		SetIDs: true, Maps: func(pid int) error { return writeIDMaps(pid, ids, ids, true) }, Join: g.Paths}, nil)
+	if err != nil {
+		t.Fatalf("spawn: %v", err)
+	}
+	out.Close()
+	var r spawnReport
+	derr := json.NewDecoder(report).Decode(&r)
+	if _, err := unix.Wait4(pid, nil, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if derr != nil {
+		t.Fatalf("report: %v", derr)
+	}
+	for _, dir := range g.Paths() {
+		if !strings.Contains(r.Cgroup, "/"+filepath.Base(dir)+"\n") {
+			t.Errorf("the child ran outside %s: its /proc/self/cgroup:\n%s", dir, r.Cgroup)
+		}
+	}
+}
+
+// A group the child cannot join fails its start, with the step named, and
+// leaves no child behind (the native backend then starts it without).
+func TestASpawnThatCannotJoinItsCgroupFailsAndLeavesNoChild(t *testing.T) {
+	_, err := spawnChildAs(t, &spawnAttr{Path: "/proc/self/exe", Env: []string{spawnChildEnv + "=report"},
+		Join: func() []string { return []string{filepath.Join(t.TempDir(), "gone")} }}, nil)
+	if !errors.Is(err, syscall.ENOENT) || !strings.Contains(err.Error(), "open its cgroup's tasks file") {
+		t.Fatalf("err %v, want ENOENT opening the tasks file", err)
 	}
 	if _, err := unix.Wait4(-1, nil, unix.WNOHANG, nil); !errors.Is(err, syscall.ECHILD) {
 		t.Errorf("a child is left: wait4 %v", err)
