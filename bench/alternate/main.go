@@ -5,6 +5,7 @@
 // which made two builds of airlock differ by more than the effect measured.
 //
 //	alternate -n 100 -warmup 10 'airlock run=airlock run -q -- /bin/true' 'bwrap=bwrap ...'
+//	alternate -n 30 -gap 200ms ...   # runs 0.2 s apart, as a harness makes them
 //
 // Each argument is NAME=COMMAND, the command split on spaces (no shell).
 // Its leading VAR=VALUE words are added to its environment, as a shell
@@ -44,9 +45,10 @@ type command struct {
 func main() {
 	runs := flag.Int("n", 100, "counted runs of each command")
 	warmup := flag.Int("warmup", 10, "uncounted runs of each command first")
+	gap := flag.Duration("gap", 0, "an idle pause before each run, untimed: how a harness that runs one command now and then finds the machine (idle CPUs, RCU grace periods that nothing shortens)")
 	flag.Parse()
 	if flag.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "usage: alternate [-n RUNS] [-warmup N] NAME=COMMAND...")
+		fmt.Fprintln(os.Stderr, "usage: alternate [-n RUNS] [-warmup N] [-gap DURATION] NAME=COMMAND...")
 		os.Exit(2)
 	}
 	var cmds []*command
@@ -78,6 +80,7 @@ func main() {
 	for round := 0; round < *warmup+*runs; round++ {
 		for i := range cmds {
 			c := cmds[(round+i)%len(cmds)] // rotate who goes first
+			time.Sleep(*gap)
 			ms, err := timeOne(c.env, c.argv)
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "alternate: %s: %v\n", c.name, err)
