@@ -323,9 +323,10 @@ func (s *Sandbox) Start(ctx context.Context, c *backend.Spec, whileSetup func(cg
 	return s, nil
 }
 
-// startGuest clones the guest in its namespaces, into the cgroup dir into
-// when not nil; born says whether it went there (CLONE_INTO_CGROUP needs
-// clone3, Linux 5.7: where it fails the guest is started without it).
+// startGuest clones the guest in its namespaces, in its cgroup where pl
+// says; born says whether it started there (CLONE_INTO_CGROUP needs clone3,
+// Linux 5.7, and the v1 join the spawner: where either fails, the guest is
+// started without it).
 func (s *Sandbox) startGuest(o Options, sock *os.File, pl placement) (born bool, err error) {
 	defer sock.Close()
 	// try starts the guest with start, and again as os/exec did: with this
