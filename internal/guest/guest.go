@@ -34,7 +34,11 @@ const ConnectFlag = "--connect"
 
 // Main runs the guest; it never returns.
 func Main() {
-	conn, err := control(os.Args[2:])
+	var args []string // after "airlock guest"
+	if len(os.Args) > 2 {
+		args = os.Args[2:]
+	}
+	conn, err := control(args)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "airlock guest:", err)
 		os.Exit(1)

@@ -105,6 +105,12 @@ func TestOpenCachesTheGuestOnceReadOnlyAndExecutable(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "airlock guest:") {
 		t.Fatalf("running the cached guest: %v, %q", err, out)
 	}
+	// Run by hand, with no arguments at all, it says so too (it panicked).
+	cmd = exec.Command(Path(f))
+	out, err = cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "airlock guest:") || strings.Contains(string(out), "panic") {
+		t.Fatalf("running the cached guest without arguments: %v, %q", err, out)
+	}
 }
 
 func TestOpenReplacesAFileThatIsNotTheGuestAsWritten(t *testing.T) {
