@@ -56,7 +56,11 @@ func control(args []string) (*proto.Conn, error) {
 	}
 	f := os.NewFile(ControlFD, "control")
 	defer f.Close()
-	return proto.FileConn(f)
+	c, err := proto.FileConn(f)
+	if err != nil {
+		return nil, fmt.Errorf("no control socket on descriptor %d (airlock starts the guest; it is not run by hand): %w", ControlFD, err)
+	}
+	return c, nil
 }
 
 // Serve runs the guest on conn, which may be a StreamConn (a VM's
