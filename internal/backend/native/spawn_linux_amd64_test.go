@@ -272,33 +272,7 @@ func TestSpawnWithSetIDsRunsAsUidAndGid0InsideWithNoGroupsAndEveryCapability(t *
 	if os.Getuid() != 0 {
 		t.Skip("maps a range of ids: root only")
 	}
-	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer null.Close()
-	report, out, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer report.Close()
-	const base = 1 << 31 // nobody's: the child makes no files
-	ids := []syscall.SysProcIDMap{{ContainerID: 0, HostID: base, Size: 65536}}
-	nul := int(null.Fd())
-	pid, err := spawnChildAs(t, &spawnAttr{Path: "/proc/self/exe", Files: []int{nul, nul, nul, int(out.Fd())}, Env: []string{spawnChildEnv + "=report"},
-		SetIDs: true, Maps: func(pid int) error { return writeIDMaps(pid, ids, ids, true) }}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out.Close()
-	var r spawnReport
-	derr := json.NewDecoder(report).Decode(&r)
-	if _, err := unix.Wait4(pid, nil, 0, nil); err != nil {
-		t.Fatal(err)
-	}
-	if derr != nil {
-		t.Fatalf("report: %v", derr)
-	}
+	r := spawnRootReport(t, nil)
 	want := map[string]string{"Uid": "0\t0\t0\t0", "Gid": "0\t0\t0\t0", "Groups": ""}
 	var all uint64
 	for c := 0; c <= lastCap(); c++ {
@@ -312,9 +286,48 @@ func TestSpawnWithSetIDsRunsAsUidAndGid0InsideWithNoGroupsAndEveryCapability(t *
 			t.Errorf("%s %q, want %q", k, r.Status[k], v)
 		}
 	}
-	if want := fmt.Sprintf("0 %d 65536", base); r.Maps[0] != want || r.Maps[2] != "allow" {
+	if want := fmt.Sprintf("0 %d 65536", rootTestBase); r.Maps[0] != want || r.Maps[2] != "allow" {
 		t.Errorf("maps %q, want %q and setgroups allowed", r.Maps, want)
 	}
+}
+
+// rootTestBase is where spawnRootReport maps uid and gid 0: nobody's ids
+// (the child makes no files).
+const rootTestBase = 1 << 31
+
+// spawnRootReport spawns this test binary as root's sandboxes are spawned
+// (uid and gid 0 inside, 65536 unprivileged ids outside: SetIDs) and with
+// join as its spawnAttr.Join, and returns what the child reported once it
+// is reaped.
+func spawnRootReport(t *testing.T, join func() []string) spawnReport {
+	t.Helper()
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	report, out, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer report.Close()
+	ids := []syscall.SysProcIDMap{{ContainerID: 0, HostID: rootTestBase, Size: 65536}}
+	nul := int(null.Fd())
+	pid, err := spawnChildAs(t, &spawnAttr{Path: "/proc/self/exe", Files: []int{nul, nul, nul, int(out.Fd())}, Env: []string{spawnChildEnv + "=report"},
+		SetIDs: true, Maps: func(pid int) error { return writeIDMaps(pid, ids, ids, true) }, Join: join}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Close()
+	var r spawnReport
+	derr := json.NewDecoder(report).Decode(&r)
+	if _, err := unix.Wait4(pid, nil, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if derr != nil {
+		t.Fatalf("report: %v", derr)
+	}
+	return r
 }
 
 func TestSpawnReturnsTheMapsErrorAndLeavesNoChild(t *testing.T) {
@@ -342,35 +355,9 @@ func TestASpawnedChildJoinsItsV1CgroupBeforeItsExec(t *testing.T) {
 		t.Skipf("no cgroup: %v", err)
 	}
 	defer g.Destroy()
-	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer null.Close()
-	report, out, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer report.Close()
 	// As root's sandboxes are: uid 0 inside is an unprivileged id outside,
 	// taken only after the join (the tasks files are root's).
-	const base = 1 << 31
-	ids := []syscall.SysProcIDMap{{ContainerID: 0, HostID: base, Size: 65536}}
-	nul := int(null.Fd())
-	pid, err := spawnChildAs(t, &spawnAttr{Path: "/proc/self/exe", Files: []int{nul, nul, nul, int(out.Fd())}, Env: []string{spawnChildEnv + "=report"},
-		SetIDs: true, Maps: func(pid int) error { return writeIDMaps(pid, ids, ids, true) }, Join: g.Paths}, nil)
-	if err != nil {
-		t.Fatalf("spawn: %v", err)
-	}
-	out.Close()
-	var r spawnReport
-	derr := json.NewDecoder(report).Decode(&r)
-	if _, err := unix.Wait4(pid, nil, 0, nil); err != nil {
-		t.Fatal(err)
-	}
-	if derr != nil {
-		t.Fatalf("report: %v", derr)
-	}
+	r := spawnRootReport(t, g.Paths)
 	for _, dir := range g.Paths() {
 		if !strings.Contains(r.Cgroup, "/"+filepath.Base(dir)+"\n") {
 			t.Errorf("the child ran outside %s: its /proc/self/cgroup:\n%s", dir, r.Cgroup)
