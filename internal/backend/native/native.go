@@ -133,7 +133,8 @@ func Spawn(o Options, c *backend.Spec) (*Sandbox, error) {
 	var pl placement
 	name := fmt.Sprintf("airlock-%d-%d", os.Getpid(), groupSeq.Add(1))
 	unified := cgroup.Unified()
-	made := make(chan error, 1)
+	made := make(chan struct{}) // closed once the group is made, or madeErr says why not
+	var madeErr error
 	if unified {
 		if err := s.makeCgroup(name); err != nil {
 			s.Close()
@@ -142,13 +143,15 @@ func Spawn(o Options, c *backend.Spec) (*Sandbox, error) {
 		if s.cg != nil {
 			pl.into, _ = s.cg.OpenDir() // without it, the guest joins after its clone
 		}
-		made <- nil
+		close(made)
 	} else {
-		go func() { made <- s.makeCgroup(name) }()
+		go func() {
+			madeErr = s.makeCgroup(name)
+			close(made)
+		}()
 		pl.join = func() []string {
-			err := <-made
-			made <- err // read again below
-			if err != nil || s.cg == nil {
+			<-made
+			if madeErr != nil || s.cg == nil {
 				return nil
 			}
 			return s.cg.Paths()
@@ -164,8 +167,9 @@ func Spawn(o Options, c *backend.Spec) (*Sandbox, error) {
 	if pl.into != nil {
 		pl.into.Close()
 	}
-	if merr := <-made; err == nil {
-		err = merr
+	<-made
+	if err == nil {
+		err = madeErr
 	}
 	if err != nil {
 		s.Close()
