@@ -3,6 +3,7 @@ package guestbin
 import (
 	"bytes"
 	"debug/elf"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,11 +106,12 @@ func TestOpenCachesTheGuestOnceReadOnlyAndExecutable(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "airlock guest:") {
 		t.Fatalf("running the cached guest: %v, %q", err, out)
 	}
-	// Run by hand, with no arguments at all, it says so too (it panicked).
-	cmd = exec.Command(Path(f))
-	out, err = cmd.CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "airlock guest:") || strings.Contains(string(out), "panic") {
-		t.Fatalf("running the cached guest without arguments: %v, %q", err, out)
+	// Run by hand, with no arguments at all, it says so too and exits 1 (it
+	// panicked: exit 2).
+	out, err = exec.Command(Path(f)).CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), "airlock guest: no control socket") {
+		t.Fatalf("running the cached guest without arguments: %v, %q; want exit status 1 and its message", err, out)
 	}
 }
 
