@@ -12,6 +12,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/proto"
 	"github.com/airlock-dev/airlock/internal/state"
 	"github.com/airlock-dev/airlock/internal/term"
+	"github.com/airlock-dev/airlock/internal/trace"
 )
 
 func newExecCmd() *cobra.Command {
@@ -57,6 +58,7 @@ with its status. It gets the sandbox's environment plus --env.`,
 			if err != nil {
 				return err
 			}
+			trace.Mark("exec: sandbox found")
 			extra, warnings, err := config.EnvFlags(os.Environ(), env)
 			if err != nil {
 				return usageError{err.Error()}
@@ -69,6 +71,7 @@ with its status. It gets the sandbox's environment plus --env.`,
 				return err
 			}
 			defer cl.Close()
+			trace.Mark("exec: supervisor dialed")
 			code, err := cl.Exec(&proto.Exec{Argv: args[1:], Env: extra, Dir: dir, TTY: tty},
 				term.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, sigs)
 			if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/proto"
 	"github.com/airlock-dev/airlock/internal/term"
+	"github.com/airlock-dev/airlock/internal/trace"
 )
 
 // exitAirlock is the exit status when airlock itself fails.
@@ -66,6 +67,7 @@ func (cl *Client) Exec(req *proto.Exec, stdio term.IO, sigs <-chan os.Signal) (i
 		return exitAirlock, err
 	}
 	defer cl.r.Done(id)
+	trace.Mark("exec: request sent")
 
 	var (
 		t     *term.Terminal
@@ -88,12 +90,14 @@ func (cl *Client) Exec(req *proto.Exec, stdio term.IO, sigs <-chan os.Signal) (i
 			}
 			switch r.Op {
 			case proto.OpStarted:
+				trace.Mark("exec: command started")
 				if len(r.Files) > 0 {
 					pty = r.Files[0]
 					t = term.Open(stdio.Stdin, stdio.Stdout)
 					drain = t.Relay(pty)
 				}
 			case proto.OpExit:
+				trace.Mark("exec: command exited")
 				drain()
 				if pty == nil && req.TTY && r.Exit.Reason != "" { // never started: no terminal got the reason
 					fmt.Fprintf(stdio.Stderr, "airlock: %s\n", r.Exit.Reason)
