@@ -190,22 +190,20 @@ func spawn(a *spawnAttr) (pid, pidfd int, err error) {
 		err = a.Maps(pid)
 	}
 	// The child reads the block only after the go-ahead: what it joins
-	// may be filled in until then.
-	var joins [][]byte
+	// may be filled in until then. The paths live as long as b does.
 	if err == nil && a.Join != nil {
 		if dirs := a.Join(); len(dirs) > maxSpawnJoins {
 			err = fmt.Errorf("spawn: %d cgroup directories to join, at most %d", len(dirs), maxSpawnJoins)
 		} else {
 			for i, d := range dirs {
-				p, perr := syscall.ByteSliceFromString(filepath.Join(d, "tasks"))
+				p, perr := syscall.BytePtrFromString(filepath.Join(d, "tasks"))
 				if perr != nil {
 					err = perr
 					break
 				}
-				joins = append(joins, p)
-				b.joins[i] = unsafe.Pointer(&p[0])
+				b.joins[i] = unsafe.Pointer(p)
 			}
-			b.njoins = int64(len(joins))
+			b.njoins = int64(len(dirs))
 		}
 	}
 	if err == nil {
@@ -226,7 +224,6 @@ func spawn(a *spawnAttr) (pid, pidfd int, err error) {
 	runtime.KeepAlive(argv)
 	runtime.KeepAlive(envp)
 	runtime.KeepAlive(path)
-	runtime.KeepAlive(joins)
 	if err == nil && b.step != 0 {
 		e := syscall.Errno(b.errno)
 		if int(b.step) == len(spawnSteps)-1 {
