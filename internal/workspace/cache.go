@@ -197,9 +197,9 @@ func LoadManifest(p string) (Manifest, error) {
 const scanWait = 10 * time.Second
 
 // lockScan takes the exclusive lock at p (created 0600 in a 0700 dir),
-// waiting at most wait, and returns its release. A lock that cannot be
-// made or taken in time is skipped: it only saves work.
-func lockScan(p string, wait time.Duration) (unlock func()) {
+// waiting at most wait, or until stop is closed, and returns its release. A
+// lock that cannot be made or taken in time is skipped: it only saves work.
+func lockScan(p string, wait time.Duration, stop <-chan struct{}) (unlock func()) {
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return func() {}
 	}
@@ -217,6 +217,11 @@ func lockScan(p string, wait time.Duration) (unlock func()) {
 			unix.Close(fd)
 			return func() {}
 		}
-		time.Sleep(10 * time.Millisecond)
+		select {
+		case <-stop:
+			unix.Close(fd)
+			return func() {}
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 }

@@ -142,6 +142,9 @@ type ScanOptions struct {
 	Opaque bool
 	// NoHash skips hashing (upper-dir whiteout scans use it for speed).
 	NoHash bool
+	// HashIf, if set, says which files the cache has no hash for are
+	// hashed; the others keep an empty SHA256.
+	HashIf func(*Entry) bool
 	// Progress, if set, is called now and then with entries and bytes seen.
 	Progress func(entries, bytes int64)
 }
@@ -151,27 +154,89 @@ type ScanOptions struct {
 // opt.Exclude are skipped. A file that cannot be read is kept with
 // Unreadable set; a directory that cannot be read is an error.
 func Scan(root string, opt ScanOptions) (Manifest, error) {
-	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := openRoot(root)
 	if err != nil {
-		if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
-			return nil, fmt.Errorf("%s is not a directory (or is a symlink)", root)
-		}
-		return nil, fmt.Errorf("open %s: %w", root, err)
+		return nil, err
 	}
 	defer unix.Close(fd)
 	return ScanFD(fd, opt)
 }
 
+func openRoot(root string) (int, error) {
+	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+			return -1, fmt.Errorf("%s is not a directory (or is a symlink)", root)
+		}
+		return -1, fmt.Errorf("open %s: %w", root, err)
+	}
+	return fd, nil
+}
+
+// ErrStopped is ScanUntil's error when stop came before the walk's end.
+var ErrStopped = errors.New("scan stopped")
+
+// Partial is what a walk saw before it was stopped: the entries it
+// reached, and the directories it listed in full.
+type Partial struct {
+	Manifest
+	listed map[string]bool
+}
+
+// Knows reports whether the walk settled p: it saw p, or it saw in full a
+// directory that held no p (so p did not exist then).
+func (w Partial) Knows(p string) bool {
+	if _, ok := w.Manifest[p]; ok {
+		return true
+	}
+	for d := parent(p); ; d = parent(d) {
+		if w.listed[d] {
+			return true
+		}
+		if e, ok := w.Manifest[d]; ok {
+			return e.Type != TypeDir // a file then: nothing was below it
+		}
+		if d == "" {
+			return false
+		}
+		// d did not exist when the walk reached it, if it did: ask its parent.
+	}
+}
+
+// ScanUntil is Scan that ends early once stop is closed, with ErrStopped
+// and what it saw so far.
+func ScanUntil(root string, opt ScanOptions, stop <-chan struct{}) (Partial, error) {
+	fd, err := openRoot(root)
+	if err != nil {
+		return Partial{}, err
+	}
+	defer unix.Close(fd)
+	w := newWalker(fd, opt)
+	w.stop, w.listed = stop, map[string]bool{}
+	m, err := w.walk()
+	if err == nil && w.stopped.Load() {
+		err = ErrStopped
+	}
+	return Partial{Manifest: m, listed: w.listed}, err
+}
+
 // ScanFD is Scan on an open directory.
 func ScanFD(rootFD int, opt ScanOptions) (Manifest, error) {
+	return newWalker(rootFD, opt).walk()
+}
+
+func newWalker(rootFD int, opt ScanOptions) *walker {
 	if opt.Workers <= 0 {
 		opt.Workers = max(2, runtime.GOMAXPROCS(0))
 	}
 	if opt.MaxEntries <= 0 {
 		opt.MaxEntries = DefaultMaxEntries
 	}
-	w := &walker{root: rootFD, opt: opt, sem: make(chan struct{}, opt.Workers), out: Manifest{}}
-	if opt.Progress != nil {
+	return &walker{root: rootFD, opt: opt, sem: make(chan struct{}, opt.Workers), out: Manifest{}}
+}
+
+func (w *walker) walk() (Manifest, error) {
+	if w.opt.Progress != nil {
 		stop := make(chan struct{})
 		done := make(chan struct{})
 		go w.report(stop, done)
@@ -194,9 +259,24 @@ type walker struct {
 
 	n, bytes atomic.Int64
 
-	mu  sync.Mutex
-	out Manifest
-	err error
+	stop    <-chan struct{} // ScanUntil's
+	stopped atomic.Bool     // a directory was left unfinished for stop
+
+	mu     sync.Mutex
+	out    Manifest
+	listed map[string]bool // ScanUntil: directories seen in full
+	err    error
+}
+
+// halted reports whether stop has come, and notes that the walk is cut short.
+func (w *walker) halted() bool {
+	select {
+	case <-w.stop:
+		w.stopped.Store(true)
+		return true
+	default:
+		return false
+	}
 }
 
 func (w *walker) report(stop, done chan struct{}) {
@@ -251,7 +331,7 @@ func (w *walker) dir(rel string) {
 	defer w.wg.Done()
 	w.sem <- struct{}{}
 	defer func() { <-w.sem }()
-	if w.failed() {
+	if w.failed() || w.halted() {
 		return
 	}
 	fd, err := openBeneath(w.root, rel, unix.O_RDONLY|unix.O_DIRECTORY)
@@ -268,6 +348,9 @@ func (w *walker) dir(rel string) {
 	}
 	sort.Strings(names)
 	for _, name := range names {
+		if w.halted() {
+			return
+		}
 		child := name
 		if rel != "" {
 			child = rel + "/" + name
@@ -308,6 +391,11 @@ func (w *walker) dir(rel string) {
 		}
 		w.mu.Lock()
 		w.out[child] = e
+		w.mu.Unlock()
+	}
+	if w.listed != nil {
+		w.mu.Lock()
+		w.listed[rel] = true
 		w.mu.Unlock()
 	}
 }
@@ -372,6 +460,9 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 128<<10); return &b 
 func (w *walker) hash(dirfd int, name string, e *Entry) {
 	if sum, ok := w.opt.Cache.lookup(e); ok {
 		e.SHA256, e.Stamp = sum, time.Now().UnixNano()
+		return
+	}
+	if w.opt.HashIf != nil && !w.opt.HashIf(e) {
 		return
 	}
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)

@@ -160,3 +160,40 @@ func TestQuote(t *testing.T) {
 		}
 	}
 }
+
+// Knows: a path the cut-short walk saw, or one below a directory it listed
+// in full (or below a file, or a directory that did not exist then, under
+// one), is settled; one below a directory it reached but did not finish,
+// or never reached, is not.
+func TestPartialKnows(t *testing.T) {
+	w := Partial{
+		Manifest: Manifest{"a": {Type: TypeDir}, "b": {Type: TypeDir}, "f": {Type: TypeFile}, "b/1": {Type: TypeFile}},
+		listed:   map[string]bool{"": true, "a": true},
+	}
+	for p, want := range map[string]bool{
+		"a": true, "new": true, "a/new": true, "a/new/deeper/x": true, "f/x": true, "b/1": true,
+		"b/2": false, "b/c/x": false,
+	} {
+		if got := w.Knows(p); got != want {
+			t.Errorf("Knows(%q) = %v, want %v", p, got, want)
+		}
+	}
+	if (Partial{}).Knows("x") {
+		t.Error("a walk that saw nothing knows x")
+	}
+}
+
+// ScanUntil with stop already closed walks nothing and says so.
+func TestScanUntilStopped(t *testing.T) {
+	root := t.TempDir()
+	os.WriteFile(filepath.Join(root, "x"), nil, 0o644)
+	stop := make(chan struct{})
+	close(stop)
+	w, err := ScanUntil(root, ScanOptions{}, stop)
+	if err != ErrStopped || len(w.Manifest) != 0 || w.Knows("x") {
+		t.Fatalf("ScanUntil = %v, %v; want nothing, ErrStopped", w.Manifest, err)
+	}
+	if w, err := ScanUntil(root, ScanOptions{}, make(chan struct{})); err != nil || !w.Knows("x") {
+		t.Fatalf("ScanUntil without a stop = %v, %v", w.Manifest, err)
+	}
+}

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -74,10 +76,17 @@ type Session struct {
 	hurry      chan struct{} // closed when the manifest is waited for
 	hurryOnce  sync.Once
 
+	// stopped is closed once a bind sandbox has stopped (and git is
+	// restored): the start manifest, if still under way, ends there.
+	stopped   chan struct{}
+	stopOnce  sync.Once
+	baseState atomic.Int32 // bind: baseIdle, then baseWalking or baseAbandoned
+
 	mu       sync.Mutex
 	base     Manifest
 	baseErr  error
 	baseDone chan struct{}
+	partial  *Partial // base was cut short by stopped
 
 	finished []Change // bind: the change set FinishUnsaved found
 }
@@ -96,6 +105,17 @@ const (
 	gitManifest = "git.manifest"
 )
 
+// A bind session's start manifest either begins its walk or, when the
+// sandbox stopped before that, is abandoned by the review, which then needs
+// none of it.
+const (
+	baseIdle = iota
+	baseWalking
+	baseAbandoned
+)
+
+var errAbandoned = errors.New("start manifest abandoned")
+
 // backgroundDelay is how long an overlay waits before taking its manifest.
 const backgroundDelay = 300 * time.Millisecond
 
@@ -108,7 +128,8 @@ type Progress func(phase string, done, total, bytes int64)
 // overlay take it in the background once the sandbox runs (Background), so
 // their start does not depend on the tree's size.
 func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
-	s := &Session{dir: dir, m: meta{Config: cfg, Started: time.Now().UTC(), Status: StatusRunning}, baseDone: make(chan struct{}), hurry: make(chan struct{})}
+	s := &Session{dir: dir, m: meta{Config: cfg, Started: time.Now().UTC(), Status: StatusRunning},
+		baseDone: make(chan struct{}), hurry: make(chan struct{}), stopped: make(chan struct{})}
 	var err error
 	if s.ex, err = s.excluder(); err != nil {
 		return nil, err
@@ -122,27 +143,32 @@ func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
 	}
 	// An overlay's root, or a copy's, shows its own mode: give it the workspace's.
 	rootMode := uint32(rootInfo.Mode().Perm())
-	scan := func(p Progress, workers int) (Manifest, error) {
+	// scan takes the start manifest; stop (bind mode) cuts it short once
+	// the sandbox has stopped (see Partial).
+	scan := func(p Progress, workers int, stop <-chan struct{}) (Partial, error) {
 		// One scan of a tree at a time, across processes: N sandboxes
 		// started on one tree take turns, and each reads the hash cache
 		// only once it has its turn, so the tree is hashed once and the
 		// others only stat it.
 		if cfg.CacheFile != "" {
-			defer lockScan(cfg.CacheFile+".lock", scanWait)()
+			defer lockScan(cfg.CacheFile+".lock", scanWait, stop)()
 		}
 		cache := LoadCache(cfg.CacheFile)
 		opt := ScanOptions{Exclude: s.ex, Cache: cache, Workers: workers}
 		if p != nil {
 			opt.Progress = func(n, b int64) { p("scanning", n, 0, b) }
 		}
-		m, err := Scan(cfg.Root, opt)
-		if err != nil {
-			return nil, fmt.Errorf("workspace: manifest of %s: %w", cfg.Root, err)
+		if stop != nil && !s.baseState.CompareAndSwap(baseIdle, baseWalking) {
+			return Partial{}, errAbandoned
 		}
-		if cfg.CacheFile != "" {
+		w, err := ScanUntil(cfg.Root, opt, stop)
+		if err != nil && err != ErrStopped {
+			return Partial{}, fmt.Errorf("workspace: manifest of %s: %w", cfg.Root, err)
+		}
+		if err == nil && cfg.CacheFile != "" {
 			cache.Save(cfg.CacheFile) // an optimisation: failing to save costs time, not correctness
 		}
-		return m, nil
+		return w, err
 	}
 	switch cfg.Mode {
 	case Bind:
@@ -178,9 +204,11 @@ func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
 			s.takeBase(scan)
 		}
 	case Copy:
-		if s.base, err = scan(progress, 0); err != nil {
+		w, err := scan(progress, 0, nil)
+		if err != nil {
 			return nil, err
 		}
+		s.base = w.Manifest
 		close(s.baseDone)
 		if err := os.Mkdir(s.path(copyDir), 0o700); err != nil {
 			return nil, fmt.Errorf("workspace: %w", err)
@@ -223,22 +251,49 @@ func (s *Session) Ready() error {
 }
 
 // takeBase takes the start manifest on half the CPUs (the agent keeps the
-// rest), or on all of them when someone is already waiting for it.
-func (s *Session) takeBase(scan func(Progress, int) (Manifest, error)) {
+// rest), or on all of them when someone is already waiting for it. In bind
+// mode it ends where it is once the sandbox has stopped: what it has not
+// reached by then is as the sandbox left it, and compute's scan reads that.
+func (s *Session) takeBase(scan func(Progress, int, <-chan struct{}) (Partial, error)) {
 	workers := max(1, runtime.GOMAXPROCS(0)/2)
 	select {
 	case <-s.hurry:
 		workers = 0
 	default:
 	}
-	m, err := scan(nil, workers)
-	s.mu.Lock() // the session's directory stays where it is meanwhile (Move)
-	if err == nil {
-		err = SaveManifest(s.path(baseFile), m)
+	var stop <-chan struct{}
+	if s.m.Mode == Bind {
+		stop = s.stopped
 	}
-	s.base, s.baseErr = m, err
+	w, err := scan(nil, workers, stop)
+	if err == errAbandoned {
+		return // the review owns the manifest now (waitBase)
+	}
+	s.mu.Lock() // the session's directory stays where it is meanwhile (Move)
+	switch {
+	case err == ErrStopped:
+		err, s.partial = nil, &w
+	case err == nil && !closed(s.stopped):
+		// Kept for a review by another process (airlock diff of a running
+		// sandbox, a supervisor that crashed); once the sandbox has
+		// stopped, this process's review is the one that reads it.
+		err = SaveManifest(s.path(baseFile), w.Manifest)
+	}
+	s.base, s.baseErr = w.Manifest, err
+	if s.base == nil && err == nil {
+		s.base = Manifest{}
+	}
 	s.mu.Unlock()
 	close(s.baseDone)
+}
+
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // Background starts what Prepare left for after the start (overlay's
@@ -253,7 +308,7 @@ func (s *Session) Background() {
 
 // Open loads the session kept in dir.
 func Open(dir string) (*Session, error) {
-	s := &Session{dir: dir, baseDone: make(chan struct{}), hurry: make(chan struct{})}
+	s := &Session{dir: dir, baseDone: make(chan struct{}), hurry: make(chan struct{}), stopped: make(chan struct{})}
 	close(s.baseDone)
 	b, err := os.ReadFile(s.path(metaFile))
 	if err != nil {
@@ -373,6 +428,15 @@ func ReadOnlyPaths(cfg Config) []string {
 // waitBase returns the manifest taken at start.
 func (s *Session) waitBase() (Manifest, error) {
 	s.hurryOnce.Do(func() { close(s.hurry) })
+	if s.m.Mode == Bind && closed(s.stopped) && s.baseState.CompareAndSwap(baseIdle, baseAbandoned) {
+		// The sandbox stopped before the walk began: the tree as it left
+		// it is all compute needs to read.
+		s.background = nil
+		s.mu.Lock()
+		s.base, s.partial = Manifest{}, &Partial{Manifest: Manifest{}}
+		s.mu.Unlock()
+		close(s.baseDone)
+	}
 	if f := s.background; f != nil { // never started in the background: take it now
 		s.background = nil
 		f()
@@ -428,6 +492,9 @@ func (s *Session) finish(save bool) (*Report, error) {
 			return nil, err
 		}
 		r.Restored = restored
+	}
+	if s.m.Mode == Bind {
+		s.stopOnce.Do(func() { close(s.stopped) })
 	}
 	cs, err := s.compute()
 	if err != nil {
@@ -509,11 +576,23 @@ func (s *Session) compute() ([]Change, error) {
 	var cs []Change
 	switch s.m.Mode {
 	case Bind:
-		now, err := Scan(s.m.Root, ScanOptions{Exclude: s.ex, Cache: CacheFrom(base)})
+		start := s.m.Started.UnixNano()
+		s.mu.Lock()
+		part := s.partial
+		s.mu.Unlock()
+		opt := ScanOptions{Exclude: s.ex, Cache: CacheFrom(base)}
+		if part != nil {
+			// What the start manifest never reached needs a hash only if
+			// the sandbox touched it.
+			opt.HashIf = func(e *Entry) bool { return e.Ctime >= start || part.Knows(e.Path) }
+		}
+		now, err := Scan(s.m.Root, opt)
 		if err != nil {
 			return nil, fmt.Errorf("workspace: scan %s: %w", s.m.Root, err)
 		}
-		start := s.m.Started.UnixNano()
+		if part != nil {
+			base = completeBase(*part, now, start)
+		}
 		touched := map[string]bool{}
 		for p, e := range now {
 			if b, ok := base[p]; ok && e.Type == TypeFile && (b.Mtime != e.Mtime || b.Ctime != e.Ctime || b.Ino != e.Ino) {
@@ -573,6 +652,26 @@ func (s *Session) compute() ([]Change, error) {
 	cs = kept
 	Audit(cs, s.m.Root, s.reader())
 	return cs, nil
+}
+
+// completeBase returns the start manifest as it would be had its walk, cut
+// short when the sandbox stopped, gone on over the tree the sandbox left:
+// part, plus now's entry for each path the walk did not settle. Those the
+// sandbox did not touch (no ctime since start) are no change, and were not
+// hashed: they leave now too.
+func completeBase(part Partial, now Manifest, start int64) Manifest {
+	base := maps.Clone(part.Manifest)
+	for p, e := range now {
+		if part.Knows(p) {
+			continue
+		}
+		if e.Type == TypeDir || e.Ctime < start {
+			delete(now, p)
+			continue
+		}
+		base[p] = e // first seen after the run: what it held before is unknown
+	}
+	return base
 }
 
 // deletedMark stands for "applied as a deletion" in applied.manifest.

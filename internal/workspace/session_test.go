@@ -110,7 +110,7 @@ func TestScansOfOneTreeTakeTurnsAndReuseTheHashCache(t *testing.T) {
 	}
 	cacheFile := filepath.Join(dir, "cache", "hashes")
 	// Another sandbox's scan of the tree is under way.
-	release := lockScan(cacheFile+".lock", time.Second)
+	release := lockScan(cacheFile+".lock", time.Second, nil)
 	s, err := Prepare(filepath.Join(dir, "ws"), Config{Mode: Bind, Root: root, CacheFile: cacheFile}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -141,10 +141,10 @@ func TestScansOfOneTreeTakeTurnsAndReuseTheHashCache(t *testing.T) {
 
 func TestAScanWaitsForAnotherOnlySoLong(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "x.lock")
-	held := lockScan(p, time.Second)
+	held := lockScan(p, time.Second, nil)
 	defer held()
 	// The other scan never ends: this one goes ahead without the lock.
-	lockScan(p, 30*time.Millisecond)()
+	lockScan(p, 30*time.Millisecond, nil)()
 	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -152,5 +152,151 @@ func TestAScanWaitsForAnotherOnlySoLong(t *testing.T) {
 	defer unix.Close(fd)
 	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != unix.EWOULDBLOCK {
 		t.Fatalf("the first holder lost the lock: flock = %v", err)
+	}
+}
+
+// A start manifest cut short when the sandbox stopped: what it saw keeps
+// its before (a deletion, a real modification, a creation in a directory
+// it listed in full); what it never reached is as if seen after the run
+// (touched: modified, before unknown; untouched: no change).
+func TestBindReviewOverAStartManifestCutShort(t *testing.T) {
+	root, dir := t.TempDir(), t.TempDir()
+	write := func(rel, s string) {
+		p := filepath.Join(root, rel)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"a/1", "a/2", "b/1", "b/2", "c/1", "c/2"} {
+		write(f, "before "+f+"\n")
+	}
+	full, err := Scan(root, ScanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The walk listed the root and a in full, reached b/1 and stopped.
+	part := Partial{Manifest: Manifest{}, listed: map[string]bool{"": true, "a": true}}
+	for _, p := range []string{"a", "b", "c", "a/1", "a/2", "b/1"} {
+		part.Manifest[p] = full[p]
+	}
+	time.Sleep(20 * time.Millisecond) // coarse filesystem clocks: the writes above lie before Started
+	s, err := Prepare(filepath.Join(dir, "ws"), Config{Mode: Bind, Root: root}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.background, s.base, s.partial = nil, part.Manifest, &part
+	s.baseState.Store(baseWalking)
+	close(s.baseDone)
+	time.Sleep(20 * time.Millisecond)
+	// The sandbox's run.
+	os.Remove(filepath.Join(root, "a/2"))
+	write("a/3", "new\n")
+	write("a/d/x", "new in a new directory\n")
+	write("b/1", "after\n")
+	write("b/2", "after\n")
+	write("b/3", "new, or not: the walk never listed b\n")
+
+	r, err := s.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Kind{}
+	for _, c := range r.Changes {
+		got[c.Path] = c.Kind
+		if c.After != nil && c.After.Type == TypeFile && c.After.SHA256 == "" {
+			t.Errorf("%s: reported without a hash", c.Path)
+		}
+	}
+	want := map[string]Kind{"a/2": Deleted, "a/3": Created, "a/d": Created, "a/d/x": Created,
+		"b/1": Modified, "b/2": Modified, "b/3": Modified}
+	for p, k := range want {
+		if got[p] != k {
+			t.Errorf("%s: %q, want %q", p, got[p], k)
+		}
+	}
+	for p, k := range got {
+		if _, ok := want[p]; !ok {
+			t.Errorf("%s reported (%s) though untouched", p, k)
+		}
+	}
+	for _, c := range r.Changes {
+		if c.Path == "b/1" && (c.Before == nil || c.Before.SHA256 != full["b/1"].SHA256) {
+			t.Errorf("b/1's before is not what the walk saw: %+v", c.Before)
+		}
+	}
+}
+
+// A short command's sandbox stops before the start manifest begins: the
+// review is then one scan of the tree as the sandbox left it, and nothing
+// is saved for a review by another process.
+func TestBindStoppedBeforeTheStartManifestScansOnce(t *testing.T) {
+	root, dir := t.TempDir(), t.TempDir()
+	for _, f := range []string{"keep", "edit"} {
+		if err := os.WriteFile(filepath.Join(root, f), []byte("before\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(20 * time.Millisecond)
+	ws := filepath.Join(dir, "ws")
+	s, err := Prepare(ws, Config{Mode: Bind, Root: root, CacheFile: filepath.Join(dir, "hashes")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if err := os.WriteFile(filepath.Join(root, "edit"), []byte("after\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Finish() // Background never ran: the command was over first
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Changes) != 1 || r.Changes[0].Path != "edit" || r.Changes[0].Kind != Modified {
+		t.Fatalf("changes %+v, want edit modified", r.Changes)
+	}
+	if s.partial == nil || len(s.partial.Manifest) != 0 {
+		t.Errorf("the start manifest walked %v after the sandbox stopped", s.partial)
+	}
+	if _, err := os.Stat(filepath.Join(ws, baseFile)); !os.IsNotExist(err) {
+		t.Errorf("%s saved after the sandbox stopped: %v", baseFile, err)
+	}
+}
+
+// The start manifest still waits its turn behind another scan of the tree
+// when the sandbox stops: the review does not wait for it, and it gives up.
+func TestBindReviewDoesNotWaitForAStartManifestNotBegun(t *testing.T) {
+	root, dir := t.TempDir(), t.TempDir()
+	f := filepath.Join(root, "f")
+	if err := os.WriteFile(f, []byte("before\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cacheFile := filepath.Join(dir, "hashes")
+	release := lockScan(cacheFile+".lock", time.Second, nil)
+	defer release()
+	time.Sleep(20 * time.Millisecond)
+	s, err := Prepare(filepath.Join(dir, "ws"), Config{Mode: Bind, Root: root, CacheFile: cacheFile}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Background()
+	time.Sleep(20 * time.Millisecond)
+	if err := os.WriteFile(f, []byte("after\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *Report, 1)
+	go func() {
+		r, err := s.FinishUnsaved()
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	select {
+	case r := <-done:
+		if r == nil || len(r.Changes) != 1 || r.Changes[0].Kind != Modified {
+			t.Fatalf("report %+v, want f modified", r)
+		}
+	case <-time.After(scanWait / 2):
+		t.Fatal("the review waited for the start manifest's turn")
 	}
 }
