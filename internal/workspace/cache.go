@@ -2,9 +2,14 @@ package workspace
 
 import (
 	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/gob"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -88,13 +93,17 @@ func (c *Cache) Len() int {
 	return len(c.seen)
 }
 
-type cacheRecord struct {
-	K cacheKey
-	V cacheVal
-}
+// The cache file: cacheMagic, then one fixed-size record per file (device,
+// inode, size, mtime, ctime, little-endian; the raw SHA-256). Reading it
+// is a copy and a map insert per file: an agent harness's short runs read
+// it on every start. An unknown magic or a torn file is ignored, not an
+// error.
+const cacheMagic = "airlock-hash-cache-2\n"
 
-// cacheMagic versions the file; an unknown one is ignored, not an error.
-const cacheMagic = "airlock-hash-cache-1"
+const (
+	cacheRecordSize = 5*8 + sha256.Size
+	hexSum          = 2 * sha256.Size
+)
 
 // LoadCache reads a cache file; a missing or unreadable one gives an empty
 // cache (it is only an optimisation).
@@ -105,14 +114,29 @@ func LoadCache(p string) *Cache {
 		return c
 	}
 	defer f.Close()
-	dec := gob.NewDecoder(bufio.NewReader(f))
-	var magic string
-	var recs []cacheRecord
-	if dec.Decode(&magic) != nil || magic != cacheMagic || dec.Decode(&recs) != nil {
+	st, err := f.Stat()
+	if err != nil || st.Size() > int64(len(cacheMagic)+DefaultMaxEntries*cacheRecordSize) {
 		return c
 	}
-	for _, r := range recs {
-		c.old[r.K] = r.V
+	b := make([]byte, st.Size())
+	if _, err := io.ReadFull(f, b); err != nil || !bytes.HasPrefix(b, []byte(cacheMagic)) || (len(b)-len(cacheMagic))%cacheRecordSize != 0 {
+		return c
+	}
+	b = b[len(cacheMagic):]
+	n := len(b) / cacheRecordSize
+	// Every hash as hex in one string, which the entries slice: no
+	// allocation per file.
+	sums := make([]byte, 0, n*hexSum)
+	for r := b; len(r) > 0; r = r[cacheRecordSize:] {
+		sums = hex.AppendEncode(sums, r[5*8:cacheRecordSize])
+	}
+	all := string(sums)
+	c.old = make(map[cacheKey]cacheVal, n)
+	le := binary.LittleEndian
+	for i := range n {
+		r := b[i*cacheRecordSize:]
+		k := cacheKey{le.Uint64(r), le.Uint64(r[8:])}
+		c.old[k] = cacheVal{int64(le.Uint64(r[16:])), int64(le.Uint64(r[24:])), int64(le.Uint64(r[32:])), all[i*hexSum : (i+1)*hexSum]}
 	}
 	return c
 }
@@ -124,31 +148,40 @@ func (c *Cache) Save(p string) error {
 		c.mu.Unlock()
 		return nil // every hash came from the file, and none went stale
 	}
-	recs := make([]cacheRecord, 0, len(c.seen))
+	b := make([]byte, 0, len(cacheMagic)+len(c.seen)*cacheRecordSize)
+	b = append(b, cacheMagic...)
+	le := binary.LittleEndian
 	for k, v := range c.seen {
-		recs = append(recs, cacheRecord{k, v})
+		sum, err := hex.DecodeString(v.Sum)
+		if err != nil || len(sum) != sha256.Size {
+			continue
+		}
+		b = le.AppendUint64(b, k.Dev)
+		b = le.AppendUint64(b, k.Ino)
+		b = le.AppendUint64(b, uint64(v.Size))
+		b = le.AppendUint64(b, uint64(v.Mtime))
+		b = le.AppendUint64(b, uint64(v.Ctime))
+		b = append(b, sum...)
 	}
 	c.mu.Unlock()
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return fmt.Errorf("hash cache: %w", err)
 	}
-	return writeGob(p, func(enc *gob.Encoder) error {
-		if err := enc.Encode(cacheMagic); err != nil {
-			return err
-		}
-		return enc.Encode(recs)
+	return writeAtomic(p, func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
 	})
 }
 
-// writeGob writes a file through a temp file and rename.
-func writeGob(p string, encode func(*gob.Encoder) error) error {
+// writeAtomic writes a file through a temp file and rename.
+func writeAtomic(p string, write func(io.Writer) error) error {
 	f, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".tmp-*")
 	if err != nil {
 		return err
 	}
 	tmp := f.Name()
 	w := bufio.NewWriterSize(f, 1<<20)
-	err = encode(gob.NewEncoder(w))
+	err = write(w)
 	if err == nil {
 		err = w.Flush()
 	}
@@ -175,7 +208,7 @@ func readGob(p string, v any) error {
 
 // SaveManifest stores m at p.
 func SaveManifest(p string, m Manifest) error {
-	return writeGob(p, func(enc *gob.Encoder) error { return enc.Encode(m) })
+	return writeAtomic(p, func(w io.Writer) error { return gob.NewEncoder(w).Encode(m) })
 }
 
 // LoadManifest reads what SaveManifest stored.

@@ -128,6 +128,35 @@ func TestCacheReusesSettledHashesOnly(t *testing.T) {
 	}
 }
 
+// The cache file round-trips every field, and one that is torn, of another
+// version or not a cache at all reads as empty.
+func TestCacheFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "cache")
+	c := NewCache()
+	want := cacheVal{Size: 5, Mtime: -7, Ctime: 1 << 62, Sum: sum("hello")}
+	c.seen[cacheKey{Dev: 1<<63 + 1, Ino: 42}] = want
+	c.seen[cacheKey{Dev: 2, Ino: 3}] = cacheVal{Sum: sum("")}
+	c.learned = true
+	if err := c.Save(p); err != nil {
+		t.Fatal(err)
+	}
+	if got := LoadCache(p).old; len(got) != 2 || got[cacheKey{1<<63 + 1, 42}] != want {
+		t.Fatalf("loaded %+v", got)
+	}
+	good, _ := os.ReadFile(p)
+	for name, b := range map[string][]byte{
+		"torn":          good[:len(good)-1],
+		"magic only":    []byte(cacheMagic),
+		"other version": append([]byte("airlock-hash-cache-1\n"), good[len(cacheMagic):]...),
+		"empty":         nil,
+	} {
+		os.WriteFile(p, b, 0o600)
+		if got := LoadCache(p).old; len(got) != 0 {
+			t.Errorf("%s: loaded %d entries", name, len(got))
+		}
+	}
+}
+
 func TestExcluder(t *testing.T) {
 	ex, err := NewExcluder([]string{"node_modules", "*.o", "/build/out", ".git/objects/"})
 	if err != nil {
