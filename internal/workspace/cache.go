@@ -24,10 +24,11 @@ import (
 // still holds the bytes that were hashed. A scan uses the entries it finds
 // and keeps only those, so the cache never outgrows the tree.
 type Cache struct {
+	old map[cacheKey]cacheVal // read-only once made: looked up without the lock
+
 	mu      sync.Mutex
-	old     map[cacheKey]cacheVal
-	seen    map[cacheKey]cacheVal
-	learned bool // a hash was added since Load
+	seen    map[cacheKey]cacheVal // what Save keeps; nil in a cache never saved
+	learned bool                  // a hash was added since Load
 }
 
 type cacheKey struct{ Dev, Ino uint64 }
@@ -50,9 +51,10 @@ func NewCache() *Cache {
 }
 
 // CacheFrom seeds a cache with the hashes in m (a copy made earlier, whose
-// files may since have been changed by the sandbox).
+// files may since have been changed by the sandbox), for scans to read: it
+// learns nothing and is never saved.
 func CacheFrom(m Manifest) *Cache {
-	c := NewCache()
+	c := &Cache{old: make(map[cacheKey]cacheVal, len(m))}
 	for _, e := range m {
 		if e.Type == TypeFile && e.SHA256 != "" && trusted(&e) {
 			c.old[cacheKey{e.Dev, e.Ino}] = cacheVal{e.Size, e.Mtime, e.Ctime, e.SHA256}
@@ -66,18 +68,20 @@ func (c *Cache) lookup(e *Entry) (string, bool) {
 		return "", false
 	}
 	k := cacheKey{e.Dev, e.Ino}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	v, ok := c.old[k]
 	if !ok || v.Size != e.Size || v.Mtime != e.Mtime || v.Ctime != e.Ctime {
 		return "", false
 	}
-	c.seen[k] = v
+	if c.seen != nil {
+		c.mu.Lock()
+		c.seen[k] = v
+		c.mu.Unlock()
+	}
 	return v.Sum, true
 }
 
 func (c *Cache) store(e *Entry) {
-	if c == nil || !trusted(e) {
+	if c == nil || c.seen == nil || !trusted(e) {
 		return
 	}
 	c.mu.Lock()
@@ -143,6 +147,9 @@ func LoadCache(p string) *Cache {
 
 // Save writes the hashes used or learnt by scans since Load, atomically.
 func (c *Cache) Save(p string) error {
+	if c.seen == nil {
+		return errors.New("hash cache: one made by CacheFrom is not saved")
+	}
 	c.mu.Lock()
 	if !c.learned && len(c.seen) == len(c.old) {
 		c.mu.Unlock()

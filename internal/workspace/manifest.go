@@ -347,6 +347,20 @@ func (w *walker) dir(rel string) {
 		return
 	}
 	sort.Strings(names)
+	// The entries go into the manifest in one go, under one lock: when the
+	// directory is done, or the walk ends early.
+	seen := make([]Entry, 0, len(names))
+	listed := false
+	defer func() {
+		w.mu.Lock()
+		for _, e := range seen {
+			w.out[e.Path] = e
+		}
+		if listed && w.listed != nil {
+			w.listed[rel] = true
+		}
+		w.mu.Unlock()
+	}()
 	for _, name := range names {
 		if w.halted() {
 			return
@@ -389,15 +403,9 @@ func (w *walker) dir(rel string) {
 			w.fail(fmt.Errorf("%w: more than %d entries", ErrTooMany, w.opt.MaxEntries))
 			return
 		}
-		w.mu.Lock()
-		w.out[child] = e
-		w.mu.Unlock()
+		seen = append(seen, e)
 	}
-	if w.listed != nil {
-		w.mu.Lock()
-		w.listed[rel] = true
-		w.mu.Unlock()
-	}
+	listed = true
 }
 
 func entryOf(rel string, st *unix.Stat_t) Entry {
