@@ -232,7 +232,7 @@ func newWalker(rootFD int, opt ScanOptions) *walker {
 	if opt.MaxEntries <= 0 {
 		opt.MaxEntries = DefaultMaxEntries
 	}
-	return &walker{root: rootFD, opt: opt, sem: make(chan struct{}, opt.Workers), out: Manifest{}}
+	return &walker{root: rootFD, opt: opt, sem: make(chan struct{}, opt.Workers)}
 }
 
 func (w *walker) walk() (Manifest, error) {
@@ -248,7 +248,16 @@ func (w *walker) walk() (Manifest, error) {
 	if w.err != nil {
 		return nil, w.err
 	}
-	return w.out, nil
+	// One map of the final size: growing it entry by entry rehashes it
+	// again and again.
+	m := make(Manifest, w.n.Load())
+	for i, batch := range w.batches {
+		for _, e := range batch {
+			m[e.Path] = e
+		}
+		w.batches[i] = nil // a huge tree's copy need not be held twice
+	}
+	return m, nil
 }
 
 type walker struct {
@@ -262,10 +271,10 @@ type walker struct {
 	stop    <-chan struct{} // ScanUntil's
 	stopped atomic.Bool     // a directory was left unfinished for stop
 
-	mu     sync.Mutex
-	out    Manifest
-	listed map[string]bool // ScanUntil: directories seen in full
-	err    error
+	mu      sync.Mutex
+	batches [][]Entry       // each directory's entries, made one manifest at the end
+	listed  map[string]bool // ScanUntil: directories seen in full
+	err     error
 }
 
 // halted reports whether stop has come, and notes that the walk is cut short.
@@ -353,9 +362,7 @@ func (w *walker) dir(rel string) {
 	listed := false
 	defer func() {
 		w.mu.Lock()
-		for _, e := range seen {
-			w.out[e.Path] = e
-		}
+		w.batches = append(w.batches, seen)
 		if listed && w.listed != nil {
 			w.listed[rel] = true
 		}
