@@ -5,7 +5,8 @@
 #     overlay takes its manifest in the background once the sandbox runs),
 #     with bind mode beside them (its manifest is also taken in the
 #     background; a command as short as /bin/true ends before it, which
-#     then stops, and the review is one stat-only scan after the exit);
+#     then stops, and the review is one stat-only scan after the exit,
+#     which find's stat walk of the tree is printed beside);
 #  2. manifest hashing of the 100,000-file tree — cold (no cache) and warm
 #     (hash cache from a previous run) — beside `sha256sum` over the same
 #     files (goal: >= 1x, from parallel hashing and the cache).
@@ -36,7 +37,8 @@ hyperfine -N --warmup 3 --runs "$RUNS" --export-json "$work/start.json" \
 	-n "overlay, empty" "$al --workspace-mode overlay -w $work/empty -- /bin/true" \
 	-n "overlay, $FILES files" "$al --workspace-mode overlay -w $work/big -- /bin/true" \
 	-n "bind, empty" "$al -w $work/empty -- /bin/true" \
-	-n "bind, $FILES files" "$al -w $work/big -- /bin/true" >/dev/null
+	-n "bind, $FILES files" "$al -w $work/big -- /bin/true" \
+	-n "find, stat of $FILES files" "find $work/big -printf '%i %C@\n'" >/dev/null
 
 # One file list for sha256sum, made outside the timing.
 (cd "$work/big" && find . -type f -print0 > "$work/files")
@@ -53,6 +55,7 @@ table() {
 echo "== start-up: airlock run -- /bin/true ($RUNS runs; ms) =="
 table "$work/start.json"
 jq -r --arg n "overlay, $FILES files" '.results | (map(select(.command==$n))[0].median) / (map(select(.command=="overlay, empty"))[0].median) | "ratio overlay big / empty (median): \(. * 100 | round / 100)x"' "$work/start.json"
+jq -r --arg n "bind, $FILES files" --arg f "find, stat of $FILES files" '.results | ((map(select(.command==$n))[0].median) - (map(select(.command=="bind, empty"))[0].median)) / (map(select(.command==$f))[0].median) | "bind big - empty, over find'"'"'s stat walk (median): \(. * 100 | round / 100)x"' "$work/start.json"
 echo
 echo "== manifest of $FILES files x $SIZE bytes ($(nproc) CPUs; ms) =="
 table "$work/hash.json"
