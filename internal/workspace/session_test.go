@@ -1,8 +1,13 @@
 package workspace
 
 import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -298,5 +303,122 @@ func TestBindReviewDoesNotWaitForAStartManifestNotBegun(t *testing.T) {
 		}
 	case <-time.After(scanWait / 2):
 		t.Fatal("the review waited for the start manifest's turn")
+	}
+}
+
+// Over random trees, cut-short walks and runs, the review over a start
+// manifest cut short (untouched files it never reached neither hashed nor
+// compared) reports what a start manifest completed after the run would
+// have: what the walk settled keeps its start, the rest is the tree as the
+// sandbox left it.
+func TestBindReviewCutShortMatchesAManifestCompletedLate(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 25))
+	for round := range 30 {
+		root, dir := t.TempDir(), t.TempDir()
+		var files []string
+		for _, d := range []string{"", "a", "b", "b/c", "d"} {
+			for j := range 3 {
+				p := path.Join(d, fmt.Sprint("f", j))
+				files = append(files, p)
+				tree(t, root, map[string]string{p: "start " + p})
+			}
+		}
+		start, err := Scan(root, ScanOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A walk cut short: each directory reached or not, listed in full
+		// or up to some name; those below a directory it did not record
+		// are not reached.
+		part := Partial{Manifest: Manifest{}, listed: map[string]bool{}}
+		var walk func(d string)
+		walk = func(d string) {
+			var names []string
+			for p := range start {
+				if parent(p) == d {
+					names = append(names, p)
+				}
+			}
+			slices.Sort(names)
+			n := len(names)
+			if rng.IntN(2) == 0 {
+				n = rng.IntN(n + 1)
+			} else {
+				part.listed[d] = true
+			}
+			for _, p := range names[:n] {
+				part.Manifest[p] = start[p]
+				if start[p].Type == TypeDir && rng.IntN(3) > 0 {
+					walk(p)
+				}
+			}
+		}
+		if rng.IntN(4) > 0 {
+			walk("")
+		}
+		time.Sleep(15 * time.Millisecond) // coarse filesystem clocks
+		s, err := Prepare(filepath.Join(dir, "ws"), Config{Mode: Bind, Root: root}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.background, s.base, s.partial = nil, part.Manifest, &part
+		s.baseState.Store(baseWalking)
+		close(s.baseDone)
+		time.Sleep(15 * time.Millisecond)
+		// The run: files rewritten (some with the same bytes), removed or
+		// replaced by a directory; new files, some in new directories.
+		for _, p := range files {
+			abs := filepath.Join(root, p)
+			switch rng.IntN(6) {
+			case 0:
+				os.WriteFile(abs, []byte("changed "+p), 0o644)
+			case 1:
+				os.WriteFile(abs, []byte("start "+p), 0o644)
+			case 2:
+				os.Remove(abs)
+			case 3:
+				if os.Remove(abs) == nil {
+					tree(t, root, map[string]string{p + "/inside": "x"})
+				}
+			}
+		}
+		for i := range 3 {
+			tree(t, root, map[string]string{path.Join([]string{"", "a", "b/c", "new"}[rng.IntN(4)], fmt.Sprint("n", i)): "new"})
+		}
+
+		r, err := s.Finish()
+		if err != nil {
+			t.Fatal(err)
+		}
+		late, err := Scan(root, ScanOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := maps.Clone(part.Manifest)
+		for p, e := range late {
+			if !part.Knows(p) {
+				base[p] = e
+			}
+		}
+		touched := map[string]bool{}
+		for p, e := range late {
+			if e.Type != TypeDir && e.Ctime >= s.m.Started.UnixNano() {
+				touched[p] = true
+			}
+		}
+		want := map[string]string{}
+		for _, c := range Compare(base, late, touched) {
+			if c.Kind == Reverted && c.Before.Ctime >= s.m.Started.UnixNano() {
+				c.Kind = Modified
+			}
+			want[c.Path] = string(c.Kind) + " " + c.Refused
+		}
+		got := map[string]string{}
+		for _, c := range r.Changes {
+			got[c.Path] = string(c.Kind) + " " + c.Refused
+		}
+		if !maps.Equal(got, want) {
+			t.Fatalf("round %d (walk saw %d entries, listed %v):\n got %v\nwant %v", round, len(part.Manifest), part.listed, got, want)
+		}
 	}
 }
