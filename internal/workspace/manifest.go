@@ -142,7 +142,7 @@ type ScanOptions struct {
 	Opaque bool
 	// NoHash skips hashing (upper-dir whiteout scans use it for speed).
 	NoHash bool
-	// HashIf, if set, says which files the cache has no hash for are
+	// HashIf, if set, picks which files missing from the cache are
 	// hashed; the others keep an empty SHA256.
 	HashIf func(*Entry) bool
 	// Progress, if set, is called now and then with entries and bytes seen.

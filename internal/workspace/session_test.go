@@ -166,15 +166,8 @@ func TestAScanWaitsForAnotherOnlySoLong(t *testing.T) {
 // (touched: modified, before unknown; untouched: no change).
 func TestBindReviewOverAStartManifestCutShort(t *testing.T) {
 	root, dir := t.TempDir(), t.TempDir()
-	write := func(rel, s string) {
-		p := filepath.Join(root, rel)
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 	for _, f := range []string{"a/1", "a/2", "b/1", "b/2", "c/1", "c/2"} {
-		write(f, "before "+f+"\n")
+		tree(t, root, map[string]string{f: "before " + f + "\n"})
 	}
 	full, err := Scan(root, ScanOptions{})
 	if err != nil {
@@ -185,22 +178,11 @@ func TestBindReviewOverAStartManifestCutShort(t *testing.T) {
 	for _, p := range []string{"a", "b", "c", "a/1", "a/2", "b/1"} {
 		part.Manifest[p] = full[p]
 	}
-	time.Sleep(20 * time.Millisecond) // coarse filesystem clocks: the writes above lie before Started
-	s, err := Prepare(filepath.Join(dir, "ws"), Config{Mode: Bind, Root: root}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.background, s.base, s.partial = nil, part.Manifest, &part
-	s.baseState.Store(baseWalking)
-	close(s.baseDone)
-	time.Sleep(20 * time.Millisecond)
+	s := cutShortSession(t, root, dir, part)
 	// The sandbox's run.
 	os.Remove(filepath.Join(root, "a/2"))
-	write("a/3", "new\n")
-	write("a/d/x", "new in a new directory\n")
-	write("b/1", "after\n")
-	write("b/2", "after\n")
-	write("b/3", "new, or not: the walk never listed b\n")
+	tree(t, root, map[string]string{"a/3": "new\n", "a/d/x": "new in a new directory\n",
+		"b/1": "after\n", "b/2": "after\n", "b/3": "new, or not: the walk never listed b\n"})
 
 	r, err := s.Finish()
 	if err != nil {
@@ -232,16 +214,29 @@ func TestBindReviewOverAStartManifestCutShort(t *testing.T) {
 	}
 }
 
+// cutShortSession is a bind session of root whose start manifest's walk
+// saw part when the sandbox stopped. What root holds now predates it, and
+// what is written once it returns is the sandbox's.
+func cutShortSession(t *testing.T, root, dir string, part Partial) *Session {
+	t.Helper()
+	time.Sleep(15 * time.Millisecond) // coarse filesystem clocks
+	s, err := Prepare(filepath.Join(dir, "ws"), Config{Mode: Bind, Root: root}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.background, s.base, s.partial = nil, part.Manifest, &part
+	s.baseState.Store(baseWalking)
+	close(s.baseDone)
+	time.Sleep(15 * time.Millisecond)
+	return s
+}
+
 // A short command's sandbox stops before the start manifest begins: the
 // review is then one scan of the tree as the sandbox left it, and nothing
 // is saved for a review by another process.
 func TestBindStoppedBeforeTheStartManifestScansOnce(t *testing.T) {
 	root, dir := t.TempDir(), t.TempDir()
-	for _, f := range []string{"keep", "edit"} {
-		if err := os.WriteFile(filepath.Join(root, f), []byte("before\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tree(t, root, map[string]string{"keep": "before\n", "edit": "before\n"})
 	time.Sleep(20 * time.Millisecond)
 	ws := filepath.Join(dir, "ws")
 	s, err := Prepare(ws, Config{Mode: Bind, Root: root, CacheFile: filepath.Join(dir, "hashes")}, nil)
@@ -249,9 +244,7 @@ func TestBindStoppedBeforeTheStartManifestScansOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(20 * time.Millisecond)
-	if err := os.WriteFile(filepath.Join(root, "edit"), []byte("after\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	tree(t, root, map[string]string{"edit": "after\n"})
 	r, err := s.Finish() // Background never ran: the command was over first
 	if err != nil {
 		t.Fatal(err)
@@ -271,13 +264,9 @@ func TestBindStoppedBeforeTheStartManifestScansOnce(t *testing.T) {
 // when the sandbox stops: the review does not wait for it, and it gives up.
 func TestBindReviewDoesNotWaitForAStartManifestNotBegun(t *testing.T) {
 	root, dir := t.TempDir(), t.TempDir()
-	f := filepath.Join(root, "f")
-	if err := os.WriteFile(f, []byte("before\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	tree(t, root, map[string]string{"f": "before\n"})
 	cacheFile := filepath.Join(dir, "hashes")
-	release := lockScan(cacheFile+".lock", time.Second, nil)
-	defer release()
+	defer lockScan(cacheFile+".lock", time.Second, nil)() // another sandbox's scan, which never ends
 	time.Sleep(20 * time.Millisecond)
 	s, err := Prepare(filepath.Join(dir, "ws"), Config{Mode: Bind, Root: root, CacheFile: cacheFile}, nil)
 	if err != nil {
@@ -285,9 +274,7 @@ func TestBindReviewDoesNotWaitForAStartManifestNotBegun(t *testing.T) {
 	}
 	s.Background()
 	time.Sleep(20 * time.Millisecond)
-	if err := os.WriteFile(f, []byte("after\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	tree(t, root, map[string]string{"f": "after\n"})
 	done := make(chan *Report, 1)
 	go func() {
 		r, err := s.FinishUnsaved()
@@ -356,15 +343,7 @@ func TestBindReviewCutShortMatchesAManifestCompletedLate(t *testing.T) {
 		if rng.IntN(4) > 0 {
 			walk("")
 		}
-		time.Sleep(15 * time.Millisecond) // coarse filesystem clocks
-		s, err := Prepare(filepath.Join(dir, "ws"), Config{Mode: Bind, Root: root}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.background, s.base, s.partial = nil, part.Manifest, &part
-		s.baseState.Store(baseWalking)
-		close(s.baseDone)
-		time.Sleep(15 * time.Millisecond)
+		s := cutShortSession(t, root, dir, part)
 		// The run: files rewritten (some with the same bytes), removed or
 		// replaced by a directory; new files, some in new directories.
 		for _, p := range files {
