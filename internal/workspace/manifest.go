@@ -279,13 +279,11 @@ type walker struct {
 
 // halted reports whether stop has come, and notes that the walk is cut short.
 func (w *walker) halted() bool {
-	select {
-	case <-w.stop:
-		w.stopped.Store(true)
-		return true
-	default:
+	if !closed(w.stop) {
 		return false
 	}
+	w.stopped.Store(true)
+	return true
 }
 
 func (w *walker) report(stop, done chan struct{}) {

@@ -256,10 +256,8 @@ func (s *Session) Ready() error {
 // reached by then is as the sandbox left it, and compute's scan reads that.
 func (s *Session) takeBase(scan func(Progress, int, <-chan struct{}) (Partial, error)) {
 	workers := max(1, runtime.GOMAXPROCS(0)/2)
-	select {
-	case <-s.hurry:
+	if closed(s.hurry) {
 		workers = 0
-	default:
 	}
 	var stop <-chan struct{}
 	if s.m.Mode == Bind {
@@ -280,9 +278,6 @@ func (s *Session) takeBase(scan func(Progress, int, <-chan struct{}) (Partial, e
 		err = SaveManifest(s.path(baseFile), w.Manifest)
 	}
 	s.base, s.baseErr = w.Manifest, err
-	if s.base == nil && err == nil {
-		s.base = Manifest{}
-	}
 	s.mu.Unlock()
 	close(s.baseDone)
 }
