@@ -4,10 +4,13 @@
 #   exec round trip (execlat) p50  ≤ 0.5 ms
 #   airlock exec CLI end to end    ≤ 2× a Go hello-world binary's start
 #   idle run -d, supervisor+guest  ≤ 20 MiB RSS
-# bubblewrap does the same as the run (all namespaces, read-only root, fresh
-# /proc, /dev, /tmp). AIRLOCK_TRACE=1 airlock run ... shows where a start's
-# milliseconds go. The commands compared run in turn, one run each
-# (bench/alternate), so drift on a noisy machine falls on all alike.
+# Beside the exec bars it prints what no exec of this binary goes below:
+# its own start (airlock version) and the command's (/bin/true, started
+# without a sandbox). bubblewrap does the same as the run (all namespaces,
+# read-only root, fresh /proc, /dev, /tmp). AIRLOCK_TRACE=1 airlock run ...
+# shows where a start's milliseconds go. The commands compared run in turn,
+# one run each (bench/alternate), so drift on a noisy machine falls on all
+# alike.
 #
 #   bench/startup.sh                  # as the current user
 #   RUNS=300 bench/startup.sh         # more runs
@@ -106,8 +109,12 @@ measure() {
 	if [ -n "$bid" ]; then
 		ecmds+=("baseline exec=$vars ${pre[*]} $work/airlock-baseline exec $bid -- /bin/true")
 	fi
+	# What no exec CLI of this binary goes below: its own start (airlock
+	# version), which any airlock command pays, and the command's (run here
+	# as the guest runs it: with no setpriv before it).
 	"$work/alternate" -n "$RUNS" -warmup 20 "${ecmds[@]}" \
-		"Go hello world=${pre[*]} $work/hello-go" >"$work/$label-exec.tsv"
+		"Go hello world=${pre[*]} $work/hello-go" "airlock version=${pre[*]} $work/airlock version" \
+		"/bin/true alone=/bin/true" >"$work/$label-exec.tsv"
 	local lat blat=
 	lat=$(${pre[@]+"${pre[@]}"} $envs "$work/execlat" -n 1000 "$id")
 	if [ -n "$bid" ]; then
@@ -135,8 +142,10 @@ measure() {
 		echo "     baseline exec / airlock exec, median of per-round ratios: $(ratio "$work/$label-exec.tsv" "baseline exec")"
 	fi
 	awk -v a="$ex" -v b="$hello" 'BEGIN{printf "bar: airlock exec / Go hello world (median) %.2fx (bar 2x)\n", a/b}'
-	echo "bar: $lat (bar p50 0.5 ms)"
-	[ -z "$blat" ] || echo "     baseline sandbox: $blat"
+	awk -v v="$(median "$work/$label-exec.tsv" "airlock version")" -v t="$(median "$work/$label-exec.tsv" "/bin/true alone")" -v b="$hello" \
+		'BEGIN{printf "     floor: airlock version %.2f ms (%.2fx) + /bin/true %.2f ms = %.2fx the Go hello world\n", v, v/b, t, (v+t)/b}'
+	echo "$lat" | sed '1s/^/bar: /; 1s/$/ (bar p50 0.5 ms)/'
+	[ -z "$blat" ] || echo "$blat" | sed '1s/^/     baseline sandbox: /; 2s/^     /     baseline sandbox: /'
 	echo "$kib" | awk '{printf "bar: idle run -d, supervisor + guest RSS %.1f MiB, of it anonymous %.1f MiB (bar 20 MiB)\n", $1/1024, $2/1024}'
 	if [ -n "$bkib" ]; then
 		echo "$bkib" | awk '{printf "     baseline idle run -d RSS %.1f MiB, of it anonymous %.1f MiB\n", $1/1024, $2/1024}'
