@@ -3,7 +3,7 @@
 # (demo/upstream on 127.0.0.4:443, its own CA) reached directly by curl on the
 # host, and by the same curl inside an airlock sandbox through the gateway's
 # two doors: transparent (TAP -> the gateway's gVisor netstack) and proxy (the
-# guest's relay -> Unix socket -> front door); TLS intercepted and
+# guest hands the connection's socket to the front door); TLS intercepted and
 # re-originated either way; and through a blind tunnel (--tunnel-host: the
 # SNI checked, bytes copied, curl trusting the server's own CA). Measures:
 #   1. a large download (SIZE_MB, default 1024): MB/s each way and the ratio,

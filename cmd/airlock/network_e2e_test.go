@@ -269,6 +269,50 @@ func TestClientsInsideReachAllowedHostsThroughTheGateway(t *testing.T) {
 	})
 }
 
+// The proxy door's socket is mounted inside the sandbox, where the guest's
+// relay hands the gateway each accepted TCP connection's descriptor. A
+// process that uses the socket itself, with the proxy's token in plain
+// bytes or with descriptors of its own (a pipe, a Unix socket, a UDP
+// socket), is served nothing; the door still works after.
+func TestTheProxySocketServesOnlyHandedOverConnections(t *testing.T) {
+	if testBackend() == "vm" {
+		t.Skip("a VM has no proxy door")
+	}
+	u := testUpstream(t)
+	e := newEnv(t)
+	r := e.run(append(u.flags("--network-mode", config.ModeProxy, "--allow-host", "example.com"), "--", "python3", "-c", `
+import base64, os, socket, urllib.parse, urllib.request
+p = urllib.parse.urlsplit(os.environ["HTTP_PROXY"])
+auth = base64.b64encode(f"{p.username}:{p.password}".encode()).decode()
+request = f"GET http://example.com/plain HTTP/1.1\r\nHost: example.com\r\nProxy-Authorization: Basic {auth}\r\n\r\n".encode()
+def direct(name, fds):
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(10)
+    s.connect("/run/airlock/proxy.sock")
+    try:
+        if fds:
+            socket.send_fds(s, [b"\0"], fds)
+        s.sendall(request)
+        got = s.recv(100)
+    except OSError:
+        got = b""
+    print(name, "served" if got else "refused")
+pr, pw = os.pipe()
+a, b = socket.socketpair()
+udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+direct("bytes", [])
+direct("pipe", [pr])
+direct("unix", [a.fileno()])
+direct("udp", [udp.fileno()])
+print("relay", urllib.request.urlopen("http://example.com/plain").read().decode().strip())
+`)...)
+	for _, want := range []string{"bytes refused", "pipe refused", "unix refused", "udp refused", "relay echo"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("missing %q in %v", want, r)
+		}
+	}
+}
+
 // Without --upstream-ca the gateway verifies upstream certificates against
 // the host's roots (loaded at the first handshake, not at the start): the
 // test upstream's own CA is not among them, so it is refused (502); with the

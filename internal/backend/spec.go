@@ -31,8 +31,8 @@ type Spec struct {
 	// Files are host files bound read-only at Target inside (the gateway's
 	// socket, the CA bundle); a Target under /run or /tmp is created.
 	Files []FileMount `json:"files,omitempty"`
-	// Relay has the guest forward TCP connections on Listen to Socket (the
-	// gateway's proxy door).
+	// Relay has the guest hand the TCP connections it accepts on Listen to
+	// Socket (the gateway's proxy door).
 	Relay *proto.Relay `json:"relay,omitempty"`
 	// Net gives the sandbox a network interface whose frames come back as
 	// Instance.Link; nil leaves it with loopback only.

@@ -1,8 +1,8 @@
 // Package egress assembles one sandbox's way out: the gateway pipeline
 // (policy, host-side resolution, TLS interception, secrets, audit) and its
 // door — the transparent netstack on a link from the backend, or the
-// explicit proxy on a socket the guest relays into the sandbox. It also runs
-// that pipeline standalone (`airlock gateway`).
+// explicit proxy, whose connections the guest hands over from inside. It
+// also runs that pipeline standalone (`airlock gateway`).
 package egress
 
 import (
@@ -281,7 +281,7 @@ func Start(c Config) (_ *Egress, err error) {
 		return e, nil
 	}
 	os.Remove(c.ProxySocket)
-	if e.ln, err = net.Listen("unix", c.ProxySocket); err != nil {
+	if e.ln, err = listenHandover(c.ProxySocket); err != nil {
 		return nil, fmt.Errorf("gateway socket: %w", err)
 	}
 	go gw.ServeProxy(e.ln)

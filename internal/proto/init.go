@@ -48,7 +48,8 @@ type File struct {
 	Data []byte `cbor:"2,keyasint"`
 }
 
-// Relay is a TCP listener inside the sandbox forwarding to a Unix socket.
+// Relay is a TCP listener inside the sandbox whose connections the guest
+// hands to the gateway: each one's descriptor, sent on the Unix socket.
 type Relay struct {
 	Listen string `cbor:"1,keyasint"` // e.g. 127.0.0.1:3128
 	Socket string `cbor:"2,keyasint"` // path inside the sandbox
