@@ -4,8 +4,8 @@
 #      `docker run --rm --network none IMAGE /bin/true` (goal: <= 1.2x)
 #   2. `airlock exec` into a running docker sandbox
 #   3. the gateway benchmark (bench/gateway.sh) with --backend docker: every
-#      request goes through the explicit front door (the guest's relay on
-#      127.0.0.1:3128 -> the Unix socket mounted in -> the gateway); its
+#      request goes through the explicit front door (the guest accepts on
+#      127.0.0.1:3128 and hands the socket to the gateway); its
 #      200 concurrent requests are 200 HTTP/1.1 connections, not one HTTP/2
 # Needs root (port 443 for 3), a running dockerd, hyperfine, jq, curl, and
 # the image (default airlock/minimal:latest: sudo airlock images build).
