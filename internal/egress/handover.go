@@ -45,12 +45,25 @@ func listenHandover(path string) (*handoverListener, error) {
 
 func (l *handoverListener) acceptLoop() {
 	slots := make(chan struct{}, maxHandovers)
+	pause := 5 * time.Millisecond
 	for {
 		u, err := l.ln.AcceptUnix()
 		if err != nil {
-			l.Close()
-			return
+			if !transient(err) {
+				l.Close()
+				return
+			}
+			// Out of descriptors (the sandbox may hold many connections
+			// open): wait, as net/http does, rather than close the door.
+			select {
+			case <-time.After(pause):
+			case <-l.done:
+				return
+			}
+			pause = min(2*pause, time.Second)
+			continue
 		}
+		pause = 5 * time.Millisecond
 		select {
 		case slots <- struct{}{}:
 		case <-l.done:
@@ -71,6 +84,13 @@ func (l *handoverListener) acceptLoop() {
 			}
 		}()
 	}
+}
+
+// transient reports whether an accept failed for want of a resource that
+// may come back.
+func transient(err error) bool {
+	return errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) || errors.Is(err, unix.ENOBUFS) ||
+		errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.ECONNABORTED) || errors.Is(err, unix.EINTR)
 }
 
 // receiveConn reads one handover from u: a TCP socket, or an error.

@@ -13,7 +13,8 @@ import (
 
 // handoverSocket is a listener on a fresh socket and a way to send it one
 // message with descriptors, as the guest's relay (or anything in the
-// sandbox) would.
+// sandbox) would. send returns once the gateway has hung up, having taken
+// what it will; it may run on a goroutine of its own.
 func handoverSocket(t *testing.T) (*handoverListener, func(data []byte, fds ...int)) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "proxy.sock")
@@ -23,10 +24,10 @@ func handoverSocket(t *testing.T) (*handoverListener, func(data []byte, fds ...i
 	}
 	t.Cleanup(func() { l.Close() })
 	send := func(data []byte, fds ...int) {
-		t.Helper()
 		u, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: path, Net: "unix"})
 		if err != nil {
-			t.Fatal(err)
+			t.Error(err)
+			return
 		}
 		defer u.Close()
 		var oob []byte
@@ -34,9 +35,10 @@ func handoverSocket(t *testing.T) (*handoverListener, func(data []byte, fds ...i
 			oob = unix.UnixRights(fds...)
 		}
 		if _, _, err := u.WriteMsgUnix(data, oob, nil); err != nil {
-			t.Fatal(err)
+			t.Error(err)
+			return
 		}
-		io.Copy(io.Discard, u) // until the gateway hangs up: it has taken what it will
+		io.Copy(io.Discard, u)
 	}
 	return l, send
 }
@@ -94,9 +96,9 @@ func TestAHandedOverTCPConnectionIsServedInPlaceOfTheSocket(t *testing.T) {
 	l, send := handoverSocket(t)
 	client, server := tcpPair(t)
 	go send([]byte{0}, rawFD(t, server))
-	c, err := l.Accept()
-	if err != nil {
-		t.Fatal(err)
+	c := accepted(l, 5*time.Second)
+	if c == nil {
+		t.Fatal("the handed-over connection was not accepted")
 	}
 	defer c.Close()
 	if _, ok := c.(*net.TCPConn); !ok {
@@ -181,4 +183,63 @@ func TestWhatIsNotOneTCPSocketIsRefusedOnTheHandoverSocket(t *testing.T) {
 		t.Fatal("a handover behind a silent client was not accepted")
 	}
 	c.Close()
+}
+
+// A sandbox may hold the gateway's descriptors until none is left: the
+// door waits for one to come back instead of closing for good.
+func TestTheHandoverSocketOutlastsRunningOutOfDescriptors(t *testing.T) {
+	l, send := handoverSocket(t)
+	_, server := tcpPair(t)
+	fd := rawFD(t, server)
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	low := lim
+	low.Cur = uint64(openFDs(t) + 8)
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	restored := false
+	restore := func() {
+		if !restored {
+			unix.Setrlimit(unix.RLIMIT_NOFILE, &lim)
+			restored = true
+		}
+	}
+	defer restore()
+	u, err := net.DialUnix("unix", nil, l.ln.Addr().(*net.UnixAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	var fill []int
+	for {
+		p, err := unix.Dup(0)
+		if err != nil {
+			break // EMFILE: the gateway can accept nothing now
+		}
+		fill = append(fill, p)
+	}
+	time.Sleep(50 * time.Millisecond) // the accept fails, and is retried
+	for _, p := range fill {
+		unix.Close(p)
+	}
+	restore()
+	if _, _, err := u.WriteMsgUnix([]byte{0}, unix.UnixRights(fd), nil); err != nil {
+		t.Fatal(err)
+	}
+	c := accepted(l, 5*time.Second)
+	if c == nil {
+		t.Fatal("the connection waiting while descriptors ran out was not taken once they came back")
+	}
+	c.Close()
+	// And the door still takes new ones.
+	_, server2 := tcpPair(t)
+	go send([]byte{0}, rawFD(t, server2))
+	if c := accepted(l, 5*time.Second); c == nil {
+		t.Fatal("no handover accepted after the shortage")
+	} else {
+		c.Close()
+	}
 }
