@@ -306,6 +306,9 @@ direct("unix", [a.fileno()])
 direct("udp", [udp.fileno()])
 print("relay", urllib.request.urlopen("http://example.com/plain").read().decode().strip())
 `)...)
+	if r.code != 0 {
+		t.Fatalf("the script inside failed: %v", r)
+	}
 	for _, want := range []string{"bytes refused", "pipe refused", "unix refused", "udp refused", "relay echo"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("missing %q in %v", want, r)

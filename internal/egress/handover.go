@@ -86,8 +86,9 @@ func (l *handoverListener) acceptLoop() {
 	}
 }
 
-// transient reports whether an accept failed for want of a resource that
-// may come back.
+// transient reports whether an accept failed for a reason that passes: a
+// resource that comes back (descriptors, memory), a client that went
+// away, a signal.
 func transient(err error) bool {
 	return errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) || errors.Is(err, unix.ENOBUFS) ||
 		errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.ECONNABORTED) || errors.Is(err, unix.EINTR)
