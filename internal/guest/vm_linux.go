@@ -25,6 +25,10 @@ const (
 	// VMBinary is where /init's binary stays reachable after the pivot (for
 	// hostexec and mcp-bridge, which the sandbox runs by name).
 	VMBinary = "/run/airlock/bin/airlock"
+	// InitStarted is the console line /init writes first. The kernel boots
+	// quietly, so it tells a boot that stalled in the kernel (the host
+	// boots again) from one that stalled in airlock's set-up.
+	InitStarted = "airlock init: started"
 	// bootWait bounds each wait for a device the kernel probes after a
 	// module loads.
 	bootWait = 10 * time.Second
@@ -38,6 +42,7 @@ func IsVMInit() bool { return os.Getpid() == 1 && os.Args[0] == "/init" }
 // returns. Any failure is printed on the console (the host shows its tail)
 // and powers the VM off: a VM guest never hangs waiting for nothing.
 func VMInit() {
+	fmt.Fprintln(os.Stderr, InitStarted)
 	conn, err := bootVM()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "airlock init:", err)

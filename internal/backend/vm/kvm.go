@@ -91,7 +91,7 @@ func probeKVM(ctx context.Context, o Options) error {
 	}
 	defer s.Close()
 	in := &proto.Init{Workdir: "/", VM: &proto.VM{}}
-	if err := s.handshake(ctx, in, probeTimeout); err != nil {
+	if err := s.handshake(ctx, in, probeTimeout, 0); err != nil {
 		// Its first line says enough: the console's tail follows it.
 		msg, _, _ := strings.Cut(err.Error(), "; the console's last lines")
 		return fmt.Errorf("a boot under KVM failed: %s", strings.TrimPrefix(msg, "vm: "))

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/backend/guestclient"
 	"github.com/airlock-dev/airlock/internal/cgroup"
+	"github.com/airlock-dev/airlock/internal/guest"
 	"github.com/airlock-dev/airlock/internal/link"
 	"github.com/airlock-dev/airlock/internal/proto"
 	"github.com/airlock-dev/airlock/internal/vfs"
@@ -34,6 +36,10 @@ import (
 const (
 	bootTimeout  = 60 * time.Second
 	probeTimeout = 5 * time.Second
+	// initTimeout bounds the kernel's part of a boot, up to starting /init:
+	// about 2 s under TCG here, 3 s with both CPUs busy. An emulated boot
+	// that stalls there is booted once more.
+	initTimeout = 20 * time.Second
 	// maxFileBytes bounds one host file sent into the VM (the CA bundle).
 	maxFileBytes = 4 << 20
 )
@@ -111,14 +117,19 @@ type Sandbox struct {
 	opts     Options
 	accel    Accel
 	limits   backend.Limits
+	qemuPath string
+	assets   Assets
+	initrd   string
 	qemu     *os.Process
 	exited   chan struct{} // closed when QEMU is reaped
 	conn     *proto.Conn
+	ctl      *os.File // conn's socket: a stalled boot's diagnosis reads its queue
 	client   *guestclient.Client
 	first    *backend.Launched // the first command given to Start
 	net      *os.File          // the host's end of the network socketpair
 	cg       *cgroup.Group
-	vfsPort  *os.File // the host's end of the VFS port, until served
+	vfsPort  *os.File    // the host's end of the VFS port, until served
+	shares   *vfs.Router // what the VFS port serves
 	stopVFS  context.CancelFunc
 	closers  []func() error
 	console  *console
@@ -145,21 +156,31 @@ func boot(o Options, l backend.Limits, accel Accel) (_ *Sandbox, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("vm: initrd: %w", err)
 	}
-	s := &Sandbox{opts: o, accel: accel, limits: l, exited: make(chan struct{})}
+	s := &Sandbox{opts: o, accel: accel, limits: l, qemuPath: qemu, assets: a, initrd: initrd}
+	if err := s.launch(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.limit(memMiB(l), l)
+	return s, nil
+}
+
+// launch starts QEMU on fresh sockets: the console, the control and VFS
+// ports and the network.
+func (s *Sandbox) launch() (err error) {
+	s.exited = make(chan struct{})
 	var closers []*os.File // the descriptors QEMU inherits, ours to close once it has them
 	defer func() {
 		for _, f := range closers {
 			f.Close()
 		}
-		if err != nil {
-			s.Close()
-		}
 	}()
 	var files []*os.File
-	for _, p := range []string{a.Kernel, initrd, a.Root} {
+	bootFiles := []string{s.assets.Kernel, s.initrd, s.assets.Root}
+	for _, p := range bootFiles {
 		f, err := os.Open(p)
 		if err != nil {
-			return nil, fmt.Errorf("vm: %w", err)
+			return fmt.Errorf("vm: %w", err)
 		}
 		closers, files = append(closers, f), append(files, f)
 	}
@@ -182,32 +203,28 @@ func boot(o Options, l backend.Limits, accel Accel) (_ *Sandbox, err error) {
 	}
 	con, err := pair(unix.SOCK_STREAM, "console")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.console = newConsole(con)
 	ctl, err := pair(unix.SOCK_STREAM, "control")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// The guest's end is a port: no descriptors cross, on either side.
-	s.conn = proto.StreamConn(ctl)
+	s.ctl, s.conn = ctl, proto.StreamConn(ctl)
 	if s.net, err = pair(unix.SOCK_DGRAM, "net"); err != nil {
-		return nil, err
+		return err
 	}
 	if s.vfsPort, err = pair(unix.SOCK_STREAM, "vfs"); err != nil {
-		return nil, err
+		return err
 	}
 	fd := func(i int) string { return "/proc/self/fd/" + strconv.Itoa(3+i) }
 	m := Machine{
-		Name: "airlock-vm", Accel: accel, MemMiB: memMiB(l), CPUs: cpus(l),
-		Kernel: fd(0), Initrd: fd(1), Root: fd(2), RootFS: a.RootFormat,
+		Name: "airlock-vm", Accel: s.accel, MemMiB: memMiB(s.limits), CPUs: cpus(s.limits),
+		Kernel: fd(0), Initrd: fd(1), Root: fd(2), RootFS: s.assets.RootFormat,
 		ConsoleFD: 6, CtlFD: 7, NetFD: 8, VFSFD: 9,
 	}
-	if err := s.start(qemu, Args(m), files, []string{a.Kernel, initrd, a.Root}); err != nil {
-		return nil, err
-	}
-	s.limit(m.MemMiB, l)
-	return s, nil
+	return s.start(s.qemuPath, Args(m), files, bootFiles)
 }
 
 // qemuOverhead is QEMU's own memory beside the guest's: its code, devices
@@ -290,15 +307,8 @@ func (s *Sandbox) Start(ctx context.Context, spec *backend.Spec, register func(c
 			s.Close()
 		}
 	}()
-	if spec.RunDir != "" {
-		if err := os.MkdirAll(spec.RunDir, 0o700); err != nil {
-			return nil, fmt.Errorf("vm: %w", err)
-		}
-		s.console.saveTo(filepath.Join(spec.RunDir, ConsoleFile))
-		s.pidFile = filepath.Join(spec.RunDir, PIDFile)
-		if err := os.WriteFile(s.pidFile, []byte(strconv.Itoa(s.qemu.Pid)+"\n"), 0o600); err != nil {
-			return nil, fmt.Errorf("vm: record QEMU's pid: %w", err)
-		}
+	if err := s.record(spec); err != nil {
+		return nil, err
 	}
 	if register != nil {
 		var paths []string
@@ -316,15 +326,75 @@ func (s *Sandbox) Start(ctx context.Context, spec *backend.Spec, register func(c
 	if err := s.serveShares(spec, in); err != nil {
 		return nil, err
 	}
-	if spec.Net == nil {
-		s.net.Close()
-		s.net = nil
+	s.dropNet(spec)
+	// The kernel's part has its own, shorter bound (half a short timeout):
+	// a boot that stalls there is tried again.
+	initWait := min(initTimeout, s.opts.BootTimeout/2)
+	err = s.handshake(ctx, in, s.opts.BootTimeout, initWait)
+	if errors.Is(err, errNoInit) {
+		// An emulated boot can stall in the kernel, rarely and silently
+		// (QEMU's or the kernel's doing, not the guest's): boot once more,
+		// and say so.
+		msg, _, _ := strings.Cut(err.Error(), "; the console's last lines")
+		s.warnings = append(s.warnings, msg+"; booted it again")
+		if err := s.reboot(spec); err != nil {
+			return nil, err
+		}
+		err = s.handshake(ctx, in, s.opts.BootTimeout, initWait)
 	}
-	if err := s.handshake(ctx, in, s.opts.BootTimeout); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	s.first = backend.Launch(s.client, first)
 	return s, nil
+}
+
+// record saves the console and QEMU's pid in the run dir.
+func (s *Sandbox) record(spec *backend.Spec) error {
+	if spec.RunDir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(spec.RunDir, 0o700); err != nil {
+		return fmt.Errorf("vm: %w", err)
+	}
+	s.console.saveTo(filepath.Join(spec.RunDir, ConsoleFile))
+	s.pidFile = filepath.Join(spec.RunDir, PIDFile)
+	if err := os.WriteFile(s.pidFile, []byte(strconv.Itoa(s.qemu.Pid)+"\n"), 0o600); err != nil {
+		return fmt.Errorf("vm: record QEMU's pid: %w", err)
+	}
+	return nil
+}
+
+// dropNet closes the network link of a sandbox that has no network.
+func (s *Sandbox) dropNet(spec *backend.Spec) {
+	if spec.Net == nil {
+		s.net.Close()
+		s.net = nil
+	}
+}
+
+// reboot replaces a QEMU whose kernel stalled before /init with a fresh
+// one, in the same cgroup and run dir, serving the same shares.
+func (s *Sandbox) reboot(spec *backend.Spec) error {
+	s.kill()
+	s.stopVFS()
+	s.conn.Close()
+	if s.net != nil {
+		s.net.Close()
+	}
+	s.console.close()
+	s.qemu = nil
+	if err := s.launch(); err != nil {
+		return err
+	}
+	if s.cg != nil {
+		if err := s.cg.Add(s.qemu.Pid); err != nil {
+			return fmt.Errorf("vm: cgroup: %w", err)
+		}
+	}
+	s.dropNet(spec)
+	s.serveVFS()
+	return s.record(spec)
 }
 
 // First returns the first command given to Start once it has started.
@@ -338,9 +408,16 @@ func (s *Sandbox) serveShares(spec *backend.Spec, in *proto.Init) error {
 	}
 	s.closers = append(s.closers, closers...)
 	in.VM.Shares = tops
+	s.shares = root
+	s.serveVFS()
+	return nil
+}
+
+// serveVFS serves s.shares on the VFS port of the running QEMU.
+func (s *Sandbox) serveVFS() {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stopVFS = cancel
-	port := s.vfsPort
+	port, root := s.vfsPort, s.shares
 	s.vfsPort = nil
 	go func() {
 		// The guest runs its commands as root: it owns what it is shown, and
@@ -349,11 +426,11 @@ func (s *Sandbox) serveShares(spec *backend.Spec, in *proto.Init) error {
 			fmt.Fprintf(s.opts.Stderr, "airlock: the VM's file service ended: %v\n", err)
 		}
 	}()
-	return nil
 }
 
-// handshake sends the plan and waits for Ready, QEMU's exit or the timeout.
-func (s *Sandbox) handshake(ctx context.Context, in *proto.Init, timeout time.Duration) error {
+// handshake sends the plan and waits for Ready, QEMU's exit or the timeout;
+// initWait, if set, bounds the kernel's part alone (errNoInit).
+func (s *Sandbox) handshake(ctx context.Context, in *proto.Init, timeout, initWait time.Duration) error {
 	ready := make(chan *proto.Msg, 1)
 	go func() {
 		if err := s.conn.Send(&proto.Msg{Op: proto.OpInit, Init: in}); err != nil {
@@ -369,24 +446,91 @@ func (s *Sandbox) handshake(ctx context.Context, in *proto.Init, timeout time.Du
 	}()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	select {
-	case m := <-ready:
-		if m.Op == proto.OpReady {
-			s.warnings = append(s.warnings, m.Warnings...)
-			s.client = guestclient.New(s.conn)
-			return nil
-		}
-		if m.Err == nil {
-			m.Err = &proto.Error{Step: "boot", Message: "the guest sent " + m.Op.String() + " instead of ready"}
-		}
-		return s.bootError(fmt.Errorf("vm: sandbox setup: %w", m.Err))
-	case <-s.exited:
-		return s.bootError(errors.New("vm: QEMU exited before the guest was ready"))
-	case <-ctx.Done():
-		return fmt.Errorf("vm: sandbox setup: %w", ctx.Err())
-	case <-timer.C:
-		return s.bootError(fmt.Errorf("vm: the guest was not ready within %s (%s)", timeout, s.accel))
+	var initTimer <-chan time.Time
+	started := s.console.initStarted
+	if initWait > 0 {
+		t := time.NewTimer(initWait)
+		defer t.Stop()
+		initTimer = t.C
 	}
+	for {
+		select {
+		case <-started:
+			started, initTimer = nil, nil
+		case <-initTimer:
+			return s.bootError(fmt.Errorf("vm: %w within %s (%s)", errNoInit, initWait, s.accel))
+		case m := <-ready:
+			if m.Op == proto.OpReady {
+				s.warnings = append(s.warnings, m.Warnings...)
+				s.client = guestclient.New(s.conn)
+				return nil
+			}
+			if m.Err == nil {
+				m.Err = &proto.Error{Step: "boot", Message: "the guest sent " + m.Op.String() + " instead of ready"}
+			}
+			return s.bootError(fmt.Errorf("vm: sandbox setup: %w", m.Err))
+		case <-s.exited:
+			return s.bootError(errors.New("vm: QEMU exited before the guest was ready"))
+		case <-ctx.Done():
+			return fmt.Errorf("vm: sandbox setup: %w", ctx.Err())
+		case <-timer.C:
+			return s.bootError(fmt.Errorf("vm: the guest was not ready within %s (%s): %s", timeout, s.accel, s.stalled()))
+		}
+	}
+}
+
+// errNoInit is a boot whose kernel never started the guest's /init.
+var errNoInit = errors.New("the VM's kernel did not start airlock's init")
+
+// stalled says how far a boot that timed out got: whether the guest took
+// its plan off the control port (QEMU reads the port's socket only once the
+// guest has opened it), and whether QEMU was computing or waiting.
+func (s *Sandbox) stalled() string {
+	var why []string
+	if rc, err := s.ctl.SyscallConn(); err == nil {
+		queued, qerr := 0, error(nil)
+		rc.Control(func(fd uintptr) { queued, qerr = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ) })
+		switch {
+		case qerr != nil:
+		case queued > 0:
+			why = append(why, "its plan was never read (the guest's init did not open its control port)")
+		default:
+			why = append(why, "it had read its plan, so its set-up stalled")
+		}
+	}
+	if cpu, err := cpuSeconds(s.qemu.Pid); err == nil {
+		why = append(why, fmt.Sprintf("QEMU had used %.1f s of CPU", cpu))
+	}
+	if len(why) == 0 {
+		return "no further detail"
+	}
+	return strings.Join(why, "; ")
+}
+
+// cpuSeconds is the user and system time process pid has used.
+func cpuSeconds(pid int) (float64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The fields after the command name (which may hold spaces or
+	// parentheses): utime and stime are the 12th and 13th, in clock ticks,
+	// which Linux reports to user space at 100 Hz.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	rest := b[i+1:]
+	f := strings.Fields(string(rest))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: too few fields", pid)
+	}
+	u, err1 := strconv.ParseUint(f[11], 10, 64)
+	k, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return float64(u+k) / 100, nil
 }
 
 // bootError adds the console's last lines, which say why a boot failed.
@@ -521,6 +665,9 @@ type console struct {
 	file  *os.File
 	wrote int64
 	done  chan struct{}
+	// initStarted is closed once the guest's /init has said so.
+	initStarted chan struct{}
+	sawInit     bool
 }
 
 const (
@@ -529,7 +676,7 @@ const (
 )
 
 func newConsole(r *os.File) *console {
-	c := &console{done: make(chan struct{})}
+	c := &console{done: make(chan struct{}), initStarted: make(chan struct{})}
 	go c.read(r)
 	return c
 }
@@ -547,6 +694,10 @@ func (c *console) read(r *os.File) {
 				c.wrote += int64(w)
 			}
 			c.buf = append(c.buf, b[:n]...)
+			if !c.sawInit && bytes.Contains(c.buf, []byte(guest.InitStarted)) {
+				c.sawInit = true
+				close(c.initStarted)
+			}
 			if len(c.buf) > 2*maxConsoleTail {
 				c.buf = append(c.buf[:0], c.buf[len(c.buf)-maxConsoleTail:]...)
 			}

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-dev/airlock/internal/backend"
+	"github.com/airlock-dev/airlock/internal/guest"
 	"github.com/airlock-dev/airlock/internal/proto"
 	"github.com/airlock-dev/airlock/internal/testutil"
 )
@@ -275,12 +276,14 @@ func fakeQEMU(t *testing.T, script string) Options {
 	}
 }
 
-func startFake(t *testing.T, o Options) error {
+// startFake starts a sandbox on a fake QEMU, which must fail; it returns
+// the error and the sandbox's warnings.
+func startFake(t *testing.T, o Options) (error, []string) {
 	t.Helper()
 	spec := &backend.Spec{ID: "fake0001", Workspace: t.TempDir(), RunDir: t.TempDir()}
 	p, err := Backend{Options: o}.Prepare(context.Background(), spec)
 	if err != nil {
-		return err
+		return err, nil
 	}
 	inst, err := p.Start(context.Background(), spec, nil, nil)
 	if err == nil {
@@ -293,12 +296,12 @@ func startFake(t *testing.T, o Options) error {
 	case <-time.After(5 * time.Second):
 		t.Error("QEMU still runs after the failed start")
 	}
-	return err
+	return err, s.Warnings()
 }
 
 func TestAGuestSendingGarbageEndsTheStartWithAClearError(t *testing.T) {
 	o := fakeQEMU(t, `echo "booting on the console" >&6; head -c 4 <&7 >/dev/null; printf '\000\000\000\010garbage!' >&7; sleep 30`)
-	err := startFake(t, o)
+	err, _ := startFake(t, o)
 	if err == nil || !strings.Contains(err.Error(), "control channel") || !strings.Contains(err.Error(), "booting on the console") {
 		t.Errorf("error = %v, want the broken control channel and the console's tail", err)
 	}
@@ -306,7 +309,7 @@ func TestAGuestSendingGarbageEndsTheStartWithAClearError(t *testing.T) {
 
 func TestAGuestThatExitsDuringBootShowsItsConsole(t *testing.T) {
 	o := fakeQEMU(t, `echo "Kernel panic - not syncing: no root" >&6; exit 1`)
-	err := startFake(t, o)
+	err, _ := startFake(t, o)
 	if err == nil || !strings.Contains(err.Error(), "Kernel panic") {
 		t.Errorf("error = %v, want the console's tail", err)
 	}
@@ -314,7 +317,7 @@ func TestAGuestThatExitsDuringBootShowsItsConsole(t *testing.T) {
 
 func TestAFramingFloodIsRefused(t *testing.T) {
 	o := fakeQEMU(t, `printf '\377\377\377\377' >&7; sleep 30`)
-	err := startFake(t, o)
+	err, _ := startFake(t, o)
 	if err == nil || !strings.Contains(err.Error(), "too large") {
 		t.Errorf("error = %v, want an oversized frame refused", err)
 	}
@@ -363,15 +366,38 @@ func TestPruneKillsTheQEMUOfAGoneSandbox(t *testing.T) {
 	}
 }
 
+// A boot that times out says how far it got: in the kernel (booted once
+// more, then given up), or in the guest before or after it took its plan;
+// and QEMU's CPU time, spinning or waiting.
 func TestABootThatNeverReportsReadyTimesOut(t *testing.T) {
-	o := fakeQEMU(t, `echo "Probing EDD" >&6; sleep 60`)
-	o.BootTimeout = time.Second
-	start := time.Now()
-	err := startFake(t, o)
-	if err == nil || !strings.Contains(err.Error(), "not ready within 1s") || !strings.Contains(err.Error(), "Probing EDD") {
-		t.Errorf("error = %v, want the timeout and the console's tail", err)
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("the timeout took %s", d)
+	const started = `echo "Probing EDD" >&6; echo "` + guest.InitStarted + `" >&6; `
+	for _, c := range []struct {
+		name, script string
+		want         []string
+		rebooted     bool
+	}{
+		{"in the kernel", `echo "Probing EDD" >&6; sleep 60`, []string{"did not start airlock's init within 500ms"}, true},
+		{"before the plan", started + `sleep 60`, []string{"not ready within 1s", "its plan was never read", "QEMU had used 0."}, false},
+		{"after the plan", started + `cat <&7 >/dev/null & sleep 60`, []string{"not ready within 1s", "it had read its plan", "QEMU had used 0."}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := fakeQEMU(t, c.script)
+			o.BootTimeout = time.Second
+			start := time.Now()
+			err, warnings := startFake(t, o)
+			t.Log(err, warnings)
+			for _, want := range append(c.want, "Probing EDD") {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("error = %v, want %q in it", err, want)
+				}
+			}
+			rebooted := strings.Contains(strings.Join(warnings, "\n"), "booted it again")
+			if rebooted != c.rebooted {
+				t.Errorf("booted again: %v, want %v (warnings %q)", rebooted, c.rebooted, warnings)
+			}
+			if d := time.Since(start); d > 20*time.Second {
+				t.Errorf("the timeout took %s", d)
+			}
+		})
 	}
 }
