@@ -167,7 +167,7 @@ func boot(o Options, l backend.Limits, accel Accel) (_ *Sandbox, err error) {
 
 // launch starts QEMU on fresh sockets: the console, the control and VFS
 // ports and the network.
-func (s *Sandbox) launch() (err error) {
+func (s *Sandbox) launch() error {
 	s.exited = make(chan struct{})
 	var closers []*os.File // the descriptors QEMU inherits, ours to close once it has them
 	defer func() {
