@@ -93,8 +93,7 @@ func probeKVM(ctx context.Context, o Options) error {
 	in := &proto.Init{Workdir: "/", VM: &proto.VM{}}
 	if err := s.handshake(ctx, in, probeTimeout, 0); err != nil {
 		// Its first line says enough: the console's tail follows it.
-		msg, _, _ := strings.Cut(err.Error(), "; the console's last lines")
-		return fmt.Errorf("a boot under KVM failed: %s", strings.TrimPrefix(msg, "vm: "))
+		return fmt.Errorf("a boot under KVM failed: %s", strings.TrimPrefix(withoutConsole(err), "vm: "))
 	}
 	return nil
 }

@@ -335,8 +335,7 @@ func (s *Sandbox) Start(ctx context.Context, spec *backend.Spec, register func(c
 		// An emulated boot can stall in the kernel, rarely and silently
 		// (QEMU's or the kernel's doing, not the guest's): boot once more,
 		// and say so.
-		msg, _, _ := strings.Cut(err.Error(), "; the console's last lines")
-		s.warnings = append(s.warnings, msg+"; booted it again")
+		s.warnings = append(s.warnings, withoutConsole(err)+"; booted it again")
 		if err := s.reboot(spec); err != nil {
 			return nil, err
 		}
@@ -537,9 +536,18 @@ func cpuSeconds(pid int) (float64, error) {
 func (s *Sandbox) bootError(err error) error {
 	s.kill()
 	if tail := s.console.tail(); tail != "" {
-		return fmt.Errorf("%w; the console's last lines:\n%s", err, tail)
+		return fmt.Errorf("%w"+consoleTail+":\n%s", err, tail)
 	}
 	return err
+}
+
+// consoleTail introduces the console's lines in a boot error.
+const consoleTail = "; the console's last lines"
+
+// withoutConsole is a boot error's first part, for a one-line message.
+func withoutConsole(err error) string {
+	msg, _, _ := strings.Cut(err.Error(), consoleTail)
+	return msg
 }
 
 // plan is what the guest does before serving: the sandbox's directories,
