@@ -20,6 +20,8 @@ func FuzzDecide(f *testing.F) {
 		{"read_file", `{"path":"$T/root/a.txt"}`},
 		{"read_file", `{"path":"deep/../a.txt"}`},
 		{"read_file", `{"path":"loop1/x"}`},
+		{"read_\xa7", `{"path":["0"]}`},
+		{"read_file", `{"path":["a.txt","deep/../a.txt"]}`},
 		{"read_file", `{"path":"file:///$T/root/link-prot"}`},
 		{"read_multiple_files", `{"paths":["a.txt",["x"],null,{"p":"~/airlock"}]}`},
 		{"fetch", `{"url":"https://user:pw@[::ffff:10.0.0.1]:1/"}`},
@@ -40,16 +42,22 @@ func FuzzDecide(f *testing.F) {
 		if !d.Verdict.valid() || d.Rule == "" || d.Reason == "" {
 			t.Fatalf("Decide(%q, %s) = %#v: invalid", tool, raw, d)
 		}
-		// An allowed read has a path that resolves, every way, inside the root.
+		// An allowed read has a path, or a list of paths, each of which resolves,
+		// every way, inside the root.
 		if d.Verdict == Allow && strings.HasPrefix(tool, "read_") && tool != "read_multiple_files" {
-			s, _ := args["path"].(string)
-			cands, err := p.resolve(s)
-			if err != nil {
-				t.Fatalf("Decide(%q, %s) = %v, but the path does not resolve: %v", tool, raw, d, err)
+			paths, ok := stringList(args["path"])
+			if !ok || len(paths) == 0 {
+				t.Fatalf("Decide(%q, %s) = %v, but path is not a path or a list of paths", tool, raw, d)
 			}
-			for _, c := range cands {
-				if !within(c, T+"/root") || within(c, T+"/airlock") {
-					t.Fatalf("Decide(%q, %s) = %v, but the path resolves to %s", tool, raw, d, c)
+			for _, s := range paths {
+				cands, err := p.resolve(s)
+				if err != nil {
+					t.Fatalf("Decide(%q, %s) = %v, but the path %q does not resolve: %v", tool, raw, d, s, err)
+				}
+				for _, c := range cands {
+					if !within(c, T+"/root") || within(c, T+"/airlock") {
+						t.Fatalf("Decide(%q, %s) = %v, but the path resolves to %s", tool, raw, d, c)
+					}
 				}
 			}
 		}
