@@ -365,8 +365,7 @@ print("END")`
 	}
 }
 
-// The sandbox's PID 1 (airlock's guest) is locked down on every thread,
-// its spare threads (made after the lockdown, which they inherit) too: a
+// The sandbox's PID 1 (airlock's guest) is locked down on every thread: a
 // thread left out would be a capability or a syscall the filter refuses
 // within reach of whatever takes over the guest.
 func TestEveryThreadOfTheSandboxsAgentIsLockedDown(t *testing.T) {
@@ -382,9 +381,40 @@ func TestEveryThreadOfTheSandboxsAgentIsLockedDown(t *testing.T) {
 			t.Errorf("a thread of PID 1: %q, want %q", th, want)
 		}
 	}
-	// The guest keeps 8 idle threads beside the runtime's own.
-	if len(threads) < 9 {
+	// A container's guest shares its pids limit with the commands, and keeps
+	// 8 idle threads beside the runtime's own, locked down as they are.
+	if testBackend() == "docker" && len(threads) < 9 {
 		t.Errorf("PID 1 has %d threads, want its spare ones too:\n%s", len(threads), r.stdout)
+	}
+}
+
+// --pids binds the commands, and leaves the sandbox's PID 1 room above it
+// (a fork bomb that fills the commands' limit cannot starve the guest's
+// runtime of a thread: TestForkBombIsContained): a command's process limit
+// is the one asked for, and one cannot raise it; the guest's is higher.
+func TestCommandsGetTheProcessLimitAndTheGuestRoomAboveIt(t *testing.T) {
+	if testBackend() == "docker" {
+		t.Skip("a container's pids limit binds its guest and commands together (the guest keeps spare threads)")
+	}
+	e := newEnv(t)
+	r := e.run("run", "-q", "--pids", "77", "--", "bash", "-c",
+		`grep 'Max processes' /proc/self/limits; grep 'Max processes' /proc/1/limits; ulimit -u 78 2>/dev/null && echo RAISED; true`)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if r.code != 0 || len(lines) < 2 {
+		t.Fatalf("read the limits: %v", r)
+	}
+	if f := strings.Fields(lines[0]); len(f) < 4 || f[2] != "77" || f[3] != "77" {
+		t.Errorf("a command's process limit: %q, want 77 77", lines[0])
+	}
+	f := strings.Fields(lines[1])
+	if len(f) < 4 {
+		t.Fatalf("PID 1's process limit: %q", lines[1])
+	}
+	if n, err := strconv.Atoi(f[2]); f[2] != "unlimited" && (err != nil || n <= 77) {
+		t.Errorf("PID 1's process limit: %q, want more than the commands' 77", lines[1])
+	}
+	if strings.Contains(r.stdout, "RAISED") {
+		t.Errorf("a command raised its process limit: %v", r)
 	}
 }
 

@@ -143,7 +143,7 @@ func addRunFlags(f *pflag.FlagSet, o *runOptions) {
 	f.BoolVar(&o.noDelete, "no-delete", false, "forbid deleting or renaming files in the workspace (needs Landlock; a workspace inside /tmp or the home makes those no-delete too)")
 	f.StringVarP(&o.memory, "memory", "m", "", "memory limit, e.g. 512m, 4g (default: half of RAM)")
 	f.Float64Var(&o.cpus, "cpus", 0, "CPU limit in CPUs, e.g. 1.5 (default: none)")
-	f.Int64Var(&o.pids, "pids", defaultPids, "maximum number of processes and threads")
+	f.Int64Var(&o.pids, "pids", defaultPids, "maximum number of processes and threads the commands may have")
 	f.StringVar(&o.tmpSize, "tmp-size", "", "size of the private /tmp and home (default: the memory limit)")
 	f.DurationVar(&o.timeout, "timeout", 0, "stop the sandbox after this long, e.g. 90s, 30m (exit status 124)")
 	f.StringArrayVarP(&o.env, "env", "e", nil, "pass host variable `NAME`, or set NAME=VALUE (repeatable; nothing else passes but PATH, locale and terminal settings)")

@@ -86,6 +86,7 @@ func run(conn *proto.Conn) int {
 	// PID 1 of a VM is its kernel's init, and a container's belongs to its
 	// runtime: only a native guest's exit is the sandbox's plain end.
 	g.mayEnd = m.Init.VM == nil && !m.Init.Contained
+	r.commandPids = m.Init.CommandPids
 	tap, warnings, err := setup(m.Init, mounts, g.reaper)
 	trace.MarkCPU("sandbox built")
 	proto.CloseFiles(mounts)
@@ -103,10 +104,12 @@ func run(conn *proto.Conn) int {
 		return 1
 	}
 	<-dropping
-	// The spare threads are made once locked down, which they inherit: made
-	// before, each would be one more thread for the lockdown's all-thread
-	// rounds (Landlock and capabilities: ~2% of a run).
-	<-makeSpareThreads(spareThreads)
+	if m.Init.CommandPids == 0 {
+		// The spare threads are made once locked down, which they inherit:
+		// made before, each would be one more thread for the lockdown's
+		// all-thread rounds (Landlock and capabilities: ~2% of a run).
+		<-makeSpareThreads(spareThreads)
+	}
 	// Locked down, with its threads: requests are served from here on,
 	// beside saying so rather than after (a run's command may be waiting
 	// behind the plan already).
@@ -130,12 +133,15 @@ func run(conn *proto.Conn) int {
 }
 
 // spareThreads is how many idle OS threads the guest makes before it says
-// it is ready. The Go runtime makes a thread when a goroutine blocks in a
-// system call and another must run; a fork bomb that fills the sandbox's
-// process limit (its cgroup's pids.max, or RLIMIT_NPROC without one: both
-// count threads) leaves no room for one, and the runtime dies for want of
-// it ("newosproc"), PID 1 with it, instead of the sandbox timing out. The
-// runtime keeps idle threads and reuses them first.
+// it is ready, where its commands share its process limit (no
+// proto.Init.CommandPids: a container's pids limit, a VM). The Go runtime
+// makes a thread when a goroutine blocks in a system call and another must
+// run; a fork bomb that fills the sandbox's process limit (its cgroup's
+// pids.max, or RLIMIT_NPROC without one: both count threads) leaves no
+// room for one, and the runtime dies for want of it ("newosproc"), PID 1
+// with it, instead of the sandbox timing out. The runtime keeps idle
+// threads and reuses them first. Making them and their ends cost a native
+// run ~5%, which a limit of the commands' own avoids.
 const spareThreads = 8
 
 // makeSpareThreads leaves n more idle threads with the runtime, made in the

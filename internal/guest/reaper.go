@@ -16,6 +16,9 @@ type reaper struct {
 	children chan struct{} // a start since reapAll last found no child
 	spawner  chan error    // the spawner thread's start (see runSpawner)
 	requests chan spawnReq // the spawner thread's
+	// commandPids, if not 0, is each command's RLIMIT_NPROC (proto.Init.CommandPids),
+	// set before serving begins.
+	commandPids uint64
 
 	mu      sync.Mutex
 	waiters map[int]chan syscall.WaitStatus
@@ -126,9 +129,44 @@ func (r *reaper) runSpawner() {
 	}
 	r.spawner <- nil
 	for req := range r.requests {
-		pid, err := syscall.ForkExec(req.path, req.argv, req.attr)
+		pid, err := r.forkExec(req)
 		req.done <- spawnResult{pid, err}
 	}
+}
+
+// forkExec starts a command. With commandPids, it starts it under that
+// process limit, below the guest's own: the guest lowers its own soft limit
+// for the fork, so the command has it from its first instruction, and
+// raises it again after. Set after the exec instead, the limit came too
+// late on a loaded machine: the command could fork before this thread ran
+// again, and a fork bomb of such children took the guest's room. A guest
+// thread made meanwhile may find the lower limit: the Go runtime retries
+// for 0.2 s. The command's hard limit goes down to its soft one after the
+// exec, so that it cannot raise its soft limit into the guest's room.
+func (r *reaper) forkExec(req spawnReq) (int, error) {
+	n := r.commandPids
+	if n == 0 {
+		return syscall.ForkExec(req.path, req.argv, req.attr)
+	}
+	var own unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NPROC, &own); err != nil {
+		return 0, fmt.Errorf("read the process limit: %w", err)
+	}
+	if err := unix.Setrlimit(unix.RLIMIT_NPROC, &unix.Rlimit{Cur: min(n, own.Max), Max: own.Max}); err != nil {
+		return 0, fmt.Errorf("set the command's process limit: %w", err)
+	}
+	pid, err := syscall.ForkExec(req.path, req.argv, req.attr)
+	if rerr := unix.Setrlimit(unix.RLIMIT_NPROC, &own); rerr != nil && err == nil {
+		syscall.Kill(pid, syscall.SIGKILL) // reaped by reapAll, with no waiter
+		return 0, fmt.Errorf("restore the guest's process limit: %w", rerr)
+	}
+	if err == nil {
+		// Best effort: one that has ended and been reaped (ESRCH) needs
+		// none, and pids are handed out in turn, so its number is no other
+		// process's this soon.
+		unix.Prlimit(pid, unix.RLIMIT_NPROC, &unix.Rlimit{Cur: n, Max: n}, nil)
+	}
+	return pid, err
 }
 
 // startSpawner lets processes start (see start) once the spawner thread has

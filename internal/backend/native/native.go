@@ -187,7 +187,7 @@ var groupSeq atomic.Uint64
 // limits go unenforced where no cgroup can be had.
 func (s *Sandbox) makeCgroup(name string) error {
 	l := s.limits
-	cg, err := cgroup.New(name, cgroup.Limits{MemoryBytes: l.MemoryBytes, CPUs: l.CPUs, Pids: l.Pids})
+	cg, err := cgroup.New(name, cgroup.Limits{MemoryBytes: l.MemoryBytes, CPUs: l.CPUs, Pids: withGuestPids(l.Pids)})
 	switch {
 	case err == nil:
 		s.cg, s.unlimited = cg, cg.Unenforced()
@@ -256,6 +256,9 @@ func (s *Sandbox) Start(ctx context.Context, c *backend.Spec, whileSetup func(cg
 		return nil, fmt.Errorf("native: plan: %w", err)
 	}
 	init.Rlimits = rlimits(c.Limits, s.unlimited)
+	if c.Limits.Pids > 0 {
+		init.CommandPids = uint64(c.Limits.Pids)
+	}
 	trace.Mark("native: plan made")
 	if s.ids != nil {
 		if err := s.sendMounts(init); err != nil {
@@ -616,13 +619,35 @@ func persist(tap *os.File) {
 	}
 }
 
+// guestPids is what the sandbox's process limit leaves the guest beyond
+// its commands' (proto.Init.CommandPids): the threads its Go runtime may
+// make while the commands hold every slot they may (a fork bomb). The
+// runtime dies when it cannot make one, and the sandbox with it. A guest
+// runs ~7 threads, and one more for each file request in a blocking system
+// call at that moment.
+const guestPids = 32
+
+// withGuestPids is the limit for the whole sandbox, the guest included,
+// where its commands may have pids (0: none). The kernel counts a fork
+// against RLIMIT_NPROC and pids.max before it refuses it, so while the
+// commands' pids processes each try to fork, the count stands near twice
+// pids for a moment; the guest's room is above that. Commands stay bound
+// by their own limit, which they cannot raise.
+func withGuestPids(pids int64) int64 {
+	if pids <= 0 {
+		return pids
+	}
+	return 2*pids + guestPids
+}
+
 // rlimits stands in for the cgroup limits listed in missing.
 func rlimits(l backend.Limits, missing []string) []proto.Rlimit {
 	out := []proto.Rlimit{{Resource: unix.RLIMIT_CORE, Cur: 0, Max: 0}}
 	for _, m := range missing {
 		switch {
 		case m == "pids" && l.Pids > 0:
-			out = append(out, proto.Rlimit{Resource: unix.RLIMIT_NPROC, Cur: uint64(l.Pids), Max: uint64(l.Pids)})
+			n := uint64(withGuestPids(l.Pids))
+			out = append(out, proto.Rlimit{Resource: unix.RLIMIT_NPROC, Cur: n, Max: n})
 		case m == "memory" && l.MemoryBytes > 0:
 			// Per process, and only private writable memory: a stand-in, not a cgroup.
 			out = append(out, proto.Rlimit{Resource: unix.RLIMIT_DATA, Cur: uint64(l.MemoryBytes), Max: uint64(l.MemoryBytes)})
