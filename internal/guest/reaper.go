@@ -142,7 +142,9 @@ func (r *reaper) runSpawner() {
 // again, and a fork bomb of such children took the guest's room. A guest
 // thread made meanwhile may find the lower limit: the Go runtime retries
 // for 0.2 s. The command's hard limit goes down to its soft one after the
-// exec, so that it cannot raise its soft limit into the guest's room.
+// exec, so that it cannot raise its soft limit into the guest's room; a
+// child it forked before that keeps the guest's hard limit, under which it
+// could end the sandbox (a bomb that takes the room), not pass its limit.
 func (r *reaper) forkExec(req spawnReq) (int, error) {
 	n := r.commandPids
 	if n == 0 {

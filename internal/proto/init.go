@@ -12,11 +12,11 @@ type Init struct {
 	Landlock Landlock `cbor:"5,keyasint"`
 	Seccomp  bool     `cbor:"6,keyasint"`
 	// Rlimits apply to the guest and so to everything it starts; used where
-	// cgroups are unavailable.
+	// cgroups are unavailable, and for RLIMIT_NPROC (see CommandPids).
 	Rlimits []Rlimit `cbor:"7,keyasint,omitempty"`
 	// CommandPids, if not 0, is every command's process limit
-	// (RLIMIT_NPROC, soft and hard), which the guest sets on each as it
-	// starts it. The host leaves the guest itself room above it (a higher
+	// (RLIMIT_NPROC: soft from its start, hard once it has started), which
+	// the guest sets on each. The host leaves the guest itself room above it (a higher
 	// pids.max, or Rlimits' RLIMIT_NPROC), so a command that fills its
 	// limit cannot keep the guest's runtime from making a thread. Without
 	// it the guest keeps spare threads instead (see guest.spareThreads).

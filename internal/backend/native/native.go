@@ -640,14 +640,17 @@ func withGuestPids(pids int64) int64 {
 	return 2*pids + guestPids
 }
 
-// rlimits stands in for the cgroup limits listed in missing.
+// rlimits are the guest's, and so the most any command may raise its own
+// to: RLIMIT_NPROC always (the sandbox's, commands have less: CommandPids),
+// the others standing in for the cgroup limits listed in missing.
 func rlimits(l backend.Limits, missing []string) []proto.Rlimit {
 	out := []proto.Rlimit{{Resource: unix.RLIMIT_CORE, Cur: 0, Max: 0}}
+	if l.Pids > 0 {
+		n := uint64(withGuestPids(l.Pids))
+		out = append(out, proto.Rlimit{Resource: unix.RLIMIT_NPROC, Cur: n, Max: n})
+	}
 	for _, m := range missing {
 		switch {
-		case m == "pids" && l.Pids > 0:
-			n := uint64(withGuestPids(l.Pids))
-			out = append(out, proto.Rlimit{Resource: unix.RLIMIT_NPROC, Cur: n, Max: n})
 		case m == "memory" && l.MemoryBytes > 0:
 			// Per process, and only private writable memory: a stand-in, not a cgroup.
 			out = append(out, proto.Rlimit{Resource: unix.RLIMIT_DATA, Cur: uint64(l.MemoryBytes), Max: uint64(l.MemoryBytes)})
