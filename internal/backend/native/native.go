@@ -632,7 +632,7 @@ const guestPids = 32
 // against RLIMIT_NPROC and pids.max before it refuses it, so while the
 // commands' pids processes each try to fork, the count stands near twice
 // pids for a moment; the guest's room is above that. Commands stay bound
-// by their own limit, which they cannot raise.
+// by their own limit (see the guest's forkExec).
 func withGuestPids(pids int64) int64 {
 	if pids <= 0 {
 		return pids
