@@ -375,14 +375,8 @@ func (s *Sandbox) dropNet(spec *backend.Spec) {
 // reboot replaces a QEMU whose kernel stalled before /init with a fresh
 // one, in the same cgroup and run dir, serving the same shares.
 func (s *Sandbox) reboot(spec *backend.Spec) error {
-	s.kill()
-	s.stopVFS()
-	s.conn.Close()
-	if s.net != nil {
-		s.net.Close()
-	}
-	s.console.close()
-	s.qemu = nil
+	s.endQEMU()
+	s.qemu = nil // launch may fail before it starts another: nothing left to kill
 	if err := s.launch(); err != nil {
 		return err
 	}
@@ -633,27 +627,33 @@ func (s *Sandbox) kill() {
 	}
 }
 
+// endQEMU kills QEMU and closes what launch made for it: its sockets, the
+// VFS server on its port, the console's log.
+func (s *Sandbox) endQEMU() {
+	s.kill()
+	if s.conn != nil {
+		s.conn.Close()
+	}
+	if s.net != nil {
+		s.net.Close()
+	}
+	if s.stopVFS != nil {
+		s.stopVFS()
+	}
+	if s.vfsPort != nil {
+		s.vfsPort.Close()
+	}
+	if s.console != nil {
+		s.console.close()
+	}
+}
+
 // Close kills QEMU (the guest has nothing to save) and removes its pid file.
 func (s *Sandbox) Close() error {
 	s.closeOnce.Do(func() {
-		s.kill()
-		if s.conn != nil {
-			s.conn.Close()
-		}
-		if s.net != nil {
-			s.net.Close()
-		}
-		if s.stopVFS != nil {
-			s.stopVFS()
-		}
-		if s.vfsPort != nil {
-			s.vfsPort.Close()
-		}
+		s.endQEMU()
 		for _, c := range s.closers {
 			c()
-		}
-		if s.console != nil {
-			s.console.close()
 		}
 		if s.pidFile != "" {
 			os.Remove(s.pidFile)
