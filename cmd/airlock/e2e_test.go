@@ -399,7 +399,9 @@ func TestCommandsGetTheProcessLimitAndTheGuestRoomAboveIt(t *testing.T) {
 	}
 	e := newEnv(t)
 	r := e.run("run", "-q", "--pids", "77", "--", "bash", "-c",
-		`grep 'Max processes' /proc/self/limits; grep 'Max processes' /proc/1/limits; ulimit -u 187 2>/dev/null && echo RAISED; true`)
+		`grep 'Max processes' /proc/self/limits; grep 'Max processes' /proc/1/limits
+		ulimit -S -u 70 && ulimit -S -u 77 && echo LOWERED-AND-BACK
+		ulimit -u 187 2>/dev/null && echo RAISED; true`)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	if r.code != 0 || len(lines) < 2 {
 		t.Fatalf("read the limits: %v", r)
@@ -415,6 +417,10 @@ func TestCommandsGetTheProcessLimitAndTheGuestRoomAboveIt(t *testing.T) {
 	}
 	if n, err := strconv.Atoi(f[2]); f[2] != "unlimited" && (err != nil || n <= 77) {
 		t.Errorf("PID 1's process limit: %q, want more than the commands' 77", lines[1])
+	}
+	// The control: a change within the limits goes through.
+	if !strings.Contains(r.stdout, "LOWERED-AND-BACK") {
+		t.Errorf("a command could not lower its soft limit and raise it back to 77: %v", r)
 	}
 	if strings.Contains(r.stdout, "RAISED") {
 		t.Errorf("a command raised its process limit past the sandbox's: %v", r)
