@@ -122,6 +122,7 @@ type Sandbox struct {
 	initrd   string
 	qemu     *os.Process
 	exited   chan struct{} // closed when QEMU is reaped
+	qemuEnd  string        // how QEMU ended ("signal: killed"), set before exited is closed
 	conn     *proto.Conn
 	ctl      *os.File // conn's socket: a stalled boot's diagnosis reads its queue
 	client   *guestclient.Client
@@ -276,6 +277,7 @@ func (s *Sandbox) start(qemu string, args []string, files []*os.File, bootFiles 
 		s.qemu = cmd.Process
 		started <- nil
 		cmd.Wait()
+		s.qemuEnd = cmd.ProcessState.String()
 		close(s.exited)
 	}()
 	if err := <-started; err != nil {
@@ -526,14 +528,26 @@ func cpuSeconds(pid int) (float64, error) {
 	return float64(u+k) / 100, nil
 }
 
-// bootError adds the console's last lines, which say why a boot failed.
+// bootError adds how QEMU ended, if it ended by itself (a broken control
+// channel is often its end, seen first), and the console's last lines,
+// which say why a boot failed. A QEMU killed with nothing on its console
+// was killed from outside (the OOM killer, a signal).
 func (s *Sandbox) bootError(err error) error {
+	select {
+	case <-s.exited:
+		err = fmt.Errorf("%w (QEMU ended: %s)", err, s.qemuEnd)
+	case <-time.After(qemuEndWait):
+	}
 	s.kill()
 	if tail := s.console.tail(); tail != "" {
 		return fmt.Errorf("%w"+consoleTail+":\n%s", err, tail)
 	}
 	return err
 }
+
+// qemuEndWait is how long a failed boot waits for QEMU to end by itself
+// before it is killed, to say how it ended.
+const qemuEndWait = 200 * time.Millisecond
 
 // consoleTail introduces the console's lines in a boot error.
 const consoleTail = "; the console's last lines"

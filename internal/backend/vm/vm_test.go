@@ -310,8 +310,20 @@ func TestAGuestSendingGarbageEndsTheStartWithAClearError(t *testing.T) {
 func TestAGuestThatExitsDuringBootShowsItsConsole(t *testing.T) {
 	o := fakeQEMU(t, `echo "Kernel panic - not syncing: no root" >&6; exit 1`)
 	err, _ := startFake(t, o)
-	if err == nil || !strings.Contains(err.Error(), "Kernel panic") {
-		t.Errorf("error = %v, want the console's tail", err)
+	if err == nil || !strings.Contains(err.Error(), "Kernel panic") || !strings.Contains(err.Error(), "QEMU ended: exit status 1") {
+		t.Errorf("error = %v, want how QEMU ended and the console's tail", err)
+	}
+}
+
+// A QEMU killed by a signal (the OOM killer, a stray kill) leaves an empty
+// console: the error says how it ended. The fake is PID 1 of its own
+// namespace, which a kill from inside cannot end: the kernel's signal for
+// a spent CPU limit can.
+func TestAQEMUKilledDuringBootSaysHowItEnded(t *testing.T) {
+	o := fakeQEMU(t, `ulimit -t 1; while :; do :; done`)
+	err, _ := startFake(t, o)
+	if err == nil || !strings.Contains(err.Error(), "QEMU ended: signal: ") {
+		t.Errorf("error = %v, want the signal QEMU ended by", err)
 	}
 }
 
