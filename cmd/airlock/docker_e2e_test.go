@@ -281,7 +281,7 @@ func TestDockerBadInputLeavesNothing(t *testing.T) {
 		if cs := containersOf(t, cli, e); len(cs) != 0 {
 			t.Errorf("%s: left %d container(s) behind", c.name, len(cs))
 		}
-		if ents, _ := os.ReadDir(filepath.Join(e.state, "sandboxes")); len(ents) != 0 {
+		if ents := e.sandboxDirs(); len(ents) != 0 {
 			t.Errorf("%s: left state behind: %v", c.name, ents)
 		}
 	}

@@ -561,7 +561,7 @@ func TestDetachedLifecycle(t *testing.T) {
 	if r := e.run("ls", "-q"); r.code != 125 {
 		t.Fatalf("unknown flag should exit 125: %v", r)
 	}
-	if ents, _ := os.ReadDir(filepath.Join(e.state, "sandboxes")); len(ents) != 0 {
+	if ents := e.sandboxDirs(); len(ents) != 0 {
 		t.Fatalf("state dir not empty after rm: %v", ents)
 	}
 }
@@ -584,7 +584,7 @@ func TestCrashedSupervisorIsDetectedAndPruned(t *testing.T) {
 	if r := e.run("prune"); r.code != 0 || !strings.Contains(r.stdout, "removed 1") {
 		t.Fatalf("prune: %v", r)
 	}
-	if ents, _ := os.ReadDir(filepath.Join(e.state, "sandboxes")); len(ents) != 0 {
+	if ents := e.sandboxDirs(); len(ents) != 0 {
 		t.Fatalf("state dir not empty after prune: %v", ents)
 	}
 }
@@ -715,7 +715,7 @@ func TestBadInputGivesOneClearLine(t *testing.T) {
 			t.Errorf("airlock %v: first stderr line %q should start with 'airlock: '", c.args, first)
 		}
 	}
-	if ents, _ := os.ReadDir(filepath.Join(e.state, "sandboxes")); len(ents) != 0 {
+	if ents := e.sandboxDirs(); len(ents) != 0 {
 		t.Fatalf("bad input left state behind: %v", ents)
 	}
 }

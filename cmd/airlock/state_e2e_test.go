@@ -37,15 +37,9 @@ func (e *env) listed() map[string]entryJSON {
 	return m
 }
 
-// sandboxDirs are the sandbox directories in the state dir, debris included.
-func (e *env) sandboxDirs() []string {
-	ents, _ := os.ReadDir(filepath.Join(e.state, "sandboxes"))
-	var out []string
-	for _, de := range ents {
-		out = append(out, de.Name())
-	}
-	return out
-}
+// sandboxDirs are the sandbox directories in the state dir, debris
+// included (but the empty spares that wait for the next sandbox).
+func (e *env) sandboxDirs() []string { return state.Leftovers(e.state) }
 
 // bundles are the CA bundle files the state dir holds.
 func (e *env) bundles() []string {

@@ -102,8 +102,10 @@ func (s *Store) build(id, name string) (*Handle, error) {
 func (s *Store) buildInto(h *Handle, rec Record) error {
 	id, final := h.id, h.dir
 	tmp := filepath.Join(s.sandboxes(), newPrefix+id)
-	if err := os.Mkdir(tmp, 0o700); err != nil {
-		return err
+	if !takeSpare(s.sandboxes(), tmp) {
+		if err := os.Mkdir(tmp, 0o700); err != nil {
+			return err
+		}
 	}
 	ok := false
 	defer func() {
@@ -472,8 +474,8 @@ func (h *Handle) Remove() error {
 	if !h.removed {
 		remove := removeDir
 		if h.unlisted != nil {
-			<-h.unlisted // its error: what it left, RemoveAll retries
-			remove = os.RemoveAll
+			<-h.unlisted // its error: what it left, retire retries
+			remove = retire
 		}
 		if err := remove(h.dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			rerr = fmt.Errorf("state: remove %s: %w", h.id, err)

@@ -66,6 +66,7 @@ const (
 	storeLock    = "sandboxes.lock"
 	newPrefix    = ".new-"
 	trashPrefix  = ".trash-"
+	sparePrefix  = ".spare-"
 )
 
 // maxSocketPath is sizeof(sun_path) minus the terminating NUL.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -421,8 +422,7 @@ func TestRemove(t *testing.T) {
 	if _, err := os.Stat(h.Dir()); !os.IsNotExist(err) {
 		t.Fatalf("dir remains: %v", err)
 	}
-	ents, _ := os.ReadDir(s.sandboxes())
-	if len(ents) != 0 {
+	if ents := Leftovers(s.root); len(ents) != 0 {
 		t.Fatalf("left behind: %v", ents)
 	}
 	if h.LockFD() != -1 {
@@ -473,7 +473,7 @@ func TestUnlistHidesAtOnceKeepsWhatIsAsked(t *testing.T) {
 	if err := h.Remove(); err != nil {
 		t.Fatal(err)
 	}
-	if ents, _ := os.ReadDir(s.sandboxes()); len(ents) != 0 {
+	if ents := Leftovers(s.root); len(ents) != 0 {
 		t.Fatalf("left behind: %v", ents)
 	}
 	if h.LockFD() != -1 {
@@ -518,7 +518,7 @@ func TestAReservedSandboxAppearsOnlyOncePublished(t *testing.T) {
 	if err := h.Remove(); err != nil {
 		t.Fatal(err)
 	}
-	if ents, _ := os.ReadDir(s.sandboxes()); len(ents) != 0 {
+	if ents := Leftovers(s.root); len(ents) != 0 {
 		t.Fatalf("left behind: %v", ents)
 	}
 
@@ -533,7 +533,7 @@ func TestAReservedSandboxAppearsOnlyOncePublished(t *testing.T) {
 	if err := u.Publish(nil); err == nil {
 		t.Fatal("Publish after Remove succeeded")
 	}
-	if ents, _ := os.ReadDir(s.sandboxes()); len(ents) != 0 {
+	if ents := Leftovers(s.root); len(ents) != 0 {
 		t.Fatalf("left behind: %v", ents)
 	}
 }
@@ -982,5 +982,93 @@ func TestResolveByNameWithoutAnIndexReadsTheRecords(t *testing.T) {
 	}
 	if e, err := s.Resolve("old"); err != nil || e.Record.ID != "abc000000001" {
 		t.Fatalf("Resolve(old) = %v, %v", e.Record.ID, err)
+	}
+}
+
+// A removed sandbox's directory waits, emptied, for the next one: what a
+// sandbox wrote never reaches the next, at most spareSlots wait, and a
+// spare that is not a private directory of the store's is not taken.
+func TestARemovedSandboxsDirectoryIsReusedEmpty(t *testing.T) {
+	s := openStore(t)
+	var hs []*Handle
+	for range spareSlots + 2 {
+		h := mustCreate(t, s, "")
+		if err := os.MkdirAll(filepath.Join(h.Dir(), "workspace", "sub"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(h.Dir(), "workspace", "secret"), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		hs = append(hs, h)
+	}
+	var inodes []uint64
+	for _, h := range hs {
+		fi, err := os.Stat(h.Dir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		inodes = append(inodes, fi.Sys().(*syscall.Stat_t).Ino)
+		if err := h.Remove(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l := Leftovers(s.root); len(l) != 0 {
+		t.Fatalf("left behind: %v", l)
+	}
+	spares, _ := filepath.Glob(filepath.Join(s.sandboxes(), sparePrefix+"*"))
+	if len(spares) != spareSlots {
+		t.Fatalf("want %d spares, got %v", spareSlots, spares)
+	}
+	for _, sp := range spares {
+		if ents, err := os.ReadDir(sp); err != nil || len(ents) != 1 || ents[0].Name() != "workspace" {
+			t.Fatalf("spare %s holds %v (%v); want its emptied workspace dir only", sp, ents, err)
+		}
+	}
+
+	h := mustCreate(t, s, "")
+	fi, err := os.Stat(h.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(inodes, fi.Sys().(*syscall.Stat_t).Ino) {
+		t.Fatal("a new sandbox did not take a spare (the positive control)")
+	}
+	if fi.Mode().Perm() != 0o700 {
+		t.Fatalf("a spare taken has mode %v", fi.Mode())
+	}
+	ents, _ := os.ReadDir(filepath.Join(h.Dir(), "workspace"))
+	if len(ents) != 0 {
+		t.Fatalf("a sandbox found what the last one wrote: %v", ents)
+	}
+	if es, err := s.List(); err != nil || len(es) != 1 || es[0].Record.ID != h.ID() {
+		t.Fatalf("List = %v, %v; want only %s (spares are no sandboxes)", es, err, h.ID())
+	}
+	if err := h.Remove(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Spares that are not as retire leaves them: a symlink, a directory
+	// others may enter. Neither is taken; each is removed instead.
+	for _, sp := range spares {
+		os.RemoveAll(sp)
+	}
+	elsewhere := t.TempDir()
+	if err := os.Symlink(elsewhere, spareName(s.sandboxes(), 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(spareName(s.sandboxes(), 1), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		h := mustCreate(t, s, "")
+		if fi, err := os.Lstat(h.Dir()); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+			t.Fatalf("a sandbox's directory: %v, %v", fi, err)
+		}
+	}
+	if _, err := os.Stat(elsewhere); err != nil {
+		t.Fatalf("the symlink's target went: %v", err)
+	}
+	if l := Leftovers(s.root); len(l) != 2 {
+		t.Fatalf("want the two sandboxes and nothing else, got %v", l)
 	}
 }
