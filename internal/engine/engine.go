@@ -905,7 +905,9 @@ func (s *Sandbox) Discard() error {
 	s.Stop()
 	s.teardown()
 	removed := make(chan error, 1)
-	go func() { removed <- s.h.Remove() }()
+	// The workspace session's directory (made with MkdirAll) may stay,
+	// emptied, for the next sandbox: see state.Handle.Remove.
+	go func() { removed <- s.h.Remove(filepath.Base(WorkspaceDir(""))) }()
 	<-s.stopped
 	return <-removed
 }

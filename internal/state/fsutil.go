@@ -154,33 +154,35 @@ func newID() string { return randHex(6) }
 
 // removeDir moves dir aside before deleting it so List never sees a
 // half-deleted sandbox, then retires it.
-func removeDir(dir string) error {
+func removeDir(dir string, reuse []string) error {
 	trash, err := moveAside(dir)
 	if err != nil {
 		return err
 	}
-	return retire(trash)
+	return retire(trash, reuse)
 }
 
 // A sandbox's directory, once emptied, waits under a spare name for the
 // next sandbox's, instead of being removed: where the file system discards
 // freed blocks at once (ext4 mounted with discard and no journal, as on
-// this machine kind), removing a directory made moments before waits for
-// the disk, 0.3 ms, twice at the end of every run (the sandbox's directory
-// and its workspace's); a rename costs microseconds. At most spareSlots
-// wait, each empty but for empty directories (those a sandbox made at its
-// top level, which the next one makes again). Nothing of a sandbox stays
-// in them: List and Create see them as neither sandboxes nor debris.
+// this machine kind), removing a directory waits for the disk, 0.3 ms,
+// twice at the end of every run (the sandbox's directory and its
+// workspace's); a rename costs microseconds. At most spareSlots wait, each
+// empty but for the empty directories its sandbox named for reuse (made
+// with MkdirAll, so the next sandbox's code takes them as it finds them).
+// Nothing of a sandbox stays in them: List and Create see them as neither
+// sandboxes nor debris.
 const spareSlots = 4
 
 func spareName(sandboxes string, i int) string {
 	return filepath.Join(sandboxes, sparePrefix+strconv.Itoa(i))
 }
 
-// retire empties dir and keeps it as a spare, or removes it when no slot
-// is free (or it cannot be emptied, or renamed without replacing).
-func retire(dir string) error {
-	if emptyKeepingDirs(dir) == nil {
+// retire empties dir, but for the directories named reuse, which it
+// empties instead, and keeps it as a spare; or removes it when no slot is
+// free (or it cannot be emptied, or renamed without replacing).
+func retire(dir string, reuse []string) error {
+	if emptyKeeping(dir, reuse) == nil {
 		for i := range spareSlots {
 			err := unix.Renameat2(unix.AT_FDCWD, dir, unix.AT_FDCWD, spareName(filepath.Dir(dir), i), unix.RENAME_NOREPLACE)
 			if err == nil {
@@ -194,22 +196,21 @@ func retire(dir string) error {
 	return os.RemoveAll(dir)
 }
 
-// emptyKeepingDirs deletes what dir holds, but for its directories, which
-// it empties.
-func emptyKeepingDirs(dir string) error {
+// emptyKeeping deletes what dir holds, but for the directories named keep,
+// which it empties.
+func emptyKeeping(dir string, keep []string) error {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return err
 	}
 	for _, e := range ents {
 		p := filepath.Join(dir, e.Name())
-		if e.Type() != fs.ModeDir {
-			if err := os.Remove(p); err != nil {
-				return err
-			}
-			continue
+		if e.Type() == fs.ModeDir && slices.Contains(keep, e.Name()) {
+			err = removeEntries(p, nil)
+		} else {
+			err = os.RemoveAll(p)
 		}
-		if err := removeEntries(p, nil); err != nil {
+		if err != nil {
 			return err
 		}
 	}

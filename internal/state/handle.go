@@ -467,7 +467,10 @@ func (h *Handle) releaseLocked() error {
 // Remove deletes the sandbox directory (and a fallback socket) and then
 // releases the lock; for when start fails and nothing may be left behind.
 // The lock is held until the directory is gone so nobody sees a crash.
-func (h *Handle) Remove() error {
+// The directories named reuse, which the sandbox's code makes with
+// MkdirAll (never an exclusive Mkdir), may stay, emptied, for the next
+// sandbox (see retire).
+func (h *Handle) Remove(reuse ...string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var rerr error
@@ -477,7 +480,7 @@ func (h *Handle) Remove() error {
 			<-h.unlisted // its error: what it left, retire retries
 			remove = retire
 		}
-		if err := remove(h.dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := remove(h.dir, reuse); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			rerr = fmt.Errorf("state: remove %s: %w", h.id, err)
 		} else {
 			h.removed = true

@@ -217,7 +217,7 @@ func (s *Store) Delete(id string) error {
 	sock := socketPathOf(dir)
 	var r Record
 	_ = readJSON(filepath.Join(dir, recordFile), &r)
-	if err := removeDir(dir); err != nil {
+	if err := removeDir(dir, nil); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("state: delete %s: %w", id, ErrNotFound)
 		}

@@ -986,18 +986,21 @@ func TestResolveByNameWithoutAnIndexReadsTheRecords(t *testing.T) {
 }
 
 // A removed sandbox's directory waits, emptied, for the next one: what a
-// sandbox wrote never reaches the next, at most spareSlots wait, and a
-// spare that is not a private directory of the store's is not taken.
+// sandbox wrote never reaches the next, only the directories it named for
+// reuse stay (emptied), at most spareSlots wait, and a spare that is not a
+// private directory of the store's is not taken.
 func TestARemovedSandboxsDirectoryIsReusedEmpty(t *testing.T) {
 	s := openStore(t)
 	var hs []*Handle
 	for range spareSlots + 2 {
 		h := mustCreate(t, s, "")
-		if err := os.MkdirAll(filepath.Join(h.Dir(), "workspace", "sub"), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(h.Dir(), "workspace", "secret"), []byte("x"), 0o600); err != nil {
-			t.Fatal(err)
+		for _, d := range []string{"workspace", "memws"} { // memws: made with an exclusive mkdir
+			if err := os.MkdirAll(filepath.Join(h.Dir(), d, "sub"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(h.Dir(), d, "secret"), []byte("x"), 0o600); err != nil {
+				t.Fatal(err)
+			}
 		}
 		hs = append(hs, h)
 	}
@@ -1008,7 +1011,7 @@ func TestARemovedSandboxsDirectoryIsReusedEmpty(t *testing.T) {
 			t.Fatal(err)
 		}
 		inodes = append(inodes, fi.Sys().(*syscall.Stat_t).Ino)
-		if err := h.Remove(); err != nil {
+		if err := h.Remove("workspace"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -1036,8 +1039,10 @@ func TestARemovedSandboxsDirectoryIsReusedEmpty(t *testing.T) {
 	if fi.Mode().Perm() != 0o700 {
 		t.Fatalf("a spare taken has mode %v", fi.Mode())
 	}
-	ents, _ := os.ReadDir(filepath.Join(h.Dir(), "workspace"))
-	if len(ents) != 0 {
+	if err := os.Mkdir(filepath.Join(h.Dir(), "memws"), 0o755); err != nil {
+		t.Fatalf("a directory not named for reuse is still there: %v", err)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(h.Dir(), "workspace")); len(ents) != 0 {
 		t.Fatalf("a sandbox found what the last one wrote: %v", ents)
 	}
 	if es, err := s.List(); err != nil || len(es) != 1 || es[0].Record.ID != h.ID() {
