@@ -64,6 +64,7 @@ const (
 	logsFile     = "logs"
 	sandboxesDir = "sandboxes"
 	storeLock    = "sandboxes.lock"
+	cleanedMark  = "sandboxes.cleaned" // its time: when cleanLeftovers last looked
 	newPrefix    = ".new-"
 	trashPrefix  = ".trash-"
 	sparePrefix  = ".spare-"

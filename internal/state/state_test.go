@@ -1077,3 +1077,46 @@ func TestARemovedSandboxsDirectoryIsReusedEmpty(t *testing.T) {
 		t.Fatalf("want the two sandboxes and nothing else, got %v", l)
 	}
 }
+
+// Create looks for debris at most once per leftoverAge (reading the whole
+// sandboxes dir costs more the more sandboxes are kept), and then finds it;
+// a stale .new- dir of the id it picks does not fail it meanwhile.
+func TestCreateLooksForDebrisOncePerLeftoverAge(t *testing.T) {
+	s := openStore(t)
+	mustCreate(t, s, "") // looks, and marks when
+	debris := filepath.Join(s.sandboxes(), newPrefix+"000000000007")
+	if err := os.Mkdir(debris, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, s, "")
+	if _, err := os.Stat(debris); err != nil {
+		t.Fatalf("a Create within leftoverAge of the last look looked again: %v", err)
+	}
+	past := time.Now().Add(-2 * leftoverAge)
+	if err := os.Chtimes(filepath.Join(s.root, cleanedMark), past, past); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, s, "")
+	if _, err := os.Stat(debris); !os.IsNotExist(err) {
+		t.Fatalf("debris stays after a Create past leftoverAge: %v", err)
+	}
+
+	// Debris by the very name a Create picks: made again, not failed.
+	h, err := s.Reserve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(s.sandboxes(), newPrefix+h.ID())
+	if err := os.MkdirAll(filepath.Join(stale, "old"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Publish(nil); err != nil {
+		t.Fatalf("Publish over a stale .new- dir of its id: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(h.Dir(), "old")); !os.IsNotExist(err) {
+		t.Fatalf("the sandbox's directory holds the debris': %v", err)
+	}
+	if err := h.Remove(); err != nil {
+		t.Fatal(err)
+	}
+}
