@@ -565,8 +565,12 @@ func (s *Sandbox) makeScratch() error {
 	return nil
 }
 
+// workspaceDirName is the workspace session's directory in a sandbox's
+// state dir (see WorkspaceDir).
+const workspaceDirName = "workspace"
+
 // WorkspaceDir is where a sandbox's workspace session lives in its state dir.
-func WorkspaceDir(sandboxDir string) string { return filepath.Join(sandboxDir, "workspace") }
+func WorkspaceDir(sandboxDir string) string { return filepath.Join(sandboxDir, workspaceDirName) }
 
 // workspaceConfig is the workspace session's config for mode.
 func (s *Sandbox) workspaceConfig(mode string) (workspace.Config, error) {
@@ -878,7 +882,7 @@ func (s *Sandbox) Halt() (oomKilled bool) {
 // finishes. The workspace session goes on where its directory now is.
 func (s *Sandbox) Forget() error {
 	return s.ws.Move(func() (string, error) {
-		if err := s.h.Unlist(filepath.Base(WorkspaceDir(""))); err != nil {
+		if err := s.h.Unlist(workspaceDirName); err != nil {
 			return "", err
 		}
 		return WorkspaceDir(s.h.Dir()), nil
@@ -907,7 +911,7 @@ func (s *Sandbox) Discard() error {
 	removed := make(chan error, 1)
 	// The workspace session's directory (made with MkdirAll) may stay,
 	// emptied, for the next sandbox: see state.Handle.Remove.
-	go func() { removed <- s.h.Remove(filepath.Base(WorkspaceDir(""))) }()
+	go func() { removed <- s.h.Remove(workspaceDirName) }()
 	<-s.stopped
 	return <-removed
 }
