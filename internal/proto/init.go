@@ -16,10 +16,11 @@ type Init struct {
 	Rlimits []Rlimit `cbor:"7,keyasint,omitempty"`
 	// CommandPids, if not 0, is every command's process limit
 	// (RLIMIT_NPROC: soft from its start, hard once it has started), which
-	// the guest sets on each. The host leaves the guest itself room above it (a higher
-	// pids.max, or Rlimits' RLIMIT_NPROC), so a command that fills its
-	// limit cannot keep the guest's runtime from making a thread. Without
-	// it the guest keeps spare threads instead (see guest.spareThreads).
+	// the guest sets on each. The host leaves the guest itself room above
+	// it (a higher pids.max, or Rlimits' RLIMIT_NPROC), so a command that
+	// fills its limit cannot keep the guest's runtime from making a thread.
+	// Without it the guest keeps spare threads instead (see
+	// guest.spareThreads).
 	CommandPids uint64 `cbor:"8,keyasint,omitempty"`
 	// Relay, if set, has the guest accept TCP connections inside the sandbox
 	// and pass each to a Unix socket mounted in from the host (the gateway's
