@@ -7,10 +7,10 @@
 # Beside the exec bars it prints what no exec of this binary goes below:
 # its own start (airlock version) and the command's (/bin/true, started
 # without a sandbox). bubblewrap does the same as the run (all namespaces,
-# read-only root, fresh /proc, /dev, /tmp). AIRLOCK_TRACE=1 airlock run ...
-# shows where a start's milliseconds go. The commands compared run in turn,
-# one run each (bench/alternate), so drift on a noisy machine falls on all
-# alike.
+# read-only root, fresh /proc, /dev, /tmp); both are also run on one CPU
+# (taskset). AIRLOCK_TRACE=1 airlock run ... shows where a start's
+# milliseconds go. The commands compared run in turn, one run each
+# (bench/alternate), so drift on a noisy machine falls on all alike.
 #
 #   bench/startup.sh                  # as the current user
 #   RUNS=300 bench/startup.sh         # more runs
@@ -23,6 +23,7 @@ RUNS=${RUNS:-200}
 SPACED_RUNS=${SPACED_RUNS:-$(((RUNS + 3) / 4))}
 need() { command -v "$1" >/dev/null || { echo "bench: $1 is missing: apt-get install $2" >&2; exit 1; }; }
 need bwrap bubblewrap
+need taskset util-linux
 
 work=$(mktemp -d /tmp/airlock-bench.XXXXXX)
 trap 'AIRLOCK_STATE_DIR=$work/state "$work/airlock" kill --all >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
@@ -90,6 +91,12 @@ measure() {
 	# waited ~19 ms).
 	"$work/alternate" -n "$SPACED_RUNS" -warmup 3 -gap 200ms "${cmds[@]}" \
 		"bwrap=${pre[*]} $bw" >"$work/$label-spaced.tsv"
+	# The same on one CPU: how much of a run's time a second CPU hides.
+	# Where it hides little, the run is its processes' CPU work (two Go
+	# runtimes' starts, the kernel's namespace and mount work), and only
+	# less of that work makes it faster, not more overlap.
+	"$work/alternate" -n "$SPACED_RUNS" -warmup 3 "airlock run=$vars taskset -c 0 ${pre[*]} $work/airlock run -q -- /bin/true" \
+		"bwrap=taskset -c 0 ${pre[*]} $bw" >"$work/$label-onecpu.tsv"
 
 	# exec into a running sandbox, beside a Go hello world's start
 	local id bid=
@@ -136,6 +143,8 @@ measure() {
 	awk -v a="$run" -v b="$bw1" -v bar="$bar" 'BEGIN{printf "bar: airlock run / bwrap (median) %.2fx (bar %sx)\n", a/b, bar}'
 	awk -F'\t' -v n="$SPACED_RUNS" '$1=="airlock run"{a=$3} $1=="bwrap"{b=$3} $1=="baseline run"{c=$3}
 		END{printf "     0.2 s apart (%d runs each): airlock run %.2f ms, bwrap %.2f ms: %.2fx", n, a, b, a/b; if (c) printf "; baseline run %.2f ms", c; printf "\n"}' "$work/$label-spaced.tsv"
+	awk -F'\t' -v n="$SPACED_RUNS" -v all="$run" '$1=="airlock run"{a=$3} $1=="bwrap"{b=$3}
+		END{printf "     on one CPU (taskset -c 0, %d runs each): airlock run %.2f ms (%.2fx its time on all CPUs), bwrap %.2f ms\n", n, a, a/all, b}' "$work/$label-onecpu.tsv"
 	if [ -n "${BASELINE:-}" ]; then
 		awk -v a="$(median "$work/$label.tsv" "baseline run")" -v b="$bw1" 'BEGIN{printf "     baseline run / bwrap (median) %.2fx\n", a/b}'
 		echo "     baseline run / airlock run, median of per-round ratios: $(ratio "$work/$label.tsv" "baseline run")"
