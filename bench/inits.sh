@@ -16,16 +16,14 @@
 #   RUNS=300 bench/inits.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 RUNS=${RUNS:-100}
 
 work=$(mktemp -d /tmp/airlock-inits.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 CGO_ENABLED=0 go build -o "$work/airlock" ./cmd/airlock
 CGO_ENABLED=0 go build -o "$work/alternate" ./bench/alternate
-mkdir -p "$work/hello"
-printf 'package main\n\nfunc main() {}\n' >"$work/hello/main.go"
-printf 'module hello\n\ngo 1.22\n' >"$work/hello/go.mod"
-(cd "$work/hello" && CGO_ENABLED=0 GOFLAGS= go build -o "$work/hello-go" .)
+build_hello_go "$work"
 
 echo "== the whole start, $RUNS runs each (ms: mean median p10 p90, ratio to the first)"
 "$work/alternate" -n "$RUNS" -warmup 10 "hello world=$work/hello-go" "airlock version=$work/airlock version" |

@@ -19,6 +19,7 @@
 #   SPACED_RUNS=50 bench/startup.sh   # runs 0.2 s apart (default: a quarter of RUNS)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 RUNS=${RUNS:-200}
 SPACED_RUNS=${SPACED_RUNS:-$(((RUNS + 3) / 4))}
 need() { command -v "$1" >/dev/null || { echo "bench: $1 is missing: apt-get install $2" >&2; exit 1; }; }
@@ -32,10 +33,7 @@ CGO_ENABLED=0 go build -o "$work/airlock" ./cmd/airlock
 CGO_ENABLED=0 go build -o "$work/execlat" ./bench/execlat
 CGO_ENABLED=0 go build -o "$work/alternate" ./bench/alternate
 # The exec bar's yardstick: the start of the smallest Go program.
-mkdir -p "$work/hello"
-printf 'package main\n\nfunc main() {}\n' >"$work/hello/main.go"
-printf 'module hello\n\ngo 1.22\n' >"$work/hello/go.mod"
-(cd "$work/hello" && CGO_ENABLED=0 GOFLAGS= go build -o "$work/hello-go" .)
+build_hello_go "$work"
 if [ -n "${BASELINE:-}" ]; then
 	cp "$BASELINE" "$work/airlock-baseline"
 fi
