@@ -10,8 +10,8 @@
 #   bench/approvals.sh          # N=20 decisions, 200 keep-alive requests
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 N=${N:-20}
-need() { command -v "$1" >/dev/null || { echo "bench: $1 is missing: apt-get install $2" >&2; exit 1; }; }
 need jq jq
 need curl curl
 need python3 python3

@@ -15,9 +15,9 @@
 #   IMAGE=airlock/standard bench/docker.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 RUNS=${RUNS:-30}
 IMAGE=${IMAGE:-airlock/minimal:latest}
-need() { command -v "$1" >/dev/null || { echo "bench: $1 is missing: apt-get install $2" >&2; exit 1; }; }
 need hyperfine hyperfine
 need jq jq
 need docker docker.io

@@ -1,6 +1,10 @@
 # Sourced by the bench scripts (from the repository's root) for what more
 # than one of them needs.
 
+# need CMD PACKAGE stops the bench, saying what to install, when CMD is
+# missing.
+need() { command -v "$1" >/dev/null || { echo "bench: $1 is missing: apt-get install $2" >&2; exit 1; }; }
+
 # build_hello_go DIR builds DIR/hello-go: the smallest Go program, static,
 # in a module of its own, the yardstick for a Go binary's start.
 build_hello_go() {

@@ -22,7 +22,6 @@ cd "$(dirname "$0")/.."
 . bench/lib.sh
 RUNS=${RUNS:-200}
 SPACED_RUNS=${SPACED_RUNS:-$(((RUNS + 3) / 4))}
-need() { command -v "$1" >/dev/null || { echo "bench: $1 is missing: apt-get install $2" >&2; exit 1; }; }
 need bwrap bubblewrap
 need taskset util-linux
 

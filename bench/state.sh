@@ -13,9 +13,9 @@
 #   RUNS=50 DU_RUNS=100 bench/state.sh  # more timing runs, more runs for du
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 RUNS=${RUNS:-30}
 DU_RUNS=${DU_RUNS:-50}
-need() { command -v "$1" >/dev/null || { echo "bench: $1 is missing: apt-get install $2" >&2; exit 1; }; }
 need hyperfine hyperfine
 need jq jq
 

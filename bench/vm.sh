@@ -9,9 +9,9 @@
 #   RUNS=30 N=1000 bench/vm.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 RUNS=${RUNS:-10}
 N=${N:-200}
-need() { command -v "$1" >/dev/null || { echo "bench: $1 is missing: apt-get install $2" >&2; exit 1; }; }
 need hyperfine hyperfine
 need jq jq
 need qemu-system-x86_64 qemu-system-x86

@@ -15,10 +15,10 @@
 #   FILES=20000 SIZE=4096 RUNS=20 bench/workspace.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 FILES=${FILES:-100000}
 SIZE=${SIZE:-1024}
 RUNS=${RUNS:-30}
-need() { command -v "$1" >/dev/null || { echo "bench: $1 is missing: apt-get install $2" >&2; exit 1; }; }
 need hyperfine hyperfine
 need jq jq
 
