@@ -34,6 +34,15 @@ const ConnectFlag = "--connect"
 
 // Main runs the guest; it never returns.
 func Main() {
+	// One P: a native or container guest mostly waits (for requests, on
+	// its children), and what it does, its set-up, is one goroutine's
+	// work. With two, the runtime hands the P of each long mount call to
+	// a new thread, which costs itself, competes with the host for the
+	// CPUs, and joins each of the lockdown's four all-thread rounds: 7-9
+	// threads at lockdown instead of 4-5. Runs back to back were 3-6%
+	// slower so; in bench/startup.sh's mixed rounds, as fast. A VM's
+	// guest (Serve) keeps them all for its file server.
+	runtime.GOMAXPROCS(1)
 	var args []string // after "airlock guest"
 	if len(os.Args) > 2 {
 		args = os.Args[2:]
