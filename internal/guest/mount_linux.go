@@ -634,19 +634,10 @@ func (b *builder) maskEntry(dir int, name string) error {
 	if err != nil {
 		return err
 	}
-	mask := "empty"
-	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFDIR:
-		mask = "dir"
-	case unix.S_IFLNK:
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 		return errors.New("a symbolic link")
 	}
-	mnt, err := unix.OpenTree(b.scratch, mask, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(mnt)
-	return unix.MoveMount(mnt, "", dir, name, unix.MOVE_MOUNT_F_EMPTY_PATH)
+	return b.mask(st.Mode, dir, name)
 }
 
 // readOnlyEntry re-mounts dir's entry name read-only in place (with
@@ -694,8 +685,15 @@ func (b *builder) hide(p string) error {
 	if err := unix.Fstat(t, &st); err != nil {
 		return err
 	}
+	return b.mask(st.Mode, t, "")
+}
+
+// mask mounts over dir's entry name (dir itself for "") a clone of the
+// scratch mount's mask for a file of mode: its empty directory for a
+// directory, its empty file for anything else.
+func (b *builder) mask(mode uint32, dir int, name string) error {
 	mask := "empty"
-	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+	if mode&unix.S_IFMT == unix.S_IFDIR {
 		mask = "dir"
 	}
 	mnt, err := unix.OpenTree(b.scratch, mask, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
@@ -703,7 +701,11 @@ func (b *builder) hide(p string) error {
 		return err
 	}
 	defer unix.Close(mnt)
-	return unix.MoveMount(mnt, "", t, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
+	flags := unix.MOVE_MOUNT_F_EMPTY_PATH
+	if name == "" {
+		flags |= unix.MOVE_MOUNT_T_EMPTY_PATH
+	}
+	return unix.MoveMount(mnt, "", dir, name, flags)
 }
 
 var devNodeNames = []string{"null", "zero", "full", "random", "urandom", "tty"}
