@@ -74,6 +74,10 @@ func TestProcEntriesAreMaskedAndMadeReadOnlyByName(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "file"), []byte("x"), 0o644); !errors.Is(err, unix.EROFS) && !errors.Is(err, unix.EACCES) {
 				return errors.New("the mask over a file is writable")
 			}
+			// The control: beside them, the directory itself takes a new file.
+			if err := os.WriteFile(filepath.Join(dir, "new"), []byte("x"), 0o644); err != nil {
+				return errors.New("the unmasked directory refused a new file: " + err.Error())
+			}
 			if err := os.WriteFile(filepath.Join(dir, "ro", "new"), []byte("x"), 0o644); !errors.Is(err, unix.EROFS) {
 				return errors.New("a file could be made in the read-only directory")
 			}
