@@ -12,6 +12,13 @@ import (
 // subset of classic BPF the builder emits.
 func eval(t *testing.T, prog []unix.SockFilter, arch, nr uint32, args ...uint64) uint32 {
 	t.Helper()
+	action, _ := evalSteps(t, prog, arch, nr, args...)
+	return action
+}
+
+// evalSteps is eval that also says how many instructions ran.
+func evalSteps(t *testing.T, prog []unix.SockFilter, arch, nr uint32, args ...uint64) (action uint32, steps int) {
+	t.Helper()
 	var data [64]byte
 	binary.LittleEndian.PutUint32(data[offNr:], nr)
 	binary.LittleEndian.PutUint32(data[offArch:], arch)
@@ -21,11 +28,12 @@ func eval(t *testing.T, prog []unix.SockFilter, arch, nr uint32, args ...uint64)
 	var acc uint32
 	for pc := 0; pc < len(prog); pc++ {
 		in := prog[pc]
+		steps++
 		switch in.Code {
 		case unix.BPF_LD | unix.BPF_W | unix.BPF_ABS:
 			acc = binary.LittleEndian.Uint32(data[in.K:])
 		case unix.BPF_RET | unix.BPF_K:
-			return in.K
+			return in.K, steps
 		case unix.BPF_JMP | jeq | unix.BPF_K, unix.BPF_JMP | jge | unix.BPF_K, unix.BPF_JMP | jset | unix.BPF_K:
 			var cond bool
 			switch in.Code &^ (unix.BPF_JMP | unix.BPF_K) {
@@ -46,7 +54,7 @@ func eval(t *testing.T, prog []unix.SockFilter, arch, nr uint32, args ...uint64)
 		}
 	}
 	t.Fatal("program ran off its end")
-	return 0
+	return 0, steps
 }
 
 func mustProgram(t *testing.T) []unix.SockFilter {
@@ -165,6 +173,38 @@ func TestProgramDecisions(t *testing.T) {
 		if tc.got != tc.want {
 			t.Errorf("%s: action %#x, want %#x", tc.name, tc.got, tc.want)
 		}
+	}
+}
+
+// Every native syscall number gets the action its case says, and any
+// number without a case is allowed, found in a few steps: the filter is a
+// search, not a list (dispatch).
+func TestEveryNumberIsDecidedInAFewSteps(t *testing.T) {
+	prog := mustProgram(t)
+	denied := map[uint32]bool{}
+	for _, s := range deniedSyscalls() {
+		denied[uint32(s.nr)] = true
+	}
+	longest := 0
+	for nr := uint32(0); nr < 1024; nr++ {
+		// Arguments of 0: clone, unshare, ioctl and personality allow them.
+		got, steps := evalSteps(t, prog, auditArch, nr)
+		want := uint32(retAllow)
+		switch {
+		case denied[nr]:
+			want = retEPERM
+		case nr == unix.SYS_CLONE3:
+			want = retENOSYS
+		}
+		if got != want {
+			t.Errorf("syscall %d: action %#x, want %#x", nr, got, want)
+		}
+		longest = max(longest, steps)
+	}
+	// Arch and number checks, ~log2(cases/leafCases) branches, a leaf's
+	// compares and a return; a list of every case would take ~130.
+	if longest > 20 {
+		t.Errorf("a syscall number takes %d instructions to decide, want at most 20", longest)
 	}
 }
 
