@@ -7,6 +7,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-dev/airlock/internal/timerslack"
 )
 
 // reaper collects every child's exit status, ours and the orphans reparented
@@ -114,6 +116,9 @@ func (r *reaper) reapAll() {
 // runs on all threads (Landlock, capabilities, seccomp) binds it too.
 func (r *reaper) runSpawner() {
 	runtime.LockOSThread() // never unlocked: the thread dies with the guest
+	// The commands this thread starts get the kernel's timer slack, not the
+	// guest's (see Main).
+	unix.Prctl(unix.PR_SET_TIMERSLACK, timerslack.Default, 0, 0, 0)
 	for c, last := 0, LastCap(); c <= last; c++ {
 		err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
 		if err == nil || err == unix.EINVAL {

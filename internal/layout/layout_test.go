@@ -32,6 +32,8 @@ var rules = []rule{
 		"vmimage keeps the VM's boot assets and imports nothing of ours, so the vm backend can find them without the image builders (docker) or the engine"},
 	{[]string{"internal/vfs"}, []string{"internal/", "sandbox", "cmd/", "!internal/audit"},
 		"the VFS is a low layer the VM backend and the RPC file methods both use: providers and the FUSE server know no engine, backend or workspace session (audit only for its record type)"},
+	{[]string{"internal/timerslack"}, []string{"internal/", "sandbox", "cmd/"},
+		"timerslack is a leaf the guest calls first thing: it imports nothing of ours"},
 	{[]string{"internal/config"}, []string{"internal/", "sandbox", "cmd/", "!internal/policy", "!internal/secrets"},
 		"config is data, validation and merging (it checks rules with policy and secret flags with secrets, both leaves): everything else depends on it, not the other way"},
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/cgroup"
 	"github.com/airlock-dev/airlock/internal/proto"
 	"github.com/airlock-dev/airlock/internal/testutil"
+	"github.com/airlock-dev/airlock/internal/timerslack"
 )
 
 var (
@@ -1218,5 +1219,19 @@ func TestWithoutAFirstCommandFirstReturnsNothing(t *testing.T) {
 	sb, _ := sandbox(t, nil)
 	if p, err := sb.First(); p != nil || err != nil {
 		t.Errorf("First() = %v, %v; want nil, nil", p, err)
+	}
+}
+
+// The guest relaxes its threads' timer slack (timerslack.Relax, for its
+// sysmon's sake); the commands it starts must not inherit that: they get
+// the kernel's default, as any process the user starts does.
+func TestCommandsGetTheKernelsTimerSlackNotTheGuests(t *testing.T) {
+	sb, _ := sandbox(t, nil)
+	r := run(t, sb, sh(`cat /proc/self/timerslack_ns`), nil)
+	if r.exit == nil || r.exit.Code != 0 {
+		t.Fatalf("probe: %+v, stderr %q", r.exit, r.stderr.String())
+	}
+	if got, want := strings.TrimSpace(r.stdout.String()), strconv.Itoa(timerslack.Default); got != want {
+		t.Errorf("a command's timer slack is %s ns, want the kernel's default %s", got, want)
 	}
 }

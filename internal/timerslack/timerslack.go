@@ -1,0 +1,49 @@
+// Package timerslack lengthens the timer slack of a Go process's threads,
+// for the sake of one of them: the runtime's sysmon. The guest uses it. While any P is busy,
+// sysmon sleeps 20 µs at a time (~0.1 ms with the kernel's default slack
+// of 50 µs) to see whether a P should be taken back from a system call or
+// a goroutine preempted; on a machine whose CPUs the run's processes keep
+// busy (an airlock run: host, guest and command on two CPUs), each of its
+// wake-ups takes a CPU from one of them. With a longer slack the kernel
+// wakes it with the next timer interrupt instead: up to a few per
+// millisecond. Its duties (retaking Ps, preempting goroutines that run
+// 10 ms) lose nothing that matters here; timers elsewhere in the process
+// may fire up to the slack late.
+package timerslack
+
+import (
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// relaxed is the slack Relax sets: 2 ms.
+const relaxed = 2_000_000
+
+// Default is the kernel's timer slack for a thread nobody set one for
+// (init_task's 50 µs): what the commands a relaxed process starts get.
+const Default = 50_000
+
+// Relax sets 2 ms as the timer slack of every thread of this process
+// it may: the calling thread's always; the others' (sysmon's among them)
+// where the process holds CAP_SYS_NICE in its user namespace. A thread
+// made afterwards inherits its maker's slack. Errors are ignored: the
+// slack only ever changes how soon timers fire.
+func Relax() {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		unix.Prctl(unix.PR_SET_TIMERSLACK, relaxed, 0, 0, 0)
+		return
+	}
+	value := []byte(strconv.Itoa(relaxed))
+	for _, t := range tasks {
+		// /proc/TID is the thread's own directory, which has the file
+		// (/proc/self/task/TID has not).
+		if f, err := os.OpenFile("/proc/"+t.Name()+"/timerslack_ns", os.O_WRONLY, 0); err == nil {
+			f.Write(value)
+			f.Close()
+		}
+	}
+	unix.Prctl(unix.PR_SET_TIMERSLACK, relaxed, 0, 0, 0) // this thread, whatever /proc is
+}
