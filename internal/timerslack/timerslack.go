@@ -1,14 +1,13 @@
-// Package timerslack lengthens the timer slack of a Go process's threads,
-// for the sake of one of them: the runtime's sysmon. The guest uses it. While any P is busy,
-// sysmon sleeps 20 µs at a time (~0.1 ms with the kernel's default slack
-// of 50 µs) to see whether a P should be taken back from a system call or
-// a goroutine preempted; on a machine whose CPUs the run's processes keep
-// busy (an airlock run: host, guest and command on two CPUs), each of its
+// Package timerslack lengthens the timer slack of a Go process's threads
+// (the guest's), for the sake of one of them: the runtime's sysmon. While
+// any P is busy, sysmon sleeps 20 µs at a time (~0.1 ms with the kernel's
+// default slack of 50 µs) to see whether a P should be taken back from a
+// system call or a goroutine preempted; on a machine whose CPUs a run's
+// processes keep busy (host, guest and command on two CPUs), each of its
 // wake-ups takes a CPU from one of them. With a longer slack the kernel
-// wakes it with the next timer interrupt instead: up to a few per
-// millisecond. Its duties (retaking Ps, preempting goroutines that run
-// 10 ms) lose nothing that matters here; timers elsewhere in the process
-// may fire up to the slack late.
+// wakes it with the next timer interrupt instead. Its duties (retaking Ps,
+// preempting goroutines that run 10 ms) lose nothing that matters here;
+// timers elsewhere in the process may fire up to the slack late.
 package timerslack
 
 import (
@@ -31,9 +30,9 @@ const Default = 50_000
 // made afterwards inherits its maker's slack. Errors are ignored: the
 // slack only ever changes how soon timers fire.
 func Relax() {
+	unix.Prctl(unix.PR_SET_TIMERSLACK, relaxed, 0, 0, 0) // this thread, whatever /proc holds
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
-		unix.Prctl(unix.PR_SET_TIMERSLACK, relaxed, 0, 0, 0)
 		return
 	}
 	value := []byte(strconv.Itoa(relaxed))
@@ -45,5 +44,4 @@ func Relax() {
 			f.Close()
 		}
 	}
-	unix.Prctl(unix.PR_SET_TIMERSLACK, relaxed, 0, 0, 0) // this thread, whatever /proc is
 }

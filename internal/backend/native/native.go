@@ -421,7 +421,7 @@ var noSpawn atomic.Bool
 // lastCap is the highest capability number this kernel knows.
 var lastCap = sync.OnceValue(guest.LastCap)
 
-// guestEnv is the guest's environment: nothing but the trace's switch.
+// guestEnv is the guest's environment: its one P and the trace's switch.
 func guestEnv() []string {
 	// The guest runs on one P (guest.Main): set from its start, the runtime
 	// makes no others, and the guest's own call to say so finds nothing to
