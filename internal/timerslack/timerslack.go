@@ -17,25 +17,32 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// relaxed is the slack Relax sets: 2 ms.
-const relaxed = 2_000_000
+// Relaxed is the slack Relax sets: 2 ms. The native backend starts its
+// guest with it, so that the guest's threads have it from their first
+// instruction.
+const Relaxed = 2_000_000
 
 // Default is the kernel's timer slack for a thread nobody set one for
 // (init_task's 50 µs): what the commands a relaxed process starts get.
 const Default = 50_000
 
-// Relax sets 2 ms as the timer slack of every thread of this process
+// Relax sets Relaxed as the timer slack of every thread of this process
 // it may: the calling thread's always; the others' (sysmon's among them)
 // where the process holds CAP_SYS_NICE in its user namespace. A thread
-// made afterwards inherits its maker's slack. Errors are ignored: the
-// slack only ever changes how soon timers fire.
+// made afterwards inherits its maker's slack. A calling thread that has
+// it already was started with it, as were all the others: nothing is
+// done. Errors are ignored: the slack only ever changes how soon timers
+// fire.
 func Relax() {
-	unix.Prctl(unix.PR_SET_TIMERSLACK, relaxed, 0, 0, 0) // this thread, whatever /proc holds
+	if now, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0); err == nil && now == Relaxed {
+		return
+	}
+	unix.Prctl(unix.PR_SET_TIMERSLACK, Relaxed, 0, 0, 0) // this thread, whatever /proc holds
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
 		return
 	}
-	value := []byte(strconv.Itoa(relaxed))
+	value := []byte(strconv.Itoa(Relaxed))
 	for _, t := range tasks {
 		// /proc/TID is the thread's own directory, which has the file
 		// (/proc/self/task/TID has not).

@@ -14,7 +14,7 @@ func TestRelaxSetsTheCallingThreadsSlack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != relaxed {
-		t.Errorf("timer slack %d ns after Relax, want %d", got, relaxed)
+	if got != Relaxed {
+		t.Errorf("timer slack %d ns after Relax, want %d", got, Relaxed)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/link"
 	"github.com/airlock-dev/airlock/internal/proto"
 	"github.com/airlock-dev/airlock/internal/subid"
+	"github.com/airlock-dev/airlock/internal/timerslack"
 	"github.com/airlock-dev/airlock/internal/trace"
 )
 
@@ -484,7 +485,8 @@ func (s *Sandbox) spawnGuest(o Options, exe string, sock *os.File, pl placement)
 	files[0], files[1], files[2] = int(stdin.Fd()), int(stdout.Fd()), int(stderr.Fd())
 	files[guest.ControlFD] = int(sock.Fd())
 	a := &spawnAttr{Path: exe, Argv: []string{"airlock", "guest"}, Env: guestEnv(), Files: files, Flags: guestFlags, Cgroup: -1,
-		LastCap: lastCap(), SetIDs: root, Nofile: execNofile(), Maps: func(pid int) error { return writeIDMaps(pid, uids, gids, root) }}
+		LastCap: lastCap(), SetIDs: root, Nofile: execNofile(), TimerSlack: timerslack.Relaxed,
+		Maps: func(pid int) error { return writeIDMaps(pid, uids, gids, root) }}
 	if pl.into != nil {
 		a.Cgroup, born = int(pl.into.Fd()), true
 	}

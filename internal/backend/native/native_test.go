@@ -1235,3 +1235,35 @@ func TestCommandsGetTheKernelsTimerSlackNotTheGuests(t *testing.T) {
 		t.Errorf("a command's timer slack is %s ns, want the kernel's default %s", got, want)
 	}
 }
+
+// The guest's threads have the relaxed timer slack from its exec
+// (spawnAttr.TimerSlack), the runtime's sysmon among them; only the
+// spawner thread sets the default back, for the commands.
+func TestTheGuestsThreadsStartWithTheRelaxedTimerSlack(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("the guest is not dumpable: only root reads its threads' timer slack")
+	}
+	sb, _ := sandbox(t, nil)
+	if noSpawn.Load() {
+		t.Skip("started by os/exec: the guest relaxes its threads itself")
+	}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", sb.guest.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var relaxed, other []string
+	for _, task := range tasks {
+		b, err := os.ReadFile("/proc/" + task.Name() + "/timerslack_ns")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := strings.TrimSpace(string(b)); v == strconv.Itoa(timerslack.Relaxed) {
+			relaxed = append(relaxed, task.Name())
+		} else {
+			other = append(other, task.Name()+": "+v)
+		}
+	}
+	if len(relaxed) == 0 || len(other) > 1 {
+		t.Errorf("guest threads relaxed: %v; others (at most the spawner): %v", relaxed, other)
+	}
+}

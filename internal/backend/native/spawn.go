@@ -31,6 +31,9 @@ type spawnAttr struct {
 	// Nofile, when its soft limit is not 0, is the RLIMIT_NOFILE to exec
 	// with (see execNofile).
 	Nofile [2]uint64
+	// TimerSlack, when not 0, is the child's timer slack (ns), which every
+	// thread it makes inherits.
+	TimerSlack uint64
 }
 
 // execNofile is the RLIMIT_NOFILE to exec a child with, as os/exec has

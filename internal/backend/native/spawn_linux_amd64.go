@@ -36,6 +36,7 @@ type spawnBlock struct {
 	fds     [maxSpawnFDs]int64
 	nofile  [2]uint64 // soft and hard RLIMIT_NOFILE to exec with; soft 0: as it is
 	lastCap int64
+	slack   uint64                        // the timer slack to exec with; 0: as it is
 	njoins  int64                         // joins[i] for i < njoins
 	joins   [maxSpawnJoins]unsafe.Pointer // *byte: cgroup v1 tasks files to move into
 	self    [8]byte                       // "0": the writer, to a tasks file
@@ -59,7 +60,11 @@ const maxSpawnJoins = 8
 // spawnSteps names the child's steps, by the number it stores on failure.
 var spawnSteps = [...]string{1: "set parent death signal", 2: "wait for the id maps", 3: "setgroups", 4: "setresgid",
 	5: "setresuid", 6: "dup3", 7: "restore RLIMIT_NOFILE", 8: "capset", 9: "raise ambient capability",
-	10: "restore signal mask", 11: "open its cgroup's tasks file", 12: "join its cgroup", 13: "fork/exec"}
+	10: "restore signal mask", 11: "open its cgroup's tasks file", 12: "join its cgroup", 13: "fork/exec",
+	14: "set timer slack"}
+
+// execStep is the step the child stores when execve itself failed.
+const execStep = 13
 
 // cloneArgs is the kernel's struct clone_args (version 2, with cgroup).
 type cloneArgs struct {
@@ -149,6 +154,7 @@ func spawn(a *spawnAttr) (pid, pidfd int, err error) {
 	b.nofile = a.Nofile
 	b.self[0] = '0'
 	b.lastCap = int64(a.LastCap)
+	b.slack = a.TimerSlack
 	b.capHdr.Version = unix.LINUX_CAPABILITY_VERSION_3
 	for c := 0; c <= a.LastCap; c++ {
 		b.capData[c/32].Effective |= 1 << (c % 32)
@@ -226,7 +232,7 @@ func spawn(a *spawnAttr) (pid, pidfd int, err error) {
 	runtime.KeepAlive(path)
 	if err == nil && b.step != 0 {
 		e := syscall.Errno(b.errno)
-		if int(b.step) == len(spawnSteps)-1 {
+		if b.step == execStep {
 			err = &os.PathError{Op: "fork/exec", Path: a.Path, Err: e}
 		} else {
 			err = fmt.Errorf("%s: %w", spawnSteps[b.step], e)

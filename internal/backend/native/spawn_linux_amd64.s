@@ -205,6 +205,19 @@ caploop:
 	JMP	caploop
 capdone:
 
+	// The timer slack the guest starts with (spawnAttr.TimerSlack).
+	MOVQ	spawnBlock_slack(R12), SI
+	CMPQ	SI, $0
+	JEQ	slackdone
+	MOVQ	$SYS_prctl, AX
+	MOVQ	$29, DI // PR_SET_TIMERSLACK
+	MOVQ	$0, DX
+	MOVQ	$0, R10
+	MOVQ	$0, R8
+	SYSCALL
+	CHECK(14)
+slackdone:
+
 	// The mask the parent had, then exec.
 	MOVQ	$SYS_rt_sigprocmask, AX
 	MOVQ	$2, DI // SIG_SETMASK
