@@ -46,7 +46,9 @@ func Main() {
 	runtime.GOMAXPROCS(1)
 	// Its sysmon then wakes with the timer interrupts, not every 0.1 ms, on
 	// CPUs the host and the command share with it: 5% of a root run, 1% of
-	// an unprivileged one. Its commands get the default (runSpawner).
+	// an unprivileged one. The native backend's spawner starts the guest
+	// with the slack already (then this does nothing); os/exec's start and
+	// a container's do not. Its commands get the default (runSpawner).
 	timerslack.Relax()
 	var args []string // after "airlock guest"
 	if len(os.Args) > 2 {
