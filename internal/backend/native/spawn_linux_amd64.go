@@ -63,7 +63,8 @@ var spawnSteps = [...]string{1: "set parent death signal", 2: "wait for the id m
 	10: "restore signal mask", 11: "open its cgroup's tasks file", 12: "join its cgroup", 13: "fork/exec",
 	14: "set timer slack"}
 
-// execStep is the step the child stores when execve itself failed.
+// execStep is the step the child stores when execve itself failed (the
+// assembly takes it from go_asm.h).
 const execStep = 13
 
 // cloneArgs is the kernel's struct clone_args (version 2, with cgroup).

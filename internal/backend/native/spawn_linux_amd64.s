@@ -231,7 +231,7 @@ slackdone:
 	MOVQ	spawnBlock_argv(R12), SI
 	MOVQ	spawnBlock_envp(R12), DX
 	SYSCALL
-	MOVQ	$13, R14
+	MOVQ	$const_execStep, R14
 
 fail:
 	NEGQ	AX
