@@ -1236,6 +1236,24 @@ func TestCommandsGetTheKernelsTimerSlackNotTheGuests(t *testing.T) {
 	}
 }
 
+// A process in the sandbox cannot end the sandbox by signalling its PID 1:
+// the guest ignores the signals whose Go default would end it (and the Go
+// runtime drops the others), yet every command starts with each signal at
+// its default, none ignored.
+func TestSignalsToPID1AreIgnoredAndNotInherited(t *testing.T) {
+	sb, _ := sandbox(t, nil)
+	for _, sig := range []string{"HUP", "INT", "QUIT", "ABRT", "TERM", "USR1", "USR2", "PIPE", "ALRM", "XCPU"} {
+		r := run(t, sb, sh("kill -"+sig+" 1"), nil) // fails once the guest has died of an earlier one
+		if r.exit == nil || r.exit.Code != 0 {
+			t.Fatalf("kill -%s 1: %+v, stderr %q", sig, r.exit, r.stderr.String())
+		}
+	}
+	r := run(t, sb, sh(`grep ^SigIgn: /proc/self/status`), nil)
+	if f := strings.Fields(r.stdout.String()); len(f) != 2 || strings.Trim(f[1], "0") != "" {
+		t.Errorf("a command's ignored signals: %q, want none (stderr %q)", r.stdout.String(), r.stderr.String())
+	}
+}
+
 // The guest's threads have the relaxed timer slack from its exec
 // (spawnAttr.TimerSlack), the runtime's sysmon among them; only the
 // spawner thread sets the default back, for the commands.
