@@ -126,6 +126,13 @@ measure() {
 		${pre[@]+"${pre[@]}"} $envs "$work/airlock-baseline" kill "$bid" >/dev/null
 	fi
 	${pre[@]+"${pre[@]}"} $envs "$work/airlock" kill "$id" >/dev/null
+	# The same into a sandbox whose first command still runs, as an agent's
+	# does: the guest then waits on a child between execs (a wait that once
+	# held its only P, 2 ms per exec).
+	local busy busylat
+	busy=$(${pre[@]+"${pre[@]}"} $envs "$work/airlock" run -d -q -- sleep 1000000)
+	busylat=$(${pre[@]+"${pre[@]}"} $envs "$work/execlat" -n 500 "$busy" | head -1)
+	${pre[@]+"${pre[@]}"} $envs "$work/airlock" kill "$busy" >/dev/null
 
 	echo "== $label ($RUNS runs each; times in ms) =="
 	cat "$work/$label.tsv" "$work/$label-exec.tsv" |
@@ -152,6 +159,7 @@ measure() {
 		'BEGIN{printf "     floor: airlock version %.2f ms (%.2fx) + /bin/true %.2f ms = %.2fx the Go hello world\n", v, v/b, t, (v+t)/b}'
 	echo "$lat" | sed '1s/^/bar: /; 1s/$/ (bar p50 0.5 ms)/'
 	[ -z "$blat" ] || echo "$blat" | sed '1s/^/     baseline sandbox: /; 2s/^     /     baseline sandbox: /'
+	echo "$busylat" | sed 's/^exec round trip/     while its first command runs: exec round trip/'
 	echo "$kib" | awk '{printf "bar: idle run -d, supervisor + guest RSS %.1f MiB, of it anonymous %.1f MiB (bar 20 MiB)\n", $1/1024, $2/1024}'
 	if [ -n "$bkib" ]; then
 		echo "$bkib" | awk '{printf "     baseline idle run -d RSS %.1f MiB, of it anonymous %.1f MiB\n", $1/1024, $2/1024}'

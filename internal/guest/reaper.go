@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -83,11 +84,26 @@ func (r *reaper) start(path string, argv []string, attr *syscall.ProcAttr) (int,
 // wait4 fails at once while there is no child: it then waits for the next
 // start. Orphans become PID 1's children before their parent can be
 // reaped, so none is missed in between.
+//
+// The first wait after a start keeps the goroutine's P, as syscall.Wait4
+// does: its command is likely short, and giving the P up would wake a
+// second thread for nothing (4% of a run). A wait begun while commands
+// are still running may last as long as they do, and gives it up (waitAny).
 func (r *reaper) reapAll() {
 	for range r.children {
+		long := false
 		for {
 			var ws syscall.WaitStatus
-			pid, err := syscall.Wait4(-1, &ws, 0, nil)
+			var pid int
+			var err error
+			if long {
+				var errno syscall.Errno
+				if pid, errno = waitAny(&ws); errno != 0 {
+					err = errno
+				}
+			} else {
+				pid, err = syscall.Wait4(-1, &ws, 0, nil)
+			}
 			if err == syscall.EINTR {
 				continue
 			}
@@ -102,6 +118,7 @@ func (r *reaper) reapAll() {
 				ch <- ws
 				delete(r.waiters, pid)
 			}
+			long = len(r.waiters) > 0
 			r.mu.Unlock()
 		}
 	}
@@ -185,3 +202,28 @@ func (r *reaper) startSpawner() error {
 	r.spawn = r.requests
 	return nil
 }
+
+// waitAny is wait4(-1, ws, 0, nil) that gives up its P as it starts, as
+// the runtime's own long waits do (entersyscallblock), rather than keep it
+// until sysmon takes it back: with the guest on one P and its sysmon's
+// sleeps stretched by the relaxed timer slack, a kept P left the guest deaf
+// ~2 ms each time it went back to waiting on a command still running, and
+// every exec into a sandbox that ran anything took that much longer.
+// gVisor calls the same two runtime functions the same way (its
+// rawfile.BlockingPoll); the runtime keeps them for such callers
+// (go.dev/issue/67401).
+//
+//go:nosplit
+//go:norace
+func waitAny(ws *syscall.WaitStatus) (pid int, errno syscall.Errno) {
+	entersyscallblock()
+	r, _, errno := syscall.RawSyscall6(syscall.SYS_WAIT4, ^uintptr(0), uintptr(unsafe.Pointer(ws)), 0, 0, 0, 0)
+	exitsyscall()
+	return int(r), errno
+}
+
+//go:linkname entersyscallblock runtime.entersyscallblock
+func entersyscallblock()
+
+//go:linkname exitsyscall runtime.exitsyscall
+func exitsyscall()
