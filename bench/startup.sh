@@ -129,10 +129,15 @@ measure() {
 	# The same into a sandbox whose first command still runs, as an agent's
 	# does: the guest then waits on a child between execs (a wait that once
 	# held its only P, 2 ms per exec).
-	local busy busylat
+	local busy busylat bbusylat=
 	busy=$(${pre[@]+"${pre[@]}"} $envs "$work/airlock" run -d -q -- sleep 1000000)
 	busylat=$(${pre[@]+"${pre[@]}"} $envs "$work/execlat" -n 500 "$busy" | head -1)
 	${pre[@]+"${pre[@]}"} $envs "$work/airlock" kill "$busy" >/dev/null
+	if [ -n "${BASELINE:-}" ]; then
+		busy=$(${pre[@]+"${pre[@]}"} $envs "$work/airlock-baseline" run -d -q -- sleep 1000000)
+		bbusylat=$(${pre[@]+"${pre[@]}"} $envs "$work/execlat" -n 500 "$busy" | head -1)
+		${pre[@]+"${pre[@]}"} $envs "$work/airlock-baseline" kill "$busy" >/dev/null
+	fi
 
 	echo "== $label ($RUNS runs each; times in ms) =="
 	cat "$work/$label.tsv" "$work/$label-exec.tsv" |
@@ -160,6 +165,7 @@ measure() {
 	echo "$lat" | sed '1s/^/bar: /; 1s/$/ (bar p50 0.5 ms)/'
 	[ -z "$blat" ] || echo "$blat" | sed '1s/^/     baseline sandbox: /; 2s/^     /     baseline sandbox: /'
 	echo "$busylat" | sed 's/^exec round trip/     while its first command runs: exec round trip/'
+	[ -z "$bbusylat" ] || echo "$bbusylat" | sed 's/^exec round trip/     baseline sandbox, while its first command runs: exec round trip/'
 	echo "$kib" | awk '{printf "bar: idle run -d, supervisor + guest RSS %.1f MiB, of it anonymous %.1f MiB (bar 20 MiB)\n", $1/1024, $2/1024}'
 	if [ -n "$bkib" ]; then
 		echo "$bkib" | awk '{printf "     baseline idle run -d RSS %.1f MiB, of it anonymous %.1f MiB\n", $1/1024, $2/1024}'
