@@ -1,7 +1,8 @@
 // The runtime's GOMAXPROCS updater is a goroutine started before main, whose
 // start wakes a second OS thread while the binary is still faulting its
-// pages in: 1-2% of every airlock run. GOMAXPROCS is still set from the
-// CPU limit at start; only a limit changed while airlock runs goes unseen.
+// pages in, and which rereads the cgroup's CPU limit every second after.
+// GOMAXPROCS is still set from the CPU limit at start; only a limit
+// changed while airlock runs goes unseen.
 //
 //go:debug updatemaxprocs=0
 

@@ -87,8 +87,10 @@ func (r *reaper) start(path string, argv []string, attr *syscall.ProcAttr) (int,
 //
 // The first wait after a start keeps the goroutine's P, as syscall.Wait4
 // does: its command is likely short, and giving the P up would wake a
-// second thread for nothing (4% of a run). A wait begun while commands
-// are still running may last as long as they do, and gives it up (waitAny).
+// second thread for nothing (up to 4% of a run, measured). For a long
+// command that costs one stall, until sysmon takes the P back. A wait
+// begun while commands still run may last as long as they do, and gives
+// the P up at once (waitAny).
 func (r *reaper) reapAll() {
 	for range r.children {
 		long := false
