@@ -1038,6 +1038,35 @@ func TestPID1ReapsOrphansAndServesAfterItHasNoChildren(t *testing.T) {
 	}
 }
 
+// While a command runs, the guest waits on it between requests (reapAll's
+// long wait, which gives up its P): later commands, and the orphans they
+// leave, are still reaped, and requests answered.
+func TestPID1ReapsAndServesWhileACommandRuns(t *testing.T) {
+	s, inst := startWith(t, &backend.Command{Req: &proto.Exec{Argv: []string{"/bin/sleep", "60"}}, Output: (&result{}).collector()})
+	if _, err := inst.First(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		r := run(t, s, sh(fmt.Sprintf(`(sleep 0.01 &); exit %d`, i)), nil)
+		if r.exit == nil || r.exit.Code != i {
+			t.Fatalf("exec %d: %+v, stderr %q", i, r.exit, r.stderr.String())
+		}
+	}
+	zombies := sh(`sleep 0.1; for f in /proc/[0-9]*/stat; do read -r pid comm state rest < $f && [ "$state" = Z ] && echo "$pid $comm"; done; exit 0`)
+	for try := 0; ; try++ {
+		r := run(t, s, zombies, nil)
+		if r.exit == nil || r.exit.Code != 0 {
+			t.Fatalf("zombie probe: %+v, stderr %q", r.exit, r.stderr.String())
+		}
+		if r.stdout.Len() == 0 {
+			break
+		}
+		if try == 20 {
+			t.Fatalf("zombies left in the sandbox:\n%s", r.stdout.String())
+		}
+	}
+}
+
 // startWith starts a sandbox on a fresh workspace with first as its first
 // command; it is closed when the test ends.
 func startWith(t *testing.T, first *backend.Command) (*Sandbox, backend.Instance) {
