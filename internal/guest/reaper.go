@@ -96,16 +96,7 @@ func (r *reaper) reapAll() {
 		long := false
 		for {
 			var ws syscall.WaitStatus
-			var pid int
-			var err error
-			if long {
-				var errno syscall.Errno
-				if pid, errno = waitAny(&ws); errno != 0 {
-					err = errno
-				}
-			} else {
-				pid, err = syscall.Wait4(-1, &ws, 0, nil)
-			}
+			pid, err := waitChild(&ws, long)
 			if err == syscall.EINTR {
 				continue
 			}
@@ -203,6 +194,19 @@ func (r *reaper) startSpawner() error {
 	}
 	r.spawn = r.requests
 	return nil
+}
+
+// waitChild waits for any child's status: through waitAny when long, else
+// by syscall.Wait4, which keeps the goroutine's P (see reapAll).
+func waitChild(ws *syscall.WaitStatus, long bool) (int, error) {
+	if !long {
+		return syscall.Wait4(-1, ws, 0, nil)
+	}
+	pid, errno := waitAny(ws)
+	if errno != 0 {
+		return pid, errno
+	}
+	return pid, nil
 }
 
 // waitAny is wait4(-1, ws, 0, nil) that gives up its P as it starts, as
