@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,7 +37,7 @@ func TestTheEmbeddedGuestIsBuiltFromTheSourcesAsTheyAre(t *testing.T) {
 }
 
 func TestTheEmbeddedGuestIsAStaticExecutableForThisMachine(t *testing.T) {
-	b, err := bin.ReadFile(guestFile)
+	b, err := bin.ReadFile(guest.File)
 	if err != nil {
 		t.Fatal("no lean guest is built in: " + regenerate)
 	}
@@ -119,7 +120,11 @@ func TestOpenReplacesAFileThatIsNotTheGuestAsWritten(t *testing.T) {
 	if Missing() != "" {
 		t.Fatal(Missing() + ": " + regenerate)
 	}
-	_, size := built()
+	fi, err := fs.Stat(bin, guest.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := fi.Size()
 	for name, plant := range map[string]func(p string) error{
 		"too short":      func(p string) error { return os.WriteFile(p, []byte("#!/bin/sh\n"), 0o555) },
 		"writable":       func(p string) error { return os.WriteFile(p, make([]byte, size), 0o755) },
@@ -129,11 +134,14 @@ func TestOpenReplacesAFileThatIsNotTheGuestAsWritten(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
+			if err := os.Mkdir(filepath.Dir(CachePath(dir)), 0o700); err != nil {
+				t.Fatal(err)
+			}
 			if err := plant(CachePath(dir)); err != nil {
 				t.Fatal(err)
 			}
 			f := mustOpen(t, dir)
-			want, err := bin.ReadFile(guestFile)
+			want, err := bin.ReadFile(guest.File)
 			if err != nil {
 				t.Fatal(err)
 			}
