@@ -23,16 +23,13 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/audit"
 	"github.com/airlock-dev/airlock/internal/backend"
-	"github.com/airlock-dev/airlock/internal/backend/docker"
 	"github.com/airlock-dev/airlock/internal/backend/guestclient"
 	"github.com/airlock-dev/airlock/internal/backend/native"
-	"github.com/airlock-dev/airlock/internal/backend/vm"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/control"
 	"github.com/airlock-dev/airlock/internal/egress"
 	"github.com/airlock-dev/airlock/internal/gateway"
 	"github.com/airlock-dev/airlock/internal/llmusage"
-	"github.com/airlock-dev/airlock/internal/mcpproxy"
 	"github.com/airlock-dev/airlock/internal/proto"
 	"github.com/airlock-dev/airlock/internal/secrets"
 	"github.com/airlock-dev/airlock/internal/state"
@@ -134,8 +131,8 @@ type Sandbox struct {
 	inst     backend.Instance
 	ws       *workspace.Session
 	eg       *egress.Egress
-	ask      *asker          // nil unless something may ask
-	mcp      *mcpproxy.Proxy // the sandbox's MCP servers, policed; nil without
+	ask      *asker     // nil unless something may ask
+	mcp      mcpServers // the sandbox's MCP servers, policed; nil without
 	guestExe string
 	log      *audit.Log
 	redact   atomic.Pointer[secrets.Set]
@@ -160,30 +157,41 @@ type Sandbox struct {
 	caps  backend.Caps // the backend's, as Start found them
 }
 
-// backendFor is the only place a backend is chosen by name.
+// backendFor is the only place a backend is chosen by name: native, built
+// into every airlock binary, or one of this build's fullBackends.
 func backendFor(name, exe string) (backend.Backend, error) {
-	switch name {
-	case config.BackendNative:
+	if name == config.BackendNative {
 		return native.Backend{Options: native.Options{Exe: exe, GuestCache: guestCache(exe)}}, nil
-	case config.BackendDocker:
-		return docker.Backend{}, nil
-	case config.BackendVM:
-		dataDir, err := config.DataDir()
-		if err != nil {
-			return nil, err
-		}
-		return vm.Backend{Options: vm.Options{Exe: exe, DataDir: dataDir}}, nil
+	}
+	if open := fullBackends[name]; open != nil {
+		return open(exe)
+	}
+	if name == config.BackendDocker || name == config.BackendVM {
+		return nil, &NotBuiltIn{What: "the " + name + " backend"}
 	}
 	return nil, fmt.Errorf("backend %q: use native, docker or vm", name)
 }
 
-// VMCheck is `airlock doctor`'s row for the vm backend (see vm.Check).
-func VMCheck(ctx context.Context) (ok bool, detail, impact string) {
-	dataDir, err := config.DataDir()
-	if err != nil {
-		return false, err.Error(), "--backend vm is unavailable"
+// NotBuiltIn is what a sandbox needs that this airlock binary leaves out:
+// the lean front's (built with the tag airlock_front; see
+// internal/fullbin), which runs the full binary for it.
+type NotBuiltIn struct{ What string }
+
+func (e *NotBuiltIn) Error() string {
+	return e.What + " is not built into this airlock binary (the lean front): run the full one"
+}
+
+// BuiltIn returns a *NotBuiltIn if spec's sandbox needs what this build
+// leaves out, before anything of it is made.
+func BuiltIn(spec *Spec) error {
+	if name := spec.Config.BackendName(); name != config.BackendNative && fullBackends[name] == nil &&
+		(name == config.BackendDocker || name == config.BackendVM) {
+		return &NotBuiltIn{What: "the " + name + " backend"}
 	}
-	return vm.Check(ctx, vm.Options{DataDir: dataDir})
+	if spec.Config.MCPServers != nil && !mcpBuiltIn {
+		return &NotBuiltIn{What: "MCP servers"}
+	}
+	return nil
 }
 
 // Prepare starts preparing a sandbox of spec's backend and limits early (a
@@ -197,19 +205,6 @@ func Prepare(spec *Spec, exe string) (backend.Pending, error) {
 	return be.Prepare(context.Background(), &backend.Spec{Limits: limitsOf(&spec.Config), HostIDs: spec.HostIDs})
 }
 
-// CommandUser is the uid and gid a sandbox of backend runs its commands as
-// for workspace: the caller's own (a native sandbox of root is uid 0
-// inside, mapped), or, in a container, the one docker.User picks.
-func CommandUser(backendName, workspace string) (uid, gid int) {
-	if backendName == config.BackendDocker {
-		u := docker.User(workspace)
-		if _, err := fmt.Sscanf(u, "%d:%d", &uid, &gid); err == nil {
-			return uid, gid
-		}
-	}
-	return os.Geteuid(), os.Getegid()
-}
-
 // Prune removes what every backend left behind for sandboxes under
 // stateRoot that running says are gone.
 func Prune(ctx context.Context, stateRoot string, running func(id string) bool, docker bool) ([]string, error) {
@@ -219,7 +214,10 @@ func Prune(ctx context.Context, stateRoot string, running func(id string) bool, 
 	}
 	var removed []string
 	for _, n := range names {
-		be, _ := backendFor(n, "")
+		be, err := backendFor(n, "") // a *NotBuiltIn in the lean front: not a prune of native alone
+		if err != nil {
+			return removed, err
+		}
 		r, err := be.Prune(ctx, stateRoot, running)
 		if err != nil {
 			return removed, err

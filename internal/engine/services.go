@@ -10,7 +10,6 @@ import (
 	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/hostexec"
-	"github.com/airlock-dev/airlock/internal/mcpproxy"
 )
 
 // BinInside is where the airlock binary appears inside a sandbox that has
@@ -54,10 +53,6 @@ func (s *Sandbox) services(wsMode string) (map[string]http.Handler, error) {
 		out[hostexec.Pattern] = handler
 	}
 	if raw := s.spec.Config.MCPServers; raw != nil {
-		servers, err := mcpproxy.ParseServers(raw)
-		if err != nil {
-			return nil, err
-		}
 		var ask func(context.Context, approval.Request) approval.Decision
 		if s.ask != nil {
 			ask = s.ask.ask
@@ -67,11 +62,18 @@ func (s *Sandbox) services(wsMode string) (map[string]http.Handler, error) {
 		if dir, err := config.Dir(); err == nil {
 			protected = append(protected, dir)
 		}
-		if s.mcp, err = mcpproxy.New(servers, mcpproxy.Env{Sandbox: s.h.ID(), LogDir: s.h.Dir(), Protected: protected,
-			Ask: ask, Audit: s.record, Exe: s.guestExe}); err != nil {
+		var err error
+		if s.mcp, err = startMCP(s, raw, ask, protected); err != nil {
 			return nil, err
 		}
 		out["/mcp/"] = s.mcp.Handler()
 	}
 	return out, nil
+}
+
+// mcpServers are a sandbox's MCP servers behind their policy (mcpproxy's,
+// in the full build): what /mcp/ on airlock.internal serves.
+type mcpServers interface {
+	Handler() http.Handler
+	Close() error
 }

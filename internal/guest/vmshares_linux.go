@@ -1,4 +1,4 @@
-//go:build linux && !airlock_native_guest
+//go:build linux && !airlock_native_guest && !airlock_front
 
 package guest
 

@@ -1,0 +1,72 @@
+//go:build !airlock_front
+
+package engine
+
+// What the full airlock binary holds beyond the lean front's native
+// sandboxes: the docker and vm backends and the MCP proxy. The front (the
+// tag airlock_front; see internal/fullbin) leaves this file out, and with it
+// the package initialisers of the libraries these bring (the Docker client
+// with OpenTelemetry, the MCP SDK, go-fuse), which every start would pay.
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/airlock-dev/airlock/internal/approval"
+	"github.com/airlock-dev/airlock/internal/backend"
+	"github.com/airlock-dev/airlock/internal/backend/docker"
+	"github.com/airlock-dev/airlock/internal/backend/vm"
+	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/mcpproxy"
+)
+
+// fullBackends are the backends besides native, by name.
+var fullBackends = map[string]func(exe string) (backend.Backend, error){
+	config.BackendDocker: func(string) (backend.Backend, error) { return docker.Backend{}, nil },
+	config.BackendVM: func(exe string) (backend.Backend, error) {
+		dataDir, err := config.DataDir()
+		if err != nil {
+			return nil, err
+		}
+		return vm.Backend{Options: vm.Options{Exe: exe, DataDir: dataDir}}, nil
+	},
+}
+
+const mcpBuiltIn = true
+
+// startMCP starts s's MCP servers (raw: config.Spec.MCPServers) behind
+// their policy.
+func startMCP(s *Sandbox, raw any, ask func(context.Context, approval.Request) approval.Decision, protected []string) (mcpServers, error) {
+	servers, err := mcpproxy.ParseServers(raw)
+	if err != nil {
+		return nil, err
+	}
+	p, err := mcpproxy.New(servers, mcpproxy.Env{Sandbox: s.h.ID(), LogDir: s.h.Dir(), Protected: protected,
+		Ask: ask, Audit: s.record, Exe: s.guestExe})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// VMCheck is `airlock doctor`'s row for the vm backend (see vm.Check).
+func VMCheck(ctx context.Context) (ok bool, detail, impact string) {
+	dataDir, err := config.DataDir()
+	if err != nil {
+		return false, err.Error(), "--backend vm is unavailable"
+	}
+	return vm.Check(ctx, vm.Options{DataDir: dataDir})
+}
+
+// CommandUser is the uid and gid a sandbox of backend runs its commands as
+// for workspace: the caller's own (a native sandbox of root is uid 0
+// inside, mapped), or, in a container, the one docker.User picks.
+func CommandUser(backendName, workspace string) (uid, gid int) {
+	if backendName == config.BackendDocker {
+		if _, err := fmt.Sscanf(docker.User(workspace), "%d:%d", &uid, &gid); err == nil {
+			return uid, gid
+		}
+	}
+	return os.Geteuid(), os.Getegid()
+}
