@@ -135,9 +135,11 @@ func TestRunsCommandAndPropagatesExitStatus(t *testing.T) {
 // go.mod replaces these modules with build their regular expressions and
 // tables on first use; unpatched, each init allocated 80–90 KB (a regexp
 // compile is ~18 KB). This fails when a dependency update drops a patch.
+// The lean front links none of them: they show in the full binary's start,
+// which it executes for --version (see TestTheLeanFrontHandsOnWhatItLacks).
 func TestPatchedDependenciesDoNoHeavyWorkAtStart(t *testing.T) {
-	cmd := exec.Command(airlockBin, "--version")
-	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
+	cmd := newEnv(t).cmd("--version")
+	cmd.Env = append(cmd.Env, "GODEBUG=inittrace=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("airlock --version: %v\n%s", err, out)

@@ -9,6 +9,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,7 +64,13 @@ func owner(t *testing.T, p string) string {
 
 func chownTreeT(t *testing.T, root string, uid, gid int) {
 	t.Helper()
-	if err := chownTree(root, uid, gid); err != nil {
+	err := filepath.WalkDir(root, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, gid)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 }

@@ -27,10 +27,7 @@ func main() {
 	// do (go-fuse, when a VM's file session ends) must not write over a
 	// sandbox's terminal.
 	log.SetOutput(io.Discard)
-	// In a VM the kernel runs this binary as /init.
-	if guest.IsVMInit() {
-		guest.VMInit()
-	}
+	vmInit()
 	// Inside a sandbox the binary also answers to the names it is shown
 	// under (/run/airlock/bin): hostexec CMD ARGS..., mcp-bridge NAME.
 	if name := filepath.Base(os.Args[0]); name == "hostexec" || name == "mcp-bridge" {
@@ -84,7 +81,13 @@ type usageError struct{ msg string }
 func (e usageError) Error() string { return e.msg }
 
 func execute(args []string) int {
-	root := newRootCmd(named(args))
+	only := named(args)
+	if only == "" { // help, a mistake, or a command this build (the lean front) leaves to the full binary
+		if code, handed := handOn(args); handed {
+			return code
+		}
+	}
+	root := newRootCmd(only)
 	root.SetArgs(args)
 	err := root.Execute()
 	var ee exitError

@@ -6,20 +6,11 @@ import (
 
 var version = "0.1.0-dev"
 
-// subcommands are airlock's commands, in the order help lists them.
-var subcommands = []struct {
+// subcommand is one of airlock's commands (see subcommands, in full.go and
+// front.go: the lean front holds a few).
+type subcommand struct {
 	name string
 	make func() *cobra.Command
-}{
-	{"run", newRunCmd}, {"exec", newExecCmd}, {"ls", newLsCmd}, {"get", newGetCmd}, {"logs", newLogsCmd},
-	{"kill", newKillCmd}, {"rm", newRmCmd}, {"prune", newPruneCmd}, {"diff", newDiffCmd}, {"apply", newApplyCmd},
-	{"discard", newDiscardCmd}, {"audit", newAuditCmd}, {"ca", newCACmd}, {"doctor", newDoctorCmd},
-	{"gateway", newGatewayCmd}, {"images", newImagesCmd}, {"rpc", newRPCCmd}, {"config", newConfigCmd},
-	{"trust", newTrustCmd}, {"approvals", newApprovalsCmd}, {"agent", newAgentCmd},
-	{"approve", func() *cobra.Command { return newDecideCmd(true) }},
-	{"deny", func() *cobra.Command { return newDecideCmd(false) }},
-	{"revoke", newRevokeCmd}, {"ui", newUICmd}, {"mcp-bridge", newMCPBridgeCmd}, {"hostexec", newHostexecCmd},
-	{"version", newVersionCmd},
 }
 
 // newRootCmd builds the command tree: every subcommand, or with only the

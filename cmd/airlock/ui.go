@@ -1,3 +1,5 @@
+//go:build !airlock_front
+
 package main
 
 import (
