@@ -11,13 +11,14 @@
 #   AS_USER=65534 bench/api.sh      # as root, also measure as an unprivileged uid
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 N=${N:-1000}
 FILES=${FILES:-1000}
 
 work=$(mktemp -d /tmp/airlock-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 chmod 755 "$work"
-CGO_ENABLED=0 go build -o "$work/airlock" ./cmd/airlock
+build_airlock "$work/airlock"
 CGO_ENABLED=0 go build -o "$work/apibench" ./bench/apibench
 
 measure() {

@@ -18,7 +18,7 @@ need python3 python3
 
 work=$(mktemp -d /tmp/airlock-bench.XXXXXX)
 mkdir -p "$work/home" "$work/ws"
-CGO_ENABLED=0 go build -o "$work/airlock" ./cmd/airlock
+build_airlock "$work/airlock"
 # Its own state and config dirs: saved decisions start empty.
 export AIRLOCK_STATE_DIR=$work/state HOME=$work/home
 al="$work/airlock"

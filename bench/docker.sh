@@ -27,7 +27,7 @@ work=$(mktemp -d /tmp/airlock-dockerbench.XXXXXX)
 chmod 755 "$work"
 export AIRLOCK_STATE_DIR=$work/state HOME=$work
 trap '"$work/airlock" kill --all >/dev/null 2>&1 || true; "$work/airlock" prune >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
-CGO_ENABLED=0 go build -o "$work/airlock" ./cmd/airlock
+build_airlock "$work/airlock"
 mkdir -p "$work/ws" && chmod 777 "$work/ws"
 cd "$work/ws"
 

@@ -14,6 +14,7 @@
 # Needs root (port 443), curl and jq.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 [ "$(id -u)" = 0 ] || { echo "bench: needs root to bind the test server on port 443" >&2; exit 1; }
 for c in curl jq; do command -v $c >/dev/null || { echo "bench: $c is missing: apt-get install $c" >&2; exit 1; }; done
 SIZE_MB=${SIZE_MB:-1024}
@@ -24,7 +25,7 @@ work=$(mktemp -d /tmp/airlock-gwbench.XXXXXX)
 chmod 755 "$work"
 export AIRLOCK_STATE_DIR=$work/state
 trap '"$work/airlock" kill --all >/dev/null 2>&1 || true; kill $up 2>/dev/null || true; rm -rf "$work"' EXIT
-CGO_ENABLED=0 go build -o "$work/airlock" ./cmd/airlock
+build_airlock "$work/airlock"
 go build -o "$work/upstream" ./demo/upstream
 "$work/upstream" -quiet -addr $ADDR:443 -name api.bench.test -ca-out "$work/ca.pem" &
 up=$!

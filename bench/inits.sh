@@ -21,7 +21,7 @@ RUNS=${RUNS:-100}
 
 work=$(mktemp -d /tmp/airlock-inits.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-CGO_ENABLED=0 go build -o "$work/airlock" ./cmd/airlock
+build_airlock "$work/airlock"
 CGO_ENABLED=0 go build -o "$work/alternate" ./bench/alternate
 build_hello_go "$work"
 

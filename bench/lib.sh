@@ -13,3 +13,10 @@ build_hello_go() {
 	printf 'module hello\n\ngo 1.22\n' >"$1/hello/go.mod"
 	(cd "$1/hello" && CGO_ENABLED=0 GOFLAGS= go build -o "$1/hello-go" .)
 }
+
+# build_airlock OUT builds airlock as the README does (the lean front, with
+# the full binary and the lean guest generated first), static, at OUT.
+build_airlock() {
+	go generate ./internal/fullbin
+	CGO_ENABLED=0 go build -tags airlock_front -o "$1" ./cmd/airlock
+}

@@ -10,6 +10,7 @@
 #   N=4 FILES=20000 SIZE=8192 bench/scans.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 N=${N:-4}
 FILES=${FILES:-20000}
 SIZE=${SIZE:-8192}
@@ -22,7 +23,7 @@ chmod 755 "$work"
 CGO_ENABLED=0 go build -o "$work/wsbench" ./bench/wsbench
 bins=("$@")
 if [ ${#bins[@]} -eq 0 ]; then
-	CGO_ENABLED=0 go build -o "$work/airlock" ./cmd/airlock
+	build_airlock "$work/airlock"
 	bins=("$work/airlock")
 fi
 mkdir -p "$work/big" "$work/home"

@@ -28,7 +28,7 @@ need taskset util-linux
 work=$(mktemp -d /tmp/airlock-bench.XXXXXX)
 trap 'AIRLOCK_STATE_DIR=$work/state "$work/airlock" kill --all >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 chmod 755 "$work"
-CGO_ENABLED=0 go build -o "$work/airlock" ./cmd/airlock
+build_airlock "$work/airlock"
 CGO_ENABLED=0 go build -o "$work/execlat" ./bench/execlat
 CGO_ENABLED=0 go build -o "$work/alternate" ./bench/alternate
 # The exec bar's yardstick: the start of the smallest Go program.

@@ -31,7 +31,7 @@ chmod 755 "$work"
 
 bins=("$@")
 if [ ${#bins[@]} -eq 0 ]; then
-	CGO_ENABLED=0 go build -o "$work/airlock" ./cmd/airlock
+	build_airlock "$work/airlock"
 	bins=("$work/airlock")
 fi
 for i in "${!bins[@]}"; do cp "${bins[$i]}" "$work/bin-$i"; done

@@ -20,7 +20,7 @@ work=$(mktemp -d /tmp/airlock-bench.XXXXXX)
 state=$work/state
 trap 'AIRLOCK_STATE_DIR=$state "$work/airlock" kill --all >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 chmod 755 "$work"
-CGO_ENABLED=0 go build -o "$work/airlock" ./cmd/airlock
+build_airlock "$work/airlock"
 CGO_ENABLED=0 go build -o "$work/execlat" ./bench/execlat
 mkdir -p "$work/ws" "$state"
 cd "$work/ws"

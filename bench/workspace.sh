@@ -25,7 +25,7 @@ need jq jq
 work=$(mktemp -d /tmp/airlock-wsbench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 chmod 755 "$work"
-CGO_ENABLED=0 go build -o "$work/airlock" ./cmd/airlock
+build_airlock "$work/airlock"
 CGO_ENABLED=0 go build -o "$work/wsbench" ./bench/wsbench
 mkdir -p "$work/empty" "$work/big" "$work/state" "$work/home"
 echo "making $FILES files of $SIZE bytes..." >&2
