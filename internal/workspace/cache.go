@@ -5,12 +5,10 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/gob"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -202,32 +200,6 @@ func writeAtomic(p string, write func(io.Writer) error) error {
 		os.Remove(tmp)
 	}
 	return err
-}
-
-func readGob(p string, v any) error {
-	f, err := os.Open(p)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return gob.NewDecoder(bufio.NewReader(f)).Decode(v)
-}
-
-// SaveManifest stores m at p.
-func SaveManifest(p string, m Manifest) error {
-	return writeAtomic(p, func(w io.Writer) error { return gob.NewEncoder(w).Encode(m) })
-}
-
-// LoadManifest reads what SaveManifest stored.
-func LoadManifest(p string) (Manifest, error) {
-	m := Manifest{}
-	if err := readGob(p, &m); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("read manifest %s: %w", p, err)
-	}
-	return m, nil
 }
 
 // scanWait bounds how long a scan waits for another process's scan of the
