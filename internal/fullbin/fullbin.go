@@ -27,16 +27,6 @@ var bin embed.FS
 
 var full = &embedbin.Bin{FS: bin, File: "bin/airlock", Generate: "go generate ./internal/fullbin"}
 
-// ID is the identity of the sources the full binary was built from (see
-// embedbin/gen's Identity), or "" when none is built in.
-func ID() string { return full.ID() }
-
-// Missing says why this binary cannot run the full one, or "" when it can.
-func Missing() string { return full.Missing() }
-
-// CachePath is where Exec keeps the full binary under dir.
-func CachePath(dir string) string { return full.CachePath(dir) }
-
 // Exec executes the full binary, cached under dir (written there first if
 // needed; see embedbin.Bin.Open), in this process's place, with argv and
 // env. It returns only on failure.

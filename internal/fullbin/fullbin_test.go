@@ -13,17 +13,17 @@ const regenerate = "run go generate ./internal/fullbin"
 // The lean front users build must hold the full binary of the sources as
 // they are: an older one would run every command but run and exec unseen.
 func TestTheEmbeddedFullBinaryIsBuiltFromTheSourcesAsTheyAre(t *testing.T) {
-	if ID() == "" {
+	if full.ID() == "" {
 		t.Fatal("no full binary is built in: " + regenerate)
 	}
 	out, err := exec.Command("go", "run", "./gen", "-id").Output()
 	if err != nil {
 		t.Fatalf("go run ./gen -id: %v", err)
 	}
-	if now := strings.TrimSpace(string(out)); now != ID() {
-		t.Fatalf("the embedded full binary is stale (built from %s, the sources are now %s): %s", ID(), now, regenerate)
+	if now := strings.TrimSpace(string(out)); now != full.ID() {
+		t.Fatalf("the embedded full binary is stale (built from %s, the sources are now %s): %s", full.ID(), now, regenerate)
 	}
-	if m := Missing(); m != "" {
+	if m := full.Missing(); m != "" {
 		t.Fatalf("this binary cannot run its own full binary: %s", m)
 	}
 }
@@ -54,7 +54,7 @@ func TestExecRunsTheFullBinaryFromItsCache(t *testing.T) {
 		err := Exec(dir, []string{"airlock", "version"}, os.Environ())
 		t.Fatalf("Exec returned: %v", err)
 	}
-	if m := Missing(); m != "" {
+	if m := full.Missing(); m != "" {
 		t.Fatal(m + ": " + regenerate)
 	}
 	dir := filepath.Join(t.TempDir(), "full")
@@ -66,16 +66,16 @@ func TestExecRunsTheFullBinaryFromItsCache(t *testing.T) {
 			t.Fatalf("the child: %v, %q; want the full binary's version", err, out)
 		}
 	}
-	fi, err := os.Stat(CachePath(dir))
+	fi, err := os.Stat(full.CachePath(dir))
 	if err != nil || fi.Mode().Perm() != 0o555 {
 		t.Fatalf("cached full binary: %v, %v; want mode 0555", fi, err)
 	}
-	for _, d := range []string{dir, filepath.Dir(CachePath(dir))} {
+	for _, d := range []string{dir, filepath.Dir(full.CachePath(dir))} {
 		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm() != 0o700 {
 			t.Errorf("%s: %v, %v; want mode 0700", d, fi, err)
 		}
 	}
-	if filepath.Base(CachePath(dir)) != "airlock" {
-		t.Errorf("cached as %s: ps would show that name", CachePath(dir))
+	if filepath.Base(full.CachePath(dir)) != "airlock" {
+		t.Errorf("cached as %s: ps would show that name", full.CachePath(dir))
 	}
 }
