@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -83,8 +84,8 @@ func TestTheLeanFrontHandsOnWhatItLacks(t *testing.T) {
 	}
 	// A run the front cannot make is handed on before anything is made:
 	// the vm backend's own error, from the full binary, and no state left.
-	c := e.cmd("run", "--backend", "vm", "-q", "--", "true")
-	c.Env = append(c.Env, "AIRLOCK_DATA_DIR="+t.TempDir())
+	c := exec.Command(airlockBin, "run", "--backend", "vm", "-q", "--", "true") // not e.cmd: its backend, whatever the re-run's
+	c.Env, c.Dir = append(e.environ(), "AIRLOCK_DATA_DIR="+t.TempDir()), e.ws
 	r := e.runCmd(c)
 	if r.code != 125 || !strings.Contains(r.stderr, "vm image missing") {
 		t.Errorf("airlock run --backend vm with no VM image: %v", r)

@@ -131,6 +131,13 @@ func (b *Bin) write(dir, name string) error {
 	if err := os.Mkdir(own, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
+	// A writer killed half-way (Ctrl-C on a first start) left its file.
+	stale, _ := filepath.Glob(filepath.Join(own, ".new-*"))
+	for _, p := range stale {
+		if fi, err := os.Lstat(p); err == nil && time.Since(fi.ModTime()) > 10*time.Minute {
+			os.Remove(p)
+		}
+	}
 	tmp, err := os.CreateTemp(own, ".new-*")
 	if err != nil {
 		return err
