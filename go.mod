@@ -35,7 +35,6 @@ require (
 	github.com/google/btree v1.1.2 // indirect
 	github.com/google/jsonschema-go v0.4.3 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
-	github.com/kr/text v0.2.0 // indirect
 	github.com/moby/docker-image-spec v1.3.1 // indirect
 	github.com/moby/sys/atomicwriter v0.1.0 // indirect
 	github.com/moby/term v0.5.2 // indirect
@@ -73,4 +72,5 @@ replace (
 	github.com/distribution/reference => ./third_party/distribution-reference
 	github.com/google/jsonschema-go => ./third_party/jsonschema-go
 	github.com/opencontainers/go-digest => ./third_party/go-digest
+	gopkg.in/yaml.v3 => ./third_party/yaml.v3
 )
