@@ -167,7 +167,7 @@ func backendFor(name, exe string) (backend.Backend, error) {
 		return open(exe)
 	}
 	if name == config.BackendDocker || name == config.BackendVM {
-		return nil, &NotBuiltIn{What: "the " + name + " backend"}
+		return nil, &NotBuiltIn{What: name + " backend"}
 	}
 	return nil, fmt.Errorf("backend %q: use native, docker or vm", name)
 }
@@ -178,18 +178,18 @@ func backendFor(name, exe string) (backend.Backend, error) {
 type NotBuiltIn struct{ What string }
 
 func (e *NotBuiltIn) Error() string {
-	return e.What + " is not built into this airlock binary (the lean front): run the full one"
+	return "this airlock binary (the lean front) has no " + e.What + ": the full one has"
 }
 
 // BuiltIn returns a *NotBuiltIn if spec's sandbox needs what this build
 // leaves out, before anything of it is made.
 func BuiltIn(spec *Spec) error {
-	if name := spec.Config.BackendName(); name != config.BackendNative && fullBackends[name] == nil &&
-		(name == config.BackendDocker || name == config.BackendVM) {
-		return &NotBuiltIn{What: "the " + name + " backend"}
+	var nb *NotBuiltIn
+	if _, err := backendFor(spec.Config.BackendName(), ""); errors.As(err, &nb) {
+		return err
 	}
 	if spec.Config.MCPServers != nil && !mcpBuiltIn {
-		return &NotBuiltIn{What: "MCP servers"}
+		return &NotBuiltIn{What: "MCP proxy"}
 	}
 	return nil
 }

@@ -17,5 +17,5 @@ var fullBackends map[string]func(exe string) (backend.Backend, error)
 const mcpBuiltIn = false
 
 func startMCP(*Sandbox, any, func(context.Context, approval.Request) approval.Decision, []string) (mcpServers, error) {
-	return nil, &NotBuiltIn{What: "MCP servers"}
+	return nil, &NotBuiltIn{What: "MCP proxy"}
 }
