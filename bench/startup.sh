@@ -129,14 +129,17 @@ measure() {
 	# The same into a sandbox whose first command still runs, as an agent's
 	# does: the guest then waits on a child between execs (a wait that once
 	# held its only P, 2 ms per exec).
-	local busy busylat bbusylat=
-	busy=$(${pre[@]+"${pre[@]}"} $envs "$work/airlock" run -d -q -- sleep 1000000)
-	busylat=$(${pre[@]+"${pre[@]}"} $envs "$work/execlat" -n 500 "$busy" | head -1)
-	${pre[@]+"${pre[@]}"} $envs "$work/airlock" kill "$busy" >/dev/null
+	# busy_lat BIN: the round trip into a sandbox of BIN running sleep
+	busy_lat() {
+		local sb
+		sb=$(${pre[@]+"${pre[@]}"} $envs "$1" run -d -q -- sleep 1000000)
+		${pre[@]+"${pre[@]}"} $envs "$work/execlat" -n 500 "$sb" | head -1
+		${pre[@]+"${pre[@]}"} $envs "$1" kill "$sb" >/dev/null
+	}
+	local busylat bbusylat=
+	busylat=$(busy_lat "$work/airlock")
 	if [ -n "${BASELINE:-}" ]; then
-		busy=$(${pre[@]+"${pre[@]}"} $envs "$work/airlock-baseline" run -d -q -- sleep 1000000)
-		bbusylat=$(${pre[@]+"${pre[@]}"} $envs "$work/execlat" -n 500 "$busy" | head -1)
-		${pre[@]+"${pre[@]}"} $envs "$work/airlock-baseline" kill "$busy" >/dev/null
+		bbusylat=$(busy_lat "$work/airlock-baseline")
 	fi
 
 	echo "== $label ($RUNS runs each; times in ms) =="
