@@ -101,7 +101,10 @@ func TestTheLeanFrontHandsNothingOnInsideASandbox(t *testing.T) {
 	nativeOnly(t)
 	e := newEnv(t)
 	e.writeConfig("version: 1\nhostexec:\n  auto_approve: ['^true$']\n") // shows the binary inside
-	r := e.sh(`airlock doctor; echo "doctor=$?"; mcp-bridge x; echo "bridge=$?"; find "$HOME" /tmp -name airlock -type f`)
+	r := e.sh(`airlock version; echo "version=$?"; airlock doctor; echo "doctor=$?"; mcp-bridge x; echo "bridge=$?"; find "$HOME" /tmp -name airlock -type f`)
+	if !strings.Contains(r.stderr, "airlock 0.1") || !strings.Contains(r.stdout, "version=0") { // control: the front itself runs inside (version prints on stderr)
+		t.Errorf("airlock version inside: %v", r)
+	}
 	if !strings.Contains(r.stdout, "doctor=125") || !strings.Contains(r.stderr, "not available inside a sandbox") {
 		t.Errorf("airlock doctor inside: %v", r)
 	}

@@ -37,6 +37,9 @@ func TestTheFrontLinksNoneOfWhatOnlyTheFullBinaryNeeds(t *testing.T) {
 		t.Fatalf("go list: %v", err)
 	}
 	const ours = "github.com/airlock-dev/airlock/internal/"
+	if !strings.Contains(string(out), ours+"engine\n") { // control: the list is the front's
+		t.Fatalf("go list holds no engine:\n%s", out)
+	}
 	for _, pkg := range strings.Fields(string(out)) {
 		for _, full := range []string{"github.com/docker/", "github.com/modelcontextprotocol/", "github.com/hanwen/go-fuse/", "go.opentelemetry.io/",
 			ours + "backend/docker", ours + "backend/vm", ours + "mcpproxy", ours + "dockerengine", ours + "vmimage", ours + "images", ours + "vfs", ours + "rpc", ours + "ui"} {

@@ -48,6 +48,9 @@ func TestManifestFileRefusesWhatItDidNotWrite(t *testing.T) {
 	if err := SaveManifest(good, sampleManifest()); err != nil {
 		t.Fatal(err)
 	}
+	if m, err := LoadManifest(good); err != nil || len(m) != len(sampleManifest()) { // control
+		t.Fatalf("the good file: %d entries, %v", len(m), err)
+	}
 	b, _ := os.ReadFile(good)
 	var old bytes.Buffer
 	if err := gob.NewEncoder(&old).Encode(sampleManifest()); err != nil {
