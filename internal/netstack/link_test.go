@@ -204,8 +204,18 @@ func TestStreamCloseWithAPeerThatStoppedReading(t *testing.T) {
 	// Replies (46 bytes each) to fill the far end's receive buffer several
 	// times over.
 	for sent := 0; sent < 8*sndbuf/46; sent += 1000 {
-		if _, err := unix.Write(far, burst); err != nil {
-			t.Fatal(err)
+		// A blocking write a signal interrupts (the runtime's preemption)
+		// returns what it wrote: the rest must follow, or the framing breaks
+		// and the stack rightly closes the link.
+		for b := burst; len(b) > 0; {
+			n, err := unix.Write(far, b)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			b = b[n:]
 		}
 	}
 	time.Sleep(100 * time.Millisecond)
