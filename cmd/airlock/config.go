@@ -214,12 +214,15 @@ func trust(d string, revoke bool, w io.Writer) error {
 		}
 		return nil
 	}
-	if st, err := os.Lstat(file); err != nil {
+	if _, err := os.Lstat(file); err != nil {
 		return fmt.Errorf("no %s in %s: nothing to trust", config.RepoFileName, dir)
-	} else if !st.Mode().IsRegular() {
+	}
+	// Read as config reads it: a regular file only, never blocking on a
+	// FIFO the sandbox put there, never through a link.
+	data, err := config.ReadRegular(file, config.MaxFileSize)
+	if errors.Is(err, config.ErrNotRegular) {
 		return fmt.Errorf("%s is not a regular file: it cannot be trusted", file)
 	}
-	data, err := os.ReadFile(file)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -176,21 +177,19 @@ func Load(o Options) (*Loaded, error) {
 			}
 		}
 	}
-	repo := filepath.Join(r.Project, RepoFileName)
-	if data, err := readCapped(repo); err == nil && !o.NoFiles {
-		switch st := CheckTrust(r.Dir, repo, data); st {
-		case Trusted:
-			l, err := Parse(repo, data, SourceRepo)
-			if err != nil {
-				return nil, err
-			}
-			r.Files = append(r.Files, repo)
-			layers = append(layers, l)
-		default:
-			r.Warnings = append(r.Warnings, st.warning(repo))
+	if !o.NoFiles {
+		repo := filepath.Join(r.Project, RepoFileName)
+		l, warn, err := repoLayer(r.Dir, repo)
+		if err != nil {
+			return nil, err
 		}
-	} else if ce := (*Error)(nil); errors.As(err, &ce) {
-		r.Warnings = append(r.Warnings, fmt.Sprintf("%v; ignored", err))
+		if warn != "" {
+			r.Warnings = append(r.Warnings, warn)
+		}
+		if l != nil {
+			r.Files = append(r.Files, l.File)
+			layers = append(layers, l)
+		}
 	}
 	layers = append(layers, o.Flags)
 	r.Spec, r.Origins = Merge(layers...)
@@ -199,6 +198,69 @@ func Load(o Options) (*Loaded, error) {
 	}
 	r.Spec.Workspace.Path = o.Workspace
 	return r, nil
+}
+
+// repoLayer is what a repository's .airlock.yaml (file) adds: the whole
+// file when its exact content is trusted; nothing when it was never
+// trusted. Once trusted, a file the sandbox changed, removed, or replaced
+// by something that is not a regular file (a FIFO, a link) still gives the
+// deny rules of the version last trusted, with a warning: the sandbox can
+// write the file, and must not remove a deny by touching it. When no copy
+// of that version was kept (trust recorded by an older airlock) the run
+// stops with the reason instead.
+func repoLayer(dir, file string) (*Layer, string, error) {
+	data, rerr := readCapped(file)
+	gone := errors.Is(rerr, fs.ErrNotExist) || errors.Is(rerr, errNotDir)
+	var st TrustStatus
+	if rerr == nil {
+		switch st = CheckTrust(dir, file, data); st {
+		case Trusted:
+			l, err := Parse(file, data, SourceRepo)
+			return l, "", err
+		case Untrusted, NoDir:
+			return nil, st.warning(file), nil
+		}
+	}
+	prev, kept, recorded := lastTrusted(dir, file)
+	what := fmt.Sprintf("%s changed since you trusted it", file)
+	switch {
+	case gone:
+		what = fmt.Sprintf("%s, which you trusted, is gone", file)
+	case rerr != nil:
+		what = fmt.Sprintf("%v", rerr)
+	}
+	switch {
+	case !recorded && gone:
+		return nil, "", nil
+	case !recorded:
+		return nil, fmt.Sprintf("%s; ignored", what), nil
+	case !kept:
+		return nil, "", fmt.Errorf("%s, and no copy of the version you trusted was kept to hold its deny rules: review it, then: airlock trust %s (or airlock trust --revoke %s)",
+			what, filepath.Dir(file), filepath.Dir(file))
+	}
+	l, err := Parse(file+" (as last trusted)", prev, SourceRepo)
+	if err != nil {
+		return nil, "", fmt.Errorf("config: the trusted copy of %s: %w", file, err)
+	}
+	l.keepOnly(denyKeys)
+	fix := "review it, then: airlock trust " + filepath.Dir(file)
+	if gone {
+		fix = "airlock trust --revoke " + filepath.Dir(file) + " drops them"
+	}
+	return l, fmt.Sprintf("%s: only its deny rules as last trusted apply; %s", what, fix), nil
+}
+
+// denyKeys are the settings that only narrow what a sandbox may do: those
+// of a trusted .airlock.yaml hold even after the file changes.
+var denyKeys = []string{"network.deny_hosts", "hostexec.auto_deny"}
+
+// keepOnly drops every setting but keys.
+func (l *Layer) keepOnly(keys []string) {
+	for k := range l.vals {
+		if !contains(keys, k) {
+			delete(l.vals, k)
+		}
+	}
 }
 
 // TrustStatus is whether a .airlock.yaml may be used.
@@ -221,7 +283,9 @@ func (s TrustStatus) warning(file string) string {
 	return fmt.Sprintf("%s is not trusted, so it was ignored; review it, then: airlock trust %s", file, filepath.Dir(file))
 }
 
-// trustFile is where the trust of file (absolute) is recorded in dir.
+// trustFile is where the trust of file (absolute) is recorded in dir: a
+// line "HASH PATH", then the trusted content itself, so that its deny
+// rules outlive a change the sandbox makes to the file.
 func trustFile(dir, file string) string {
 	sum := sha256.Sum256([]byte(file))
 	return filepath.Join(dir, "trusted", hex.EncodeToString(sum[:16]))
@@ -233,17 +297,40 @@ func ContentHash(data []byte) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
+// readTrust reads file's trust record: the hash and, when kept, the content.
+func readTrust(dir, file string) (hash string, content []byte, kept, ok bool) {
+	if dir == "" {
+		return "", nil, false, false
+	}
+	rec, err := ReadRegular(trustFile(dir, file), MaxFileSize+8<<10)
+	if err != nil {
+		return "", nil, false, false
+	}
+	line, rest, nl := bytes.Cut(rec, []byte("\n"))
+	h, path, _ := strings.Cut(strings.TrimSpace(string(line)), " ")
+	if path != file {
+		return "", nil, false, false
+	}
+	if nl && ContentHash(rest) == h {
+		return h, rest, true, true
+	}
+	return h, nil, false, true
+}
+
+// lastTrusted is the content file was last trusted with: kept is false
+// when trust was recorded without it; recorded, whether file was trusted.
+func lastTrusted(dir, file string) (data []byte, kept, recorded bool) {
+	_, data, kept, recorded = readTrust(dir, file)
+	return data, kept, recorded
+}
+
 // CheckTrust says whether file (absolute) was trusted with content data.
 func CheckTrust(dir, file string, data []byte) TrustStatus {
 	if dir == "" {
 		return NoDir
 	}
-	rec, err := os.ReadFile(trustFile(dir, file))
-	if err != nil {
-		return Untrusted
-	}
-	hash, path, _ := strings.Cut(strings.TrimSpace(string(rec)), " ")
-	if path != file {
+	hash, _, _, ok := readTrust(dir, file)
+	if !ok {
 		return Untrusted
 	}
 	if hash != ContentHash(data) {
@@ -252,12 +339,13 @@ func CheckTrust(dir, file string, data []byte) TrustStatus {
 	return Trusted
 }
 
-// Trust records that file (absolute), with content data, may be used.
+// Trust records that file (absolute), with content data, may be used; the
+// content is kept with the record (see trustFile).
 func Trust(dir, file string, data []byte) error {
 	if dir == "" {
 		return errors.New("no config directory to record trust in (set HOME or XDG_CONFIG_HOME)")
 	}
-	return WriteFileAtomic(trustFile(dir, file), []byte(ContentHash(data)+" "+file+"\n"), 0o600)
+	return WriteFileAtomic(trustFile(dir, file), append([]byte(ContentHash(data)+" "+file+"\n"), data...), 0o600)
 }
 
 // Revoke forgets file's trust; it reports whether there was any.

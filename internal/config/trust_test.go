@@ -1,0 +1,163 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A trusted .airlock.yaml that the sandbox changes, removes or replaces by
+// something else keeps the deny rules of the version the user trusted:
+// touching the file must never remove a deny.
+func TestTrustFailsClosed(t *testing.T) {
+	trusted := "limits: {memory: 5g}\nnetwork:\n  allow_hosts: [repo.com]\n  deny_hosts: [evil.com]\nhostexec: {auto_deny: ['^rm ']}\n"
+	for name, tc := range map[string]struct {
+		change func(t *testing.T, repo string)
+		warn   string
+	}{
+		"an appended comment keeps the trusted denies": {
+			change: func(t *testing.T, repo string) { write(t, repo, trusted+"# hi\n") },
+			warn:   "changed since you trusted it",
+		},
+		"a rewrite without the deny keeps it": {
+			change: func(t *testing.T, repo string) { write(t, repo, "network: {allow_hosts: [evil.com]}\n") },
+			warn:   "changed since you trusted it",
+		},
+		"a removed file keeps its denies": {
+			change: func(t *testing.T, repo string) { os.Remove(repo) },
+			warn:   "is gone",
+		},
+		"a FIFO in its place keeps them and does not block": {
+			change: func(t *testing.T, repo string) {
+				os.Remove(repo)
+				if err := syscall.Mkfifo(repo, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			},
+			warn: "a FIFO",
+		},
+		"a symbolic link in its place keeps them": {
+			change: func(t *testing.T, repo string) {
+				other := filepath.Join(filepath.Dir(repo), "other.yaml")
+				write(t, other, trusted)
+				os.Remove(repo)
+				os.Symlink(other, repo)
+			},
+			warn: "a symbolic link",
+		},
+		"a directory in its place keeps them": {
+			change: func(t *testing.T, repo string) { os.Remove(repo); os.Mkdir(repo, 0o755) },
+			warn:   "a directory",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir, project, ws := tree(t)
+			repo := filepath.Join(project, RepoFileName)
+			write(t, repo, trusted)
+			if err := Trust(dir, repo, []byte(trusted)); err != nil {
+				t.Fatal(err)
+			}
+			// Positive control: trusted, the whole file applies.
+			l, err := Load(Options{Workspace: ws, Dir: dir})
+			if err != nil || l.Spec.Limits.MemoryBytes != 5<<30 || !reflect.DeepEqual(l.Spec.Network.AllowHosts, []string{"repo.com"}) {
+				t.Fatalf("trusted: %+v, %v; want the whole file", l, err)
+			}
+			tc.change(t, repo)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				l, err = Load(Options{Workspace: ws, Dir: dir})
+			}()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("Load blocked")
+			}
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			if !reflect.DeepEqual(l.Spec.Network.DenyHosts, []string{"evil.com"}) || !reflect.DeepEqual(l.Spec.HostExec.AutoDeny, []string{"^rm "}) {
+				t.Errorf("deny_hosts %q, auto_deny %q: want the trusted version's", l.Spec.Network.DenyHosts, l.Spec.HostExec.AutoDeny)
+			}
+			if len(l.Spec.Network.AllowHosts) != 0 || l.Spec.Limits.MemoryBytes == 5<<30 {
+				t.Errorf("allow_hosts %q, memory %d: want nothing but the denies of the trusted version", l.Spec.Network.AllowHosts, l.Spec.Limits.MemoryBytes)
+			}
+			if len(l.Warnings) != 1 || !strings.Contains(l.Warnings[0], tc.warn) || !strings.Contains(l.Warnings[0], "deny rules as last trusted") {
+				t.Errorf("warnings %q: want one saying %q and that the trusted denies apply", l.Warnings, tc.warn)
+			}
+		})
+	}
+}
+
+// Trust recorded by an older airlock kept no copy of the content: a
+// changed file then stops the run, naming what to do, rather than lose
+// its denies.
+func TestTrustWithoutACopyStopsTheRun(t *testing.T) {
+	dir, project, ws := tree(t)
+	repo := filepath.Join(project, RepoFileName)
+	old := "network: {deny_hosts: [evil.com]}\n"
+	write(t, repo, old)
+	write(t, trustFile(dir, repo), ContentHash([]byte(old))+" "+repo+"\n")
+	if l, err := Load(Options{Workspace: ws, Dir: dir}); err != nil || !reflect.DeepEqual(l.Spec.Network.DenyHosts, []string{"evil.com"}) {
+		t.Fatalf("unchanged under an old record: %+v, %v; want it trusted", l, err)
+	}
+	write(t, repo, old+"# changed\n")
+	_, err := Load(Options{Workspace: ws, Dir: dir})
+	if err == nil || !strings.Contains(err.Error(), "no copy of the version you trusted") || !strings.Contains(err.Error(), "airlock trust "+project) {
+		t.Errorf("Load = %v; want the run stopped with the reason", err)
+	}
+}
+
+// An untrusted FIFO or link named .airlock.yaml is ignored with one line,
+// at once.
+func TestUntrustedSpecialRepoFileIsIgnored(t *testing.T) {
+	dir, project, ws := tree(t)
+	repo := filepath.Join(project, RepoFileName)
+	if err := syscall.Mkfifo(repo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Load(Options{Workspace: ws, Dir: dir})
+	if err != nil || len(l.Warnings) != 1 || !strings.Contains(l.Warnings[0], "a FIFO, not a config file; ignored") {
+		t.Errorf("Load = %+v, %v; want a one-line warning", l, err)
+	}
+}
+
+func TestReadRegular(t *testing.T) {
+	d := t.TempDir()
+	file := filepath.Join(d, "f")
+	write(t, file, "hello")
+	fifo := filepath.Join(d, "fifo")
+	syscall.Mkfifo(fifo, 0o644)
+	link := filepath.Join(d, "link")
+	os.Symlink(file, link)
+	for name, tc := range map[string]struct {
+		path string
+		max  int64
+		want error
+	}{
+		"a regular file is read":          {path: file, max: 5},
+		"a FIFO is refused without block": {path: fifo, max: 5, want: ErrNotRegular},
+		"a link is refused":               {path: link, max: 5, want: ErrNotRegular},
+		"a directory is refused":          {path: d, max: 5, want: ErrNotRegular},
+		"a missing file is not exist":     {path: filepath.Join(d, "no"), max: 5, want: os.ErrNotExist},
+		"/dev/zero is refused":            {path: "/dev/zero", max: 5, want: ErrNotRegular},
+	} {
+		t.Run(name, func(t *testing.T) {
+			b, err := ReadRegular(tc.path, tc.max)
+			if tc.want == nil && (err != nil || string(b) != "hello") {
+				t.Errorf("ReadRegular(%s) = %q, %v", tc.path, b, err)
+			}
+			if tc.want != nil && !errors.Is(err, tc.want) {
+				t.Errorf("ReadRegular(%s) = %v, want %v", tc.path, err, tc.want)
+			}
+		})
+	}
+	if _, err := ReadRegular(file, 4); err == nil || !strings.Contains(err.Error(), "larger than 4 bytes") {
+		t.Errorf("ReadRegular of a larger file = %v, want an error", err)
+	}
+}
