@@ -45,8 +45,40 @@ func DataDir() (string, error) {
 // GlobalFile is the global config file in dir (see Dir).
 func GlobalFile(dir string) string { return filepath.Join(dir, "config.yaml") }
 
-// ProjectDir is the project a workspace belongs to: the git repository
-// containing it, else the workspace itself. ws is absolute.
+// ProjectOf is the project workspace ws (absolute, symlinks resolved)
+// belongs to, as recorded in airlock's config dir (dir) when the workspace
+// was first used: ProjectDir then. The sandbox can write the workspace, so
+// what is in it now cannot say which project it is: a .git made (or
+// removed) in a workspace that is a repository's subdirectory would
+// otherwise turn the next run into another project, out of reach of the
+// repository's project file and its denies. The config dir is out of the
+// sandbox's reach. Without a config dir there are no project files, trust
+// or saved decisions to lose, and ProjectDir answers. A record that cannot
+// be written is retried at the next use.
+func ProjectOf(dir, ws string) string {
+	if dir == "" {
+		return ProjectDir(ws)
+	}
+	rec := projectRecord(dir, ws)
+	if b, err := ReadRegular(rec, 16<<10); err == nil {
+		if p, w, ok := strings.Cut(strings.TrimSuffix(string(b), "\n"), "\n"); ok && w == ws && filepath.IsAbs(p) {
+			return p
+		}
+	}
+	p := ProjectDir(ws)
+	_ = WriteFileAtomic(rec, []byte(p+"\n"+ws+"\n"), 0o600) // best effort: see above
+	return p
+}
+
+// projectRecord is where ProjectOf records the project of ws.
+func projectRecord(dir, ws string) string {
+	sum := sha256.Sum256([]byte(ws))
+	return filepath.Join(dir, "projects", "workspaces", hex.EncodeToString(sum[:16]))
+}
+
+// ProjectDir is the project a workspace would belong to by what is there
+// now: the git repository containing it, else the workspace itself. ws is
+// absolute. Callers want ProjectOf, which records this at first use.
 func ProjectDir(ws string) string {
 	for d := ws; ; d = filepath.Dir(d) {
 		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
@@ -145,9 +177,14 @@ type Loaded struct {
 // global file, the project file, a trusted .airlock.yaml, o.Flags. A missing
 // config dir or file is no error: a user without one gets the defaults.
 func Load(o Options) (*Loaded, error) {
-	r := &Loaded{Project: ProjectDir(o.Workspace), Dir: o.Dir}
+	r := &Loaded{Dir: o.Dir}
 	if r.Dir == "" {
 		r.Dir, _ = Dir()
+	}
+	if o.NoFiles {
+		r.Project = ProjectDir(o.Workspace)
+	} else {
+		r.Project = ProjectOf(r.Dir, o.Workspace)
 	}
 	layers := []*Layer{Defaults()}
 	add := func(path string, src Source) error {

@@ -161,3 +161,35 @@ func TestReadRegular(t *testing.T) {
 		t.Errorf("ReadRegular of a larger file = %v, want an error", err)
 	}
 }
+
+// The project is found where the sandbox cannot change it: a .git made in
+// a workspace that is a repository's subdirectory does not turn the next
+// run into another project, so the repository's project file still holds.
+func TestProjectCannotBeRehomed(t *testing.T) {
+	dir, project, ws := tree(t)
+	write(t, ProjectFile(dir, project), "network: {deny_hosts: [evil.com]}\n")
+	l, err := Load(Options{Workspace: ws, Dir: dir})
+	if err != nil || l.Project != project || !reflect.DeepEqual(l.Spec.Network.DenyHosts, []string{"evil.com"}) {
+		t.Fatalf("first use: %+v, %v; want the repository's project and its deny", l, err)
+	}
+	// What a sandbox in ws can do: make a .git of any kind there.
+	for _, plant := range []func(){
+		func() { os.Mkdir(filepath.Join(ws, ".git"), 0o755) },
+		func() { os.RemoveAll(filepath.Join(ws, ".git")); write(t, filepath.Join(ws, ".git"), "gitdir: /tmp/x\n") },
+	} {
+		plant()
+		l, err = Load(Options{Workspace: ws, Dir: dir})
+		if err != nil || l.Project != project || !reflect.DeepEqual(l.Spec.Network.DenyHosts, []string{"evil.com"}) {
+			t.Errorf("after a planted .git: project %q, deny_hosts %q, %v; want %s and evil.com", l.Project, l.Spec.Network.DenyHosts, err, project)
+		}
+	}
+	// Positive control: a repository first used as such is its own project.
+	nested := filepath.Join(project, "nested")
+	os.MkdirAll(filepath.Join(nested, ".git"), 0o755)
+	if got := ProjectOf(dir, nested); got != nested {
+		t.Errorf("ProjectOf(%s) = %s, want the nested repository itself", nested, got)
+	}
+	if got := ProjectOf(dir, ws); got != project {
+		t.Errorf("ProjectOf(%s) = %s after other workspaces, want %s", ws, got, project)
+	}
+}
