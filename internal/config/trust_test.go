@@ -175,7 +175,10 @@ func TestProjectCannotBeRehomed(t *testing.T) {
 	// What a sandbox in ws can do: make a .git of any kind there.
 	for _, plant := range []func(){
 		func() { os.Mkdir(filepath.Join(ws, ".git"), 0o755) },
-		func() { os.RemoveAll(filepath.Join(ws, ".git")); write(t, filepath.Join(ws, ".git"), "gitdir: /tmp/x\n") },
+		func() {
+			os.RemoveAll(filepath.Join(ws, ".git"))
+			write(t, filepath.Join(ws, ".git"), "gitdir: /tmp/x\n")
+		},
 	} {
 		plant()
 		l, err = Load(Options{Workspace: ws, Dir: dir})
