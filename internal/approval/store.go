@@ -116,6 +116,9 @@ func (s *Store) Add(r Rule) (Rule, error) {
 	if err := validRule(&r); err != nil {
 		return Rule{}, fmt.Errorf("approval: save %s: %w", r.Host, err)
 	}
+	if err := checkRule(r.Host, r.Allow); err != nil {
+		return Rule{}, fmt.Errorf("approval: save: %w", err)
+	}
 	err := s.update(func(rules []Rule) ([]Rule, error) {
 		out := rules[:0]
 		for _, o := range rules {

@@ -109,6 +109,8 @@ func TestParseFlagErrors(t *testing.T) {
 		{"an unknown option is named", "TOKEN@x.com:bdy", `unknown option "bdy"`},
 		{"a URL is refused", "TOKEN@https://x.com/v1", "a URL after '@'"},
 		{"a wildcard over a top-level domain is refused", "TOKEN@*.com", "every host under a top-level domain"},
+		{"a wildcard over a public suffix is refused", "TOKEN@*.workers.dev", "every host under a public suffix"},
+		{"a wildcard over an ICANN second-level suffix is refused", "TOKEN@*.co.uk", "every host under a public suffix"},
 		{"a wildcard inside a name is refused", "TOKEN@a.*.com", "whole leading label"},
 		{"a path is refused", "TOKEN@x.com/v1", "a path"},
 		{"a numeric last label is refused", "TOKEN@127.1", "numeric last label"},
