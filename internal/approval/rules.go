@@ -187,6 +187,24 @@ func (m *Matcher) Rule(host string, port uint16) (Rule, bool) {
 	return *r, true
 }
 
+// HostRules are the rules in force at now as policy host rules: expired
+// ones left out, and allows over a public suffix (saved before they were
+// refused) too, so that what remains always makes a valid policy.
+func HostRules(rules []Rule, now time.Time) (allow, deny []string) {
+	for i := range rules {
+		r := &rules[i]
+		if expired(r, now) || checkRule(r.Host, r.Allow) != nil {
+			continue
+		}
+		if r.Allow {
+			allow = append(allow, r.Host)
+		} else {
+			deny = append(deny, r.Host)
+		}
+	}
+	return allow, deny
+}
+
 func expired(r *Rule, now time.Time) bool {
 	return !r.Expires.IsZero() && !now.Before(r.Expires)
 }

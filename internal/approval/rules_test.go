@@ -256,6 +256,9 @@ func TestAllowsOverAPublicSuffixHoldNowhere(t *testing.T) {
 	if d, ok := Match(rules, "x.github.io", 443, now); !ok || d.Allow {
 		t.Errorf("Match(x.github.io) = %+v, %v; want the broad deny", d, ok)
 	}
+	if allow, deny := HostRules(rules, now); len(allow) != 0 || len(deny) != 1 {
+		t.Errorf("HostRules = %q, %q; want no allow and the deny", allow, deny)
+	}
 	s, err := OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

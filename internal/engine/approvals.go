@@ -118,18 +118,7 @@ func (s *Sandbox) applyRules() error {
 	if s.eg == nil {
 		return nil
 	}
-	var allow, deny []string
-	now := time.Now()
-	for _, r := range s.rules() {
-		if !r.Expires.IsZero() && now.After(r.Expires) {
-			continue
-		}
-		if r.Allow {
-			allow = append(allow, r.Host)
-		} else {
-			deny = append(deny, r.Host)
-		}
-	}
+	allow, deny := approval.HostRules(s.rules(), time.Now())
 	return s.eg.SetRules(allow, deny)
 }
 
