@@ -234,7 +234,71 @@ func Load(o Options) (*Loaded, error) {
 		return nil, err
 	}
 	r.Spec.Workspace.Path = o.Workspace
+	if err := r.checkReadPaths(); err != nil {
+		return nil, err
+	}
 	return r, nil
+}
+
+// checkReadPaths refuses files airlock reads at start to decide what a
+// sandbox may do (a decisions file's allows, a CA it trusts upstream) in
+// a place the sandbox can write: the workspace, the project, a writable
+// mount, a kept home. A run could then rewrite what the next one obeys; a
+// trusted .airlock.yaml naming .airlock/decisions.yaml is the sandbox's to
+// rewrite. A config file naming one is an error; a flag, a warning (the
+// user typed it, now).
+func (r *Loaded) checkReadPaths() error {
+	writable := append([]string{r.Spec.Workspace.Path, r.Project, r.Spec.Home}, r.Spec.RW...)
+	for key, p := range map[string]string{"approvals.decisions": r.Spec.Approvals.Decisions, "network.upstream_ca": r.Spec.Network.UpstreamCA} {
+		if p == "" {
+			continue
+		}
+		in := writableBy(p, writable)
+		if in == "" {
+			continue
+		}
+		var o Origin
+		if ors := r.Origins[key]; len(ors) > 0 {
+			o = ors[0]
+		}
+		msg := fmt.Sprintf("%s is inside %s, which the sandbox can write, so a run could change what the next one obeys: keep the file where no sandbox writes (e.g. in %s) and name it by its absolute path", p, in, DisplayPath(r.Dir))
+		if o.Source == SourceFlag || o.File == "" {
+			r.Warnings = append(r.Warnings, fmt.Sprintf("%s: %s", o, msg))
+			continue
+		}
+		return &Error{File: strings.TrimSuffix(o.File, " (as last trusted)"), Line: o.Line, Key: key, Msg: msg}
+	}
+	return nil
+}
+
+// writableBy returns the directory of dirs that p (as named, or where its
+// links lead) is in, or "".
+func writableBy(p string, dirs []string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return ""
+	}
+	paths := []string{abs}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		paths = append(paths, real)
+	}
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		ds := []string{d}
+		if real, err := filepath.EvalSymlinks(d); err == nil && real != d {
+			ds = append(ds, real)
+		}
+		for _, d := range ds {
+			for _, q := range paths {
+				if q == d || strings.HasPrefix(q, d+string(filepath.Separator)) {
+					return d
+				}
+			}
+		}
+	}
+	return ""
 }
 
 // repoLayer is what a repository's .airlock.yaml (file) adds: the whole

@@ -196,3 +196,45 @@ func TestProjectCannotBeRehomed(t *testing.T) {
 		t.Errorf("ProjectOf(%s) = %s after other workspaces, want %s", ws, got, project)
 	}
 }
+
+// Files a config names that airlock reads to decide what a sandbox may do
+// must be where no sandbox writes: a trusted .airlock.yaml naming a
+// decisions file by a relative path names the sandbox's own file.
+func TestReadFilesOutOfTheSandboxsReach(t *testing.T) {
+	dir, project, ws := tree(t)
+	outside := filepath.Join(dir, "decisions.yaml")
+	write(t, outside, "version: 1\n")
+	for name, tc := range map[string]struct {
+		text, want string // want: "" accepted, else in the error
+	}{
+		"a relative decisions file is the sandbox's":         {"approvals: {mode: ask, decisions: .airlock/decisions.yaml}\n", "approvals.decisions: " + filepath.Join(project, ".airlock/decisions.yaml") + " is inside"},
+		"an absolute one in the workspace is too":            {"approvals: {decisions: " + filepath.Join(ws, "d.yaml") + "}\n", "is inside " + ws},
+		"a relative upstream CA is the sandbox's":            {"network: {upstream_ca: ca.pem}\n", "network.upstream_ca: " + filepath.Join(project, "ca.pem") + " is inside"},
+		"a decisions file in the config dir is fine":         {"approvals: {decisions: " + outside + "}\n", ""},
+		"a link out of the workspace is still the sandbox's": {"approvals: {decisions: " + filepath.Join(project, "link.yaml") + "}\n", "is inside " + project},
+	} {
+		t.Run(name, func(t *testing.T) {
+			os.Symlink(outside, filepath.Join(project, "link.yaml"))
+			repo := filepath.Join(project, RepoFileName)
+			write(t, repo, tc.text)
+			if err := Trust(dir, repo, []byte(tc.text)); err != nil {
+				t.Fatal(err)
+			}
+			l, err := Load(Options{Workspace: ws, Dir: dir})
+			if tc.want == "" && err != nil {
+				t.Errorf("Load = %v, want accepted", err)
+			}
+			if tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), RepoFileName+":1")) {
+				t.Errorf("Load = %+v, %v; want an error naming the rule and containing %q", l, err, tc.want)
+			}
+		})
+	}
+	// A flag naming one is the user's own choice, made now: a warning.
+	flags := NewLayer(SourceFlag, "")
+	flags.SetFlag("approvals.decisions", "--decisions", []string{filepath.Join(ws, "d.yaml")})
+	os.Remove(filepath.Join(project, RepoFileName))
+	l, err := Load(Options{Workspace: ws, Dir: dir, Flags: flags})
+	if err != nil || len(l.Warnings) == 0 || !strings.Contains(l.Warnings[len(l.Warnings)-1], "flag --decisions") {
+		t.Errorf("Load with --decisions in the workspace = %+v, %v; want a warning", l, err)
+	}
+}

@@ -4,8 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -182,17 +181,15 @@ func newAsker(s *Sandbox, c config.Approvals, nobody bool) (_ *asker, err error)
 
 // readDecisions reads a prepared decisions file: its rules hold for the session.
 func readDecisions(path string) ([]approval.Rule, error) {
-	f, err := os.Open(path)
+	// The user's file (links followed), read as a regular file only: a
+	// FIFO must not hang the start.
+	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return nil, fmt.Errorf("--decisions: %w", err)
 	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxDecisionsFile+1))
+	b, err := config.ReadRegular(real, maxDecisionsFile)
 	if err != nil {
 		return nil, fmt.Errorf("--decisions: %w", err)
-	}
-	if len(b) > maxDecisionsFile {
-		return nil, fmt.Errorf("--decisions %s: larger than 1 MiB", path)
 	}
 	rules, err := approval.ParseRules(path, b)
 	if err != nil {
