@@ -61,6 +61,11 @@ func TestSavedDecisionsHoldInEveryRun(t *testing.T) {
 		if r := e.run(append(flags("--"), "sh", "-c", get("config-deny"))...); r.code == 0 || saw("config-deny") {
 			t.Errorf("a saved wildcard deny against the config's allow: %v", r)
 		}
+		// A run that reads no config file (how an MCP server's own sandbox
+		// is started) obeys saved decisions too.
+		if r := e.run(append(flags("--no-config-files", "--allow-host", "example.com", "--"), "sh", "-c", get("noconfig-deny"))...); r.code == 0 || saw("noconfig-deny") {
+			t.Errorf("a saved deny in a run without config files: %v", r)
+		}
 		// A project's saved deny holds in that project's runs.
 		saveDecisions(t, e, "host: example.com, decision: deny, scope: project, project: "+e.ws)
 		if r := e.run(append(flags("--"), "sh", "-c", get("project-deny"))...); r.code == 0 || saw("project-deny") {
