@@ -269,4 +269,13 @@ func TestAllowsOverAPublicSuffixHoldNowhere(t *testing.T) {
 	if _, err := s.Add(Rule{Host: "*.workers.dev", Allow: false, Scope: Global}); err != nil {
 		t.Errorf("Add(deny *.workers.dev) = %v, want saved", err)
 	}
+	// The Store's file still loads with an old broad allow in it (its denies
+	// matter); a prepared decisions file with one is refused, naming it.
+	file := "version: 1\ndecisions:\n  - {host: '*.workers.dev', decision: allow, scope: global}\n  - {host: evil.com, decision: deny, scope: global}\n"
+	if rules, err := parseRules("decisions.yaml", []byte(file), true); err != nil || len(rules) != 2 {
+		t.Errorf("the Store's file with an old broad allow = %v, %v; want it read", rules, err)
+	}
+	if _, err := ParseRules("prepared.yaml", []byte(file)); err == nil || !strings.Contains(err.Error(), "prepared.yaml:3") || !strings.Contains(err.Error(), "public suffix") {
+		t.Errorf("ParseRules(a prepared broad allow) = %v, want refused naming the line", err)
+	}
 }
