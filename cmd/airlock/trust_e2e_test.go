@@ -52,9 +52,14 @@ func TestTrustFailsClosed(t *testing.T) {
 		{"link", "echo 'env: [A=1]' > other.yaml; rm -f .airlock.yaml; ln -s other.yaml .airlock.yaml", "a symbolic link"},
 		{"fifo", "rm -f .airlock.yaml; mkfifo .airlock.yaml", "a FIFO"},
 	} {
-		// The sandbox itself makes the change (bind mode: it lands).
+		// The sandbox itself makes the change (bind mode: it lands); where
+		// its file system cannot make a FIFO (a VM's shared directory), the
+		// host makes the same change.
 		if r := run(c.change); r.code != 0 {
-			t.Fatalf("%s: the sandbox's change: %v", c.name, r)
+			t.Logf("%s: the sandbox could not make the change (%v); the host makes it", c.name, r)
+			if out, err := exec.Command("sh", "-c", "cd "+e.ws+" && "+c.change).CombinedOutput(); err != nil {
+				t.Fatalf("%s: %v %s", c.name, err, out)
+			}
 		}
 		path := "after-" + strings.ReplaceAll(c.name, " ", "-")
 		r := run(get(path))
