@@ -120,6 +120,31 @@ func TestProjectCannotBeRehomed(t *testing.T) {
 	if r := run("curl -fsS --max-time 20 https://example.com/rehome-after"); r.code == 0 || saw("rehome-after") {
 		t.Errorf("after a .git made inside, the project file's deny was dropped: %v", r)
 	}
+	// A sandbox of the whole repository plants a .git in a directory not
+	// yet used as a workspace; its first use still keeps the repository's
+	// denies (those of an enclosing repository hold), and its saved
+	// project denies too.
+	top := e.cmd(append(u.flags("--"), "sh", "-c", "mkdir -p sub2 && git init -q sub2")...)
+	top.Dir = repoDir
+	if r := e.runCmd(top); r.code != 0 {
+		t.Fatalf("the sandbox's nested repository: %v", r)
+	}
+	sub2 := func(path string) result {
+		c := e.cmd(append(u.flags("--allow-host", "example.com", "--"), "sh", "-c", "curl -fsS --max-time 20 https://example.com/"+path)...)
+		c.Dir = filepath.Join(repoDir, "sub2")
+		return e.runCmd(c)
+	}
+	if r := sub2("rehome-nested"); r.code == 0 || saw("rehome-nested") {
+		t.Errorf("a nested repository the sandbox made escapes the project file's deny: %v", r)
+	}
+	os.Remove(pf)
+	if r := sub2("rehome-nested-control"); r.code != 0 || !saw("rehome-nested-control") {
+		t.Fatalf("control: without the project file the nested workspace reaches the host: %v", r)
+	}
+	saveDecisions(t, e, "host: example.com, decision: deny, scope: project, project: "+repoDir)
+	if r := sub2("rehome-nested-saved"); r.code == 0 || saw("rehome-nested-saved") {
+		t.Errorf("a nested repository the sandbox made escapes the project's saved deny: %v", r)
+	}
 }
 
 // TestTrustedFileCannotNameASandboxFile: a trusted .airlock.yaml naming a

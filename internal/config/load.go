@@ -204,6 +204,9 @@ func Load(o Options) (*Loaded, error) {
 		if err := add(GlobalFile(r.Dir), SourceGlobal); err != nil {
 			return nil, err
 		}
+		if err := r.enclosingDenies(&layers); err != nil {
+			return nil, err
+		}
 		pf := ProjectFile(r.Dir, r.Project)
 		if err := add(pf, SourceProject); err != nil {
 			return nil, err
@@ -238,6 +241,53 @@ func Load(o Options) (*Loaded, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// EnclosingRepos are the git repositories above project, outermost first:
+// a repository nested in another (a clone inside a monorepo, or a .git a
+// sandbox made before the workspace was first used) is still inside them.
+func EnclosingRepos(project string) []string {
+	var out []string
+	for d := filepath.Dir(project); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
+			out = append([]string{d}, out...)
+		}
+		if d == filepath.Dir(d) {
+			return out
+		}
+	}
+}
+
+// enclosingDenies adds the deny rules of every repository enclosing the
+// project (its project file's, its trusted .airlock.yaml's): only denies,
+// which narrow, so a nested project never escapes the one it is in.
+func (r *Loaded) enclosingDenies(layers *[]*Layer) error {
+	for _, a := range EnclosingRepos(r.Project) {
+		pf := ProjectFile(r.Dir, a)
+		l, err := ReadFile(pf, SourceProject)
+		if err != nil && !errors.Is(err, fs.ErrPermission) {
+			return err
+		}
+		rl, warn, err := repoLayer(r.Dir, filepath.Join(a, RepoFileName))
+		if err != nil {
+			return err
+		}
+		for _, l := range []*Layer{l, rl} {
+			if l == nil {
+				continue
+			}
+			l.keepOnly(denyKeys)
+			if len(l.vals) == 0 {
+				continue
+			}
+			r.Files = append(r.Files, l.File+" (its denies: "+a+" encloses the project)")
+			*layers = append(*layers, l)
+		}
+		if rl != nil && warn != "" {
+			r.Warnings = append(r.Warnings, warn)
+		}
+	}
+	return nil
 }
 
 // checkReadPaths refuses files airlock reads at start to decide what a

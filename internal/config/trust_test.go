@@ -238,3 +238,32 @@ func TestReadFilesOutOfTheSandboxsReach(t *testing.T) {
 		t.Errorf("Load with --decisions in the workspace = %+v, %v; want a warning", l, err)
 	}
 }
+
+// A project inside another repository (a nested clone, or a .git a
+// sandbox made before the workspace was first used) keeps the enclosing
+// repository's denies, from its project file and its trusted
+// .airlock.yaml; never its allows.
+func TestEnclosingRepositoriesDeniesHold(t *testing.T) {
+	dir, project, ws := tree(t)
+	os.MkdirAll(filepath.Join(ws, ".git"), 0o755) // first use sees a repository of its own
+	write(t, ProjectFile(dir, project), "network: {deny_hosts: [evil.com], allow_hosts: [wide.com]}\n")
+	repo := filepath.Join(project, RepoFileName)
+	text := "network: {deny_hosts: [evil2.com], allow_hosts: [wide2.com]}\nhostexec: {auto_deny: ['^rm ']}\n"
+	write(t, repo, text)
+	Trust(dir, repo, []byte(text))
+	l, err := Load(Options{Workspace: ws, Dir: dir})
+	if err != nil || l.Project != ws {
+		t.Fatalf("Load = %+v, %v; want the nested repository as the project", l, err)
+	}
+	if !reflect.DeepEqual(l.Spec.Network.DenyHosts, []string{"evil.com", "evil2.com"}) || !reflect.DeepEqual(l.Spec.HostExec.AutoDeny, []string{"^rm "}) {
+		t.Errorf("deny_hosts %q, auto_deny %q: want the enclosing repository's", l.Spec.Network.DenyHosts, l.Spec.HostExec.AutoDeny)
+	}
+	if len(l.Spec.Network.AllowHosts) != 0 {
+		t.Errorf("allow_hosts %q: an enclosing repository's allows do not carry", l.Spec.Network.AllowHosts)
+	}
+	// Positive control: the enclosing repository's own runs get all of it.
+	l, _ = Load(Options{Workspace: project, Dir: dir})
+	if !reflect.DeepEqual(l.Spec.Network.AllowHosts, []string{"wide.com", "wide2.com"}) {
+		t.Errorf("the enclosing repository's own allow_hosts = %q", l.Spec.Network.AllowHosts)
+	}
+}

@@ -34,7 +34,10 @@ const (
 type saved struct {
 	store   *approval.Store // nil without a config dir
 	project string
-	stop    context.CancelFunc
+	// enclosing are the repositories around the project, whose saved
+	// project denies hold here too (config.EnclosingRepos).
+	enclosing []string
+	stop      context.CancelFunc
 
 	mu   sync.Mutex
 	seen map[string]approval.Rule // the saved rules last seen, to notice revokes
@@ -49,18 +52,28 @@ func openSaved(ws string) (*saved, error) {
 		return &saved{project: config.ProjectDir(ws)}, nil
 	}
 	v := &saved{project: config.ProjectOf(dir, ws)}
+	v.enclosing = config.EnclosingRepos(v.project)
 	if v.store, err = approval.OpenStore(dir); err != nil {
 		return nil, err
 	}
 	return v, nil
 }
 
-// rules are the saved rules in force for the project.
+// rules are the saved rules in force for the project: the global ones,
+// the project's, and the project denies of the repositories around it.
 func (v *saved) rules() []approval.Rule {
 	if v == nil || v.store == nil {
 		return nil
 	}
-	return v.store.Rules(v.project)
+	out := v.store.Rules(v.project)
+	for _, a := range v.enclosing {
+		for _, r := range v.store.Rules(a) {
+			if r.Scope == approval.Project && !r.Allow {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
 }
 
 // admits reports whether some saved rule allows a host: the sandbox then
