@@ -133,7 +133,7 @@ func agentRun(c *cobra.Command, o *runOptions, ao *agentOptions, name string, ar
 	if err != nil {
 		return err
 	}
-	project := config.ProjectDir(sc.Workspace.Path)
+	project := projectOf(sc.Workspace.Path)
 	var resume string
 	if ao.resume != "" {
 		s, err := findSession(p.Name, project, ao.resume)

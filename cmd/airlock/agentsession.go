@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/airlock-dev/airlock/internal/agents"
-	"github.com/airlock-dev/airlock/internal/config"
 )
 
 // agentSession is one agent session airlock saw end, kept so it can be
@@ -206,7 +205,7 @@ airlock agent run NAME --resume ID.`,
 				if err != nil {
 					return err
 				}
-				project = config.ProjectDir(ws)
+				project = projectOf(ws)
 			}
 			var ss []agentSession
 			for _, n := range names {

@@ -121,7 +121,7 @@ func configEdit(wsFlag string) error {
 	if err != nil {
 		return errNoConfigDir
 	}
-	project := config.ProjectDir(ws)
+	project := config.ProjectOf(dir, ws)
 	path := config.ProjectFile(dir, project)
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		if err := config.WriteFileAtomic(path, config.ProjectTemplate(project), 0o600); err != nil {
@@ -192,7 +192,7 @@ func trust(d string, revoke bool, w io.Writer) error {
 	}
 	file := filepath.Join(dir, config.RepoFileName)
 	if _, err := os.Lstat(file); err != nil {
-		if p := filepath.Join(config.ProjectDir(dir), config.RepoFileName); p != file {
+		if p := filepath.Join(projectOf(dir), config.RepoFileName); p != file {
 			if _, err := os.Lstat(p); err == nil {
 				file = p
 			}
@@ -214,12 +214,15 @@ func trust(d string, revoke bool, w io.Writer) error {
 		}
 		return nil
 	}
-	if st, err := os.Lstat(file); err != nil {
+	if _, err := os.Lstat(file); err != nil {
 		return fmt.Errorf("no %s in %s: nothing to trust", config.RepoFileName, dir)
-	} else if !st.Mode().IsRegular() {
+	}
+	// Read as config reads it: a regular file only, never blocking on a
+	// FIFO the sandbox put there, never through a link.
+	data, err := config.ReadRegular(file, config.MaxFileSize)
+	if errors.Is(err, config.ErrNotRegular) {
 		return fmt.Errorf("%s is not a regular file: it cannot be trusted", file)
 	}
-	data, err := os.ReadFile(file)
 	if err != nil {
 		return err
 	}
@@ -250,4 +253,11 @@ func printable(b []byte) string {
 		}
 		return '?'
 	}, string(b))
+}
+
+// projectOf is the project of workspace ws, as config.ProjectOf records it
+// in the user's config dir.
+func projectOf(ws string) string {
+	dir, _ := config.Dir()
+	return config.ProjectOf(dir, ws)
 }

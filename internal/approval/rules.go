@@ -3,6 +3,7 @@ package approval
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -19,11 +20,11 @@ import (
 //
 // Wildcard gives "*." + the parent domain, one label plus the apex: for
 // api.example.com the rule *.example.com; for example.com itself
-// *.example.com. A wildcard never covers a whole TLD or a public suffix
-// such as co.uk (a short built-in list; there is no public suffix list
-// here): when the parent would be one, the host itself is the apex
-// (foo.co.uk gives *.foo.co.uk), and a single-label name or an IP address
-// falls back to the exact rule. Scope and Expires come from d; Project is
+// *.example.com. A wildcard never covers a public suffix (the Public
+// Suffix List's, private section included: co.uk, workers.dev, github.io):
+// when the parent would be one, the host itself is the apex (foo.co.uk
+// gives *.foo.co.uk), and a single-label name, a suffix itself or an IP
+// address falls back to the exact rule. Scope and Expires come from d; Project is
 // set for Project scope only. The ID is fresh and random (r- and 8 hex).
 func RuleFor(r Request, d Decision, project string, now time.Time) Rule {
 	host, port := r.Host, r.Port
@@ -69,41 +70,22 @@ func NewRuleID() string {
 }
 
 // wildcard returns the pattern for "this host's siblings": *. + parent,
-// or *. + n when the parent is a TLD or public suffix, or n alone when n
-// has a single label.
+// or *. + n when the parent is a public suffix, or n alone when n is one
+// itself or has a single label. Public suffixes are the Public Suffix
+// List's, its private section included (see policy.SpansPublicSuffix):
+// abc.workers.dev gives *.abc.workers.dev, never *.workers.dev, where
+// anyone can host.
 func wildcard(n string) string {
 	labels := strings.Split(n, ".")
 	switch {
 	case len(labels) < 2:
 		return n
-	case len(labels) == 2 || publicSuffix(strings.Join(labels[1:], ".")):
-		if publicSuffix(n) {
-			return n // the host is itself a suffix (co.uk): never a wildcard over it
-		}
+	case !policy.SpansPublicSuffix(strings.Join(labels[1:], ".")):
+		return "*." + strings.Join(labels[1:], ".")
+	case !policy.SpansPublicSuffix(n):
 		return "*." + n
 	}
-	return "*." + strings.Join(labels[1:], ".")
-}
-
-// secondLevel are second-level labels registries sell names under
-// (example.co.uk, example.com.au): with a two-letter country TLD they are
-// treated as public suffixes.
-var secondLevel = map[string]bool{
-	"co": true, "com": true, "net": true, "org": true, "gov": true, "edu": true,
-	"ac": true, "or": true, "ne": true, "go": true, "gob": true, "nic": true, "mil": true,
-}
-
-// publicSuffix reports whether s is a TLD or, approximately, a public
-// suffix of the form co.uk.
-func publicSuffix(s string) bool {
-	labels := strings.Split(s, ".")
-	switch len(labels) {
-	case 1:
-		return true
-	case 2:
-		return len(labels[1]) == 2 && secondLevel[labels[0]]
-	}
-	return false
+	return n // the host is itself a suffix (co.uk): never a wildcard over it
 }
 
 func parseIP(h string) (netip.Addr, bool) {
@@ -163,8 +145,8 @@ func Compile(rules []Rule, now time.Time) *Matcher {
 		if expired(r, now) {
 			continue
 		}
-		if err := checkHost(r.Host); err != nil {
-			continue
+		if err := checkRule(r.Host, r.Allow); err != nil {
+			continue // an allow over a public suffix (saved before it was refused) holds nowhere
 		}
 		text := strings.TrimSpace(r.Host)
 		if old, ok := m.rules[text]; !ok || (old.Allow && !r.Allow) {
@@ -205,14 +187,45 @@ func (m *Matcher) Rule(host string, port uint16) (Rule, bool) {
 	return *r, true
 }
 
+// HostRules are the rules in force at now as policy host rules: expired
+// ones left out, and allows over a public suffix (saved before they were
+// refused) too, so that what remains always makes a valid policy.
+func HostRules(rules []Rule, now time.Time) (allow, deny []string) {
+	for i := range rules {
+		r := &rules[i]
+		if expired(r, now) || checkRule(r.Host, r.Allow) != nil {
+			continue
+		}
+		if r.Allow {
+			allow = append(allow, r.Host)
+		} else {
+			deny = append(deny, r.Host)
+		}
+	}
+	return allow, deny
+}
+
 func expired(r *Rule, now time.Time) bool {
 	return !r.Expires.IsZero() && !now.Before(r.Expires)
 }
 
-// checkHost validates one rule host in the policy's syntax.
+// checkHost validates one rule host in the policy's syntax (a deny's: a
+// wildcard over a public suffix is a valid rule to deny).
 func checkHost(h string) error {
-	if _, err := policy.New(policy.Config{AllowHosts: []string{h}}); err != nil {
+	if _, err := policy.New(policy.Config{DenyHosts: []string{h}}); err != nil {
 		return fmt.Errorf("host %q is not a valid rule (example.com, *.example.com, example.com:8443, 10.1.2.3)", h)
+	}
+	return nil
+}
+
+// checkRule validates a rule host as an allow or a deny: an allow may not
+// be a wildcard over a public suffix.
+func checkRule(h string, allow bool) error {
+	if err := checkHost(h); err != nil || !allow {
+		return err
+	}
+	if _, err := policy.New(policy.Config{AllowHosts: []string{h}}); err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), "policy: "))
 	}
 	return nil
 }

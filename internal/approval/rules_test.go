@@ -2,6 +2,7 @@ package approval
 
 import (
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 )
@@ -44,6 +45,31 @@ func TestRuleFor(t *testing.T) {
 			req:  Request{Host: "foo.co.uk", Port: 443},
 			d:    Decision{Allow: true, Scope: Global, Wildcard: true},
 			want: Rule{Host: "*.foo.co.uk", Allow: true, Scope: Global},
+		},
+		"a wildcard never covers a private suffix where anyone can host (workers.dev)": {
+			req:  Request{Host: "abc.workers.dev", Port: 443},
+			d:    Decision{Allow: true, Scope: Global, Wildcard: true},
+			want: Rule{Host: "*.abc.workers.dev", Allow: true, Scope: Global},
+		},
+		"a wildcard never covers github.io": {
+			req:  Request{Host: "someone.github.io", Port: 443},
+			d:    Decision{Allow: true, Scope: Global, Wildcard: true},
+			want: Rule{Host: "*.someone.github.io", Allow: true, Scope: Global},
+		},
+		"a wildcard never covers s3.amazonaws.com": {
+			req:  Request{Host: "bucket.s3.amazonaws.com", Port: 443},
+			d:    Decision{Allow: true, Scope: Global, Wildcard: true},
+			want: Rule{Host: "*.bucket.s3.amazonaws.com", Allow: true, Scope: Global},
+		},
+		"a wildcard of a deep name under a private suffix stops above it": {
+			req:  Request{Host: "a.b.abc.workers.dev", Port: 443},
+			d:    Decision{Allow: true, Scope: Global, Wildcard: true},
+			want: Rule{Host: "*.b.abc.workers.dev", Allow: true, Scope: Global},
+		},
+		"a wildcard of a private suffix itself is exact": {
+			req:  Request{Host: "workers.dev", Port: 443},
+			d:    Decision{Allow: true, Scope: Global, Wildcard: true},
+			want: Rule{Host: "workers.dev", Allow: true, Scope: Global},
 		},
 		"a wildcard of a public suffix itself is exact": {
 			req:  Request{Host: "co.uk", Port: 443},
@@ -213,5 +239,43 @@ func TestMatcherRuleNamesTheDecidingRule(t *testing.T) {
 	}
 	if _, ok := m.Rule("example.org", 443); ok {
 		t.Error("Rule(example.org) matched; want no rule")
+	}
+}
+
+// A saved allow over a public suffix is refused when saved and ignored
+// when found (saved by an older airlock); a deny over one stands.
+func TestAllowsOverAPublicSuffixHoldNowhere(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	rules := []Rule{
+		{ID: "r-00000001", Host: "*.workers.dev", Allow: true, Scope: Global},
+		{ID: "r-00000002", Host: "*.github.io", Allow: false, Scope: Global},
+	}
+	if d, ok := Match(rules, "evil.workers.dev", 443, now); ok {
+		t.Errorf("Match(evil.workers.dev) = %+v: a wildcard allow over workers.dev must hold nowhere", d)
+	}
+	if d, ok := Match(rules, "x.github.io", 443, now); !ok || d.Allow {
+		t.Errorf("Match(x.github.io) = %+v, %v; want the broad deny", d, ok)
+	}
+	if allow, deny := HostRules(rules, now); len(allow) != 0 || len(deny) != 1 {
+		t.Errorf("HostRules = %q, %q; want no allow and the deny", allow, deny)
+	}
+	s, err := OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Add(Rule{Host: "*.workers.dev", Allow: true, Scope: Global}); err == nil || !strings.Contains(err.Error(), "public suffix") {
+		t.Errorf("Add(allow *.workers.dev) = %v, want refused naming the public suffix", err)
+	}
+	if _, err := s.Add(Rule{Host: "*.workers.dev", Allow: false, Scope: Global}); err != nil {
+		t.Errorf("Add(deny *.workers.dev) = %v, want saved", err)
+	}
+	// The Store's file still loads with an old broad allow in it (its denies
+	// matter); a prepared decisions file with one is refused, naming it.
+	file := "version: 1\ndecisions:\n  - {host: '*.workers.dev', decision: allow, scope: global}\n  - {host: evil.com, decision: deny, scope: global}\n"
+	if rules, err := parseRules("decisions.yaml", []byte(file), true); err != nil || len(rules) != 2 {
+		t.Errorf("the Store's file with an old broad allow = %v, %v; want it read", rules, err)
+	}
+	if _, err := ParseRules("prepared.yaml", []byte(file)); err == nil || !strings.Contains(err.Error(), "prepared.yaml:3") || !strings.Contains(err.Error(), "public suffix") {
+		t.Errorf("ParseRules(a prepared broad allow) = %v, want refused naming the line", err)
 	}
 }

@@ -116,6 +116,9 @@ func (s *Store) Add(r Rule) (Rule, error) {
 	if err := validRule(&r); err != nil {
 		return Rule{}, fmt.Errorf("approval: save %s: %w", r.Host, err)
 	}
+	if err := checkRule(r.Host, r.Allow); err != nil {
+		return Rule{}, fmt.Errorf("approval: save: %w", err)
+	}
 	err := s.update(func(rules []Rule) ([]Rule, error) {
 		out := rules[:0]
 		for _, o := range rules {
@@ -550,6 +553,14 @@ func parseRule(n *yaml.Node, at func(*yaml.Node, string, ...any) error, saved bo
 	}
 	if err := validRule(&r); err != nil {
 		return r, at(n, "%v", err)
+	}
+	// A prepared file's allow over a public suffix is refused here; one in
+	// the Store's file (saved by an older airlock) is left out where rules
+	// are used (HostRules, Compile), so the file's denies still load.
+	if !saved {
+		if err := checkRule(r.Host, r.Allow); err != nil {
+			return r, at(n, "%v", err)
+		}
 	}
 	if r.ID == "" {
 		h := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%t\x00%s\x00%s", r.Host, r.Allow, r.Scope, r.Project)))

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -129,9 +130,15 @@ func NewLayer(src Source, file string) *Layer {
 func (l *Layer) Set(key string) bool { _, ok := l.vals[key]; return ok }
 
 // ReadFile reads and parses a config file of at most MaxFileSize bytes.
-// A file that does not exist gives (nil, nil).
+// A file that does not exist gives (nil, nil). It is one of the user's
+// (in the config dir, out of the sandbox's reach): a symbolic link to it,
+// as dotfile managers make, is followed; it must end at a regular file.
 func ReadFile(path string, src Source) (*Layer, error) {
-	data, err := readCapped(path)
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		real = path // reported by the read below
+	}
+	data, err := readCapped(real)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, errNotDir) {
 			return nil, nil
@@ -143,26 +150,81 @@ func ReadFile(path string, src Source) (*Layer, error) {
 
 var errNotDir = errors.New("not a directory")
 
-func readCapped(path string) ([]byte, error) {
-	f, err := os.Open(path)
+// ErrNotRegular is ReadRegular's answer for a path that is not a regular
+// file: a FIFO, a device, a socket, a directory or a symbolic link.
+var ErrNotRegular = errors.New("not a regular file")
+
+// ReadRegular reads the regular file at path, of at most max bytes, in a
+// way a sandbox that can write the path cannot turn against the reader:
+// a symbolic link as the last component is refused (O_NOFOLLOW), opening
+// never blocks (O_NONBLOCK: a FIFO would wait for a writer), and what was
+// opened is checked with fstat to be a regular file before a byte is read.
+// Errors wrap ErrNotRegular, fs.ErrNotExist or the read's error; a larger
+// file is an error, never silently cut.
+func ReadRegular(path string, max int64) ([]byte, error) {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC|syscall.O_NOCTTY, 0)
+	if err == syscall.ELOOP {
+		return nil, fmt.Errorf("%s: a symbolic link: %w", path, ErrNotRegular)
+	}
 	if err != nil {
-		if pe := (*os.PathError)(nil); errors.As(err, &pe) && strings.Contains(pe.Err.Error(), "not a directory") {
-			return nil, errNotDir
-		}
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.IsDir() {
-		return nil, &Error{File: path, Msg: "is a directory, not a config file"}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: %s: %w", path, fileKind(st.Mode()), ErrNotRegular)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
-		return nil, &Error{File: path, Msg: err.Error()}
+		return nil, err
 	}
-	if len(data) > MaxFileSize {
-		return nil, &Error{File: path, Msg: fmt.Sprintf("larger than %d bytes; a config file is a few lines", MaxFileSize)}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, max)
 	}
 	return data, nil
+}
+
+// fileKind names a file type that is not a regular file.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	}
+	return "not a regular file"
+}
+
+// readCapped reads a config file with ReadRegular; what is not a regular
+// file, or is too large, is an *Error naming the file.
+func readCapped(path string) ([]byte, error) {
+	data, err := ReadRegular(path, MaxFileSize)
+	if err == nil {
+		return data, nil
+	}
+	if pe := (*os.PathError)(nil); errors.As(err, &pe) && errors.Is(pe.Err, syscall.ENOTDIR) {
+		return nil, errNotDir
+	}
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission) {
+		return nil, err
+	}
+	if errors.Is(err, ErrNotRegular) {
+		msg := strings.TrimPrefix(err.Error(), path+": ")
+		msg = strings.TrimSuffix(msg, ": "+ErrNotRegular.Error())
+		return nil, &Error{File: path, Msg: msg + ", not a config file"}
+	}
+	if strings.Contains(err.Error(), "larger than") {
+		return nil, &Error{File: path, Msg: fmt.Sprintf("larger than %d bytes; a config file is a few lines", MaxFileSize)}
+	}
+	return nil, &Error{File: path, Msg: err.Error()}
 }
 
 // Parse reads one config file's text. name is its path: errors and origins

@@ -115,39 +115,44 @@ func TestParseFullFile(t *testing.T) {
 
 func TestParseBadInput(t *testing.T) {
 	cases := map[string]struct{ text, want string }{
-		"a syntax error":              {"network:\n  allow_hosts: [a\n", "cfg.yaml:1: syntax error: did not find expected"},
-		"a tab":                       {"limits:\n\tmemory: 2g\n", "cfg.yaml:2: syntax error"},
-		"a typo in a section":         {"network:\n  allow_host: [x.com]\n", "cfg.yaml:2: network.allow_host: unknown key (did you mean allow_hosts?)"},
-		"a key in the wrong section":  {"allow_hosts: [x.com]\n", "cfg.yaml:1: allow_hosts: unknown key (did you mean network.allow_hosts?)"},
-		"an unknown top-level key":    {"version: 1\nfrobnicate: 3\n", "cfg.yaml:2: frobnicate: unknown key; known keys here: "},
-		"a dash for an underscore":    {"workspace:\n  protect-git: true\n", "workspace.protect-git: unknown key (did you mean protect_git?)"},
-		"a string for a bool":         {"workspace:\n  no_delete: yes\n", "cfg.yaml:2: workspace.no_delete: expected true or false"},
-		"a list for a string":         {"image: [a, b]\n", "cfg.yaml:1: image: expected a docker image name"},
-		"a bad size":                  {"limits:\n  memory: lots\n", `cfg.yaml:2: limits.memory: "lots": use a size such as 512m or 4g`},
-		"a size without unit":         {"limits:\n  memory: \"512\"\n", "did you mean 512m?"},
-		"a duration without unit":     {"limits:\n  timeout: 30\n", "limits.timeout: expected a duration such as 90s or 30m (a number needs a unit"},
-		"a negative number":           {"limits:\n  cpus: -1\n", "limits.cpus: \"-1\": expected a number of CPUs such as 1.5, not negative"},
-		"an unknown backend":          {"backend: vmware\n", `cfg.yaml:1: backend: unknown value "vmware": use native, docker or vm`},
-		"an unknown network mode":     {"network:\n  mode: tap\n", `network.mode: unknown value "tap": use auto, transparent or proxy`},
-		"an unknown workspace mode":   {"workspace: {mode: cow}\n", `workspace.mode: unknown value "cow": use bind, overlay or copy`},
-		"a future version":            {"version: 2\n", "cfg.yaml:1: version: version 2 is not one this airlock reads"},
-		"a scalar section":            {"network: open\n", "cfg.yaml:1: network: expected a mapping of keys"},
-		"a list at the top":           {"- a\n- b\n", "cfg.yaml:1: expected a mapping"},
-		"a key twice":                 {"image: a\nimage: b\n", "cfg.yaml:2: image: set twice (first on line 1)"},
-		"a bad host":                  {"network:\n  allow_hosts:\n    - ok.com\n    - http://x.com/\n", "cfg.yaml:4: network.allow_hosts: \"http://x.com/\""},
-		"a bad endpoint":              {"network:\n  endpoints: [api.x.com]\n", "cfg.yaml:2: network.endpoints:"},
-		"a bad add_host":              {"network:\n  add_hosts: [db]\n", "network.add_hosts: \"db\": expected NAME:IP"},
-		"a bad env name":              {"env: [1X=2]\n", `env: "1X" is not a variable name`},
-		"a secret without hosts":      {"secrets:\n  - name: K\n", "cfg.yaml:2: secrets[0] (K): no hosts"},
-		"a secret without name":       {"secrets:\n  - hosts: [a.com]\n", "cfg.yaml:2: secrets[0]: no name"},
-		"a secret key typo":           {"secrets:\n  - name: K\n    host: [a.com]\n", "cfg.yaml:3: secrets[0].host: unknown key (did you mean hosts?)"},
-		"a secret with unknown from":  {"secrets:\n  - {name: K, from: vault, hosts: [a.com]}\n", `secrets[0] (K).from: unknown value "vault": use env, file or command`},
-		"a secret from file, no file": {"secrets:\n  - {name: K, from: file, hosts: [a.com]}\n", "from: file needs file: PATH"},
-		"a secret with two sources":   {"secrets:\n  - {name: K, env: A, command: b, hosts: [a.com]}\n", "more than one of env, file and command"},
-		"a secret with a bad host":    {"secrets:\n  - {name: K, hosts: [\"a.com:443\"]}\n", "secrets[0] (K):"},
-		"a secret flag with no host":  {"secrets: [K]\n", `secrets[0]: missing "@HOST"`},
-		"an anchor merge":             {"base: &b {image: x}\n", "base: unknown key"},
-		"a merge key":                 {"network: &n {mode: auto}\nworkspace:\n  <<: *n\n", "keys must be plain names"},
+		"a syntax error":                        {"network:\n  allow_hosts: [a\n", "cfg.yaml:1: syntax error: did not find expected"},
+		"a tab":                                 {"limits:\n\tmemory: 2g\n", "cfg.yaml:2: syntax error"},
+		"a typo in a section":                   {"network:\n  allow_host: [x.com]\n", "cfg.yaml:2: network.allow_host: unknown key (did you mean allow_hosts?)"},
+		"a key in the wrong section":            {"allow_hosts: [x.com]\n", "cfg.yaml:1: allow_hosts: unknown key (did you mean network.allow_hosts?)"},
+		"an unknown top-level key":              {"version: 1\nfrobnicate: 3\n", "cfg.yaml:2: frobnicate: unknown key; known keys here: "},
+		"a dash for an underscore":              {"workspace:\n  protect-git: true\n", "workspace.protect-git: unknown key (did you mean protect_git?)"},
+		"a string for a bool":                   {"workspace:\n  no_delete: yes\n", "cfg.yaml:2: workspace.no_delete: expected true or false"},
+		"a list for a string":                   {"image: [a, b]\n", "cfg.yaml:1: image: expected a docker image name"},
+		"a bad size":                            {"limits:\n  memory: lots\n", `cfg.yaml:2: limits.memory: "lots": use a size such as 512m or 4g`},
+		"a size without unit":                   {"limits:\n  memory: \"512\"\n", "did you mean 512m?"},
+		"a duration without unit":               {"limits:\n  timeout: 30\n", "limits.timeout: expected a duration such as 90s or 30m (a number needs a unit"},
+		"a negative number":                     {"limits:\n  cpus: -1\n", "limits.cpus: \"-1\": expected a number of CPUs such as 1.5, not negative"},
+		"an unknown backend":                    {"backend: vmware\n", `cfg.yaml:1: backend: unknown value "vmware": use native, docker or vm`},
+		"an unknown network mode":               {"network:\n  mode: tap\n", `network.mode: unknown value "tap": use auto, transparent or proxy`},
+		"an unknown workspace mode":             {"workspace: {mode: cow}\n", `workspace.mode: unknown value "cow": use bind, overlay or copy`},
+		"a future version":                      {"version: 2\n", "cfg.yaml:1: version: version 2 is not one this airlock reads"},
+		"a scalar section":                      {"network: open\n", "cfg.yaml:1: network: expected a mapping of keys"},
+		"a list at the top":                     {"- a\n- b\n", "cfg.yaml:1: expected a mapping"},
+		"a key twice":                           {"image: a\nimage: b\n", "cfg.yaml:2: image: set twice (first on line 1)"},
+		"a bad host":                            {"network:\n  allow_hosts:\n    - ok.com\n    - http://x.com/\n", "cfg.yaml:4: network.allow_hosts: \"http://x.com/\""},
+		"an allow over a private public suffix": {"network:\n  allow_hosts: [\"*.workers.dev\"]\n", `cfg.yaml:2: network.allow_hosts: "*.workers.dev": *.workers.dev would allow every name under workers.dev, a public suffix`},
+		"an allow over github.io":               {"network:\n  allow_hosts: [\"*.github.io\"]\n", "github.io, a public suffix"},
+		"an allow over s3.amazonaws.com":        {"network:\n  allow_hosts: [\"*.s3.amazonaws.com\"]\n", "s3.amazonaws.com, a public suffix"},
+		"an allow over co.uk":                   {"network:\n  allow_hosts: [\"*.co.uk\"]\n", "co.uk, a public suffix"},
+		"a tunnel over a public suffix":         {"network:\n  allow_hosts: [{host: \"*.workers.dev\", intercept: false}]\n", "workers.dev, a public suffix"},
+		"a bad endpoint":                        {"network:\n  endpoints: [api.x.com]\n", "cfg.yaml:2: network.endpoints:"},
+		"a bad add_host":                        {"network:\n  add_hosts: [db]\n", "network.add_hosts: \"db\": expected NAME:IP"},
+		"a bad env name":                        {"env: [1X=2]\n", `env: "1X" is not a variable name`},
+		"a secret without hosts":                {"secrets:\n  - name: K\n", "cfg.yaml:2: secrets[0] (K): no hosts"},
+		"a secret without name":                 {"secrets:\n  - hosts: [a.com]\n", "cfg.yaml:2: secrets[0]: no name"},
+		"a secret key typo":                     {"secrets:\n  - name: K\n    host: [a.com]\n", "cfg.yaml:3: secrets[0].host: unknown key (did you mean hosts?)"},
+		"a secret with unknown from":            {"secrets:\n  - {name: K, from: vault, hosts: [a.com]}\n", `secrets[0] (K).from: unknown value "vault": use env, file or command`},
+		"a secret from file, no file":           {"secrets:\n  - {name: K, from: file, hosts: [a.com]}\n", "from: file needs file: PATH"},
+		"a secret with two sources":             {"secrets:\n  - {name: K, env: A, command: b, hosts: [a.com]}\n", "more than one of env, file and command"},
+		"a secret with a bad host":              {"secrets:\n  - {name: K, hosts: [\"a.com:443\"]}\n", "secrets[0] (K):"},
+		"a secret flag with no host":            {"secrets: [K]\n", `secrets[0]: missing "@HOST"`},
+		"an anchor merge":                       {"base: &b {image: x}\n", "base: unknown key"},
+		"a merge key":                           {"network: &n {mode: auto}\nworkspace:\n  <<: *n\n", "keys must be plain names"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -337,5 +342,13 @@ func TestHostExecListsAddUpAcrossFiles(t *testing.T) {
 	}
 	if _, err := Parse("/x.yaml", []byte("hostexec: {auto_aprove: [x]}\n"), SourceGlobal); err == nil || !strings.Contains(err.Error(), "did you mean auto_approve") {
 		t.Errorf("a typo in hostexec: %v", err)
+	}
+}
+
+// A deny may be as broad as it likes: it only narrows.
+func TestBroadDenyIsAccepted(t *testing.T) {
+	l, err := Parse("cfg.yaml", []byte("network:\n  deny_hosts: [\"*.workers.dev\", \"*.com\"]\n  allow_hosts: [\"*.abc.workers.dev\"]\n"), SourceGlobal)
+	if err != nil || !l.Set("network.deny_hosts") {
+		t.Errorf("Parse(broad denies) = %v, want them accepted", err)
 	}
 }

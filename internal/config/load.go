@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -44,8 +45,40 @@ func DataDir() (string, error) {
 // GlobalFile is the global config file in dir (see Dir).
 func GlobalFile(dir string) string { return filepath.Join(dir, "config.yaml") }
 
-// ProjectDir is the project a workspace belongs to: the git repository
-// containing it, else the workspace itself. ws is absolute.
+// ProjectOf is the project workspace ws (absolute, symlinks resolved)
+// belongs to, as recorded in airlock's config dir (dir) when the workspace
+// was first used: ProjectDir then. The sandbox can write the workspace, so
+// what is in it now cannot say which project it is: a .git made (or
+// removed) in a workspace that is a repository's subdirectory would
+// otherwise turn the next run into another project, out of reach of the
+// repository's project file and its denies. The config dir is out of the
+// sandbox's reach. Without a config dir there are no project files, trust
+// or saved decisions to lose, and ProjectDir answers. A record that cannot
+// be written is retried at the next use.
+func ProjectOf(dir, ws string) string {
+	if dir == "" {
+		return ProjectDir(ws)
+	}
+	rec := projectRecord(dir, ws)
+	if b, err := ReadRegular(rec, 16<<10); err == nil {
+		if p, w, ok := strings.Cut(strings.TrimSuffix(string(b), "\n"), "\n"); ok && w == ws && filepath.IsAbs(p) {
+			return p
+		}
+	}
+	p := ProjectDir(ws)
+	_ = WriteFileAtomic(rec, []byte(p+"\n"+ws+"\n"), 0o600) // best effort: see above
+	return p
+}
+
+// projectRecord is where ProjectOf records the project of ws.
+func projectRecord(dir, ws string) string {
+	sum := sha256.Sum256([]byte(ws))
+	return filepath.Join(dir, "projects", "workspaces", hex.EncodeToString(sum[:16]))
+}
+
+// ProjectDir is the project a workspace would belong to by what is there
+// now: the git repository containing it, else the workspace itself. ws is
+// absolute. Callers want ProjectOf, which records this at first use.
 func ProjectDir(ws string) string {
 	for d := ws; ; d = filepath.Dir(d) {
 		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
@@ -144,9 +177,14 @@ type Loaded struct {
 // global file, the project file, a trusted .airlock.yaml, o.Flags. A missing
 // config dir or file is no error: a user without one gets the defaults.
 func Load(o Options) (*Loaded, error) {
-	r := &Loaded{Project: ProjectDir(o.Workspace), Dir: o.Dir}
+	r := &Loaded{Dir: o.Dir}
 	if r.Dir == "" {
 		r.Dir, _ = Dir()
+	}
+	if o.NoFiles {
+		r.Project = ProjectDir(o.Workspace)
+	} else {
+		r.Project = ProjectOf(r.Dir, o.Workspace)
 	}
 	layers := []*Layer{Defaults()}
 	add := func(path string, src Source) error {
@@ -166,6 +204,9 @@ func Load(o Options) (*Loaded, error) {
 		if err := add(GlobalFile(r.Dir), SourceGlobal); err != nil {
 			return nil, err
 		}
+		if err := r.enclosingDenies(&layers); err != nil {
+			return nil, err
+		}
 		pf := ProjectFile(r.Dir, r.Project)
 		if err := add(pf, SourceProject); err != nil {
 			return nil, err
@@ -176,21 +217,19 @@ func Load(o Options) (*Loaded, error) {
 			}
 		}
 	}
-	repo := filepath.Join(r.Project, RepoFileName)
-	if data, err := readCapped(repo); err == nil && !o.NoFiles {
-		switch st := CheckTrust(r.Dir, repo, data); st {
-		case Trusted:
-			l, err := Parse(repo, data, SourceRepo)
-			if err != nil {
-				return nil, err
-			}
-			r.Files = append(r.Files, repo)
-			layers = append(layers, l)
-		default:
-			r.Warnings = append(r.Warnings, st.warning(repo))
+	if !o.NoFiles {
+		repo := filepath.Join(r.Project, RepoFileName)
+		l, warn, err := repoLayer(r.Dir, repo)
+		if err != nil {
+			return nil, err
 		}
-	} else if ce := (*Error)(nil); errors.As(err, &ce) {
-		r.Warnings = append(r.Warnings, fmt.Sprintf("%v; ignored", err))
+		if warn != "" {
+			r.Warnings = append(r.Warnings, warn)
+		}
+		if l != nil {
+			r.Files = append(r.Files, l.File)
+			layers = append(layers, l)
+		}
 	}
 	layers = append(layers, o.Flags)
 	r.Spec, r.Origins = Merge(layers...)
@@ -198,7 +237,181 @@ func Load(o Options) (*Loaded, error) {
 		return nil, err
 	}
 	r.Spec.Workspace.Path = o.Workspace
+	if err := r.checkReadPaths(); err != nil {
+		return nil, err
+	}
 	return r, nil
+}
+
+// EnclosingRepos are the git repositories above project, outermost first:
+// a repository nested in another (a clone inside a monorepo, or a .git a
+// sandbox made before the workspace was first used) is still inside them.
+func EnclosingRepos(project string) []string {
+	var out []string
+	for d := filepath.Dir(project); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
+			out = append([]string{d}, out...)
+		}
+		if d == filepath.Dir(d) {
+			return out
+		}
+	}
+}
+
+// enclosingDenies adds the deny rules of every repository enclosing the
+// project (its project file's, its trusted .airlock.yaml's): only denies,
+// which narrow, so a nested project never escapes the one it is in.
+func (r *Loaded) enclosingDenies(layers *[]*Layer) error {
+	for _, a := range EnclosingRepos(r.Project) {
+		pf := ProjectFile(r.Dir, a)
+		l, err := ReadFile(pf, SourceProject)
+		if err != nil && !errors.Is(err, fs.ErrPermission) {
+			return err
+		}
+		rl, warn, err := repoLayer(r.Dir, filepath.Join(a, RepoFileName))
+		if err != nil {
+			return err
+		}
+		for _, l := range []*Layer{l, rl} {
+			if l == nil {
+				continue
+			}
+			l.keepOnly(denyKeys)
+			if len(l.vals) == 0 {
+				continue
+			}
+			r.Files = append(r.Files, l.File+" (its denies: "+a+" encloses the project)")
+			*layers = append(*layers, l)
+		}
+		if rl != nil && warn != "" {
+			r.Warnings = append(r.Warnings, warn)
+		}
+	}
+	return nil
+}
+
+// checkReadPaths refuses files airlock reads at start to decide what a
+// sandbox may do (a decisions file's allows, a CA it trusts upstream) in
+// a place the sandbox can write: the workspace, the project, a writable
+// mount, a kept home. A run could then rewrite what the next one obeys; a
+// trusted .airlock.yaml naming .airlock/decisions.yaml is the sandbox's to
+// rewrite. A config file naming one is an error; a flag, a warning (the
+// user typed it, now).
+func (r *Loaded) checkReadPaths() error {
+	writable := append([]string{r.Spec.Workspace.Path, r.Project, r.Spec.Home}, r.Spec.RW...)
+	for key, p := range map[string]string{"approvals.decisions": r.Spec.Approvals.Decisions, "network.upstream_ca": r.Spec.Network.UpstreamCA} {
+		if p == "" {
+			continue
+		}
+		in := writableBy(p, writable)
+		if in == "" {
+			continue
+		}
+		var o Origin
+		if ors := r.Origins[key]; len(ors) > 0 {
+			o = ors[0]
+		}
+		msg := fmt.Sprintf("%s is inside %s, which the sandbox can write, so a run could change what the next one obeys: keep the file where no sandbox writes (e.g. in %s) and name it by its absolute path", p, in, DisplayPath(r.Dir))
+		if o.Source == SourceFlag || o.File == "" {
+			r.Warnings = append(r.Warnings, fmt.Sprintf("%s: %s", o, msg))
+			continue
+		}
+		return &Error{File: strings.TrimSuffix(o.File, " (as last trusted)"), Line: o.Line, Key: key, Msg: msg}
+	}
+	return nil
+}
+
+// writableBy returns the directory of dirs that p (as named, or where its
+// links lead) is in, or "".
+func writableBy(p string, dirs []string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return ""
+	}
+	paths := []string{abs}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		paths = append(paths, real)
+	}
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		ds := []string{d}
+		if real, err := filepath.EvalSymlinks(d); err == nil && real != d {
+			ds = append(ds, real)
+		}
+		for _, d := range ds {
+			for _, q := range paths {
+				if q == d || strings.HasPrefix(q, d+string(filepath.Separator)) {
+					return d
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// repoLayer is what a repository's .airlock.yaml (file) adds: the whole
+// file when its exact content is trusted; nothing when it was never
+// trusted. Once trusted, a file the sandbox changed, removed, or replaced
+// by something that is not a regular file (a FIFO, a link) still gives the
+// deny rules of the version last trusted, with a warning: the sandbox can
+// write the file, and must not remove a deny by touching it. When no copy
+// of that version was kept (trust recorded by an older airlock) the run
+// stops with the reason instead.
+func repoLayer(dir, file string) (*Layer, string, error) {
+	data, rerr := readCapped(file)
+	gone := errors.Is(rerr, fs.ErrNotExist) || errors.Is(rerr, errNotDir)
+	var st TrustStatus
+	if rerr == nil {
+		switch st = CheckTrust(dir, file, data); st {
+		case Trusted:
+			l, err := Parse(file, data, SourceRepo)
+			return l, "", err
+		case Untrusted, NoDir:
+			return nil, st.warning(file), nil
+		}
+	}
+	prev, kept, recorded := lastTrusted(dir, file)
+	what := fmt.Sprintf("%s changed since you trusted it", file)
+	switch {
+	case gone:
+		what = fmt.Sprintf("%s, which you trusted, is gone", file)
+	case rerr != nil:
+		what = fmt.Sprintf("%v", rerr)
+	}
+	switch {
+	case !recorded && gone:
+		return nil, "", nil
+	case !recorded:
+		return nil, fmt.Sprintf("%s; ignored", what), nil
+	case !kept:
+		return nil, "", fmt.Errorf("%s, and no copy of the version you trusted was kept to hold its deny rules: review it, then: airlock trust %s (or airlock trust --revoke %s)",
+			what, filepath.Dir(file), filepath.Dir(file))
+	}
+	l, err := Parse(file+" (as last trusted)", prev, SourceRepo)
+	if err != nil {
+		return nil, "", fmt.Errorf("config: the trusted copy of %s: %w", file, err)
+	}
+	l.keepOnly(denyKeys)
+	fix := "review it, then: airlock trust " + filepath.Dir(file)
+	if gone {
+		fix = "airlock trust --revoke " + filepath.Dir(file) + " drops them"
+	}
+	return l, fmt.Sprintf("%s: only its deny rules as last trusted apply; %s", what, fix), nil
+}
+
+// denyKeys are the settings that only narrow what a sandbox may do: those
+// of a trusted .airlock.yaml hold even after the file changes.
+var denyKeys = []string{"network.deny_hosts", "hostexec.auto_deny"}
+
+// keepOnly drops every setting but keys.
+func (l *Layer) keepOnly(keys []string) {
+	for k := range l.vals {
+		if !contains(keys, k) {
+			delete(l.vals, k)
+		}
+	}
 }
 
 // TrustStatus is whether a .airlock.yaml may be used.
@@ -221,7 +434,9 @@ func (s TrustStatus) warning(file string) string {
 	return fmt.Sprintf("%s is not trusted, so it was ignored; review it, then: airlock trust %s", file, filepath.Dir(file))
 }
 
-// trustFile is where the trust of file (absolute) is recorded in dir.
+// trustFile is where the trust of file (absolute) is recorded in dir: a
+// line "HASH PATH", then the trusted content itself, so that its deny
+// rules outlive a change the sandbox makes to the file.
 func trustFile(dir, file string) string {
 	sum := sha256.Sum256([]byte(file))
 	return filepath.Join(dir, "trusted", hex.EncodeToString(sum[:16]))
@@ -233,17 +448,40 @@ func ContentHash(data []byte) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
+// readTrust reads file's trust record: the hash and, when kept, the content.
+func readTrust(dir, file string) (hash string, content []byte, kept, ok bool) {
+	if dir == "" {
+		return "", nil, false, false
+	}
+	rec, err := ReadRegular(trustFile(dir, file), MaxFileSize+8<<10)
+	if err != nil {
+		return "", nil, false, false
+	}
+	line, rest, nl := bytes.Cut(rec, []byte("\n"))
+	h, path, _ := strings.Cut(strings.TrimSpace(string(line)), " ")
+	if path != file {
+		return "", nil, false, false
+	}
+	if nl && ContentHash(rest) == h {
+		return h, rest, true, true
+	}
+	return h, nil, false, true
+}
+
+// lastTrusted is the content file was last trusted with: kept is false
+// when trust was recorded without it; recorded, whether file was trusted.
+func lastTrusted(dir, file string) (data []byte, kept, recorded bool) {
+	_, data, kept, recorded = readTrust(dir, file)
+	return data, kept, recorded
+}
+
 // CheckTrust says whether file (absolute) was trusted with content data.
 func CheckTrust(dir, file string, data []byte) TrustStatus {
 	if dir == "" {
 		return NoDir
 	}
-	rec, err := os.ReadFile(trustFile(dir, file))
-	if err != nil {
-		return Untrusted
-	}
-	hash, path, _ := strings.Cut(strings.TrimSpace(string(rec)), " ")
-	if path != file {
+	hash, _, _, ok := readTrust(dir, file)
+	if !ok {
 		return Untrusted
 	}
 	if hash != ContentHash(data) {
@@ -252,12 +490,13 @@ func CheckTrust(dir, file string, data []byte) TrustStatus {
 	return Trusted
 }
 
-// Trust records that file (absolute), with content data, may be used.
+// Trust records that file (absolute), with content data, may be used; the
+// content is kept with the record (see trustFile).
 func Trust(dir, file string, data []byte) error {
 	if dir == "" {
 		return errors.New("no config directory to record trust in (set HOME or XDG_CONFIG_HOME)")
 	}
-	return WriteFileAtomic(trustFile(dir, file), []byte(ContentHash(data)+" "+file+"\n"), 0o600)
+	return WriteFileAtomic(trustFile(dir, file), append([]byte(ContentHash(data)+" "+file+"\n"), data...), 0o600)
 }
 
 // Revoke forgets file's trust; it reports whether there was any.

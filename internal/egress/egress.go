@@ -199,7 +199,7 @@ func newPipeline(id string, n config.Network, mode string, set *secrets.Set, log
 		if roots, err = x509.SystemCertPool(); err != nil || roots == nil {
 			roots = x509.NewCertPool()
 		}
-		pem, err := os.ReadFile(n.UpstreamCA)
+		pem, err := config.ReadRegular(n.UpstreamCA, 4<<20) // a bundle, not a FIFO
 		if err != nil {
 			return nil, fmt.Errorf("--upstream-ca: %w", err)
 		}

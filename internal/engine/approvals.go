@@ -4,8 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -25,36 +24,164 @@ const (
 	maxDecisionsFile = 1 << 20
 )
 
-// asker is one sandbox's approvals: its queue, the rules remembered for
-// the session, the saved ones in force, and the policy they make with the
-// config's. A deny wins across every source: config, saved, session.
-type asker struct {
-	s       *Sandbox
-	q       *approval.Queue
+// saved are the decisions saved for every sandbox and for this project
+// (approval.Store, in the user's config dir). They are in force in every
+// sandbox with a network, whether or not it asks: a saved deny wins over
+// an allow from any source (config, flags, agent profiles, the session), a
+// saved allow admits its host without asking, and a change (another
+// supervisor's decision, a revoke) takes effect at once in every running
+// sandbox.
+type saved struct {
 	store   *approval.Store // nil without a config dir
 	project string
+	// enclosing are the repositories around the project, whose saved
+	// project denies hold here too (config.EnclosingRepos).
+	enclosing []string
+	stop      context.CancelFunc
+
+	mu   sync.Mutex
+	seen map[string]approval.Rule // the saved rules last seen, to notice revokes
+}
+
+// openSaved reads the saved decisions for workspace ws. A malformed
+// decisions file stops the start: its saved denies must never be dropped
+// silently.
+func openSaved(ws string) (*saved, error) {
+	dir, err := config.Dir()
+	if err != nil {
+		return &saved{project: config.ProjectDir(ws)}, nil
+	}
+	v := &saved{project: config.ProjectOf(dir, ws)}
+	v.enclosing = config.EnclosingRepos(v.project)
+	if v.store, err = approval.OpenStore(dir); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// rules are the saved rules in force for the project: the global ones,
+// the project's, and the project denies of the repositories around it.
+func (v *saved) rules() []approval.Rule {
+	if v == nil || v.store == nil {
+		return nil
+	}
+	out := v.store.Rules(v.project)
+	for _, a := range v.enclosing {
+		for _, r := range v.store.Rules(a) {
+			if r.Scope == approval.Project && !r.Allow {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+// admits reports whether some saved rule allows a host: the sandbox then
+// needs its network even when nothing else asks for one.
+func (v *saved) admits() bool {
+	for _, r := range v.rules() {
+		if r.Allow {
+			return true
+		}
+	}
+	return false
+}
+
+// startSaved puts the remembered decisions in force from the first packet
+// and follows the saved ones; the gateway exists by now.
+func (s *Sandbox) startSaved() error {
+	s.noteSaved()
+	if err := s.applyRules(); err != nil {
+		return err
+	}
+	if s.saved != nil && s.saved.store != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		s.saved.stop = cancel
+		go s.saved.store.Watch(ctx, watchEvery, s.savedChanged)
+	}
+	return nil
+}
+
+// savedChanged runs when saved decisions changed (this or another
+// supervisor): the policy is rebuilt and what waits is decided if a rule
+// now covers it.
+func (s *Sandbox) savedChanged() {
+	s.noteSaved()
+	s.applyRules()
+	if s.ask != nil {
+		s.ask.q.Recheck(s.ask.match)
+	}
+}
+
+// rules are every remembered decision in force for this sandbox: the
+// session's (when it asks) and the saved ones.
+func (s *Sandbox) rules() []approval.Rule {
+	var out []approval.Rule
+	if s.ask != nil {
+		s.ask.mu.Lock()
+		out = append(out, s.ask.session...)
+		s.ask.mu.Unlock()
+	}
+	return append(out, s.saved.rules()...)
+}
+
+// applyRules puts the remembered decisions in force in the gateway and DNS.
+func (s *Sandbox) applyRules() error {
+	if s.eg == nil {
+		return nil
+	}
+	allow, deny := approval.HostRules(s.rules(), time.Now())
+	return s.eg.SetRules(allow, deny)
+}
+
+// noteSaved records in the audit stream every saved decision that was
+// revoked (or lapsed) since it last looked.
+func (s *Sandbox) noteSaved() {
+	v := s.saved
+	if v == nil || v.store == nil {
+		return
+	}
+	now := map[string]approval.Rule{}
+	for _, r := range v.rules() {
+		now[r.ID] = r
+	}
+	v.mu.Lock()
+	before := v.seen
+	v.seen = now
+	v.mu.Unlock()
+	for id, r := range before {
+		if _, ok := now[id]; !ok {
+			s.record(audit.Record{Kind: audit.KindApproval, Subject: r.Host, Decision: "revoke", Rule: string(r.Scope),
+				Reason: "a saved decision is no longer in force (revoked, or it lapsed)", Extra: map[string]string{"rule": id}})
+		}
+	}
+}
+
+func (v *saved) close() {
+	if v != nil && v.stop != nil {
+		v.stop()
+	}
+}
+
+// asker is one sandbox's approvals: its queue and the rules remembered for
+// the session; the saved ones are the Sandbox's (saved). A deny wins
+// across every source: config, saved, session.
+type asker struct {
+	s *Sandbox
+	q *approval.Queue
 	// nobody: no surface can answer (a headless run with a prepared
 	// decisions file): what the rules do not cover is denied at once.
 	nobody bool
-	stop   context.CancelFunc
 
 	mu      sync.Mutex
 	session []approval.Rule
-	saved   map[string]approval.Rule // the saved rules last seen, to notice revokes
 }
 
 func newAsker(s *Sandbox, c config.Approvals, nobody bool) (_ *asker, err error) {
-	a := &asker{s: s, nobody: nobody, project: config.ProjectDir(s.spec.Config.Workspace.Path)}
+	a := &asker{s: s, nobody: nobody}
 	timeout := c.Timeout
 	if timeout <= 0 {
 		timeout = defaultAskTimeout
-	}
-	if dir, derr := config.Dir(); derr == nil {
-		// A malformed decisions file stops the start: its saved denies must
-		// never be dropped silently.
-		if a.store, err = approval.OpenStore(dir); err != nil {
-			return nil, err
-		}
 	}
 	if c.Decisions != "" {
 		if a.session, err = readDecisions(c.Decisions); err != nil {
@@ -65,34 +192,17 @@ func newAsker(s *Sandbox, c config.Approvals, nobody bool) (_ *asker, err error)
 	return a, nil
 }
 
-// start puts the remembered decisions in force and follows the saved ones
-// (another supervisor may add some); the gateway exists by now.
-func (a *asker) start() error {
-	a.noteSaved()
-	if err := a.apply(); err != nil {
-		return err
-	}
-	if a.store != nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		a.stop = cancel
-		go a.store.Watch(ctx, watchEvery, a.changed)
-	}
-	return nil
-}
-
 // readDecisions reads a prepared decisions file: its rules hold for the session.
 func readDecisions(path string) ([]approval.Rule, error) {
-	f, err := os.Open(path)
+	// The user's file (links followed), read as a regular file only: a
+	// FIFO must not hang the start.
+	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return nil, fmt.Errorf("--decisions: %w", err)
 	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxDecisionsFile+1))
+	b, err := config.ReadRegular(real, maxDecisionsFile)
 	if err != nil {
 		return nil, fmt.Errorf("--decisions: %w", err)
-	}
-	if len(b) > maxDecisionsFile {
-		return nil, fmt.Errorf("--decisions %s: larger than 1 MiB", path)
 	}
 	rules, err := approval.ParseRules(path, b)
 	if err != nil {
@@ -104,66 +214,8 @@ func readDecisions(path string) ([]approval.Rule, error) {
 	return rules, nil
 }
 
-// rules are every remembered decision in force for this sandbox.
-func (a *asker) rules() []approval.Rule {
-	a.mu.Lock()
-	out := append([]approval.Rule(nil), a.session...)
-	a.mu.Unlock()
-	if a.store != nil {
-		out = append(out, a.store.Rules(a.project)...)
-	}
-	return out
-}
-
-// apply puts the remembered decisions in force in the gateway and DNS.
-func (a *asker) apply() error {
-	var allow, deny []string
-	now := time.Now()
-	for _, r := range a.rules() {
-		if !r.Expires.IsZero() && now.After(r.Expires) {
-			continue
-		}
-		if r.Allow {
-			allow = append(allow, r.Host)
-		} else {
-			deny = append(deny, r.Host)
-		}
-	}
-	return a.s.eg.SetRules(allow, deny)
-}
-
-// changed runs when saved decisions changed (this or another supervisor):
-// the policy is rebuilt and what waits is decided if a rule now covers it.
-func (a *asker) changed() {
-	a.noteSaved()
-	a.apply()
-	a.q.Recheck(a.match)
-}
-
-// noteSaved records in the audit stream every saved decision that was
-// revoked (or lapsed) since it last looked.
-func (a *asker) noteSaved() {
-	if a.store == nil {
-		return
-	}
-	now := map[string]approval.Rule{}
-	for _, r := range a.store.Rules(a.project) {
-		now[r.ID] = r
-	}
-	a.mu.Lock()
-	before := a.saved
-	a.saved = now
-	a.mu.Unlock()
-	for id, r := range before {
-		if _, ok := now[id]; !ok {
-			a.s.record(audit.Record{Kind: audit.KindApproval, Subject: r.Host, Decision: "revoke", Rule: string(r.Scope),
-				Reason: "a saved decision is no longer in force (revoked, or it lapsed)", Extra: map[string]string{"rule": id}})
-		}
-	}
-}
-
 func (a *asker) match(r approval.Request) (approval.Decision, bool) {
-	return approval.Match(a.rules(), r.Host, r.Port, time.Now())
+	return approval.Match(a.s.rules(), r.Host, r.Port, time.Now())
 }
 
 // Decide is the gateway's approver: the connection waits in the queue.
@@ -226,9 +278,10 @@ func (a *asker) decide(id string, d approval.Decision) error {
 	// Host rules are for network requests; a service (MCP, host commands)
 	// remembers a session decision itself from the Decision's scope.
 	if req != nil && d.Scope != approval.Once && req.Kind == approval.KindNetwork {
-		rule := approval.RuleFor(*req, d, a.project, time.Now())
-		if d.Scope.Saved() && a.store != nil {
-			if _, saveErr = a.store.Add(rule); saveErr != nil {
+		v := a.s.saved
+		rule := approval.RuleFor(*req, d, v.project, time.Now())
+		if d.Scope.Saved() && v.store != nil {
+			if _, saveErr = v.store.Add(rule); saveErr != nil {
 				rule.Scope = approval.Session
 			}
 		} else if d.Scope.Saved() {
@@ -239,7 +292,7 @@ func (a *asker) decide(id string, d approval.Decision) error {
 			a.session = append(a.session, rule)
 			a.mu.Unlock()
 		}
-		a.apply()
+		a.s.applyRules()
 	}
 	if err := a.q.Decide(id, d); err != nil {
 		return err
@@ -276,12 +329,7 @@ func (a *asker) observe(e approval.Event) {
 	a.s.record(r)
 }
 
-func (a *asker) close() {
-	if a.stop != nil {
-		a.stop()
-	}
-	a.q.Close()
-}
+func (a *asker) close() { a.q.Close() }
 
 // queueView is the asker as the control socket serves it.
 type queueView struct{ a *asker }

@@ -132,6 +132,7 @@ type Sandbox struct {
 	ws       *workspace.Session
 	eg       *egress.Egress
 	ask      *asker     // nil unless something may ask
+	saved    *saved     // saved decisions, in force in every sandbox with a network
 	mcp      mcpServers // the sandbox's MCP servers, policed; nil without
 	guestExe string
 	log      *audit.Log
@@ -264,7 +265,12 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 	s.caps = caps
 	secretsOn := len(o.Secrets) > 0
 	services := spec.Config.HostExec.Enabled() || spec.Config.MCPServers != nil
-	if spec.Config.Network.Enabled() || secretsOn || spec.Config.Approvals.Ask() || services {
+	// Saved decisions hold in every sandbox: a saved allow gives it a
+	// network for its host, a saved deny wins over any allow.
+	if s.saved, err = openSaved(spec.Config.Workspace.Path); err != nil {
+		return nil, step("approvals", err)
+	}
+	if spec.Config.Network.Enabled() || secretsOn || spec.Config.Approvals.Ask() || services || s.saved.admits() {
 		if s.mode, err = networkMode(spec.Config.Network.Mode, caps); err != nil {
 			return nil, step("check spec", err)
 		}
@@ -354,12 +360,10 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 		if err != nil {
 			return nil, step("egress", err)
 		}
-		if s.ask != nil {
-			// Remembered decisions (the session's file, saved ones) are in
-			// force from the first packet.
-			if err := s.ask.start(); err != nil {
-				return nil, step("approvals", err)
-			}
+		// Remembered decisions (the session's file, saved ones) are in
+		// force from the first packet, whether or not the sandbox asks.
+		if err := s.startSaved(); err != nil {
+			return nil, step("approvals", err)
 		}
 		s.bspec.Files = append(s.bspec.Files, s.eg.Files...)
 		s.bspec.Relay, s.bspec.Net = s.eg.Relay, s.eg.Net
@@ -929,6 +933,7 @@ func (s *Sandbox) closeDoors() {
 			if s.mcp != nil {
 				s.mcp.Close()
 			}
+			s.saved.close()
 			if s.ask != nil {
 				s.ask.close()
 			}

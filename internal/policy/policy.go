@@ -115,6 +115,12 @@ func New(c Config) (*Policy, error) {
 	}
 	for _, s := range c.AllowHosts {
 		r, err := parseHostRule(s)
+		if err == nil {
+			if err = broadWildcard(r); err != nil { // a deny may be broad: it only narrows
+				errs = append(errs, fmt.Errorf("policy: allow rule %q: %w", s, err))
+				continue
+			}
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("policy: allow rule %q: %w (accepted: %s)", s, err, hostForms))
 			continue
@@ -276,6 +282,9 @@ func (p *Policy) parseTunnel(s string) (hostRule, error) {
 	}
 	if r.kind != kindName && r.kind != kindPattern {
 		return r, errors.New("a tunnel is checked by the TLS server name, so it takes a name or *.name, not an address")
+	}
+	if err := broadWildcard(r); err != nil {
+		return r, err
 	}
 	if r.ports.bare {
 		r.ports = portSpec{port: 443}

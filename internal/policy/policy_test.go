@@ -461,10 +461,10 @@ func TestNewNamesEveryBadRuleAndTheAcceptedForms(t *testing.T) {
 
 func TestNewAcceptsEveryDocumentedForm(t *testing.T) {
 	_, err := New(Config{
-		AllowHosts: []string{"example.com", "*.example.com", "example.com:8443", "example.com:*", "*.com", "_dmarc.example.com",
+		AllowHosts: []string{"example.com", "*.example.com", "example.com:8443", "example.com:*", "*.example.co.uk", "_dmarc.example.com",
 			"10.1.2.3", "10.1.2.3:5432", "[::1]:8080", "[::1]", "::1", "[::1]:*", "10.0.0.0/8", "10.0.0.0/8:443",
 			"fd00::/8", "[fd00::/8]:443", "::ffff:10.0.0.0/104", " spaced.example.com "},
-		DenyHosts: []string{"evil.com", "*.evil.com:22"},
+		DenyHosts: []string{"evil.com", "*.evil.com:22", "*.com"},
 		Endpoints: []string{"api.github.com GET /repos/*", "*.x.com * *", "x.com DELETE /*", "[::1] GET /", "a.com GET /%7Euser"},
 		Default:   Ask,
 	})

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // FlagSyntax is the --secret syntax, for help text and error messages.
@@ -56,7 +58,7 @@ func DefaultSources() Sources {
 				}
 				path = filepath.Join(home, rest)
 			}
-			return os.ReadFile(path)
+			return readValueFile(path)
 		},
 		RunCmd: func(command string) ([]byte, error) {
 			c := exec.Command("/bin/sh", "-c", command)
@@ -64,6 +66,30 @@ func DefaultSources() Sources {
 			return c.Output()
 		},
 	}
+}
+
+// readValueFile reads a secret's file: links are followed (mounted secrets
+// are links), but only a regular file is read, and opening it never
+// blocks: a FIFO put where the file is looked for must not hang the start.
+func readValueFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	const max = 1 << 20
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err == nil && len(b) > max {
+		err = fmt.Errorf("%s is larger than 1 MiB", path)
+	}
+	return b, err
 }
 
 // ParseFlag parses one --secret flag (see FlagSyntax and FlagHelp) and reads the value.

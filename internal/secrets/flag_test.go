@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // Values the fake sources hand out; no error or printout may ever contain one.
@@ -109,6 +111,8 @@ func TestParseFlagErrors(t *testing.T) {
 		{"an unknown option is named", "TOKEN@x.com:bdy", `unknown option "bdy"`},
 		{"a URL is refused", "TOKEN@https://x.com/v1", "a URL after '@'"},
 		{"a wildcard over a top-level domain is refused", "TOKEN@*.com", "every host under a top-level domain"},
+		{"a wildcard over a public suffix is refused", "TOKEN@*.workers.dev", "every host under a public suffix"},
+		{"a wildcard over an ICANN second-level suffix is refused", "TOKEN@*.co.uk", "every host under a public suffix"},
 		{"a wildcard inside a name is refused", "TOKEN@a.*.com", "whole leading label"},
 		{"a path is refused", "TOKEN@x.com/v1", "a path"},
 		{"a numeric last label is refused", "TOKEN@127.1", "numeric last label"},
@@ -181,5 +185,23 @@ func TestDefaultSourcesReadTheRealEnvironmentFilesAndCommands(t *testing.T) {
 	if _, err := ParseFlag("K=cmd:echo leaked-output; exit 3@x.com", DefaultSources()); err == nil ||
 		!strings.Contains(err.Error(), "exit status 3") || strings.Contains(err.Error(), "leaked-output") {
 		t.Fatalf("failing command: error = %v", err)
+	}
+}
+
+// A FIFO where a secret's file is looked for fails at once.
+func TestSecretFileFIFODoesNotBlock(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "token")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := DefaultSources().ReadFile(fifo); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("ReadFile(FIFO) = %v, want refused", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("ReadFile blocked on a FIFO")
 	}
 }

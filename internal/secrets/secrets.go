@@ -203,7 +203,8 @@ func normalizeHosts(hosts []string) ([]string, error) {
 
 // normalizeHost validates a configured host: a name, "*.name" or an IP address, without
 // port. It follows the policy package's rules, and is stricter in one place: "*.com"
-// would send the value to any host under a top-level domain, which anyone can register.
+// would send the value to any host under a top-level domain, which anyone can register
+// (as would *.workers.dev, a public suffix: refused like an allow rule's wildcard).
 func normalizeHost(h string) (string, error) {
 	switch {
 	case h == "":
@@ -241,6 +242,9 @@ func normalizeHost(h string) (string, error) {
 		}
 		if !strings.Contains(n, ".") {
 			return "", fmt.Errorf("*.%s covers every host under a top-level domain; name the domain, as in *.example.%s", n, n)
+		}
+		if policy.SpansPublicSuffix(n) {
+			return "", fmt.Errorf("*.%s covers every host under a public suffix (Public Suffix List), where anyone can register or host a name; name the domain, as in *.example.%s", n, n)
 		}
 		return "*." + n, nil
 	}
