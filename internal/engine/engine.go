@@ -136,11 +136,13 @@ type Sandbox struct {
 	guestExe string
 	log      *audit.Log
 	redact   atomic.Pointer[secrets.Set]
-	ctl      *net.UnixListener
-	watch    *watcher
-	env      []string
-	mode     string // network mode, "" without network
-	started  time.Time
+	// stopSecrets ends the refreshers of the secrets' rotating values.
+	stopSecrets func()
+	ctl         *net.UnixListener
+	watch       *watcher
+	env         []string
+	mode        string // network mode, "" without network
+	started     time.Time
 
 	warnings    []string
 	stopOnce    sync.Once
@@ -326,10 +328,11 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 	// Egress: the gateway pipeline and its door.
 	s.env = spec.Env
 	if s.mode != "" {
-		set, err := egress.LoadSecrets(spec.Config.Network.Secrets, o.Secrets)
+		set, stop, err := egress.LoadSecrets(spec.Config.Network, o.Secrets, warn)
 		if err != nil {
 			return nil, step("egress", err)
 		}
+		s.stopSecrets = stop
 		s.redact.Store(set)
 		// The queue exists when something may ask: unknown hosts (approvals
 		// ask) or a service's escalations (host commands on an ask list).
@@ -957,6 +960,9 @@ func (s *Sandbox) teardown() {
 	}
 	s.closeDoors()
 	<-s.doorsClosed
+	if s.stopSecrets != nil {
+		s.stopSecrets()
+	}
 	if s.log != nil {
 		stopped := audit.Lifecycle(audit.OpStop, s.be.Name(), "")
 		stopped.Duration = audit.Millis(time.Since(s.started))
