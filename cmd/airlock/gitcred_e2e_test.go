@@ -94,7 +94,7 @@ func startGitHub() (*fakeGitHub, error) {
 	backend := &cgi.Handler{Path: "/usr/lib/git-core/git-http-backend",
 		Env: []string{"GIT_PROJECT_ROOT=" + g.root, "GIT_HTTP_EXPORT_ALL=1", "REMOTE_USER=app"}}
 	mux := http.NewServeMux()
-	mux.Handle("/app/", g.srv)         // the API (reached by the host, at the address)
+	mux.Handle("/app/", g.srv)          // the API (reached by the host, at the address)
 	mux.Handle("/", g.srv.Git(backend)) // git's smart HTTP (reached from the sandbox, as github.com)
 	leaf, err := ca.Leaf("github.com", ip)
 	if err != nil {

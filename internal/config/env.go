@@ -137,9 +137,15 @@ func gitConfigOf(env []string) (pairs [][2]string, ok bool) {
 	if err != nil || n < 0 || n > maxGitConfig {
 		return nil, false
 	}
+	vars := map[string]string{} // later wins, as in LookupEnv
+	for _, e := range env {
+		if k, v, ok := strings.Cut(e, "="); ok && strings.HasPrefix(k, "GIT_CONFIG_") {
+			vars[k] = v
+		}
+	}
 	for i := range n {
-		k, kok := LookupEnv(env, "GIT_CONFIG_KEY_"+strconv.Itoa(i))
-		v, vok := LookupEnv(env, "GIT_CONFIG_VALUE_"+strconv.Itoa(i))
+		k, kok := vars["GIT_CONFIG_KEY_"+strconv.Itoa(i)]
+		v, vok := vars["GIT_CONFIG_VALUE_"+strconv.Itoa(i)]
 		if !kok || !vok {
 			return nil, false
 		}

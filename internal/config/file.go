@@ -877,9 +877,12 @@ func (p *parser) githubApp(key string, n *yaml.Node) (string, error) {
 		}
 		parts = append(parts, map[string]string{"app_id": "app", "installation_id": "installation", "private_key": "key"}[k]+"="+t)
 	}
-	rn := m["repositories"]
-	repos, ok := seq(rn)
-	if rn == nil || !ok || len(repos) == 0 {
+	var repos []*yaml.Node
+	ok := false
+	if rn := m["repositories"]; rn != nil && !isNull(rn) {
+		repos, ok = seq(rn)
+	}
+	if !ok || len(repos) == 0 {
 		return "", p.errorf(n, key, "no repositories: list the repositories the token may reach, e.g. repositories: [org/repo]")
 	}
 	var rs []string

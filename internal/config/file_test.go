@@ -310,6 +310,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("secrets: [{name: K, hosts: *h}]\n")) // an unknown alias
 	f.Add([]byte("env: {X: [1]}\n"))
 	f.Add([]byte("approvals: &a {x: *a}\n"))
+	f.Add([]byte("secrets: [{name: A, github_app: {app_id: 1, installation_id: 2, private_key: /k, repositories: ~, permissions: {contents: [x]}}, hosts: [x], git: 1}]\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		l, err := Parse("fuzz.yaml", b, SourceRepo)
 		if err == nil {
