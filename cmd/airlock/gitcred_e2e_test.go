@@ -8,9 +8,11 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io/fs"
 	"net"
@@ -22,7 +24,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/airlock-dev/airlock/internal/ghapp"
 	"github.com/airlock-dev/airlock/internal/ghapp/ghapptest"
 )
 
@@ -96,7 +100,7 @@ func startGitHub() (*fakeGitHub, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/app/", g.srv)          // the API (reached by the host, at the address)
 	mux.Handle("/", g.srv.Git(backend)) // git's smart HTTP (reached from the sandbox, as github.com)
-	leaf, err := ca.Leaf("github.com", ip)
+	leaf, err := ca.Leaf("github.com", "other.test", ip)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +127,8 @@ func TestGitUsesAnAppTokenThatNeverEntersTheSandbox(t *testing.T) {
 	eachMode(t, func(t *testing.T, mode string) {
 		e := newEnv(t)
 		before := len(g.srv.Seen())
-		c := e.cmd(append(g.flags("--network-mode", mode, "--secret", g.secret(g.keyFile, "demo")), "--", "sh", "-c", `
+		c := e.cmd(append(g.flags("--network-mode", mode, "--secret", g.secret(g.keyFile, "demo"),
+			"--allow-host", "other.test", "--add-host", "other.test:"+g.ip), "--", "sh", "-c", `
 		echo "PH=$GH_TOKEN"
 		git clone -q https://github.com/org/demo.git d1 && echo CLONE-OK
 		cd d1 && git -c user.name=t -c user.email=t@t commit -q --allow-empty -m "from inside $$" &&
@@ -132,6 +137,8 @@ func TestGitUsesAnAppTokenThatNeverEntersTheSandbox(t *testing.T) {
 		git push -q https://github.com/org/other.git HEAD:refs/heads/inside 2>&1; echo "OTHER-PUSH=$?"
 		cd .. && git clone -q git@github.com:org/demo.git d2 && echo SSH-OK
 		git clone -q ssh://git@github.com/org/demo.git d3 && echo SSHURL-OK
+		curl -sS -o /dev/null -w "OTHER-HOST %{http_code}\n" -u "x-access-token:$GH_TOKEN" https://other.test/org/demo.git/info/refs?service=git-upload-pack
+		curl -sS -o /dev/null -w "GITHUB %{http_code}\n" -u "x-access-token:$GH_TOKEN" https://github.com/org/demo.git/info/refs?service=git-upload-pack
 		git config --show-origin --get-regexp 'credential|insteadof' | sed 's/password=[^;]*;/password=…;/'
 		echo LEAKS: ; grep -als 'gh[s]_' /proc/[0-9]*/environ /proc/[0-9]*/cmdline ; grep -rls 'gh[s]_' . ; env | grep 'gh[s]_'
 		echo END`)...)
@@ -162,6 +169,12 @@ func TestGitUsesAnAppTokenThatNeverEntersTheSandbox(t *testing.T) {
 		}
 		if _, after, _ := strings.Cut(r.stdout, "LEAKS:"); strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(after), "END")) != "" {
 			t.Errorf("the sandbox found the real token in its processes or files: %q", after)
+		}
+		// The placeholder toward a host that is not the secret's is refused
+		// by the gateway (it never reaches the server); toward github.com
+		// the same request is admitted.
+		if !strings.Contains(r.stdout, "OTHER-HOST 403\n") || !strings.Contains(r.stdout, "GITHUB 200\n") {
+			t.Errorf("want the placeholder refused toward other.test (403) and admitted toward github.com (200): %v", r)
 		}
 		// A push outside the token's repositories: refused by the server.
 		if !strings.Contains(r.stdout, "OTHER-PUSH=128") && !strings.Contains(r.stdout, "OTHER-PUSH=1") {
@@ -201,6 +214,56 @@ func TestGitUsesAnAppTokenThatNeverEntersTheSandbox(t *testing.T) {
 			return nil
 		})
 	})
+}
+
+// A token that lapses while the sandbox runs is replaced on the host, and
+// the running gateway swaps in the new one: a fetch after the first token
+// expired works, with another token.
+func TestAnAppTokenIsRefreshedWhileTheSandboxRuns(t *testing.T) {
+	g := testGitHub(t)
+	g.srv.TTL = 4 * time.Second // refreshed halfway, at 2 s
+	defer func() { g.srv.TTL = 0 }()
+	e := newEnv(t)
+	before := len(g.srv.Seen())
+	r := e.run(append(g.flags("--secret", g.secret(g.keyFile, "demo")), "--", "sh", "-c",
+		`git clone -q https://github.com/org/demo.git d && sleep 6 && git -C d fetch -q && echo FETCH-AFTER-EXPIRY-OK`)...)
+	if !strings.Contains(r.stdout, "FETCH-AFTER-EXPIRY-OK") {
+		t.Fatalf("a fetch after the first token lapsed: %v", r)
+	}
+	distinct := map[string]bool{}
+	for _, p := range g.srv.Seen()[before:] {
+		distinct[p] = true
+	}
+	if len(distinct) < 2 {
+		t.Errorf("the server saw %d distinct tokens, want the first and a refreshed one", len(distinct))
+	}
+}
+
+// A token from the host's environment (as from a file or `gh auth token`)
+// marked :git works the same way: the sandbox holds the placeholder.
+func TestAGitSecretFromTheEnvironmentWorksWithGit(t *testing.T) {
+	g := testGitHub(t)
+	key, err := ghapp.LoadKey(g.keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pem, _ := os.ReadFile(g.caFile)
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pem)
+	m := &ghapp.Minter{App: ghapp.App{AppID: "4242", InstallationID: "77", Repositories: []string{"demo"}, API: "https://" + g.ip},
+		Key: key, Client: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}}
+	tok, err := m.Mint(context.Background(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t)
+	c := e.cmd(append(g.flags("--secret", "GH_TOKEN@github.com:git"), "--", "sh", "-c",
+		`git clone -q git@github.com:org/demo.git d && echo CLONE-OK; env | grep -c 'gh[s]_'`)...)
+	c.Env = e.environ("GH_TOKEN=" + tok.Value)
+	r := e.runCmd(c)
+	if !strings.Contains(r.stdout, "CLONE-OK\n0\n") || strings.Contains(r.stdout+r.stderr, tok.Value) {
+		t.Errorf("want a clone with the placeholder and no token inside: %v", r)
+	}
 }
 
 // The user's own git environment config is kept; airlock's follows it.
