@@ -266,6 +266,36 @@ func TestAGitSecretFromTheEnvironmentWorksWithGit(t *testing.T) {
 	}
 }
 
+// The App's private key never shows inside, wherever it is on the host; in
+// the workspace it is refused.
+func TestTheAppKeyIsHiddenFromTheSandbox(t *testing.T) {
+	g := testGitHub(t)
+	dir, err := os.MkdirTemp("/var/tmp", "airlock-appkey-") // a host path sandboxes see, read-only
+	if err != nil {
+		t.Skip(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	key, _ := os.ReadFile(g.keyFile)
+	os.WriteFile(filepath.Join(dir, "app.pem"), key, 0o644)
+	os.WriteFile(filepath.Join(dir, "beside.txt"), []byte("visible\n"), 0o644)
+	e := newEnv(t)
+	r := e.run(append(g.flags("--secret", g.secret(filepath.Join(dir, "app.pem"), "demo")), "--", "sh", "-c",
+		"cat "+dir+"/beside.txt; cat "+dir+"/app.pem 2>/dev/null | head -c 40; echo END")...)
+	if !strings.Contains(r.stdout, "visible\n") {
+		t.Fatalf("the positive control: a file beside the key should be readable: %v", r)
+	}
+	if strings.Contains(r.stdout, "PRIVATE KEY") {
+		t.Errorf("the sandbox read the App's key: %v", r)
+	}
+	e2 := newEnv(t)
+	os.WriteFile(filepath.Join(e2.ws, "app.pem"), key, 0o600)
+	r = e2.run(append(g.flags("--secret", g.secret(filepath.Join(e2.ws, "app.pem"), "demo")), "--", "true")...)
+	if r.code != 125 || !strings.Contains(r.stderr, "GH_TOKEN") || !strings.Contains(r.stderr, "in the workspace") {
+		t.Errorf("a key in the workspace should be refused: %v", r)
+	}
+}
+
 // The user's own git environment config is kept; airlock's follows it.
 func TestGitEnvironmentConfigMergesWithTheUsers(t *testing.T) {
 	g := testGitHub(t)

@@ -551,6 +551,25 @@ func (s *Sandbox) backendSpec() (*backend.Spec, error) {
 	if cfg, err := os.UserConfigDir(); err == nil {
 		b.Hide = append(b.Hide, filepath.Join(cfg, "airlock"))
 	}
+	// A GitHub App's private key mints tokens for every repository the App
+	// can reach: wherever it is, the sandbox never sees it; in the workspace
+	// (which the sandbox can copy or move) it is refused.
+	for _, f := range c.Network.Secrets {
+		name, key, ok := secrets.AppKeyFile(f)
+		if !ok {
+			continue
+		}
+		paths := []string{key}
+		if real, err := filepath.EvalSymlinks(key); err == nil {
+			paths = append(paths, real)
+		}
+		for _, p := range paths {
+			if backend.Within(p, c.Workspace.Path) {
+				return nil, fmt.Errorf("secret %s: the GitHub App's key file %s is in the workspace, where the sandbox could read it; keep it outside (e.g. under ~/.config/airlock, which no sandbox sees)", name, key)
+			}
+			b.Hide = append(b.Hide, p)
+		}
+	}
 	return b, nil
 }
 

@@ -3,6 +3,8 @@ package secrets
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -84,4 +86,35 @@ func cut(s string) string {
 		return s[:40] + "…"
 	}
 	return s
+}
+
+// AppKeyFile returns the secret's name and its App key file (absolute, ~/
+// expanded) if flag is a github-app: secret whose source reads; the engine
+// hides the file from the sandbox.
+func AppKeyFile(flag string) (name, key string, ok bool) {
+	at := strings.LastIndexByte(flag, '@')
+	if at < 0 {
+		return "", "", false
+	}
+	name, source, _ := strings.Cut(flag[:at], "=")
+	text, isApp := strings.CutPrefix(source, "github-app:")
+	if !isApp {
+		return "", "", false
+	}
+	a, err := ParseAppSource(text)
+	if err != nil {
+		return "", "", false // reported when the secret is read
+	}
+	key = a.Key
+	if rest, isHome := strings.CutPrefix(key, "~/"); isHome {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", "", false
+		}
+		key = filepath.Join(home, rest)
+	}
+	if key, err = filepath.Abs(key); err != nil {
+		return "", "", false
+	}
+	return name, key, true
 }

@@ -215,3 +215,18 @@ func TestCommandSourcesAreBoundedInTimeAndOutput(t *testing.T) {
 		t.Errorf("the good command did not run: %v", err)
 	}
 }
+
+func TestNewSetRefusesAGitUserThatIsNotPlainText(t *testing.T) {
+	s, err := New("TOKEN", []byte("tok-REAL-1234567890"), []string{"github.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Git = "x; touch /tmp/pwned"
+	if _, err := NewSet(s); err == nil || !strings.Contains(err.Error(), "git user") {
+		t.Errorf("NewSet with a shell command as git user = %v, want refused", err)
+	}
+	s.Git = "oauth2"
+	if _, err := NewSet(s); err != nil {
+		t.Errorf("NewSet with git user oauth2: %v", err)
+	}
+}
