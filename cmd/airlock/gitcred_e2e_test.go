@@ -14,7 +14,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"io"
 	"io/fs"
+	"log"
 	"net"
 	"net/http"
 	"net/http/cgi"
@@ -108,7 +110,9 @@ func startGitHub() (*fakeGitHub, error) {
 	if err != nil {
 		return nil, err
 	}
-	go http.Serve(tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{leaf}}), mux)
+	// Refused handshakes (a client without the test CA) are the point of some tests.
+	srv := &http.Server{Handler: mux, ErrorLog: log.New(io.Discard, "", 0)}
+	go srv.Serve(tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{leaf}}))
 	return g, nil
 }
 
@@ -336,6 +340,13 @@ func TestABadGitHubAppSourceStopsTheRunWithOneLine(t *testing.T) {
 				t.Errorf("the command ran")
 			}
 		})
+	}
+	// The host-side client verifies the API's certificate: without
+	// --upstream-ca the stand-in's test CA is not trusted.
+	e0 := newEnv(t)
+	r := e0.run("run", "-q", "--add-host", "github.com:"+g.ip, "--secret", g.secret(g.keyFile, "demo"), "--", "true")
+	if r.code != 125 || !strings.Contains(r.stderr, "GH_TOKEN") || !strings.Contains(r.stderr, "certificate") {
+		t.Errorf("an API whose certificate the host does not trust should stop the run: %v", r)
 	}
 	// The positive control: the same flags with the App's key run.
 	e := newEnv(t)
