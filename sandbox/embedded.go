@@ -549,6 +549,7 @@ func secretsOf(n *NetworkConfig) ([]*secrets.Secret, error) {
 		if err != nil {
 			return nil, errorf(KindInvalidConfig, "network.secrets: %v", err)
 		}
+		s.Git = sec.Git // checked with the rest by secrets.NewSet
 		out = append(out, s)
 	}
 	return out, nil

@@ -307,3 +307,20 @@ func TestRealFSAndOverlayWorkspaces(t *testing.T) {
 func TestUnprivileged(t *testing.T) {
 	testutil.RerunAsNobody(t, testutil.Nobody{Run: "^Test"})
 }
+
+// A secret given by value with Git set reaches git inside as its placeholder,
+// through the credential helper in git's environment config.
+func TestAnAPISecretWithGitIsGitsCredential(t *testing.T) {
+	sb := newSandbox(t, &Config{Network: &NetworkConfig{
+		Secrets: map[string]Secret{"GH": {Value: "real-git-token-value", Hosts: []string{"github.com"}, Git: "x-access-token"}},
+	}})
+	r, err := sb.Exec(`printf 'protocol=https\nhost=github.com\n\n' | GIT_TERMINAL_PROMPT=0 git credential fill; echo "env=$GH"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ph, _ := strings.CutPrefix(r.Stdout[strings.LastIndex(r.Stdout, "env="):], "env=")
+	ph = strings.TrimSpace(ph)
+	if !strings.HasPrefix(ph, "airlock-ph-") || !strings.Contains(r.Stdout, "username=x-access-token\npassword="+ph+"\n") || strings.Contains(r.Stdout, "real-git-token") {
+		t.Fatalf("git credential fill inside gave:\n%s%s", r.Stdout, r.Stderr)
+	}
+}

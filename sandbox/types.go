@@ -111,6 +111,11 @@ type NetworkConfig struct {
 type Secret struct {
 	Value string   `json:"value"`
 	Hosts []string `json:"hosts"`
+	// Git, if set, is the user git sends with the placeholder (e.g.
+	// x-access-token for GitHub): git over HTTPS to Hosts then uses the
+	// secret through a credential helper in git's environment config, and
+	// ssh remotes of Hosts are fetched over HTTPS.
+	Git string `json:"git,omitempty"`
 }
 
 // HTTPHooks are Go functions the gateway calls on intercepted HTTP(S)

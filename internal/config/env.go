@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -81,11 +83,29 @@ func ValidEnvName(k string) bool {
 	return true
 }
 
-// MergeEnv returns base with extra's NAME=VALUE entries set over it.
+// MergeEnv returns base with extra's NAME=VALUE entries set over it. git's
+// environment config (GIT_CONFIG_COUNT, GIT_CONFIG_KEY_n, GIT_CONFIG_VALUE_n)
+// is a numbered list, not one variable per setting: when both sides hold
+// one, extra's entries follow base's (git lets later entries win), so
+// neither the user's nor airlock's settings are lost. An extra that already
+// starts with base's list (an environment handed back) is taken whole.
 func MergeEnv(base, extra []string) []string {
 	if len(extra) == 0 {
 		return base
 	}
+	bg, bok := gitConfigOf(base)
+	eg, eok := gitConfigOf(extra)
+	if bok && eok {
+		if !hasPrefix(eg, bg) {
+			eg = append(bg, eg...)
+		}
+		out := mergePlain(withoutGitConfig(base), withoutGitConfig(extra))
+		return append(out, GitConfigEnv(eg)...)
+	}
+	return mergePlain(base, extra)
+}
+
+func mergePlain(base, extra []string) []string {
 	out := append([]string(nil), base...)
 	for _, e := range extra {
 		k, _, _ := strings.Cut(e, "=")
@@ -99,6 +119,63 @@ func MergeEnv(base, extra []string) []string {
 		if !replaced {
 			out = append(out, e)
 		}
+	}
+	return out
+}
+
+// maxGitConfig bounds the entries read from GIT_CONFIG_COUNT.
+const maxGitConfig = 10000
+
+// gitConfigOf reads env's git environment config; ok is false without a
+// well-formed one (git itself refuses a count whose entries are missing).
+func gitConfigOf(env []string) (pairs [][2]string, ok bool) {
+	c, ok := LookupEnv(env, "GIT_CONFIG_COUNT")
+	if !ok {
+		return nil, false
+	}
+	n, err := strconv.Atoi(c)
+	if err != nil || n < 0 || n > maxGitConfig {
+		return nil, false
+	}
+	vars := map[string]string{} // later wins, as in LookupEnv
+	for _, e := range env {
+		if k, v, ok := strings.Cut(e, "="); ok && strings.HasPrefix(k, "GIT_CONFIG_") {
+			vars[k] = v
+		}
+	}
+	for i := range n {
+		k, kok := vars["GIT_CONFIG_KEY_"+strconv.Itoa(i)]
+		v, vok := vars["GIT_CONFIG_VALUE_"+strconv.Itoa(i)]
+		if !kok || !vok {
+			return nil, false
+		}
+		pairs = append(pairs, [2]string{k, v})
+	}
+	return pairs, true
+}
+
+func hasPrefix(list, prefix [][2]string) bool {
+	return len(list) >= len(prefix) && slices.Equal(list[:len(prefix)], prefix)
+}
+
+func withoutGitConfig(env []string) []string {
+	var out []string
+	for _, e := range env {
+		if !strings.HasPrefix(e, "GIT_CONFIG_COUNT=") && !strings.HasPrefix(e, "GIT_CONFIG_KEY_") && !strings.HasPrefix(e, "GIT_CONFIG_VALUE_") {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// GitConfigEnv is pairs as git's environment config.
+func GitConfigEnv(pairs [][2]string) []string {
+	if len(pairs) == 0 {
+		return nil
+	}
+	out := []string{"GIT_CONFIG_COUNT=" + strconv.Itoa(len(pairs))}
+	for i, p := range pairs {
+		out = append(out, "GIT_CONFIG_KEY_"+strconv.Itoa(i)+"="+p[0], "GIT_CONFIG_VALUE_"+strconv.Itoa(i)+"="+p[1])
 	}
 	return out
 }

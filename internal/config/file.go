@@ -789,6 +789,13 @@ func (p *parser) secret(key string, n *yaml.Node) (item, error) {
 				srcs[k] = t
 			}
 		}
+		if an := m["github_app"]; an != nil && !isNull(an) {
+			t, err := p.githubApp(key+".github_app", an)
+			if err != nil {
+				return item{}, err
+			}
+			srcs["github_app"] = t
+		}
 		if from == "cmd" {
 			from = "command"
 		}
@@ -800,9 +807,9 @@ func (p *parser) secret(key string, n *yaml.Node) (item, error) {
 		case from == "" && len(srcs) == 0:
 			from = "env"
 		case from == "":
-			return item{}, p.errorf(n, key, "more than one of env, file and command: say which with from: env|file|command")
-		case !contains([]string{"env", "file", "command"}, from):
-			return item{}, p.errorf(fromNode, key+".from", "unknown value %q: use env, file or command", from)
+			return item{}, p.errorf(n, key, "more than one of env, file, command and github_app: say which with from: env|file|command|github_app")
+		case !contains([]string{"env", "file", "command", "github_app"}, from):
+			return item{}, p.errorf(fromNode, key+".from", "unknown value %q: use env, file, command or github_app", from)
 		}
 		for k := range srcs {
 			if k != from {
@@ -828,6 +835,11 @@ func (p *parser) secret(key string, n *yaml.Node) (item, error) {
 				return item{}, p.errorf(n, key, "from: command needs command: COMMAND")
 			}
 			flag += "=cmd:" + arg
+		case "github_app":
+			if arg == "" {
+				return item{}, p.errorf(n, key, "from: github_app needs github_app: {app_id, installation_id, private_key, repositories}")
+			}
+			flag += "=github-app:" + arg
 		}
 		hn := m["hosts"]
 		if hn == nil || isNull(hn) {
@@ -862,6 +874,17 @@ func (p *parser) secret(key string, n *yaml.Node) (item, error) {
 		if pre != "" {
 			flag += ":prefix=" + pre
 		}
+		if g := m["git"]; g != nil && !isNull(g) {
+			if t, ok := scalar(g, "!!bool"); ok {
+				if t == "true" {
+					flag += ":git"
+				}
+			} else if t, ok := scalar(g, "!!str"); ok && t != "" {
+				flag += ":git=" + t
+			} else {
+				return item{}, p.errorf(g, key+".git", "expected true, or the user name git sends (e.g. oauth2)")
+			}
+		}
 	default:
 		return item{}, p.errorf(n, key, "expected a mapping {name, from, hosts}")
 	}
@@ -869,6 +892,96 @@ func (p *parser) secret(key string, n *yaml.Node) (item, error) {
 		return item{}, p.errorf(n, key, "%v", err)
 	}
 	return item{value: flag, key: name, origin: p.origin(n)}, nil
+}
+
+// githubApp reads a secret's github_app mapping into the github-app:
+// source's text (app=ID;installation=ID;key=PATH;repos=...;permissions=...;api=URL).
+func (p *parser) githubApp(key string, n *yaml.Node) (string, error) {
+	if n.Kind != yaml.MappingNode {
+		return "", p.errorf(n, key, "expected a mapping {app_id, installation_id, private_key, repositories, permissions, api}")
+	}
+	m := map[string]*yaml.Node{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], deref(n.Content[i+1])
+		if !contains(appKeys, k.Value) {
+			return "", p.errorf(k, key+"."+k.Value, "unknown key; github_app has %s", strings.Join(appKeys, ", "))
+		}
+		if _, dup := m[k.Value]; dup {
+			return "", p.errorf(k, key+"."+k.Value, "set twice")
+		}
+		m[k.Value] = v
+	}
+	// Values may not hold the source's separators; the minter checks the rest.
+	plain := func(k string, v *yaml.Node, tags ...string) (string, error) {
+		t, ok := scalar(v, tags...)
+		if !ok || t == "" || strings.ContainsAny(t, ";,=@\n") {
+			return "", p.errorf(v, key+"."+k, "expected a value without ; , = or @")
+		}
+		return t, nil
+	}
+	var parts []string
+	for _, k := range []string{"app_id", "installation_id", "private_key"} {
+		v := m[k]
+		if v == nil || isNull(v) {
+			return "", p.errorf(n, key, "no %s: github_app needs app_id, installation_id, private_key and repositories", k)
+		}
+		t, err := plain(k, v, "!!int", "!!str")
+		if err != nil {
+			return "", err
+		}
+		if k == "private_key" {
+			if t, err = p.path(t); err != nil {
+				return "", p.errorf(v, key+"."+k, "%v", err)
+			}
+			if strings.ContainsAny(t, ";,=@") {
+				return "", p.errorf(v, key+"."+k, "a path without ; , = or @")
+			}
+		}
+		parts = append(parts, map[string]string{"app_id": "app", "installation_id": "installation", "private_key": "key"}[k]+"="+t)
+	}
+	var repos []*yaml.Node
+	ok := false
+	if rn := m["repositories"]; rn != nil && !isNull(rn) {
+		repos, ok = seq(rn)
+	}
+	if !ok || len(repos) == 0 {
+		return "", p.errorf(n, key, "no repositories: list the repositories the token may reach, e.g. repositories: [org/repo]")
+	}
+	var rs []string
+	for _, r := range repos {
+		t, err := plain("repositories", r, "!!str")
+		if err != nil {
+			return "", err
+		}
+		rs = append(rs, t)
+	}
+	parts = append(parts, "repos="+strings.Join(rs, ","))
+	if pn := m["permissions"]; pn != nil && !isNull(pn) {
+		if pn.Kind != yaml.MappingNode {
+			return "", p.errorf(pn, key+".permissions", "expected a mapping such as {contents: write}")
+		}
+		var ps []string
+		for i := 0; i+1 < len(pn.Content); i += 2 {
+			name, err := plain("permissions", pn.Content[i], "!!str")
+			if err != nil {
+				return "", err
+			}
+			acc, err := plain("permissions."+name, deref(pn.Content[i+1]), "!!str")
+			if err != nil {
+				return "", err
+			}
+			ps = append(ps, name+":"+acc)
+		}
+		parts = append(parts, "permissions="+strings.Join(ps, ","))
+	}
+	if an := m["api"]; an != nil && !isNull(an) {
+		t, ok := scalar(an, "!!str")
+		if !ok || !strings.HasPrefix(t, "https://") || strings.ContainsAny(t, ";,@ ") {
+			return "", p.errorf(an, key+".api", "expected an https:// URL such as https://api.github.com")
+		}
+		parts = append(parts, "api="+t)
+	}
+	return strings.Join(parts, ";"), nil
 }
 
 // secretName is a --secret flag's NAME.
@@ -886,6 +999,9 @@ var fakeSources = secrets.Sources{
 	LookupEnv: func(string) (string, bool) { return "checked-later", true },
 	ReadFile:  func(string) ([]byte, error) { return []byte("checked-later"), nil },
 	RunCmd:    func(string) ([]byte, error) { return []byte("checked-later"), nil },
+	GitHubApp: func(string, secrets.AppSource) ([]byte, func(*secrets.Rotator), error) {
+		return []byte("checked-later"), nil, nil
+	},
 }
 
 // CheckSecret checks a secret in --secret form without reading its value.

@@ -146,9 +146,9 @@ func TestParseBadInput(t *testing.T) {
 		"a secret without hosts":                {"secrets:\n  - name: K\n", "cfg.yaml:2: secrets[0] (K): no hosts"},
 		"a secret without name":                 {"secrets:\n  - hosts: [a.com]\n", "cfg.yaml:2: secrets[0]: no name"},
 		"a secret key typo":                     {"secrets:\n  - name: K\n    host: [a.com]\n", "cfg.yaml:3: secrets[0].host: unknown key (did you mean hosts?)"},
-		"a secret with unknown from":            {"secrets:\n  - {name: K, from: vault, hosts: [a.com]}\n", `secrets[0] (K).from: unknown value "vault": use env, file or command`},
+		"a secret with unknown from":            {"secrets:\n  - {name: K, from: vault, hosts: [a.com]}\n", `secrets[0] (K).from: unknown value "vault": use env, file, command or github_app`},
 		"a secret from file, no file":           {"secrets:\n  - {name: K, from: file, hosts: [a.com]}\n", "from: file needs file: PATH"},
-		"a secret with two sources":             {"secrets:\n  - {name: K, env: A, command: b, hosts: [a.com]}\n", "more than one of env, file and command"},
+		"a secret with two sources":             {"secrets:\n  - {name: K, env: A, command: b, hosts: [a.com]}\n", "more than one of env, file, command and github_app"},
 		"a secret with a bad host":              {"secrets:\n  - {name: K, hosts: [\"a.com:443\"]}\n", "secrets[0] (K):"},
 		"a secret flag with no host":            {"secrets: [K]\n", `secrets[0]: missing "@HOST"`},
 		"an anchor merge":                       {"base: &b {image: x}\n", "base: unknown key"},
@@ -315,6 +315,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("secrets: [{name: K, hosts: *h}]\n")) // an unknown alias
 	f.Add([]byte("env: {X: [1]}\n"))
 	f.Add([]byte("approvals: &a {x: *a}\n"))
+	f.Add([]byte("secrets: [{name: A, github_app: {app_id: 1, installation_id: 2, private_key: /k, repositories: ~, permissions: {contents: [x]}}, hosts: [x], git: 1}]\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		l, err := Parse("fuzz.yaml", b, SourceRepo)
 		if err == nil {

@@ -131,10 +131,16 @@ project: ` + project + `
 #   dns_upstream: 1.1.1.1:53
 # secrets:
 #   - name: GITHUB_TOKEN
-#     from: command          # env, file or command
+#     from: command          # env, file, command or github_app
 #     command: gh auth token
-#     hosts: [api.github.com]
+#     hosts: [github.com, api.github.com]
 #     body: false
+#     git: true              # git over HTTPS to hosts uses it (user x-access-token)
+#   - name: GH_APP_TOKEN     # a GitHub App installation token, minted on the host
+#     github_app: {app_id: 1, installation_id: 2, private_key: ~/.config/airlock/app.pem,
+#                  repositories: [org/repo], permissions: {contents: write}}
+#     hosts: [github.com]
+#     git: true
 # workspace:
 #   mode: overlay            # bind, overlay or copy
 #   exclude: [node_modules]

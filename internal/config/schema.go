@@ -63,7 +63,7 @@ var schema = []field{
 	{key: "network.add_hosts", kind: kList, help: "a list of NAME:IP"},
 	{key: "network.upstream_ca", kind: kPath, help: "a PEM file"},
 	{key: "network.dns_upstream", kind: kString, help: "IP:PORT"},
-	{key: "secrets", kind: kSecrets, help: "a list of {name, from: env|file|command, env|file|command, hosts, body}"},
+	{key: "secrets", kind: kSecrets, help: "a list of {name, from: env|file|command|github_app, env|file|command|github_app, hosts, body, git}"},
 	{key: "workspace", kind: kSection},
 	{key: "workspace.mode", kind: kEnum, enum: []string{WorkspaceBind, WorkspaceOverlay, WorkspaceCopy}},
 	{key: "workspace.exclude", kind: kList, help: "a list of names or paths"},
@@ -93,7 +93,10 @@ var schema = []field{
 }
 
 // secretKeys are the keys of one structured secret.
-var secretKeys = []string{"name", "from", "env", "file", "command", "hosts", "body", "prefix"}
+var secretKeys = []string{"name", "from", "env", "file", "command", "github_app", "hosts", "body", "prefix", "git"}
+
+// appKeys are a secret's github_app keys.
+var appKeys = []string{"app_id", "installation_id", "private_key", "repositories", "permissions", "api"}
 
 var fields = sync.OnceValue(func() map[string]*field {
 	m := map[string]*field{}

@@ -8,6 +8,7 @@ package egress
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
 	"errors"
@@ -31,6 +32,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/dnsserver"
 	"github.com/airlock-dev/airlock/internal/gateway"
+	"github.com/airlock-dev/airlock/internal/ghapp"
 	"github.com/airlock-dev/airlock/internal/link"
 	"github.com/airlock-dev/airlock/internal/llmusage"
 	"github.com/airlock-dev/airlock/internal/netstack"
@@ -127,23 +129,92 @@ func NewMeter(b config.Budget) *llmusage.Meter {
 // Usage is the sandbox's LLM use so far, as the gateway metered it.
 func (e *Egress) Usage() llmusage.Totals { return e.meter.Totals() }
 
-// LoadSecrets reads the values of flags (--secret's form: from the host's
-// environment, a file or a command) and adds values given directly. An error
-// names the secret, never its value.
-func LoadSecrets(flags []string, values []*secrets.Secret) (*secrets.Set, error) {
-	all := append([]*secrets.Secret(nil), values...)
-	for _, f := range flags {
-		s, err := secrets.ParseFlag(f, secrets.DefaultSources())
+// LoadSecrets reads the values of n's secrets (--secret's form: from the
+// host's environment, a file, a command or a GitHub App) and adds values
+// given directly. An error names the secret, never its value. App tokens
+// are kept fresh until stop is called; warn hears failed refreshes (nil:
+// standard error).
+func LoadSecrets(n config.Network, values []*secrets.Secret, warn func(string)) (set *secrets.Set, stop func(), err error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() {
 		if err != nil {
-			return nil, err
+			cancel()
+		}
+	}()
+	if warn == nil {
+		warn = func(w string) { fmt.Fprintf(os.Stderr, "airlock: warning: %s\n", w) }
+	}
+	src := secrets.DefaultSources()
+	src.GitHubApp = func(name string, a secrets.AppSource) ([]byte, func(*secrets.Rotator), error) {
+		return mintApp(ctx, n.UpstreamCA, name, a, warn)
+	}
+	all := append([]*secrets.Secret(nil), values...)
+	for _, f := range n.Secrets {
+		s, err := secrets.ParseFlag(f, src)
+		if err != nil {
+			return nil, nil, err
 		}
 		all = append(all, s)
 	}
-	set, err := secrets.NewSet(all...)
+	set, err = secrets.NewSet(all...)
 	if err != nil {
-		return nil, fmt.Errorf("--secret: %w", err)
+		return nil, nil, fmt.Errorf("--secret: %w", err)
 	}
-	return set, nil
+	return set, cancel, nil
+}
+
+// mintApp mints a github-app: source's first token on the host, and keeps
+// later ones coming into the secret's Rotator until ctx ends. The HTTPS
+// client verifies the API's certificate against the host's roots plus
+// --upstream-ca, as the gateway does.
+func mintApp(ctx context.Context, upstreamCA, name string, a secrets.AppSource, warn func(string)) ([]byte, func(*secrets.Rotator), error) {
+	app := ghapp.App{AppID: a.AppID, InstallationID: a.InstallationID, KeyFile: a.Key, Repositories: a.Repos, Permissions: a.Permissions, API: a.API}
+	if err := app.Check(); err != nil {
+		return nil, nil, err
+	}
+	key, err := ghapp.LoadKey(app.KeyFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	roots, err := upstreamRoots(upstreamCA)
+	if err != nil {
+		return nil, nil, err
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil // the host's proxy settings are not the sandbox's business, nor a way around the CA check
+	tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	m := &ghapp.Minter{App: app, Key: key, Client: &http.Client{Transport: tr, Timeout: time.Minute,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	first, err := m.Mint(ctx, time.Now())
+	if err != nil {
+		return nil, nil, err
+	}
+	keep := func(r *secrets.Rotator) {
+		k := &ghapp.Keeper{Minter: m, Rotate: r.Rotate,
+			OnError: func(err error) { warn(fmt.Sprintf("secret %s: refreshing its GitHub App token: %v", name, err)) }}
+		go k.Run(ctx, first)
+	}
+	return []byte(first.Value), keep, nil
+}
+
+// upstreamRoots is nil (the host's roots, loaded by crypto/tls when first
+// needed) or the host's roots plus the --upstream-ca file.
+func upstreamRoots(file string) (*x509.CertPool, error) {
+	if file == "" {
+		return nil, nil
+	}
+	roots, err := x509.SystemCertPool()
+	if err != nil || roots == nil {
+		roots = x509.NewCertPool()
+	}
+	pem, err := config.ReadRegular(file, 4<<20) // a bundle, not a FIFO
+	if err != nil {
+		return nil, fmt.Errorf("--upstream-ca: %w", err)
+	}
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--upstream-ca %s: no PEM certificate in it", file)
+	}
+	return roots, nil
 }
 
 // pipeline is one gateway before it has a door: its policy, secrets, CA,
@@ -194,18 +265,9 @@ func newPipeline(id string, n config.Network, mode string, set *secrets.Set, log
 	// nil is the host's roots (gateway.Config.Upstream), which crypto/tls
 	// loads at the first upstream handshake: parsing them here took 10-16
 	// ms of every start with a network, before the guest had its plan.
-	var roots *x509.CertPool
-	if n.UpstreamCA != "" {
-		if roots, err = x509.SystemCertPool(); err != nil || roots == nil {
-			roots = x509.NewCertPool()
-		}
-		pem, err := config.ReadRegular(n.UpstreamCA, 4<<20) // a bundle, not a FIFO
-		if err != nil {
-			return nil, fmt.Errorf("--upstream-ca: %w", err)
-		}
-		if !roots.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--upstream-ca %s: no PEM certificate in it", n.UpstreamCA)
-		}
+	roots, err := upstreamRoots(n.UpstreamCA)
+	if err != nil {
+		return nil, err
 	}
 	caDir, err := ca.Dir()
 	if err != nil {
@@ -264,6 +326,10 @@ func Start(c Config) (_ *Egress, err error) {
 	e.Env = append(c.Secrets.Env(),
 		"SSL_CERT_FILE="+BundleInside, "NODE_EXTRA_CA_CERTS="+BundleInside, "REQUESTS_CA_BUNDLE="+BundleInside,
 		"CURL_CA_BUNDLE="+BundleInside, "GIT_SSL_CAINFO="+BundleInside)
+	// git over HTTPS to a :git secret's hosts gets its placeholder from a
+	// credential helper in git's environment config (config.MergeEnv puts
+	// it after any the user passes).
+	e.Env = append(e.Env, config.GitConfigEnv(c.Secrets.GitConfig())...)
 
 	if c.Mode == config.ModeTransparent {
 		e.Net = &tapNet

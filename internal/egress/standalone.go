@@ -114,10 +114,11 @@ func ServeGateway(ctx context.Context, o GatewayOptions) error {
 	rand.Read(idb)
 	id := "gw-" + hex.EncodeToString(idb)
 	auditPath := filepath.Join(o.Dir, id+".audit.jsonl")
-	set, err := LoadSecrets(o.Network.Secrets, nil)
+	set, stop, err := LoadSecrets(o.Network, nil, nil)
 	if err != nil {
 		return err
 	}
+	defer stop()
 	log, err := audit.Open(auditPath, id, set.RedactString)
 	if err != nil {
 		return err

@@ -137,11 +137,13 @@ type Sandbox struct {
 	guestExe string
 	log      *audit.Log
 	redact   atomic.Pointer[secrets.Set]
-	ctl      *net.UnixListener
-	watch    *watcher
-	env      []string
-	mode     string // network mode, "" without network
-	started  time.Time
+	// stopSecrets ends the refreshers of the secrets' rotating values.
+	stopSecrets func()
+	ctl         *net.UnixListener
+	watch       *watcher
+	env         []string
+	mode        string // network mode, "" without network
+	started     time.Time
 
 	warnings    []string
 	stopOnce    sync.Once
@@ -332,10 +334,11 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 	// Egress: the gateway pipeline and its door.
 	s.env = spec.Env
 	if s.mode != "" {
-		set, err := egress.LoadSecrets(spec.Config.Network.Secrets, o.Secrets)
+		set, stop, err := egress.LoadSecrets(spec.Config.Network, o.Secrets, warn)
 		if err != nil {
 			return nil, step("egress", err)
 		}
+		s.stopSecrets = stop
 		s.redact.Store(set)
 		// The queue exists when something may ask: unknown hosts (approvals
 		// ask) or a service's escalations (host commands on an ask list).
@@ -551,6 +554,25 @@ func (s *Sandbox) backendSpec() (*backend.Spec, error) {
 	}
 	if cfg, err := os.UserConfigDir(); err == nil {
 		b.Hide = append(b.Hide, filepath.Join(cfg, "airlock"))
+	}
+	// A GitHub App's private key mints tokens for every repository the App
+	// can reach: wherever it is, the sandbox never sees it; in the workspace
+	// (which the sandbox can copy or move) it is refused.
+	for _, f := range c.Network.Secrets {
+		name, key, ok := secrets.AppKeyFile(f)
+		if !ok {
+			continue
+		}
+		paths := []string{key}
+		if real, err := filepath.EvalSymlinks(key); err == nil {
+			paths = append(paths, real)
+		}
+		for _, p := range paths {
+			if backend.Within(p, c.Workspace.Path) {
+				return nil, fmt.Errorf("secret %s: the GitHub App's key file %s is in the workspace, where the sandbox could read it; keep it outside (e.g. under ~/.config/airlock, which no sandbox sees)", name, key)
+			}
+			b.Hide = append(b.Hide, p)
+		}
 	}
 	return b, nil
 }
@@ -962,6 +984,9 @@ func (s *Sandbox) teardown() {
 	}
 	s.closeDoors()
 	<-s.doorsClosed
+	if s.stopSecrets != nil {
+		s.stopSecrets()
+	}
 	if s.log != nil {
 		stopped := audit.Lifecycle(audit.OpStop, s.be.Name(), "")
 		stopped.Duration = audit.Millis(time.Since(s.started))

@@ -36,6 +36,8 @@ var rules = []rule{
 		"timerslack is a leaf the guest calls first thing: it imports nothing of ours"},
 	{[]string{"internal/config"}, []string{"internal/", "sandbox", "cmd/", "!internal/policy", "!internal/secrets"},
 		"config is data, validation and merging (it checks rules with policy and secret flags with secrets, both leaves): everything else depends on it, not the other way"},
+	{[]string{"internal/ghapp"}, []string{"internal/", "sandbox", "cmd/", "!internal/ghapp"},
+		"ghapp mints GitHub App tokens on the host and imports nothing of ours: the secrets package stays a leaf that never makes a request, and egress wires the two"},
 }
 
 func matches(pkg string, prefixes []string) bool {

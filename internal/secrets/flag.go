@@ -2,6 +2,7 @@ package secrets
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,10 +12,11 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // FlagSyntax is the --secret syntax, for help text and error messages.
-const FlagSyntax = `NAME[=SOURCE]@HOST[,HOST...][:body][:prefix=TEXT]`
+const FlagSyntax = `NAME[=SOURCE]@HOST[,HOST...][:body][:prefix=TEXT][:git[=USER]]`
 
 // FlagHelp explains FlagSyntax.
 const FlagHelp = `--secret ` + FlagSyntax + `
@@ -23,13 +25,22 @@ const FlagHelp = `--secret ` + FlagSyntax + `
                   (none)        env var NAME
                   env:VAR       env var VAR
                   file:PATH     a file (~/ expands; trailing newlines dropped)
-                  cmd:COMMAND   stdout of sh -c COMMAND (trailing newlines dropped)
+                  cmd:COMMAND   stdout of sh -c COMMAND (trailing newlines dropped;
+                                at most 2 minutes and 64 KiB)
+                  github-app:app=ID;installation=ID;key=PATH;repos=NAME,...
+                               [;permissions=NAME:read|write,...][;api=URL]
+                                a GitHub App installation token minted on the
+                                host, limited to repos, refreshed before it lapses
   HOST          a name, *.name (the name and one more label) or an IP address
                 ([::1] for IPv6); no ports
   :body         also swap the placeholder in request bodies, not only headers and URL
   :prefix=TEXT  start the placeholder with TEXT, for clients that check a key's
                 format (e.g. :prefix=sk-ant-api03-); letters, digits, - . _ ~
+  :git[=USER]   git over HTTPS to HOST uses it: a credential helper in git's
+                environment config answers USER (default x-access-token) and the
+                placeholder, and ssh remotes git@HOST: are fetched over HTTPS
 Examples: GITHUB_TOKEN@api.github.com
+          GH_TOKEN=cmd:gh auth token@github.com,api.github.com:git
           OPENAI_API_KEY=cmd:pass show openai@api.openai.com:body
           AWS_KEY=file:~/.aws/key@*.amazonaws.com`
 
@@ -40,7 +51,17 @@ type Sources struct {
 	ReadFile  func(path string) ([]byte, error)
 	// RunCmd runs command with sh -c and returns its standard output.
 	RunCmd func(command string) ([]byte, error)
+	// GitHubApp mints a first installation token for secret name and returns
+	// it with keep, which ParseFlag calls with the secret's Rotator so that
+	// later tokens replace it (nil: the source is refused).
+	GitHubApp func(name string, app AppSource) (first []byte, keep func(*Rotator), err error)
 }
+
+const (
+	// cmdTimeout bounds a cmd: source; a password manager may wait for its
+	// passphrase, so it is not short.
+	cmdTimeout = 2 * time.Minute
+)
 
 // DefaultSources reads the process environment, the file system and sh -c. Commands get
 // no standard input (so they cannot eat the terminal's) and share the terminal's
@@ -61,9 +82,7 @@ func DefaultSources() Sources {
 			return readValueFile(path)
 		},
 		RunCmd: func(command string) ([]byte, error) {
-			c := exec.Command("/bin/sh", "-c", command)
-			c.Stderr = os.Stderr
-			return c.Output()
+			return runBounded(command, cmdTimeout, maxValueLen)
 		},
 	}
 }
@@ -131,11 +150,17 @@ func ParseFlag(flag string, src Sources) (*Secret, error) {
 	if err != nil {
 		return nil, fail("%w", err)
 	}
-	inBody, prefix := false, ""
+	inBody, prefix, git := false, "", ""
 	for _, o := range opts {
 		switch p, isPrefix := strings.CutPrefix(o, "prefix="); {
 		case o == "body":
 			inBody = true
+		case o == "git":
+			git = DefaultGitUser
+		case strings.HasPrefix(o, "git="):
+			if git = o[len("git="):]; !validGitUser(git) {
+				return nil, fail("the user after :git= may hold only letters, digits and - . _")
+			}
 		case isPrefix:
 			if err := checkPrefix(p); err != nil {
 				return nil, fail("%w", err)
@@ -147,8 +172,16 @@ func ParseFlag(flag string, src Sources) (*Secret, error) {
 		case o != "" && strings.Trim(o, "0123456789") == "":
 			return nil, fail("secrets are bound to hosts, not ports; drop :%s", o)
 		default:
-			return nil, fail("unknown option %q after the hosts; options are :body and :prefix=TEXT", o)
+			return nil, fail("unknown option %q after the hosts; options are :body, :prefix=TEXT and :git[=USER]", o)
 		}
+	}
+	if app, ok := strings.CutPrefix(source, "github-app:"); ok && hasSource {
+		s, err := appSecret(name, app, hosts, prefix, src)
+		if err != nil {
+			return nil, fail("%w", err)
+		}
+		s.InBody, s.Git = inBody, git
+		return s, nil
 	}
 	value, from, err := readValue(name, source, hasSource, src)
 	if err != nil {
@@ -158,8 +191,89 @@ func ParseFlag(flag string, src Sources) (*Secret, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--secret %s: from %s: %w", name, from, errors.Unwrap(err))
 	}
-	s.InBody = inBody
+	s.InBody, s.Git = inBody, git
 	return s, nil
+}
+
+// appSecret mints the first token of a github-app: source and makes a
+// rotating secret that the source's keeper refreshes.
+func appSecret(name, text string, hosts []string, prefix string, src Sources) (*Secret, error) {
+	app, err := ParseAppSource(text)
+	if err != nil {
+		return nil, fmt.Errorf("github-app: %w", err)
+	}
+	if src.GitHubApp == nil {
+		return nil, errors.New("github-app: no way to mint App tokens here (Sources.GitHubApp is nil)")
+	}
+	first, keep, err := src.GitHubApp(name, app)
+	if err != nil {
+		return nil, fmt.Errorf("github-app: %w", err)
+	}
+	s, rot, err := NewRotating(name, first, hosts, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("from github-app: %w", errors.Unwrap(err))
+	}
+	if keep != nil {
+		keep(rot)
+	}
+	return s, nil
+}
+
+// runBounded runs command with sh -c: no standard input (so it cannot eat
+// the terminal's), the terminal's standard error (a password manager's
+// messages reach the user), at most timeout, and at most limit bytes of
+// output. Output is never quoted in errors.
+func runBounded(command string, timeout time.Duration, limit int) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	c := exec.CommandContext(ctx, "/bin/sh", "-c", command)
+	c.Stderr = os.Stderr
+	c.WaitDelay = time.Second // a child holding stdout open does not hold us
+	out := &capped{limit: limit}
+	c.Stdout = out
+	err := c.Run()
+	switch {
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("the command ran longer than %v", timeout)
+	case out.over:
+		return nil, fmt.Errorf("the command printed more than %d KiB", limit>>10)
+	case err != nil:
+		return nil, err
+	}
+	return out.b, nil
+}
+
+// capped keeps the first limit bytes written and notes any more.
+type capped struct {
+	b     []byte
+	limit int
+	over  bool
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if len(c.b)+len(p) > c.limit {
+		c.over = true
+		return 0, errors.New("output too long")
+	}
+	c.b = append(c.b, p...)
+	return len(p), nil
+}
+
+// DefaultGitUser is the user name git sends with a :git secret's
+// placeholder: GitHub's for tokens (App installation tokens need it; personal
+// ones take any name).
+const DefaultGitUser = "x-access-token"
+
+func validGitUser(u string) bool {
+	if u == "" || len(u) > 64 {
+		return false
+	}
+	for i := 0; i < len(u); i++ {
+		if c := u[i]; !(unreserved(c) && c != '~') {
+			return false
+		}
+	}
+	return true
 }
 
 // cutOptions splits "HOSTS[:OPT]..." at the colons outside [IPv6] brackets.
@@ -190,7 +304,7 @@ func readValue(name, source string, hasSource bool, src Sources) (value []byte, 
 	if hasSource {
 		var ok bool
 		if kind, arg, ok = strings.Cut(source, ":"); !ok || (kind != "env" && kind != "file" && kind != "cmd") {
-			return nil, "", fmt.Errorf("the source after '=' must be env:VAR, file:PATH or cmd:COMMAND; "+
+			return nil, "", fmt.Errorf("the source after '=' must be env:VAR, file:PATH, cmd:COMMAND or github-app:...; "+
 				"a literal value is not accepted, as it would stay in shell history and ps (to use env var %s, write %s@HOSTS)", name, name)
 		}
 		if arg == "" {

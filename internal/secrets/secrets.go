@@ -44,6 +44,9 @@ type Secret struct {
 	Hosts       []string // exact hosts or "*.example.com" patterns (the apex and one more label)
 	Placeholder string   // what the sandbox sees
 	InBody      bool     // also swap in request bodies (opt-in: bodies are large and often echoed)
+	// Git, if set, is the user name git sends with the placeholder: git over
+	// HTTPS to Hosts gets the placeholder from a credential helper (GitConfig).
+	Git string
 	// value is a closure because fmt cannot look inside one: printing a struct that holds
 	// a Secret where fmt cannot call Format (an unexported field) shows an address. A
 	// pointer is not enough, as a bad verb (%s on a pointer) makes fmt dereference it.
@@ -294,6 +297,9 @@ func (s Secret) String() string {
 	b.WriteString(strings.Join(s.Hosts, ","))
 	if s.InBody {
 		b.WriteString(":body")
+	}
+	if s.Git != "" {
+		b.WriteString(":git")
 	}
 	b.WriteString(" (")
 	b.WriteString(shortPlaceholder(s.Placeholder))

@@ -49,6 +49,10 @@ func NewSet(secrets ...*Secret) (*Set, error) {
 		if err := checkPlaceholder(in.Placeholder); err != nil {
 			return nil, fmt.Errorf("secret %s: %w", in.Name, err)
 		}
+		if in.Git != "" && !validGitUser(in.Git) {
+			// It goes into a shell function git runs (GitConfig).
+			return nil, fmt.Errorf("secret %s: the git user may hold only letters, digits and - . _", in.Name)
+		}
 		hosts, err := normalizeHosts(in.Hosts)
 		if err != nil {
 			return nil, fmt.Errorf("secret %s: %w", in.Name, err)
