@@ -192,10 +192,42 @@ func New(c Config) (*Policy, error) {
 		}
 		p.rules = append(p.rules, cr)
 	}
+	errs = append(errs, shadowed(c.Rules)...)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// shadowed finds allow and escalate rules that can never apply because a
+// deny rule without conditions matches every call of their tools: the most
+// restrictive matching rule wins, so `tool: "*"` with `deny: always` after
+// the allows denies everything. A tool no rule names is denied already.
+func shadowed(rules []Rule) []error {
+	var errs []error
+	for i, r := range rules {
+		if r.Verdict == Deny || r.Tool == "" {
+			continue
+		}
+		for j, d := range rules {
+			if d.Verdict != Deny || len(d.When) > 0 || d.Tool == "" || !covers(d.Tool, r.Tool) {
+				continue
+			}
+			errs = append(errs, fmt.Errorf("mcppolicy: rule %d (%s) can never %s: rule %d (%s) denies every call of %q, and the most restrictive matching rule wins; remove rule %d (a tool no rule allows is denied already) or give it a condition",
+				i, ruleLabel(i, r), r.Verdict, j, ruleLabel(j, d), r.Tool, j))
+			break
+		}
+	}
+	return errs
+}
+
+// covers reports whether glob d matches every name glob r matches: d is
+// all stars, or r has no wildcard and d matches it, or they are the same.
+func covers(d, r string) bool {
+	if strings.Trim(d, "*") == "" || d == r {
+		return true
+	}
+	return !strings.ContainsAny(r, "*?") && compileGlob(d).MatchString(r)
 }
 
 func ruleLabel(i int, r Rule) string {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -48,6 +49,9 @@ func SandboxArgv(s ServerConfig) []string {
 	for _, p := range s.RO {
 		argv = append(argv, "--ro", p)
 	}
+	for _, p := range s.Hide {
+		argv = append(argv, "--hide", p)
+	}
 	for _, h := range s.AllowHosts {
 		argv = append(argv, "--allow-host", h)
 	}
@@ -64,6 +68,47 @@ func SandboxArgv(s ServerConfig) []string {
 	}
 	argv = append(argv, "--")
 	return append(argv, s.Command...)
+}
+
+// hidden is what s's sandbox must not show: the protected paths and the
+// paths of every deny rule over all tools ("*") whose conditions are all
+// path_within, so a path swapped after the check (a symlink replaced
+// between policy and the server's open) finds nothing there. Paths that
+// hold a root are left out (hiding them would hide the root; every call
+// into such a root is denied anyway). What does not exist when the server
+// starts cannot be covered; policy still denies it.
+func hidden(s ServerConfig, protected []string) []string {
+	out := append([]string(nil), protected...)
+	for _, r := range s.Rules {
+		if r.Verdict != mcppolicy.Deny || strings.Trim(r.Tool, "*") != "" || len(r.When) == 0 {
+			continue
+		}
+		var paths []string
+		for _, c := range r.When {
+			if c.PathWithin == nil || c.HostIn != nil || c.Equals != nil || c.Glob != "" || c.Regex != "" || c.Present != nil {
+				paths = nil
+				break
+			}
+			for _, p := range c.PathWithin {
+				if p != mcppolicy.RootsToken {
+					paths = append(paths, p)
+				}
+			}
+		}
+		out = append(out, paths...)
+	}
+	kept := []string{}
+	for _, p := range out {
+		p = filepath.Clean(p)
+		holds := p == "/" || slices.Contains(kept, p)
+		for _, r := range s.Roots {
+			holds = holds || r == p || strings.HasPrefix(r, p+"/")
+		}
+		if !holds {
+			kept = append(kept, p)
+		}
+	}
+	return kept
 }
 
 // DirectLaunch runs s's command on the host, unsandboxed: tests only.
