@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -623,4 +624,67 @@ func aType(v any) string {
 		return "an " + t
 	}
 	return "a " + t
+}
+
+// DeniedToAll lists the paths the rules deny to every tool they could
+// allow: the paths of deny rules whose conditions are all path_within
+// (RootsToken aside), kept when, for each allow or escalate rule, a deny
+// rule over a glob covering its tool denies that path or one holding it.
+// A server's sandbox may hide these whole: no allowed call needs them, so a
+// path swapped after the check (a symlink replaced before the server's
+// open) finds nothing there.
+func DeniedToAll(rules []Rule) []string {
+	type deny struct {
+		tool  string
+		paths []string
+	}
+	var denies []deny
+	for _, r := range rules {
+		if r.Verdict != Deny || len(r.When) == 0 {
+			continue
+		}
+		d := deny{tool: r.Tool}
+		for _, c := range r.When {
+			if c.PathWithin == nil || c.HostIn != nil || c.Equals != nil || c.Glob != "" || c.Regex != "" || c.Present != nil {
+				d.paths = nil
+				break
+			}
+			for _, p := range c.PathWithin {
+				if p != RootsToken && filepath.IsAbs(p) {
+					d.paths = append(d.paths, filepath.Clean(p))
+				}
+			}
+		}
+		if len(d.paths) > 0 {
+			denies = append(denies, d)
+		}
+	}
+	var out []string
+	for _, d := range denies {
+		for _, p := range d.paths {
+			all := true
+			for _, a := range rules {
+				if a.Verdict == Deny {
+					continue
+				}
+				covered := false
+				for _, o := range denies {
+					if !covers(o.tool, a.Tool) {
+						continue
+					}
+					for _, q := range o.paths {
+						covered = covered || within(p, q)
+					}
+				}
+				if !covered {
+					all = false
+					break
+				}
+			}
+			if all && !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
 }

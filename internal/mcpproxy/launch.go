@@ -71,34 +71,15 @@ func SandboxArgv(s ServerConfig) []string {
 }
 
 // hidden is what s's sandbox must not show: the protected paths and the
-// paths of every deny rule over all tools ("*") whose conditions are all
-// path_within, so a path swapped after the check (a symlink replaced
-// between policy and the server's open) finds nothing there. Paths that
-// hold a root are left out (hiding them would hide the root; every call
-// into such a root is denied anyway). What does not exist when the server
-// starts cannot be covered; policy still denies it.
+// paths its rules deny to every tool they could allow (see
+// mcppolicy.DeniedToAll), so a path swapped after the check (a symlink
+// replaced between policy and the server's open) finds nothing there.
+// Paths that hold a root are left out (hiding them would hide the root;
+// every call into such a root is denied anyway). What does not exist when
+// the server starts cannot be covered; policy still denies it.
 func hidden(s ServerConfig, protected []string) []string {
-	out := append([]string(nil), protected...)
-	for _, r := range s.Rules {
-		if r.Verdict != mcppolicy.Deny || strings.Trim(r.Tool, "*") != "" || len(r.When) == 0 {
-			continue
-		}
-		var paths []string
-		for _, c := range r.When {
-			if c.PathWithin == nil || c.HostIn != nil || c.Equals != nil || c.Glob != "" || c.Regex != "" || c.Present != nil {
-				paths = nil
-				break
-			}
-			for _, p := range c.PathWithin {
-				if p != mcppolicy.RootsToken {
-					paths = append(paths, p)
-				}
-			}
-		}
-		out = append(out, paths...)
-	}
 	kept := []string{}
-	for _, p := range out {
+	for _, p := range append(append([]string(nil), protected...), mcppolicy.DeniedToAll(s.Rules)...) {
 		p = filepath.Clean(p)
 		holds := p == "/" || slices.Contains(kept, p)
 		for _, r := range s.Roots {

@@ -558,22 +558,26 @@ func TestTheREADMEExampleAllowsWhatItSaysItAllows(t *testing.T) {
 }
 
 func TestAServerSandboxHidesProtectedAndDeniedPaths(t *testing.T) {
+	within := func(p ...string) []mcppolicy.Condition {
+		return []mcppolicy.Condition{{Arg: "path", PathWithin: p}}
+	}
 	s := ServerConfig{Name: "fs", Command: []string{"srv"}, Roots: []string{"/p", "/q"}, Rules: []mcppolicy.Rule{
-		{Tool: "*", Verdict: mcppolicy.Deny, When: []mcppolicy.Condition{{Arg: "path", PathWithin: []string{"/p/secret", mcppolicy.RootsToken}}}},
-		{Tool: "**", Verdict: mcppolicy.Deny, When: []mcppolicy.Condition{{Arg: "src", PathWithin: []string{"/q/keys/"}}}},
-		{Tool: "write_file", Verdict: mcppolicy.Deny, When: []mcppolicy.Condition{{Arg: "path", PathWithin: []string{"/p/ro"}}}},
+		{Tool: "read_text_file", Verdict: mcppolicy.Allow, When: within(mcppolicy.RootsToken)},
+		{Tool: "write_file", Verdict: mcppolicy.Escalate, When: within(mcppolicy.RootsToken)},
+		{Tool: "*", Verdict: mcppolicy.Deny, When: within("/p/secret", mcppolicy.RootsToken)},
+		{Tool: "**", Verdict: mcppolicy.Deny, When: within("/q/keys/")},
+		{Tool: "read_*", Verdict: mcppolicy.Deny, When: within("/p/both")},
+		{Tool: "write_file", Verdict: mcppolicy.Deny, When: within("/p/both", "/p/ro")},
 		{Tool: "*", Verdict: mcppolicy.Deny, When: []mcppolicy.Condition{{Arg: "path", PathWithin: []string{"/p/maybe"}, Glob: "*.txt"}}},
-		{Tool: "*", Verdict: mcppolicy.Escalate, When: []mcppolicy.Condition{{Arg: "path", PathWithin: []string{"/p/ask"}}}},
-		{Tool: "*", Verdict: mcppolicy.Deny, When: []mcppolicy.Condition{{Arg: "path", PathWithin: []string{"/"}}}},
 	}}
 	got := hidden(s, []string{"/state/airlock", "/home/me/.config/airlock", "/state/airlock", "/"})
-	want := []string{"/state/airlock", "/home/me/.config/airlock", "/p/secret", "/q/keys"}
+	want := []string{"/state/airlock", "/home/me/.config/airlock", "/p/secret", "/q/keys", "/p/both"}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("hidden = %q, want %q (protected paths and the paths of unconditional deny-everything rules, none holding a root)", got, want)
+		t.Errorf("hidden = %q, want %q: protected paths and the paths denied to every allowed tool (/p/ro stays: reads may use it; /p/maybe: only some names; none holding a root)", got, want)
 	}
 	s.Hide = got
 	argv := strings.Join(SandboxArgv(s), " ")
-	if !strings.Contains(argv, "--hide /state/airlock --hide /home/me/.config/airlock --hide /p/secret --hide /q/keys --") {
+	if !strings.Contains(argv, "--hide /state/airlock --hide /home/me/.config/airlock --hide /p/secret --hide /q/keys --hide /p/both --") {
 		t.Errorf("SandboxArgv = %s, want every hidden path as --hide", argv)
 	}
 }
