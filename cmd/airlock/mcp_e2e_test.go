@@ -143,7 +143,7 @@ func TestMCPCallsArePolicedByTheProxy(t *testing.T) {
 func TestAPathSwappedAfterThePolicyCheckReachesNothing(t *testing.T) {
 	e := newEnv(t)
 	R := filepath.Join(filepath.Dir(e.ws), "srv") // the server's root
-	ws := filepath.Join(R, "ws")                   // the agent's workspace, inside it
+	ws := filepath.Join(R, "ws")                  // the agent's workspace, inside it
 	secret, plain := filepath.Join(R, "secret"), filepath.Join(R, "plain")
 	for dir, text := range map[string]string{filepath.Join(ws, "ok"): "harmless", secret: "CANARY-denied-path", plain: "CANARY-read-deny-only"} {
 		os.MkdirAll(dir, 0o755)
