@@ -65,4 +65,3 @@ func TestAFIFOWhereTheSessionIsLookedForDoesNotHangAgentRun(t *testing.T) {
 		})
 	}
 }
-
