@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/approval"
@@ -57,7 +60,7 @@ func newAsker(s *Sandbox, c config.Approvals, nobody bool) (_ *asker, err error)
 		}
 	}
 	if c.Decisions != "" {
-		if a.session, err = readDecisions(c.Decisions); err != nil {
+		if a.session, err = readDecisions(c.Decisions, sandboxWritable(s)); err != nil {
 			return nil, err
 		}
 	}
@@ -80,13 +83,30 @@ func (a *asker) start() error {
 	return nil
 }
 
-// readDecisions reads a prepared decisions file: its rules hold for the session.
-func readDecisions(path string) ([]approval.Rule, error) {
-	f, err := os.Open(path)
+// readDecisions reads a prepared decisions file: its rules hold for the
+// session. A file the sandbox could rewrite (under its workspace, a --rw
+// path or a writable bind) would let one run decide what the next may
+// reach, so it is refused; it is opened as a regular file only, without
+// blocking (a FIFO there would hang the start), and size-bounded.
+func readDecisions(path string, writable []string) ([]approval.Rule, error) {
+	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return nil, fmt.Errorf("--decisions: %w", err)
 	}
+	for _, w := range writable {
+		if wr, err := filepath.EvalSymlinks(w); err == nil && (real == wr || strings.HasPrefix(real, wr+"/") || wr == "/") {
+			return nil, fmt.Errorf("--decisions %s: the file is inside %s, which the sandbox can write, so a run could rewrite the answers of the next; keep it outside", path, w)
+		}
+	}
+	fd, err := syscall.Open(real, syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW|syscall.O_CLOEXEC|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, fmt.Errorf("--decisions %s: %w", path, err)
+	}
+	f := os.NewFile(uintptr(fd), real)
 	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("--decisions %s: not a regular file", path)
+	}
 	b, err := io.ReadAll(io.LimitReader(f, maxDecisionsFile+1))
 	if err != nil {
 		return nil, fmt.Errorf("--decisions: %w", err)
@@ -102,6 +122,18 @@ func readDecisions(path string) ([]approval.Rule, error) {
 		rules[i].Scope, rules[i].By = approval.Session, "file"
 	}
 	return rules, nil
+}
+
+// sandboxWritable are the host paths s's sandbox can write.
+func sandboxWritable(s *Sandbox) []string {
+	c := s.spec.Config
+	out := append([]string{c.Workspace.Path}, c.RW...)
+	for _, b := range s.spec.Binds {
+		if !b.ReadOnly && b.Source != "" {
+			out = append(out, b.Source)
+		}
+	}
+	return out
 }
 
 // rules are every remembered decision in force for this sandbox.
