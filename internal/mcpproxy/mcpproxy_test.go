@@ -598,6 +598,7 @@ func TestArgumentsAServerCouldDecodeOtherwiseAreRefused(t *testing.T) {
 	os.WriteFile(filepath.Join(outside, "canary.txt"), []byte(canary), 0o644)
 	os.WriteFile(filepath.Join(root, "ok.txt"), []byte("inside the root"), 0o644)
 	os.Symlink(outside, filepath.Join(root, "link-out"))
+	os.Symlink(outside, filepath.Join(root, "\u00e9-link")) // NFC é
 	rec := &recorder{}
 	p, _ := start(t, []ServerConfig{fsConfig(t, root)}, Env{Sandbox: "sb", Audit: rec.add}, "fs", nil)
 	hs := httptest.NewServer(p.Handler())
@@ -629,12 +630,14 @@ func TestArgumentsAServerCouldDecodeOtherwiseAreRefused(t *testing.T) {
 	}
 	// Paths that decode one way: the policy resolves them as the server does.
 	denied := map[string]string{
-		"dot-dot out of the root":    root + "/sub/../../outside/canary.txt",
-		"a symlink out of the root":  root + "/link-out/canary.txt",
-		"a file URL out of the root": "file://" + outside + "/canary.txt",
-		"a relative escape":          "../outside/canary.txt",
-		"a fullwidth solidus":        root + "／..／..／outside／canary.txt",
-		"NFD and case of the root":   strings.ToUpper(T) + "/root/../outside/canary.txt",
+		"dot-dot out of the root":        root + "/sub/../../outside/canary.txt",
+		"a symlink out of the root":      root + "/link-out/canary.txt",
+		"a file URL out of the root":     "file://" + outside + "/canary.txt",
+		"a relative escape":              "../outside/canary.txt",
+		"a fullwidth solidus":            root + "／..／..／outside／canary.txt",
+		"the root in capitals":           strings.ToUpper(T) + "/root/../outside/canary.txt",
+		"an NFD spelling of an NFC link": root + "/e\u0301-link/canary.txt",
+		"a fullwidth spelling of a link": root + "/ｌｉｎｋ-ｏｕｔ/canary.txt",
 	}
 	for name, path := range denied {
 		a, _ := json.Marshal(map[string]any{"path": path})
