@@ -92,6 +92,22 @@ func hidden(s ServerConfig, protected []string) []string {
 	return kept
 }
 
+// rootsHoldNoProtected refuses a stdio server whose root holds one of
+// airlock's own dirs: the server could change them (its sandbox refuses
+// such a workspace too, but only once started, in its log); said here, it
+// stops the start with the reason.
+func rootsHoldNoProtected(s ServerConfig, protected []string) error {
+	for _, r := range s.Roots {
+		for _, p := range protected {
+			p = filepath.Clean(p)
+			if p == r || strings.HasPrefix(p, r+"/") || r == "/" {
+				return fmt.Errorf("mcpproxy: server %s: root %s holds airlock's own %s, which no server may change; give it a directory that does not hold it", s.Name, r, p)
+			}
+		}
+	}
+	return nil
+}
+
 // DirectLaunch runs s's command on the host, unsandboxed: tests only.
 func DirectLaunch(_ string, s ServerConfig) (*exec.Cmd, error) {
 	cmd := exec.Command(s.Command[0], s.Command[1:]...)

@@ -702,3 +702,17 @@ func rawSession(t *testing.T, url string) func(tool, args string) string {
 		return post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, id, tool, args))
 	}
 }
+
+func TestARootHoldingAirlocksOwnDirsIsRefusedAtStart(t *testing.T) {
+	home := t.TempDir()
+	s := ServerConfig{Name: "fs", Command: []string{"srv"}, Roots: []string{home}}
+	_, err := New([]ServerConfig{s}, Env{Exe: "/bin/false", Launch: DirectLaunch, Protected: []string{home + "/.config/airlock"}})
+	if err == nil || !strings.Contains(err.Error(), "holds airlock's own") {
+		t.Fatalf("New with a root holding the config dir = %v, want a refusal naming it", err)
+	}
+	p, err := New([]ServerConfig{s}, Env{Exe: "/bin/false", Launch: DirectLaunch, Protected: []string{t.TempDir()}})
+	if err != nil {
+		t.Fatalf("the control, protected dirs elsewhere: %v", err)
+	}
+	p.Close()
+}

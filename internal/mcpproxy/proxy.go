@@ -116,6 +116,11 @@ func New(servers []ServerConfig, env Env) (*Proxy, error) {
 		if err != nil {
 			return nil, fmt.Errorf("mcpproxy: server %s: policy: %w", s.Name, err)
 		}
+		if len(s.Command) > 0 {
+			if err := rootsHoldNoProtected(s, env.Protected); err != nil {
+				return nil, err
+			}
+		}
 		s.Hide = hidden(s, env.Protected)
 		u := &upstream{p: p, cfg: s, pol: pol, changed: make(chan struct{})}
 		u.srv = mcp.NewServer(&mcp.Implementation{Name: "airlock/" + s.Name, Version: "1"}, &mcp.ServerOptions{
