@@ -71,15 +71,27 @@ func SandboxArgv(s ServerConfig) []string {
 }
 
 // hidden is what s's sandbox must not show: the protected paths and the
-// paths its rules deny to every tool they could allow (see
-// mcppolicy.DeniedToAll), so a path swapped after the check (a symlink
+// paths inside its roots that its rules deny to every tool they could allow
+// (see mcppolicy.DeniedToAll), so a path swapped after the check (a symlink
 // replaced between policy and the server's open) finds nothing there.
 // Paths that hold a root are left out (hiding them would hide the root;
 // every call into such a root is denied anyway). What does not exist when
 // the server starts cannot be covered; policy still denies it.
 func hidden(s ServerConfig, protected []string) []string {
+	cands := append([]string(nil), protected...)
+	for _, p := range mcppolicy.DeniedToAll(s.Rules) {
+		// Only inside a root: that is where a swapped path can lead the
+		// server and nowhere else it may go; a deny of /etc must not take
+		// /etc from the server's own runtime.
+		for _, r := range s.Roots {
+			if strings.HasPrefix(p, r+"/") {
+				cands = append(cands, p)
+				break
+			}
+		}
+	}
 	kept := []string{}
-	for _, p := range append(append([]string(nil), protected...), mcppolicy.DeniedToAll(s.Rules)...) {
+	for _, p := range cands {
 		p = filepath.Clean(p)
 		holds := p == "/" || slices.Contains(kept, p)
 		for _, r := range s.Roots {

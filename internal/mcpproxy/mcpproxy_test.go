@@ -569,11 +569,12 @@ func TestAServerSandboxHidesProtectedAndDeniedPaths(t *testing.T) {
 		{Tool: "read_*", Verdict: mcppolicy.Deny, When: within("/p/both")},
 		{Tool: "write_file", Verdict: mcppolicy.Deny, When: within("/p/both", "/p/ro")},
 		{Tool: "*", Verdict: mcppolicy.Deny, When: []mcppolicy.Condition{{Arg: "path", PathWithin: []string{"/p/maybe"}, Glob: "*.txt"}}},
+		{Tool: "*", Verdict: mcppolicy.Deny, When: within("/etc", "/pq")},
 	}}
 	got := hidden(s, []string{"/state/airlock", "/home/me/.config/airlock", "/state/airlock", "/"})
 	want := []string{"/state/airlock", "/home/me/.config/airlock", "/p/secret", "/q/keys", "/p/both"}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("hidden = %q, want %q: protected paths and the paths denied to every allowed tool (/p/ro stays: reads may use it; /p/maybe: only some names; none holding a root)", got, want)
+		t.Errorf("hidden = %q, want %q: protected paths and the paths denied to every allowed tool (/p/ro stays: reads may use it; /p/maybe: only some names; /etc and /pq: outside the roots; none holding a root)", got, want)
 	}
 	s.Hide = got
 	argv := strings.Join(SandboxArgv(s), " ")
