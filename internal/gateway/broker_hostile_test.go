@@ -129,6 +129,21 @@ func TestHostAndSNIMismatchesTowardTheBroker(t *testing.T) {
 			}
 		}
 	})
+	t.Run("SNI naming the broker on a transparent connection to another host", func(t *testing.T) {
+		f, spy := brokerFixture(t)
+		serve := f.gw.Accept(context.Background(), "example.com", 443)
+		if serve == nil {
+			t.Fatal("the control: example.com:443 is allowed, yet refused")
+		}
+		tc := tls.Client(acceptPair(t, serve), &tls.Config{ServerName: "airlock.internal", RootCAs: caRoots(f)})
+		tc.SetDeadline(time.Now().Add(10 * time.Second))
+		if tc.Handshake() == nil {
+			t.Error("a handshake for airlock.internal on example.com's connection succeeded")
+		}
+		if spy.calls() != 0 {
+			t.Error("the broker was reached")
+		}
+	})
 	t.Run("an absolute URI naming the broker with another Host", func(t *testing.T) {
 		f, spy := brokerFixture(t)
 		c := dialFront(t, f.proxy)
