@@ -195,7 +195,7 @@ func opencodeFindSession(home string, since time.Time) (string, error) {
 		if fi, err := f.Stat(); err == nil && fi.Size() > opencodeLogTail {
 			f.Seek(fi.Size()-opencodeLogTail, io.SeekStart)
 		}
-		sc := bufio.NewScanner(f)
+		sc := bufio.NewScanner(io.LimitReader(f, opencodeLogTail)) // another run may still append
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			line := sc.Bytes()
