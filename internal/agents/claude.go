@@ -231,11 +231,16 @@ func claudeFindSession(home string, since time.Time) (string, error) {
 	}
 	var best string
 	var bestTime time.Time
+	seen := 0
 	for _, p := range projects {
 		if !p.Mode.IsDir() {
 			continue
 		}
+		if seen > maxHomeEntries {
+			break // a home stuffed with entries: look no further
+		}
 		entries, err := readHomeDir(home, homeRel(root, p.Name))
+		seen += len(entries)
 		if err != nil {
 			return "", fmt.Errorf("claude: sessions: %w", err)
 		}

@@ -223,9 +223,14 @@ func codexArgv(args []string, resume string) []string {
 func codexFindSession(home string, since time.Time) (string, error) {
 	var newest string
 	var newestT time.Time
+	budget := 4 * maxHomeEntries // entries looked at in all: a home stuffed with them ends the walk
 	var walk func(rel string, depth int) error
 	walk = func(rel string, depth int) error {
+		if budget <= 0 {
+			return nil
+		}
 		entries, err := readHomeDir(home, rel)
+		budget -= len(entries)
 		if err != nil {
 			if depth == 0 && errors.Is(err, fs.ErrNotExist) {
 				return nil
