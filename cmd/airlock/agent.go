@@ -9,7 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/airlock-dev/airlock/internal/agents"
 	"github.com/airlock-dev/airlock/internal/approval"
@@ -519,14 +520,59 @@ func writeHomeFiles(home string, files map[string][]byte) error {
 }
 
 // chownTree gives dir and everything in it to uid:gid, links themselves
-// (never their targets).
+// (never their targets). The home may hold what an earlier sandbox left,
+// and another run's sandbox may be changing it now: each directory is
+// opened from its parent's descriptor without following a link, so a
+// directory swapped for a link cannot lead the walk (as root) outside.
 func chownTree(dir string, uid, gid int) error {
-	return filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", dir, err)
+	}
+	if err := unix.Fchown(fd, uid, gid); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("chown %s: %w", dir, err)
+	}
+	return chownBeneath(fd, dir, uid, gid, 0)
+}
+
+// chownBeneath chowns the entries of the directory fd (closing it), and
+// recurses into its subdirectories, at most 64 deep.
+func chownBeneath(fd int, name string, uid, gid, depth int) error {
+	d := os.NewFile(uintptr(fd), name)
+	defer d.Close()
+	if depth > 64 {
+		return fmt.Errorf("chown %s: nested more than 64 directories deep", name)
+	}
+	for {
+		names, err := d.Readdirnames(1024)
+		for _, n := range names {
+			p := filepath.Join(name, n)
+			if err := unix.Fchownat(fd, n, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				if errors.Is(err, unix.ENOENT) {
+					continue
+				}
+				return fmt.Errorf("chown %s: %w", p, err)
+			}
+			var st unix.Stat_t
+			if unix.Fstatat(fd, n, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+				continue
+			}
+			sub, err := unix.Openat(fd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err != nil {
+				continue // replaced meanwhile (by a link, say): not followed
+			}
+			if err := chownBeneath(sub, p, uid, gid, depth+1); err != nil {
+				return err
+			}
 		}
-		return os.Lchown(p, uid, gid)
-	})
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("chown %s: %w", name, err)
+		}
+	}
 }
 
 // appendNew appends the values not in list yet.

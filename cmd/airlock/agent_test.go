@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -165,5 +166,44 @@ func TestAnAgentInALinkedNodeModulesTreeIsFoundAndShownWhole(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("findAgent does not return")
+	}
+}
+
+// TestChownTreeNeverFollowsALinkTheSandboxPlanted: run as root for
+// another uid, chownTree gives the home away; links planted in it (to a
+// file and a directory outside) are changed themselves, their targets
+// keep their owner.
+func TestChownTreeNeverFollowsALinkTheSandboxPlanted(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("chown to another uid needs root")
+	}
+	home, outside := t.TempDir(), t.TempDir()
+	os.MkdirAll(filepath.Join(home, "a", "b"), 0o700)
+	os.WriteFile(filepath.Join(home, "a", "b", "f"), []byte("x"), 0o600)
+	os.WriteFile(filepath.Join(outside, "victim"), []byte("x"), 0o600)
+	os.Mkdir(filepath.Join(outside, "dir"), 0o700)
+	os.WriteFile(filepath.Join(outside, "dir", "inner"), []byte("x"), 0o600)
+	os.Symlink(filepath.Join(outside, "victim"), filepath.Join(home, "a", "link-file"))
+	os.Symlink(filepath.Join(outside, "dir"), filepath.Join(home, "a", "link-dir"))
+	const uid, gid = 54321, 54321
+	if err := chownTree(home, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	owner := func(p string) int {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return int(st.Uid)
+	}
+	for _, p := range []string{home, filepath.Join(home, "a", "b", "f"), filepath.Join(home, "a", "link-file"), filepath.Join(home, "a", "link-dir")} {
+		if owner(p) != uid {
+			t.Errorf("%s: owner %d, want %d", p, owner(p), uid)
+		}
+	}
+	for _, p := range []string{filepath.Join(outside, "victim"), filepath.Join(outside, "dir"), filepath.Join(outside, "dir", "inner")} {
+		if owner(p) != 0 {
+			t.Errorf("%s, outside the home, now belongs to %d", p, owner(p))
+		}
 	}
 }

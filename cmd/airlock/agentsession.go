@@ -67,7 +67,7 @@ func recordSession(p *agents.Profile, project, ws, home string, started time.Tim
 	if p.FindSession == nil {
 		return
 	}
-	id, err := p.FindSession(home, started)
+	id, err := findSessionWithin(p, home, started, findSessionTimeout)
 	if err != nil {
 		warn("could not find the %s session to resume: %v", p.Display, err)
 		return
@@ -103,6 +103,26 @@ func recordSession(p *agents.Profile, project, ws, home string, started time.Tim
 		fmt.Fprintf(os.Stderr, "airlock: %s session %s: go on with airlock agent run %s --resume %s\n", p.Display, id, p.Name, id)
 	}
 	pruneSessions(dir)
+}
+
+// findSessionTimeout bounds the look for a session in the agent's home
+// (which the sandbox could write): the reads there never block, and this
+// is the backstop, so a run always ends once its agent has.
+const findSessionTimeout = 15 * time.Second
+
+func findSessionWithin(p *agents.Profile, home string, since time.Time, d time.Duration) (string, error) {
+	type found struct {
+		id  string
+		err error
+	}
+	ch := make(chan found, 1)
+	go func() { id, err := p.FindSession(home, since); ch <- found{id, err} }()
+	select {
+	case f := <-ch:
+		return f.id, f.err
+	case <-time.After(d):
+		return "", fmt.Errorf("gave up after %s", d)
+	}
 }
 
 // pruneSessions keeps the newest maxSessionsKept records.

@@ -130,3 +130,97 @@ func TestMCPCallsArePolicedByTheProxy(t *testing.T) {
 		}
 	})
 }
+
+// TestAPathSwappedAfterThePolicyCheckReachesNothing races the policy: the
+// agent swaps a symlink in its workspace between a harmless directory and
+// a path a `tool: "*"` rule denies, while it asks the real filesystem
+// server, whose root holds both, to read and write through the link. Some
+// calls are checked while the link points at the harmless directory and
+// opened after it points elsewhere; the server's sandbox hides the denied
+// path, so those find nothing. The judge is the host: no canary in any
+// result, nothing written there. (airlock's own dirs cannot be inside a
+// root: the server's sandbox refuses such a workspace and never starts.)
+func TestAPathSwappedAfterThePolicyCheckReachesNothing(t *testing.T) {
+	e := newEnv(t)
+	R := filepath.Join(filepath.Dir(e.ws), "srv") // the server's root
+	ws := filepath.Join(R, "ws")                  // the agent's workspace, inside it
+	secret, plain := filepath.Join(R, "secret"), filepath.Join(R, "plain")
+	for dir, text := range map[string]string{filepath.Join(ws, "ok"): "harmless", secret: "CANARY-denied-path", plain: "CANARY-read-deny-only"} {
+		os.MkdirAll(dir, 0o755)
+		if err := os.WriteFile(filepath.Join(dir, "f.txt"), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Chmod(filepath.Dir(e.ws), 0o755)
+	client, server, serverDir := mcpSetup(t, ws)
+	cfg := map[string]any{"version": 1, "mcp_servers": map[string]any{"fs": map[string]any{
+		"command": []string{"node", server, R},
+		"roots":   []string{R},
+		"ro":      []string{serverDir},
+		"rules": []any{
+			map[string]any{"tool": "read_text_file", "allow": map[string]any{"path": map[string]any{"path_within": "roots"}}},
+			map[string]any{"tool": "write_file", "allow": map[string]any{"path": map[string]any{"path_within": "roots"}}},
+			map[string]any{"tool": "*", "deny": map[string]any{"path": map[string]any{"path_within": []string{secret}}}},
+			map[string]any{"tool": "read_text_file", "deny": map[string]any{"path": map[string]any{"path_within": []string{plain}}}},
+		},
+	}}}
+	b, _ := json.Marshal(cfg)
+	e.writeConfig(string(b))
+	if r := e.run("run", "-d", "-q", "--name", "race", "--workspace", ws); r.code != 0 {
+		t.Fatalf("run -d with an MCP server: %v", r)
+	}
+	defer e.run("kill", "--all")
+	call := func(tool string, args map[string]any) result {
+		a, _ := json.Marshal(args)
+		return e.run("exec", "race", "--", client, "http://airlock.internal/mcp/fs", tool, string(a))
+	}
+	// Controls: through the link at the harmless directory a read works; the
+	// refused paths named directly are refused by policy.
+	os.Symlink("ok", filepath.Join(ws, "l"))
+	if r := call("read_text_file", map[string]any{"path": filepath.Join(ws, "l", "f.txt")}); r.code != 0 || !strings.Contains(r.stdout, "harmless") {
+		t.Fatalf("a read through the link: %v", r)
+	}
+	for _, dir := range []string{secret, plain} {
+		if r := call("read_text_file", map[string]any{"path": filepath.Join(dir, "f.txt")}); r.code != 3 || !strings.Contains(r.stdout, "policy") {
+			t.Fatalf("a direct read of %s: %v, want a policy refusal", dir, r)
+		}
+	}
+	// The race, from inside: a swapper loop and calls through the link, each
+	// path spelled differently (./ repeated) so the breaker does not stop it.
+	const tries = 30
+	script := `cd "$WS"
+swap() { end=$(($(date +%s)+90)); while [ ! -e stop ] && [ "$(date +%s)" -lt $end ]; do ln -sfn "$1" l; ln -sfn ok l; done; }
+for target in "$SECRET" "$PLAIN"; do
+  rm -f stop; swap "$target" &
+  i=0; dots=""
+  while [ $i -lt $TRIES ]; do
+    "$CLIENT" http://airlock.internal/mcp/fs read_text_file "{\"path\":\"$WS/${dots}l/f.txt\"}"
+    if [ "$target" = "$SECRET" ]; then
+      "$CLIENT" http://airlock.internal/mcp/fs write_file "{\"path\":\"$WS/${dots}l/new.txt\",\"content\":\"pwned\"}"
+    fi
+    dots="$dots./"; i=$((i+1))
+  done
+  touch stop; wait
+done
+ln -sfn ok l; rm -f stop`
+	r := e.run("exec", "race", "--", "env", "WS="+ws, "SECRET="+secret, "PLAIN="+plain,
+		"CLIENT="+client, fmt.Sprintf("TRIES=%d", tries), "sh", "-c", script)
+	if r.code != 0 {
+		t.Fatalf("the race script: %v", r)
+	}
+	if strings.Contains(r.stdout, "CANARY-denied-path") {
+		t.Errorf("a swapped path reached the denied directory through the server:\n%s", r.stdout)
+	}
+	if _, err := os.Stat(filepath.Join(secret, "new.txt")); err == nil {
+		t.Error("a swapped write landed in the denied directory")
+	}
+	if n := strings.Count(r.stdout, "harmless"); n == 0 {
+		t.Errorf("no call through the link was allowed during the race (the race never ran):\n%s", r.stdout)
+	} else {
+		t.Logf("%d of %d reads were checked and served through the link", n, 2*tries)
+	}
+	// A deny rule on one tool is policy only (the path stays visible to the
+	// server for the tools that may use it): the race may win there, which
+	// is what a tool: "*" deny is for. Logged, not asserted.
+	t.Logf("the one-tool deny (not hidden) was reached %d times", strings.Count(r.stdout, "CANARY-read-deny-only"))
+}

@@ -48,6 +48,7 @@ type runOptions struct {
 	image     string
 	watch     bool
 	scratch   []string
+	hide      []string
 	noConfig  bool
 	ask       bool
 	askAfter  time.Duration
@@ -174,6 +175,7 @@ func addRunFlags(f *pflag.FlagSet, o *runOptions) {
 	f.BoolVar(&o.noConfig, "no-config-files", false, "read no config file: defaults and these flags only")
 	f.BoolVar(&o.watch, "watch-files", false, "record every file created, written or deleted in the workspace and writable mounts in the audit log (airlock audit ID)")
 	f.StringArrayVar(&o.scratch, "scratch", nil, "an empty writable directory at `PATH` inside that lives as long as the sandbox (repeatable)")
+	f.StringArrayVar(&o.hide, "hide", nil, "never show host `PATH` inside: an empty directory or file covers it (repeatable)")
 	f.BoolVar(&o.noIDMap, "no-idmap", false, "as root: run the sandbox as host root, without its own id range and idmapped mounts (unsafe: root-owned files that are not hidden become readable; for where those are unavailable)")
 	// LLM budgets: read through the flag layer (runconfig.go) into config.Budget.
 	f.Int64("budget-tokens", 0, "refuse LLM API requests (Anthropic, OpenAI, Gemini) once the sandbox has used `N` tokens, cache included (default: no limit)")

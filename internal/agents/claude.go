@@ -2,9 +2,9 @@ package agents
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"io/fs"
 	"regexp"
 	"strconv"
 	"strings"
@@ -221,9 +221,9 @@ var claudeSessionName = sync.OnceValue(func() *regexp.Regexp {
 // in home/.claude/projects/*/<uuid>.jsonl (a resumed session keeps its
 // id and file, so it counts too).
 func claudeFindSession(home string, since time.Time) (string, error) {
-	root := filepath.Join(home, ".claude", "projects")
-	projects, err := os.ReadDir(root)
-	if os.IsNotExist(err) {
+	root := homeRel(".claude", "projects")
+	projects, err := readHomeDir(home, root)
+	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
 	if err != nil {
@@ -231,27 +231,28 @@ func claudeFindSession(home string, since time.Time) (string, error) {
 	}
 	var best string
 	var bestTime time.Time
+	seen := 0
 	for _, p := range projects {
-		if !p.IsDir() {
+		if !p.Mode.IsDir() {
 			continue
 		}
-		entries, err := os.ReadDir(filepath.Join(root, p.Name()))
+		if seen > maxHomeEntries {
+			break // a home stuffed with entries: look no further
+		}
+		entries, err := readHomeDir(home, homeRel(root, p.Name))
+		seen += len(entries)
 		if err != nil {
 			return "", fmt.Errorf("claude: sessions: %w", err)
 		}
 		for _, e := range entries {
-			if !e.Type().IsRegular() || !claudeSessionName().MatchString(e.Name()) {
+			if !e.Mode.IsRegular() || !claudeSessionName().MatchString(e.Name) {
 				continue
 			}
-			info, err := e.Info()
-			if err != nil {
-				continue // removed meanwhile
-			}
-			t := info.ModTime()
+			t := e.ModTime
 			if t.Before(since) || (best != "" && !t.After(bestTime)) {
 				continue
 			}
-			best, bestTime = strings.TrimSuffix(e.Name(), ".jsonl"), t
+			best, bestTime = strings.TrimSuffix(e.Name, ".jsonl"), t
 		}
 	}
 	return best, nil

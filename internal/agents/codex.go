@@ -3,9 +3,11 @@ package agents
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
-	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -216,52 +218,71 @@ func codexArgv(args []string, resume string) []string {
 
 // codexFindSession finds the newest rollout Codex wrote under
 // CODEX_HOME/sessions (YYYY/MM/DD/rollout-TIME-ID.jsonl) since t and
-// returns its id (from its session_meta line, else from its name).
+// returns its id (from its session_meta line, else from its name). The
+// walk goes at most codexMaxDepth directories down, through no link.
 func codexFindSession(home string, since time.Time) (string, error) {
-	root := filepath.Join(home, codexHome, "sessions")
 	var newest string
 	var newestT time.Time
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	budget := 4 * maxHomeEntries // entries looked at in all: a home stuffed with them ends the walk
+	var walk func(rel string, depth int) error
+	walk = func(rel string, depth int) error {
+		if budget <= 0 {
+			return nil
+		}
+		entries, err := readHomeDir(home, rel)
+		budget -= len(entries)
 		if err != nil {
-			if os.IsNotExist(err) {
-				return filepath.SkipAll
+			if depth == 0 && errors.Is(err, fs.ErrNotExist) {
+				return nil
 			}
 			return err
 		}
-		if d.IsDir() || !strings.HasPrefix(d.Name(), "rollout-") || !strings.HasSuffix(d.Name(), ".jsonl") {
-			return nil
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return nil
-		}
-		if mt := fi.ModTime(); !mt.Before(since) && mt.After(newestT) {
-			newest, newestT = p, mt
+		for _, e := range entries {
+			p := homeRel(rel, e.Name)
+			if e.Mode.IsDir() {
+				if depth < codexMaxDepth {
+					if err := walk(p, depth+1); err != nil && !errors.Is(err, fs.ErrNotExist) {
+						return err
+					}
+				}
+				continue
+			}
+			if !e.Mode.IsRegular() || !strings.HasPrefix(e.Name, "rollout-") || !strings.HasSuffix(e.Name, ".jsonl") {
+				continue
+			}
+			if mt := e.ModTime; !mt.Before(since) && mt.After(newestT) {
+				newest, newestT = p, mt
+			}
 		}
 		return nil
-	})
-	if err != nil || newest == "" {
+	}
+	if err := walk(homeRel(codexHome, "sessions"), 0); err != nil || newest == "" {
 		return "", err
 	}
-	if id := codexRolloutID(newest); id != "" {
+	if id := codexRolloutID(home, newest); id != "" {
 		return id, nil
 	}
 	// rollout-2026-11-23T20-21-30-<uuid>.jsonl
-	name := strings.TrimSuffix(filepath.Base(newest), ".jsonl")
+	name := strings.TrimSuffix(path.Base(newest), ".jsonl")
 	if len(name) >= 36 {
 		return name[len(name)-36:], nil
 	}
 	return "", nil
 }
 
-// codexRolloutID reads the session id from a rollout's first line.
-func codexRolloutID(path string) string {
-	f, err := os.Open(path)
+// codexMaxDepth is how deep below sessions/ rollouts are looked for
+// (YYYY/MM/DD, with room to spare).
+const codexMaxDepth = 5
+
+// codexRolloutID reads the session id from a rollout's first line (rel,
+// beneath home).
+func codexRolloutID(home, rel string) string {
+	f, err := openHomeFile(home, rel)
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
-	r := bufio.NewReaderSize(f, 64<<10)
+	r := bufio.NewReaderSize(io.LimitReader(f, 4<<20+64<<10), 64<<10)
 	line, err := r.ReadSlice('\n')
 	if err != nil && len(line) == 0 {
 		return ""

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"io"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -138,7 +136,8 @@ const (
 // geminiFindSession returns the sessionId of the session file under
 // home/.gemini/tmp/*/chats changed last, at or after since.
 func geminiFindSession(home string, since time.Time) (string, error) {
-	projects, err := os.ReadDir(filepath.Join(home, ".gemini", "tmp"))
+	tmp := homeRel(".gemini", "tmp")
+	projects, err := readHomeDir(home, tmp)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
@@ -149,11 +148,11 @@ func geminiFindSession(home string, since time.Time) (string, error) {
 	var bestTime time.Time
 	seen := 0
 	for _, p := range projects {
-		if !p.IsDir() {
+		if !p.Mode.IsDir() {
 			continue
 		}
-		chats := filepath.Join(home, ".gemini", "tmp", p.Name(), "chats")
-		entries, err := os.ReadDir(chats)
+		chats := homeRel(tmp, p.Name, "chats")
+		entries, err := readHomeDir(home, chats)
 		if err != nil {
 			continue
 		}
@@ -161,27 +160,26 @@ func geminiFindSession(home string, since time.Time) (string, error) {
 			if seen++; seen > geminiMaxSessionFiles {
 				return best, nil
 			}
-			n := e.Name()
-			if !e.Type().IsRegular() || !strings.HasPrefix(n, "session-") || !strings.HasSuffix(n, ".jsonl") {
+			n := e.Name
+			if !e.Mode.IsRegular() || !strings.HasPrefix(n, "session-") || !strings.HasSuffix(n, ".jsonl") {
 				continue
 			}
-			info, err := e.Info()
-			if err != nil || info.ModTime().Before(since) || !info.ModTime().After(bestTime) {
+			if e.ModTime.Before(since) || !e.ModTime.After(bestTime) {
 				continue
 			}
-			id, ok := geminiSessionID(filepath.Join(chats, n))
+			id, ok := geminiSessionID(home, homeRel(chats, n))
 			if ok {
-				best, bestTime = id, info.ModTime()
+				best, bestTime = id, e.ModTime
 			}
 		}
 	}
 	return best, nil
 }
 
-// geminiSessionID reads the id from a session file's first line, for a
-// main session (not a subagent's).
-func geminiSessionID(path string) (string, bool) {
-	f, err := os.Open(path)
+// geminiSessionID reads the id from a session file's first line (rel,
+// beneath home), for a main session (not a subagent's).
+func geminiSessionID(home, rel string) (string, bool) {
+	f, err := openHomeFile(home, rel)
 	if err != nil {
 		return "", false
 	}

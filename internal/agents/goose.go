@@ -4,9 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -187,8 +185,7 @@ func gooseConfigYAML(in Inputs) ([]byte, error) {
 // goose wrote to its session store during the run; for a goose before
 // 1.10, the newest .jsonl session file written since.
 func gooseFindSession(home string, since time.Time) (string, error) {
-	dir := filepath.Join(home, gooseDataDir)
-	entries, err := os.ReadDir(dir)
+	entries, err := readHomeDir(home, filepath.ToSlash(gooseDataDir))
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
@@ -202,19 +199,18 @@ func gooseFindSession(home string, since time.Time) (string, error) {
 		if i >= geminiMaxSessionFiles {
 			break
 		}
-		info, err := e.Info()
-		if err != nil || !e.Type().IsRegular() || info.ModTime().Before(since) {
+		if !e.Mode.IsRegular() || e.ModTime.Before(since) {
 			continue
 		}
 		written = true
-		if id, ok := strings.CutSuffix(e.Name(), ".jsonl"); ok && gooseIDOK(id) && info.ModTime().After(legacyTime) {
-			legacy, legacyTime = id, info.ModTime()
+		if id, ok := strings.CutSuffix(e.Name, ".jsonl"); ok && gooseIDOK(id) && e.ModTime.After(legacyTime) {
+			legacy, legacyTime = id, e.ModTime
 		}
 	}
 	if !written {
 		return "", nil
 	}
-	if name := gooseReadMarker(filepath.Join(home, gooseMarker)); name != "" {
+	if name := gooseReadMarker(home); name != "" {
 		return name, nil
 	}
 	return legacy, nil
@@ -222,17 +218,11 @@ func gooseFindSession(home string, since time.Time) (string, error) {
 
 // gooseReadMarker reads the session name airlock wrote, if it is still a
 // small regular file holding a valid name (the sandbox can write there).
-func gooseReadMarker(p string) string {
-	st, err := os.Lstat(p)
-	if err != nil || !st.Mode().IsRegular() {
-		return ""
-	}
-	f, err := os.Open(p)
+func gooseReadMarker(home string) string {
+	b, err := readHomeFile(home, filepath.ToSlash(gooseMarker), 256)
 	if err != nil {
 		return ""
 	}
-	defer f.Close()
-	b, _ := io.ReadAll(io.LimitReader(f, 256))
 	name := strings.TrimSpace(string(b))
 	if !gooseIDOK(name) {
 		return ""

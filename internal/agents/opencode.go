@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -162,10 +164,10 @@ const opencodeLogTail = 8 << 20
 // opencodeFindSession returns the top-level session OpenCode last created
 // or ran since t, from its logs.
 func opencodeFindSession(home string, since time.Time) (string, error) {
-	dir := filepath.Join(home, ".local", "share", "opencode", "log")
-	ents, err := os.ReadDir(dir)
+	dir := homeRel(".local", "share", "opencode", "log")
+	ents, err := readHomeDir(home, dir)
 	if err != nil {
-		if os.IsNotExist(err) {
+		if errors.Is(err, fs.ErrNotExist) {
 			return "", nil
 		}
 		return "", err
@@ -176,28 +178,24 @@ func opencodeFindSession(home string, since time.Time) (string, error) {
 	}
 	var logs []logf
 	for _, e := range ents {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".log") {
+		if !e.Mode.IsRegular() || !strings.HasSuffix(e.Name, ".log") || e.ModTime.Before(since) {
 			continue
 		}
-		fi, err := e.Info()
-		if err != nil || fi.ModTime().Before(since) {
-			continue
-		}
-		logs = append(logs, logf{filepath.Join(dir, e.Name()), fi.ModTime()})
+		logs = append(logs, logf{homeRel(dir, e.Name), e.ModTime})
 	}
 	sort.Slice(logs, func(i, j int) bool { return logs[i].mod.Before(logs[j].mod) })
 	children := map[string]bool{}
 	var last string
 	var lastT time.Time
 	for _, l := range logs {
-		f, err := os.Open(l.path)
+		f, err := openHomeFile(home, l.path)
 		if err != nil {
 			continue
 		}
 		if fi, err := f.Stat(); err == nil && fi.Size() > opencodeLogTail {
 			f.Seek(fi.Size()-opencodeLogTail, io.SeekStart)
 		}
-		sc := bufio.NewScanner(f)
+		sc := bufio.NewScanner(io.LimitReader(f, opencodeLogTail)) // another run may still append
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			line := sc.Bytes()

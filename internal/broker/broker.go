@@ -6,8 +6,11 @@ package broker
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"slices"
+	"time"
 )
 
 // Info is what GET /v1/info answers: the sandbox's id and a summary of its
@@ -39,11 +42,24 @@ type Secret struct {
 // Broker routes the sandbox's requests to airlock.internal.
 type Broker struct {
 	mux *http.ServeMux
+	// MaxBody is the most one request's body may carry, for every service
+	// (more is refused with 413): the services read bodies whole, and the
+	// supervisor's memory must not be the sandbox's to fill.
+	MaxBody int64
+	// BodyTimeout bounds how long a request's body may take to arrive, so
+	// a sandbox trickling bytes holds no handler for long.
+	BodyTimeout time.Duration
 }
+
+// Defaults for Broker's limits.
+const (
+	DefaultMaxBody     = 8 << 20
+	DefaultBodyTimeout = 30 * time.Second
+)
 
 // New returns a broker that serves info at GET /v1/info.
 func New(info Info) *Broker {
-	b := &Broker{mux: http.NewServeMux()}
+	b := &Broker{mux: http.NewServeMux(), MaxBody: DefaultMaxBody, BodyTimeout: DefaultBodyTimeout}
 	body, err := json.MarshalIndent(tidy(info), "", "  ")
 	if err != nil {
 		panic("broker: info does not encode: " + err.Error()) // strings and slices only: cannot happen
@@ -59,8 +75,42 @@ func New(info Info) *Broker {
 // Handle mounts a service at pattern (http.ServeMux syntax, e.g. "/v1/mcp/").
 func (b *Broker) Handle(pattern string, h http.Handler) { b.mux.Handle(pattern, h) }
 
-// ServeHTTP implements http.Handler.
-func (b *Broker) ServeHTTP(w http.ResponseWriter, r *http.Request) { b.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. Every request's body is capped at
+// MaxBody and must arrive within BodyTimeout; the read deadline is lifted
+// once the body has been read, so a long answer (an approval that waits, an
+// event stream) is not cut.
+func (b *Broker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength > b.MaxBody {
+		http.Error(w, fmt.Sprintf("airlock: request body of %d bytes, over the broker's limit of %d", r.ContentLength, b.MaxBody), http.StatusRequestEntityTooLarge)
+		return
+	}
+	if r.Body != nil && r.Body != http.NoBody {
+		body := &boundedBody{ReadCloser: http.MaxBytesReader(w, r.Body, b.MaxBody)}
+		rc := http.NewResponseController(w)
+		if rc.SetReadDeadline(time.Now().Add(b.BodyTimeout)) == nil {
+			body.rc = rc
+		}
+		r.Body = body
+	}
+	b.mux.ServeHTTP(w, r)
+}
+
+// boundedBody lifts the read deadline when the whole body has arrived. On
+// any other error it stays: the server then discards what is left of the
+// body before answering, and that must not wait on a trickle either.
+type boundedBody struct {
+	io.ReadCloser
+	rc *http.ResponseController
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && b.rc != nil {
+		b.rc.SetReadDeadline(time.Time{})
+		b.rc = nil
+	}
+	return n, err
+}
 
 // tidy drops repeated rules (a secret's hosts are allowed as well as
 // listed, so they often repeat an allow rule), keeping the first of each,

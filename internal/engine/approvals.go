@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -184,7 +185,7 @@ func newAsker(s *Sandbox, c config.Approvals, nobody bool) (_ *asker, err error)
 		timeout = defaultAskTimeout
 	}
 	if c.Decisions != "" {
-		if a.session, err = readDecisions(c.Decisions); err != nil {
+		if a.session, err = readDecisions(c.Decisions, sandboxWritable(s)); err != nil {
 			return nil, err
 		}
 	}
@@ -192,13 +193,20 @@ func newAsker(s *Sandbox, c config.Approvals, nobody bool) (_ *asker, err error)
 	return a, nil
 }
 
-// readDecisions reads a prepared decisions file: its rules hold for the session.
-func readDecisions(path string) ([]approval.Rule, error) {
-	// The user's file (links followed), read as a regular file only: a
-	// FIFO must not hang the start.
+// readDecisions reads a prepared decisions file: its rules hold for the
+// session. A file the sandbox could rewrite (under its workspace, a --rw
+// path or a writable bind) would let one run decide what the next may
+// reach, so it is refused; it is read as a regular file only (a FIFO
+// there would hang the start), size-bounded.
+func readDecisions(path string, writable []string) ([]approval.Rule, error) {
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return nil, fmt.Errorf("--decisions: %w", err)
+	}
+	for _, w := range writable {
+		if wr, err := filepath.EvalSymlinks(w); err == nil && (real == wr || strings.HasPrefix(real, wr+"/") || wr == "/") {
+			return nil, fmt.Errorf("--decisions %s: the file is inside %s, which the sandbox can write, so a run could rewrite the answers of the next; keep it outside", path, w)
+		}
 	}
 	b, err := config.ReadRegular(real, maxDecisionsFile)
 	if err != nil {
@@ -212,6 +220,18 @@ func readDecisions(path string) ([]approval.Rule, error) {
 		rules[i].Scope, rules[i].By = approval.Session, "file"
 	}
 	return rules, nil
+}
+
+// sandboxWritable are the host paths s's sandbox can write.
+func sandboxWritable(s *Sandbox) []string {
+	c := s.spec.Config
+	out := append([]string{c.Workspace.Path}, c.RW...)
+	for _, b := range s.spec.Binds {
+		if !b.ReadOnly && b.Source != "" {
+			out = append(out, b.Source)
+		}
+	}
+	return out
 }
 
 func (a *asker) match(r approval.Request) (approval.Decision, bool) {

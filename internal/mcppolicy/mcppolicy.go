@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -192,10 +193,42 @@ func New(c Config) (*Policy, error) {
 		}
 		p.rules = append(p.rules, cr)
 	}
+	errs = append(errs, shadowed(c.Rules)...)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// shadowed finds allow and escalate rules that can never apply because a
+// deny rule without conditions matches every call of their tools: the most
+// restrictive matching rule wins, so `tool: "*"` with `deny: always` after
+// the allows denies everything. A tool no rule names is denied already.
+func shadowed(rules []Rule) []error {
+	var errs []error
+	for i, r := range rules {
+		if r.Verdict == Deny || r.Tool == "" {
+			continue
+		}
+		for j, d := range rules {
+			if d.Verdict != Deny || len(d.When) > 0 || d.Tool == "" || !covers(d.Tool, r.Tool) {
+				continue
+			}
+			errs = append(errs, fmt.Errorf("mcppolicy: rule %d (%s) can never %s: rule %d (%s) denies every call of %q, and the most restrictive matching rule wins; remove rule %d (a tool no rule allows is denied already) or give it a condition",
+				i, ruleLabel(i, r), r.Verdict, j, ruleLabel(j, d), r.Tool, j))
+			break
+		}
+	}
+	return errs
+}
+
+// covers reports whether glob d matches every name glob r matches: d is
+// all stars, or r has no wildcard and d matches it, or they are the same.
+func covers(d, r string) bool {
+	if strings.Trim(d, "*") == "" || d == r {
+		return true
+	}
+	return !strings.ContainsAny(r, "*?") && compileGlob(d).MatchString(r)
 }
 
 func ruleLabel(i int, r Rule) string {
@@ -591,4 +624,67 @@ func aType(v any) string {
 		return "an " + t
 	}
 	return "a " + t
+}
+
+// DeniedToAll lists the paths the rules deny to every tool they could
+// allow: the paths of deny rules whose conditions are all path_within
+// (RootsToken aside), kept when, for each allow or escalate rule, a deny
+// rule over a glob covering its tool denies that path or one holding it.
+// A server's sandbox may hide these whole: no allowed call needs them, so a
+// path swapped after the check (a symlink replaced before the server's
+// open) finds nothing there.
+func DeniedToAll(rules []Rule) []string {
+	type deny struct {
+		tool  string
+		paths []string
+	}
+	var denies []deny
+	for _, r := range rules {
+		if r.Verdict != Deny || len(r.When) == 0 {
+			continue
+		}
+		d := deny{tool: r.Tool}
+		for _, c := range r.When {
+			if c.PathWithin == nil || c.HostIn != nil || c.Equals != nil || c.Glob != "" || c.Regex != "" || c.Present != nil {
+				d.paths = nil
+				break
+			}
+			for _, p := range c.PathWithin {
+				if p != RootsToken && filepath.IsAbs(p) {
+					d.paths = append(d.paths, filepath.Clean(p))
+				}
+			}
+		}
+		if len(d.paths) > 0 {
+			denies = append(denies, d)
+		}
+	}
+	var out []string
+	for _, d := range denies {
+		for _, p := range d.paths {
+			all := true
+			for _, a := range rules {
+				if a.Verdict == Deny {
+					continue
+				}
+				covered := false
+				for _, o := range denies {
+					if !covers(o.tool, a.Tool) {
+						continue
+					}
+					for _, q := range o.paths {
+						covered = covered || within(p, q)
+					}
+				}
+				if !covered {
+					all = false
+					break
+				}
+			}
+			if all && !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
 }

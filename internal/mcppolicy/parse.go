@@ -27,7 +27,14 @@ import (
 //	      force: {equals: true}
 //	    name: no force pushes     # optional; shown in the audit log
 //	  - tool: "*"
+//	    deny:                     # every tool: nothing under /srv/private
+//	      path: {path_within: [/srv/private]}
+//	  - tool: delete_*
 //	    deny: always              # no conditions: always, true, {} or null
+//
+// A tool no rule names is denied already; a deny rule without conditions
+// that matches a tool some other rule allows is refused by New, since the
+// most restrictive matching rule wins and that allow could never apply.
 //
 // Tests: path_within (absolute paths, or "roots" for the server's roots; a string or
 // a list), host_in (name, *.name or IP; a string or a list), equals (string, number or

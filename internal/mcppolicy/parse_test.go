@@ -28,7 +28,7 @@ func TestParseRulesReadsTheDocumentedForm(t *testing.T) {
 		{Tool: "fetch", Verdict: Allow, When: []Condition{{Arg: "url", HostIn: []string{"*.github.com", "pypi.org"}}}},
 		{Tool: "git_push", Verdict: Deny, When: []Condition{{Arg: "force", Equals: ptr("true")}, {Arg: "remote", Regex: "origin|upstream", Present: ptr(true)}}},
 		{Tool: "run", Verdict: Allow, When: []Condition{{Arg: "options.level", Equals: ptr("2")}}},
-		{Tool: "*", Verdict: Deny, Name: "nothing else"},
+		{Tool: "*", Verdict: Deny, Name: "nothing private", When: []Condition{{Arg: "path", PathWithin: []string{"/srv/private"}}}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ParseRules =\n%#v\nwant\n%#v", got, want)

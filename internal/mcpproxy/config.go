@@ -24,7 +24,10 @@ type ServerConfig struct {
 	Roots []string
 	// RO are more host paths the server's sandbox may read: its own code
 	// when that lies somewhere every sandbox has private (/tmp, the home).
-	RO         []string
+	RO []string
+	// Hide are host paths the server's sandbox never shows (--hide): set by
+	// New from the protected paths and the deny rules, not read from config.
+	Hide       []string
 	AllowHosts []string // stdio: the server sandbox's --allow-host
 	Secrets    []string // stdio: the server sandbox's --secret (NAME@HOST...): never the agent's
 	URL        string   // remote: a Streamable HTTP endpoint

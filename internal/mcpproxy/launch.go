@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -48,6 +49,9 @@ func SandboxArgv(s ServerConfig) []string {
 	for _, p := range s.RO {
 		argv = append(argv, "--ro", p)
 	}
+	for _, p := range s.Hide {
+		argv = append(argv, "--hide", p)
+	}
 	for _, h := range s.AllowHosts {
 		argv = append(argv, "--allow-host", h)
 	}
@@ -64,6 +68,56 @@ func SandboxArgv(s ServerConfig) []string {
 	}
 	argv = append(argv, "--")
 	return append(argv, s.Command...)
+}
+
+// hidden is what s's sandbox must not show: the protected paths and the
+// paths inside its roots that its rules deny to every tool they could allow
+// (see mcppolicy.DeniedToAll), so a path swapped after the check (a symlink
+// replaced between policy and the server's open) finds nothing there.
+// Paths that hold a root are left out (hiding them would hide the root;
+// every call into such a root is denied anyway). What does not exist when
+// the server starts cannot be covered; policy still denies it.
+func hidden(s ServerConfig, protected []string) []string {
+	cands := append([]string(nil), protected...)
+	for _, p := range mcppolicy.DeniedToAll(s.Rules) {
+		// Only inside a root: that is where a swapped path can lead the
+		// server and nowhere else it may go; a deny of /etc must not take
+		// /etc from the server's own runtime.
+		for _, r := range s.Roots {
+			if strings.HasPrefix(p, r+"/") {
+				cands = append(cands, p)
+				break
+			}
+		}
+	}
+	kept := []string{}
+	for _, p := range cands {
+		p = filepath.Clean(p)
+		holds := p == "/" || slices.Contains(kept, p)
+		for _, r := range s.Roots {
+			holds = holds || r == p || strings.HasPrefix(r, p+"/")
+		}
+		if !holds {
+			kept = append(kept, p)
+		}
+	}
+	return kept
+}
+
+// rootsHoldNoProtected refuses a stdio server whose root holds one of
+// airlock's own dirs: the server could change them (its sandbox refuses
+// such a workspace too, but only once started, in its log); said here, it
+// stops the start with the reason.
+func rootsHoldNoProtected(s ServerConfig, protected []string) error {
+	for _, r := range s.Roots {
+		for _, p := range protected {
+			p = filepath.Clean(p)
+			if p == r || strings.HasPrefix(p, r+"/") || r == "/" {
+				return fmt.Errorf("mcpproxy: server %s: root %s holds airlock's own %s, which no server may change; give it a directory that does not hold it", s.Name, r, p)
+			}
+		}
+	}
+	return nil
 }
 
 // DirectLaunch runs s's command on the host, unsandboxed: tests only.

@@ -3,6 +3,7 @@ package mcpproxy
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +22,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/audit"
 	"github.com/airlock-dev/airlock/internal/mcppolicy"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"gopkg.in/yaml.v3"
 )
 
 // The test binary is also a small stdio MCP server (fake), for what the npm
@@ -495,4 +498,222 @@ func TestARemoteServerGetsTheSecretAsABearerToken(t *testing.T) {
 	if got, _ := auth.Load().(string); got != "Bearer s3cret-value" {
 		t.Errorf("Authorization at the remote server = %q", got)
 	}
+}
+
+// TestTheREADMEExampleAllowsWhatItSaysItAllows parses the mcp_servers
+// example in the README as a user would paste it: a read within the roots
+// is allowed, a write escalates, a read of the denied path and a tool no
+// rule names are denied.
+func TestTheREADMEExampleAllowsWhatItSaysItAllows(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "```yaml\nmcp_servers:\n")
+	if !ok {
+		t.Fatal("README: no ```yaml block starting with mcp_servers:")
+	}
+	block, _, _ := strings.Cut(rest, "```")
+	var raw map[string]any
+	if err := yaml.Unmarshal([]byte("mcp_servers:\n"+block), &raw); err != nil {
+		t.Fatalf("README example: %v", err)
+	}
+	servers, err := ParseServers(raw["mcp_servers"])
+	if err != nil {
+		t.Fatalf("README example: ParseServers: %v", err)
+	}
+	var fs ServerConfig
+	for _, s := range servers {
+		if s.Name == "fs" {
+			fs = s
+		}
+	}
+	if len(fs.Roots) == 0 {
+		t.Fatalf("README example: no fs server with roots in %+v", servers)
+	}
+	root := fs.Roots[0]
+	pol, err := mcppolicy.New(mcppolicy.Config{Rules: fs.Rules, Roots: fs.Roots, Unknown: mcppolicy.Deny})
+	if err != nil {
+		t.Fatalf("README example: policy: %v", err)
+	}
+	for _, tc := range []struct {
+		tool string
+		args map[string]any
+		want mcppolicy.Verdict
+	}{
+		{"read_text_file", map[string]any{"path": root + "/src/main.go"}, mcppolicy.Allow},
+		{"read_multiple_files", map[string]any{"path": root + "/a"}, mcppolicy.Allow},
+		{"write_file", map[string]any{"path": root + "/notes.md", "content": "x"}, mcppolicy.Escalate},
+		{"read_text_file", map[string]any{"path": "/etc/passwd"}, mcppolicy.Deny},
+		{"read_text_file", map[string]any{"path": root + "/.env"}, mcppolicy.Deny},
+		{"delete_everything", map[string]any{}, mcppolicy.Deny},
+	} {
+		if d := pol.Decide(tc.tool, tc.args); d.Verdict != tc.want {
+			t.Errorf("README example: Decide(%s, %v) = %v, want %v", tc.tool, tc.args, d, tc.want)
+		}
+	}
+	if got := hidden(fs, nil); !slices.Contains(got, root+"/.env") {
+		t.Errorf("README example: the fs server's sandbox hides %q, want the denied %s/.env among them", got, root)
+	}
+}
+
+func TestAServerSandboxHidesProtectedAndDeniedPaths(t *testing.T) {
+	within := func(p ...string) []mcppolicy.Condition {
+		return []mcppolicy.Condition{{Arg: "path", PathWithin: p}}
+	}
+	s := ServerConfig{Name: "fs", Command: []string{"srv"}, Roots: []string{"/p", "/q"}, Rules: []mcppolicy.Rule{
+		{Tool: "read_text_file", Verdict: mcppolicy.Allow, When: within(mcppolicy.RootsToken)},
+		{Tool: "write_file", Verdict: mcppolicy.Escalate, When: within(mcppolicy.RootsToken)},
+		{Tool: "*", Verdict: mcppolicy.Deny, When: within("/p/secret", mcppolicy.RootsToken)},
+		{Tool: "**", Verdict: mcppolicy.Deny, When: within("/q/keys/")},
+		{Tool: "read_*", Verdict: mcppolicy.Deny, When: within("/p/both")},
+		{Tool: "write_file", Verdict: mcppolicy.Deny, When: within("/p/both", "/p/ro")},
+		{Tool: "*", Verdict: mcppolicy.Deny, When: []mcppolicy.Condition{{Arg: "path", PathWithin: []string{"/p/maybe"}, Glob: "*.txt"}}},
+		{Tool: "*", Verdict: mcppolicy.Deny, When: within("/etc", "/pq")},
+	}}
+	got := hidden(s, []string{"/state/airlock", "/home/me/.config/airlock", "/state/airlock", "/"})
+	want := []string{"/state/airlock", "/home/me/.config/airlock", "/p/secret", "/q/keys", "/p/both"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("hidden = %q, want %q: protected paths and the paths denied to every allowed tool (/p/ro stays: reads may use it; /p/maybe: only some names; /etc and /pq: outside the roots; none holding a root)", got, want)
+	}
+	s.Hide = got
+	argv := strings.Join(SandboxArgv(s), " ")
+	if !strings.Contains(argv, "--hide /state/airlock --hide /home/me/.config/airlock --hide /p/secret --hide /q/keys --hide /p/both --") {
+		t.Errorf("SandboxArgv = %s, want every hidden path as --hide", argv)
+	}
+}
+
+// TestArgumentsAServerCouldDecodeOtherwiseAreRefused sends the real
+// filesystem server's read and write tools arguments whose bytes decode
+// differently by decoder (lone surrogates, invalid UTF-8, NUL, a duplicate
+// key) and paths that play with `..`, symlinks, case and Unicode forms. The
+// judge is the host: the canary outside the root is never in a result and
+// nothing is written outside the root; each refusal is audited, and the
+// same calls with plain arguments work.
+func TestArgumentsAServerCouldDecodeOtherwiseAreRefused(t *testing.T) {
+	T, _ := filepath.EvalSymlinks(t.TempDir())
+	root, outside := filepath.Join(T, "root"), filepath.Join(T, "outside")
+	os.MkdirAll(filepath.Join(root, "sub"), 0o755)
+	os.MkdirAll(outside, 0o755)
+	const canary = "CANARY-outside-the-root"
+	os.WriteFile(filepath.Join(outside, "canary.txt"), []byte(canary), 0o644)
+	os.WriteFile(filepath.Join(root, "ok.txt"), []byte("inside the root"), 0o644)
+	os.Symlink(outside, filepath.Join(root, "link-out"))
+	os.Symlink(outside, filepath.Join(root, "\u00e9-link")) // NFC é
+	rec := &recorder{}
+	p, _ := start(t, []ServerConfig{fsConfig(t, root)}, Env{Sandbox: "sb", Audit: rec.add}, "fs", nil)
+	hs := httptest.NewServer(p.Handler())
+	t.Cleanup(hs.Close)
+	raw := rawSession(t, hs.URL+"/mcp/fs")
+
+	refused := map[string]string{
+		"a lone surrogate":              `{"path":"` + root + `/\ud800/../../outside/canary.txt"}`,
+		"a lone low surrogate":          `{"path":"` + root + `/ok\udfff.txt"}`,
+		"invalid UTF-8":                 "{\"path\":\"" + root + "/\xe2\x82/../../outside/canary.txt\"}",
+		"an overlong slash":             "{\"path\":\"" + root + "/..\xc0\xaf..\xc0\xafoutside/canary.txt\"}",
+		"an escaped NUL":                `{"path":"` + root + `/ok.txt\u0000/../../outside/canary.txt"}`,
+		"the path twice":                `{"path":"` + root + `/ok.txt","path":"` + outside + `/canary.txt"}`,
+		"an oversized argument":         `{"path":"` + root + `/ok.txt","pad":"` + strings.Repeat("A", mcppolicy.MaxArgs) + `"}`,
+		"a write with a lone surrogate": `{"path":"` + root + `/\udbff/../../outside/new.txt","content":"pwned"}`,
+	}
+	for name, args := range refused {
+		tool := "read_text_file"
+		if strings.HasPrefix(name, "a write") {
+			tool = "write_file"
+		}
+		got := raw(tool, args)
+		if strings.Contains(got, canary) || !strings.Contains(got, "airlock policy refused") || !strings.Contains(got, "rule arguments") {
+			t.Errorf("%s: %s = %.300s, want a refusal naming the arguments", name, tool, got)
+		}
+		if r := rec.last(); r.Decision != audit.Deny || r.Rule != "arguments" || r.Subject != "fs/"+tool {
+			t.Errorf("%s: audit = %+v, want a deny by rule arguments", name, r)
+		}
+	}
+	// Paths that decode one way: the policy resolves them as the server does.
+	denied := map[string]string{
+		"dot-dot out of the root":        root + "/sub/../../outside/canary.txt",
+		"a symlink out of the root":      root + "/link-out/canary.txt",
+		"a file URL out of the root":     "file://" + outside + "/canary.txt",
+		"a relative escape":              "../outside/canary.txt",
+		"a fullwidth solidus":            root + "／..／..／outside／canary.txt",
+		"the root in capitals":           strings.ToUpper(T) + "/root/../outside/canary.txt",
+		"an NFD spelling of an NFC link": root + "/e\u0301-link/canary.txt",
+		"a fullwidth spelling of a link": root + "/ｌｉｎｋ-ｏｕｔ/canary.txt",
+	}
+	for name, path := range denied {
+		a, _ := json.Marshal(map[string]any{"path": path})
+		if got := raw("read_text_file", string(a)); strings.Contains(got, canary) {
+			t.Errorf("%s: read %q got the canary: %.300s", name, path, got)
+		}
+	}
+	a, _ := json.Marshal(map[string]any{"path": root + "/link-out/new.txt", "content": "pwned"})
+	raw("write_file", string(a))
+	if ents, _ := os.ReadDir(outside); len(ents) != 1 {
+		t.Errorf("outside the root after the writes: %d entries, want only the canary", len(ents))
+	}
+	// Positive controls: the same tool with plain arguments, a surrogate pair, non-ASCII names.
+	if got := raw("read_text_file", `{"path":"`+root+`/ok.txt"}`); !strings.Contains(got, "inside the root") {
+		t.Errorf("a plain read in the root = %.300s", got)
+	}
+	os.WriteFile(filepath.Join(root, "😀é.txt"), []byte("emoji inside"), 0o644)
+	if got := raw("read_text_file", `{"path":"`+root+`/\ud83d\ude00\u00e9.txt"}`); !strings.Contains(got, "emoji inside") {
+		t.Errorf("a read by surrogate-pair escapes = %.300s", got)
+	}
+	if got := raw("write_file", `{"path":"`+root+`/new-ｆｕｌｌ.txt","content":"written"}`); strings.Contains(got, "refused") {
+		t.Errorf("a write of a fullwidth name in the root = %.300s", got)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "new-ｆｕｌｌ.txt")); string(b) != "written" {
+		t.Errorf("the fullwidth file: %q, %v", b, err)
+	}
+}
+
+// rawSession initializes a Streamable HTTP session by hand and returns a
+// function that sends tools/call with args as raw bytes (the SDK's client
+// would re-encode them) and returns the response body.
+func rawSession(t *testing.T, url string) func(tool, args string) string {
+	t.Helper()
+	hc := &http.Client{Timeout: time.Minute}
+	var sid string
+	post := func(body string) string {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("POST %s: %v", url, err)
+		}
+		defer resp.Body.Close()
+		if s := resp.Header.Get("Mcp-Session-Id"); s != "" {
+			sid = s
+		}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+		return string(b)
+	}
+	if got := post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`); !strings.Contains(got, "serverInfo") {
+		t.Fatalf("initialize = %.300s", got)
+	}
+	post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	id := 1
+	return func(tool, args string) string {
+		id++
+		return post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, id, tool, args))
+	}
+}
+
+func TestARootHoldingAirlocksOwnDirsIsRefusedAtStart(t *testing.T) {
+	home := t.TempDir()
+	s := ServerConfig{Name: "fs", Command: []string{"srv"}, Roots: []string{home}}
+	_, err := New([]ServerConfig{s}, Env{Exe: "/bin/false", Launch: DirectLaunch, Protected: []string{home + "/.config/airlock"}})
+	if err == nil || !strings.Contains(err.Error(), "holds airlock's own") {
+		t.Fatalf("New with a root holding the config dir = %v, want a refusal naming it", err)
+	}
+	p, err := New([]ServerConfig{s}, Env{Exe: "/bin/false", Launch: DirectLaunch, Protected: []string{t.TempDir()}})
+	if err != nil {
+		t.Fatalf("the control, protected dirs elsewhere: %v", err)
+	}
+	p.Close()
 }

@@ -116,6 +116,12 @@ func New(servers []ServerConfig, env Env) (*Proxy, error) {
 		if err != nil {
 			return nil, fmt.Errorf("mcpproxy: server %s: policy: %w", s.Name, err)
 		}
+		if len(s.Command) > 0 {
+			if err := rootsHoldNoProtected(s, env.Protected); err != nil {
+				return nil, err
+			}
+		}
+		s.Hide = hidden(s, env.Protected)
 		u := &upstream{p: p, cfg: s, pol: pol, changed: make(chan struct{})}
 		u.srv = mcp.NewServer(&mcp.Implementation{Name: "airlock/" + s.Name, Version: "1"}, &mcp.ServerOptions{
 			Capabilities: allCaps(),
@@ -574,13 +580,15 @@ func (p *Proxy) ask(ctx context.Context, r approval.Request, progress func(n int
 
 func (u *upstream) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	name := req.Params.Name
-	var args map[string]any
-	if len(req.Params.Arguments) > 0 && string(req.Params.Arguments) != "null" {
-		if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "airlock: tool arguments must be a JSON object: " + err.Error()}
-		}
-	}
+	// The server gets these very bytes, so policy decides on them as they
+	// are: arguments a server could decode otherwise are refused.
+	args, derr := mcppolicy.DecodeArgs(req.Params.Arguments)
 	c := u.newCall(name, args, req.Params.Arguments)
+	if derr != nil {
+		c.refuse("arguments", derr.Error())
+		c.done(true, "")
+		return errorResult(c.refusal), nil
+	}
 	token := req.Params.GetProgressToken()
 	progress := func(n int) {
 		if token != nil {
@@ -630,7 +638,10 @@ func (u *upstream) readResource(ctx context.Context, req *mcp.ReadResourceReques
 		args["path"] = p // so path_within rules apply to file: resources
 	}
 	c := u.newCall("resources/read", args, nil)
-	if !c.decide(ctx, nil) {
+	if err := mcppolicy.CheckStrings(args); err != nil {
+		c.refuse("arguments", err.Error())
+	}
+	if c.refusal != "" || !c.decide(ctx, nil) {
 		c.done(true, "")
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: c.refusal}
 	}
@@ -652,7 +663,10 @@ func (u *upstream) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*m
 		}
 	}
 	c := u.newCall("prompts/get", args, nil)
-	if !c.decide(ctx, nil) {
+	if err := mcppolicy.CheckStrings(args); err != nil {
+		c.refuse("arguments", err.Error())
+	}
+	if c.refusal != "" || !c.decide(ctx, nil) {
 		c.done(true, "")
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: c.refusal}
 	}
