@@ -316,7 +316,23 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 	if err != nil {
 		return nil, step("workspace", err)
 	}
-	s.bspec.RO = append(s.bspec.RO, workspace.ReadOnlyPaths(wsCfg)...)
+	// --protect-git: the git dir's redirections read-only, the git dir and
+	// what a commit writes bound onto themselves (mountpoints, which cannot
+	// be renamed or replaced).
+	ro, pin := workspace.GitGuard(wsCfg)
+	if src := s.bspec.WorkspaceSource; src != "" && src != s.bspec.Workspace {
+		// The workspace is shown at another path: so are its guarded paths.
+		at := func(p string) string { return s.bspec.Workspace + strings.TrimPrefix(p, src) }
+		for _, p := range pin {
+			s.bspec.Binds = append(s.bspec.Binds, backend.Bind{Source: p, Target: at(p)})
+		}
+		for _, p := range ro {
+			s.bspec.Binds = append(s.bspec.Binds, backend.Bind{Source: p, Target: at(p), ReadOnly: true})
+		}
+	} else {
+		s.bspec.RO = append(s.bspec.RO, ro...)
+		s.bspec.RW = append(s.bspec.RW, pin...)
+	}
 	if !late {
 		if s.ws, err = s.prepareWorkspace(wsCfg, o.Progress); err != nil {
 			return nil, step("workspace", err)

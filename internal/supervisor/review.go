@@ -62,6 +62,9 @@ func (sv *supervisor) reviewWorkspace(ws *workspace.Session, id string, removed 
 		}
 		fmt.Fprintf(out, "%s--protect-git restored %s (%s by the sandbox: %s)\n", prefix, workspace.Quote(c.Path), c.Kind, why)
 	}
+	for _, d := range rep.Defused {
+		fmt.Fprintf(out, "%s--protect-git defused %s (%s): %s\n", prefix, workspace.Quote(d.Path), d.Why, d.Action)
+	}
 	cs := rep.Changes
 	if ws.Mode() == workspace.Bind {
 		const shown = 10 // a flood would hide the first, most telling lines
