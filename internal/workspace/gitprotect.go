@@ -557,9 +557,15 @@ func DefuseGit(root string, changes []Change) []Defused {
 		case roleConfig:
 			if c.After.Type == TypeFile {
 				if d, ok := reduceConfig(root, p); ok {
-					out = append(out, d)
+					if d.Path != "" {
+						out = append(out, d)
+					}
 					continue
 				}
+			}
+		case roleRun:
+			if strings.HasPrefix(rel, "hooks/") && strings.HasSuffix(rel, ".sample") && c.After.Type == TypeFile {
+				continue // git never runs a *.sample hook; git init writes a dozen
 			}
 		}
 		out = append(out, defuse(root, p, why))
@@ -604,8 +610,8 @@ func gitRole(rel string) (int, string) {
 	case "commondir":
 		return roleRun, "commondir redirects git to another directory's config, hooks and objects"
 	case "info":
-		if rest == "refs" {
-			return roleNone, "" // update-server-info's list of refs, read by dumb HTTP clients only
+		if rest == "refs" || rest == "exclude" {
+			return roleNone, "" // update-server-info's list of refs (dumb HTTP); git init's excludes (untracked files shown)
 		}
 		return roleRun, "git's info directory: attributes, excludes and grafts there change what git runs and reads"
 	case "remotes", "branches":
@@ -679,7 +685,8 @@ func defuse(root, rel, why string) Defused {
 }
 
 // reduceConfig rewrites the git config at rel with only the keys that run
-// and read nothing (safeGitKey).
+// and read nothing (safeGitKey). A config with nothing else is left as it
+// is (an empty Defused); false says it could not be read or rewritten.
 func reduceConfig(root, rel string) (Defused, bool) {
 	b, err := readBounded(root, rel, maxAuditBytes)
 	if err != nil {
@@ -702,7 +709,7 @@ func reduceConfig(root, rel string) (Defused, bool) {
 		fmt.Fprintf(&kept, "\t%s = %s\n", name, gitQuote(v.Value))
 	}
 	if len(dropped) == 0 && len(vars) > 0 {
-		return Defused{}, false // nothing to take out: renaming would lose the repository's settings
+		return Defused{}, true // nothing to take out
 	}
 	if err := writeFileBeneath(root, rel, []byte(kept.String()), 0o644); err != nil {
 		return Defused{}, false

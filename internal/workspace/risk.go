@@ -186,7 +186,8 @@ func risks(c Change, root string, r Reader) []string {
 	// Git never runs a hook named *.sample; git init and clone write a dozen
 	// executable ones, which are not "new executables" to worry about (the
 	// workspace's own .git/hooks is flagged whatever the name, below).
-	inertHook := strings.HasSuffix(base, ".sample") && path.Base(path.Dir(p)) == "hooks" && path.Base(path.Dir(path.Dir(p))) == ".git"
+	inertHook := strings.HasSuffix(base, ".sample") && path.Base(path.Dir(p)) == "hooks" &&
+		(strings.HasPrefix(p, ".git/") || strings.Contains(p, "/.git/"))
 	out = append(out, gitPathRisks(c, r, inertHook)...)
 	if base == ".gitattributes" {
 		if why := attributesRisk(c, r); why != "" {
@@ -314,8 +315,8 @@ func gitPathRisks(c Change, r Reader, inertHook bool) []string {
 	case roleConfig:
 		return gitConfigRisks(c, r)
 	case roleRun:
-		if nested && inertHook {
-			return nil // git clone's sample hooks, never run
+		if inertHook && (nested || !strings.HasPrefix(rel, "hooks/")) {
+			return nil // git clone's sample hooks, never run (the workspace's own are flagged whatever the name)
 		}
 		if nested {
 			why = "in a nested repository: " + why
