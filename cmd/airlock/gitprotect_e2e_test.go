@@ -76,7 +76,7 @@ func gitAttacks(secretSHA string) []gitAttack {
 			},
 			script: hookScript("h/pre-commit", "CANARY") + " && printf '[core]\\n\\thooksPath = %s/h\\n' \"$PWD\" > .git/config.worktree"},
 		{name: "hooks dir made where there was none",
-			setup: func(t *testing.T, dir string) { os.RemoveAll(filepath.Join(dir, ".git/hooks")) },
+			setup:  func(t *testing.T, dir string) { os.RemoveAll(filepath.Join(dir, ".git/hooks")) },
 			script: hookScript(".git/hooks/pre-commit", "CANARY")},
 		{name: "objects/info/alternates to a host repository",
 			script: "echo SECRET/.git/objects > .git/objects/info/alternates && echo " + secretSHA + " > .git/refs/heads/stolen",
@@ -249,7 +249,7 @@ func TestProtectGitWorktreeGitdirFile(t *testing.T) {
 	before := e.read(".git")
 	canary := filepath.Join(t.TempDir(), "canary")
 	r := e.sh(`git init -q evil
-		`+hookScript("evil/.git/hooks/pre-commit", canary)+`
+		` + hookScript("evil/.git/hooks/pre-commit", canary) + `
 		printf 'gitdir: %s/evil/.git\n' "$PWD" > .git 2>/dev/null || echo gitfile-ro
 		mv .git .git.old 2>/dev/null || echo gitfile-pinned
 		git status --short >/dev/null && echo STATUS`)

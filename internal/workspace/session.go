@@ -441,9 +441,9 @@ func (s *Session) waitBase() (Manifest, error) {
 
 // Report is what Finish found.
 type Report struct {
-	Changes  []Change `json:"changes"`
-	Restored []Change `json:"restored,omitempty"` // --protect-git: changes undone, with why they were risky
-	Defused  []Defused `json:"defused,omitempty"` // --protect-git: git files the run made or changed, made harmless
+	Changes  []Change  `json:"changes"`
+	Restored []Change  `json:"restored,omitempty"` // --protect-git: changes undone, with why they were risky
+	Defused  []Defused `json:"defused,omitempty"`  // --protect-git: git files the run made or changed, made harmless
 }
 
 // Finish runs after the sandbox has exited: in bind mode it restores

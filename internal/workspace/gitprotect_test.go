@@ -1,0 +1,136 @@
+package workspace
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func gitIn(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	c := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+	c.Dir = dir
+	c.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + t.TempDir(), "GIT_CONFIG_NOSYSTEM=1"}
+	out, err := c.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+func TestGitGuardPinsTheGitDirAndKeepsWhatGitReadsReadOnly(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	root := t.TempDir()
+	gitIn(t, root, "init", "-q")
+	gitIn(t, root, "commit", "-q", "--allow-empty", "-m", "one")
+	os.RemoveAll(filepath.Join(root, ".git/hooks")) // made again, empty, to be held read-only
+	ro, pin := GitGuard(Config{Mode: Bind, Root: root, ProtectGit: true})
+	g := func(rel string) string { return filepath.Join(root, ".git", rel) }
+	for _, want := range []string{"config", "config.worktree", "commondir", "hooks", "info", "worktrees", "remotes", "branches", "objects/info/alternates", "objects/info/http-alternates"} {
+		if !slices.Contains(ro, g(want)) {
+			t.Errorf("read-only paths lack .git/%s: %v", want, ro)
+		}
+	}
+	for _, want := range []string{"", "objects", "objects/info", "refs", "logs"} {
+		if !slices.Contains(pin, filepath.Clean(g(want))) {
+			t.Errorf("pinned paths lack .git/%s: %v", want, pin)
+		}
+	}
+	// The placeholders change nothing git does.
+	if b, _ := os.ReadFile(g("commondir")); string(b) != ".\n" {
+		t.Errorf("commondir placeholder: %q", b)
+	}
+	gitIn(t, root, "commit", "-q", "--allow-empty", "-m", "two")
+	if out := gitIn(t, root, "log", "--format=%s"); out != "two\none\n" {
+		t.Errorf("git log with the placeholders: %q", out)
+	}
+	removePlaceholders(g(""))
+	for _, n := range []string{"commondir", "config.worktree", "objects/info/alternates", "worktrees", "remotes", "branches"} {
+		if _, err := os.Lstat(g(n)); err == nil {
+			t.Errorf(".git/%s left after the run", n)
+		}
+	}
+	// Other modes, and no --protect-git: nothing.
+	for _, cfg := range []Config{{Mode: Overlay, Root: root, ProtectGit: true}, {Mode: Copy, Root: root, ProtectGit: true}, {Mode: Bind, Root: root}} {
+		if ro, pin := GitGuard(cfg); len(ro)+len(pin) > 0 {
+			t.Errorf("GitGuard(%+v) = %v, %v; want nothing", cfg, ro, pin)
+		}
+	}
+}
+
+func TestGitGuardKeepsAGitdirFileAndTheGitDirItNamesInside(t *testing.T) {
+	root := t.TempDir()
+	gd := filepath.Join(root, "store")
+	for _, d := range []string{"objects", "refs", "hooks"} {
+		os.MkdirAll(filepath.Join(gd, d), 0o755)
+	}
+	os.WriteFile(filepath.Join(gd, "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
+	os.WriteFile(filepath.Join(gd, "config"), []byte("[core]\n"), 0o644)
+	os.WriteFile(filepath.Join(root, ".git"), []byte("gitdir: store\n"), 0o644)
+	ro, pin := GitGuard(Config{Mode: Bind, Root: root, ProtectGit: true})
+	if !slices.Contains(ro, filepath.Join(root, ".git")) || !slices.Contains(ro, filepath.Join(gd, "config")) || !slices.Contains(ro, filepath.Join(gd, "hooks")) {
+		t.Errorf("read-only: %v", ro)
+	}
+	if !slices.Contains(pin, gd) {
+		t.Errorf("pinned: %v", pin)
+	}
+	// One that names a directory outside the workspace: the file alone.
+	os.WriteFile(filepath.Join(root, ".git"), []byte("gitdir: /etc\n"), 0o644)
+	if ro, pin := GitGuard(Config{Mode: Bind, Root: root, ProtectGit: true}); len(ro) != 1 || len(pin) != 0 {
+		t.Errorf("a gitdir outside: %v %v", ro, pin)
+	}
+}
+
+func TestDefuseGitMakesWhatTheRunMadeHarmless(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	root := t.TempDir()
+	before, err := Scan(root, ScanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What a run makes: a nested repository with a hook and an fsmonitor,
+	// a .git file pointing at a bare one with a hook, a plain file.
+	nested := filepath.Join(root, "nested")
+	os.MkdirAll(nested, 0o755)
+	gitIn(t, nested, "init", "-q")
+	gitIn(t, nested, "config", "core.fsmonitor", "touch /tmp/x")
+	gitIn(t, nested, "config", "user.name", "kept")
+	os.WriteFile(filepath.Join(nested, ".git/hooks/pre-commit"), []byte("#!/bin/sh\n"), 0o755)
+	gitIn(t, root, "init", "-q", "--bare", "evil")
+	os.WriteFile(filepath.Join(root, "evil/hooks/post-checkout"), []byte("#!/bin/sh\n"), 0o755)
+	os.MkdirAll(filepath.Join(root, "sub"), 0o755)
+	os.WriteFile(filepath.Join(root, "sub/.git"), []byte("gitdir: ../evil\n"), 0o644)
+	os.WriteFile(filepath.Join(root, "plain.txt"), []byte("x\n"), 0o644)
+	after, err := Scan(root, ScanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, d := range DefuseGit(root, Compare(before, after, nil)) {
+		got[d.Path] = d.Action
+	}
+	for _, p := range []string{"nested/.git/hooks/pre-commit", "nested/.git/config", "evil/hooks/post-checkout", "sub/.git"} {
+		if !strings.HasPrefix(got[p], "renamed") && !strings.HasPrefix(got[p], "reduced") {
+			t.Errorf("%s not defused: %q (all: %v)", p, got[p], got)
+		}
+	}
+	if len(got) != 4 {
+		t.Errorf("defused %d paths, want 4 (samples, excludes and plain files stay): %v", len(got), got)
+	}
+	if _, err := os.Lstat(filepath.Join(nested, ".git/hooks/pre-commit")); err == nil {
+		t.Error("the nested hook is still there")
+	}
+	if out := gitIn(t, nested, "config", "--list", "--local"); strings.Contains(out, "fsmonitor") || !strings.Contains(out, "user.name=kept") {
+		t.Errorf("the nested config after defusing:\n%s", out)
+	}
+	if _, err := os.Lstat(filepath.Join(root, "sub/.git")); err == nil {
+		t.Error("the .git file is still there")
+	}
+}
