@@ -78,6 +78,22 @@ func gitAttacks(secretSHA string) []gitAttack {
 		{name: "hooks dir made where there was none",
 			setup:  func(t *testing.T, dir string) { os.RemoveAll(filepath.Join(dir, ".git/hooks")) },
 			script: hookScript(".git/hooks/pre-commit", "CANARY")},
+		{name: "the hooks of a core.hooksPath in the workspace",
+			setup: func(t *testing.T, dir string) {
+				os.MkdirAll(filepath.Join(dir, ".githooks"), 0o755)
+				if out, err := hostGit(t, dir, "config", "core.hooksPath", ".githooks"); err != nil {
+					t.Fatalf("%v %s", err, out)
+				}
+			},
+			script: hookScript(".githooks/pre-commit", "CANARY") + " || { mv .githooks .gh.old && " + hookScript(".githooks/pre-commit", "CANARY") + "; }"},
+		{name: "a config file the repository includes from the workspace",
+			setup: func(t *testing.T, dir string) {
+				os.WriteFile(filepath.Join(dir, "team.gitconfig"), []byte("[user]\n\tname = team\n"), 0o644)
+				if out, err := hostGit(t, dir, "config", "include.path", "../team.gitconfig"); err != nil {
+					t.Fatalf("%v %s", err, out)
+				}
+			},
+			script: hookScript("h/pre-commit", "CANARY") + " && printf '[core]\n\thooksPath = %s/h\n' \"$PWD\" >> team.gitconfig"},
 		{name: "objects/info/alternates to a host repository",
 			script: "echo SECRET/.git/objects > .git/objects/info/alternates && echo " + secretSHA + " > .git/refs/heads/stolen",
 			took: func(t *testing.T, dir string) bool {
@@ -88,6 +104,13 @@ func gitAttacks(secretSHA string) []gitAttack {
 			script: "mkdir -p .git/remotes && printf 'URL: SECRET\\nPull: refs/heads/*:refs/heads/stolen/*\\n' > .git/remotes/x",
 			took: func(t *testing.T, dir string) bool {
 				hostGit(t, dir, "fetch", "-q", "x")
+				_, err := hostGit(t, dir, "cat-file", "-e", secretSHA)
+				return err == nil
+			}},
+		{name: "an objects dir replaced by a link to a host repository's",
+			script: "rm -rf .git/objects/" + secretSHA[:2] + " && ln -s SECRET/.git/objects/" + secretSHA[:2] + " .git/objects/" + secretSHA[:2] +
+				" && echo " + secretSHA + " > .git/refs/heads/stolen",
+			took: func(t *testing.T, dir string) bool {
 				_, err := hostGit(t, dir, "cat-file", "-e", secretSHA)
 				return err == nil
 			}},
@@ -163,13 +186,25 @@ func runGitAttack(t *testing.T, a gitAttack, secret, secretSHA string, flags []s
 	}
 }
 
+// secretRepo makes a host repository outside the workspace with a commit
+// of its own, and returns where and the commit.
+func secretRepo(t *testing.T) (string, string) {
+	secret := filepath.Join(t.TempDir(), "secret")
+	gitRepoAt(t, secret)
+	os.WriteFile(filepath.Join(secret, "secret.txt"), []byte("only here\n"), 0o644)
+	for _, a := range [][]string{{"add", "secret.txt"}, {"commit", "-q", "-m", "secret"}} {
+		if out, err := hostGit(t, secret, a...); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+	}
+	sha, _ := hostGit(t, secret, "rev-parse", "HEAD")
+	return secret, strings.TrimSpace(sha)
+}
+
 // TestProtectGitAttacksInBindMode: in bind mode every attack is stopped
 // while the sandbox runs or defused when it exits.
 func TestProtectGitAttacksInBindMode(t *testing.T) {
-	secret := filepath.Join(t.TempDir(), "secret")
-	gitRepoAt(t, secret)
-	sha, _ := hostGit(t, secret, "rev-parse", "HEAD")
-	sha = strings.TrimSpace(sha)
+	secret, sha := secretRepo(t)
 	for _, a := range gitAttacks(sha) {
 		t.Run(a.name, func(t *testing.T) { runGitAttack(t, a, secret, sha, nil, false) })
 	}
@@ -178,10 +213,7 @@ func TestProtectGitAttacksInBindMode(t *testing.T) {
 // TestProtectGitAttacksInOverlayAndCopyModes: the host sees nothing during
 // the run, and an apply without --risky carries none of it.
 func TestProtectGitAttacksInOverlayAndCopyModes(t *testing.T) {
-	secret := filepath.Join(t.TempDir(), "secret")
-	gitRepoAt(t, secret)
-	sha, _ := hostGit(t, secret, "rev-parse", "HEAD")
-	sha = strings.TrimSpace(sha)
+	secret, sha := secretRepo(t)
 	for _, mode := range []string{"overlay", "copy"} {
 		for _, a := range gitAttacks(sha) {
 			t.Run(mode+"/"+a.name, func(t *testing.T) {

@@ -20,6 +20,9 @@ package workspace
 //     remotes, branches, objects/info/alternates, a `.git` file;
 //     submodules' git dirs under .git/modules get the same (info/ being
 //     read-only, git gc warns that it cannot update info/refs);
+//   - what the repository's config names inside the workspace (a
+//     core.hooksPath, an included config, a script a command runs) is
+//     read-only too, its directories pinned;
 //   - a name that must stay creatable-proof but does not exist yet is made
 //     first, as what git already reads as its absence: an empty directory
 //     (hooks, info, worktrees, remotes, branches), an empty config.worktree
@@ -51,6 +54,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -101,6 +105,7 @@ func GitGuard(cfg Config) (ro, pin []string) {
 		return nil, nil
 	case st.IsDir():
 		g.gitDir(dotgit)
+		g.referenced(cfg.Root, dotgit, []string{"config", "config.worktree"}, 0)
 	case st.Mode().IsRegular():
 		// A worktree's or submodule's `.git` file: read-only, so it keeps
 		// pointing where it points; its git dir too where the sandbox could
@@ -121,6 +126,93 @@ func GitGuard(cfg Config) (ro, pin []string) {
 type guard struct {
 	ro, pin []string
 	budget  int
+	seen    map[string]bool
+}
+
+// Bounds on the workspace paths a repository's config names.
+const (
+	maxReferenced   = 32
+	maxIncludeDepth = 3
+)
+
+// referenced keeps read-only what the config files (names in gd) name in
+// the workspace: a core.hooksPath there, an included config file, a
+// script a command runs (fsmonitor, a filter, a helper). The sandbox could
+// otherwise write what the host's git runs. Relative include paths are
+// relative to the config's dir; the others to the workspace, where git
+// runs them. Each path's directories up to the workspace are pinned, so
+// none can be renamed away and replaced.
+func (g *guard) referenced(root, dir string, names []string, depth int) {
+	if g.seen == nil {
+		g.seen = map[string]bool{}
+	}
+	for _, n := range names {
+		b, err := readBounded(dir, n, maxAuditBytes)
+		if err != nil {
+			continue
+		}
+		vars, _ := ParseGitConfig(b)
+		for _, v := range vars {
+			key := strings.ToLower(v.Key)
+			include := key == "include.path" || strings.HasPrefix(key, "includeif.") && strings.HasSuffix(key, ".path")
+			var cands []string
+			switch {
+			case include:
+				p := v.Value
+				if !filepath.IsAbs(p) {
+					p = filepath.Join(dir, filepath.Dir(n), p)
+				}
+				cands = []string{p}
+			case key == "core.hookspath":
+				p := v.Value
+				if !filepath.IsAbs(p) {
+					p = filepath.Join(root, p)
+				}
+				if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) && within(root, p) {
+					os.MkdirAll(p, 0o755) // an empty hooks dir is what git reads as none
+				}
+				cands = []string{p}
+			case gitKeyRisk(key) != "":
+				for _, f := range strings.Fields(v.Value) {
+					f = strings.Trim(strings.TrimPrefix(f, "!"), `"'`)
+					if !strings.Contains(f, "/") {
+						continue
+					}
+					if !filepath.IsAbs(f) {
+						f = filepath.Join(root, f)
+					}
+					cands = append(cands, f)
+				}
+			}
+			for _, p := range cands {
+				p = filepath.Clean(p)
+				if g.seen[p] || len(g.seen) >= maxReferenced || !within(root, p) {
+					continue
+				}
+				g.seen[p] = true
+				st, err := os.Lstat(p)
+				if err != nil || st.Mode()&fs.ModeSymlink != 0 || !(st.IsDir() || st.Mode().IsRegular()) {
+					continue // a link is the exit review's; nothing there, nothing to keep
+				}
+				for d := filepath.Dir(p); d != root && within(root, d); d = filepath.Dir(d) {
+					if !slices.Contains(g.pin, d) {
+						g.pin = append(g.pin, d)
+					}
+				}
+				if !slices.Contains(g.ro, p) {
+					g.ro = append(g.ro, p)
+				}
+				if include && st.Mode().IsRegular() && depth < maxIncludeDepth {
+					g.referenced(root, filepath.Dir(p), []string{filepath.Base(p)}, depth+1)
+				}
+			}
+		}
+	}
+}
+
+// within reports whether p lies inside root (and is not root).
+func within(root, p string) bool {
+	return p != root && strings.HasPrefix(p, root+"/")
 }
 
 func (g *guard) gitDir(gd string) {
@@ -550,6 +642,10 @@ func DefuseGit(root string, changes []Change) []Defused {
 			continue
 		}
 		rel := strings.TrimPrefix(p, gd+"/")
+		if c.After.Type == TypeSymlink {
+			out = append(out, defuse(root, p, "a link in a git directory: git would read what it points at"))
+			continue
+		}
 		role, why := gitRole(rel)
 		switch role {
 		case roleNone:

@@ -310,6 +310,9 @@ func gitPathRisks(c Change, r Reader, inertHook bool) []string {
 	}
 	nested := j > 0
 	rel := strings.Join(parts[j+1:], "/")
+	if c.After != nil && c.After.Type == TypeSymlink {
+		return []string{"a link in a git directory: git would read what it points at"}
+	}
 	role, why := gitRole(rel)
 	switch role {
 	case roleConfig:
