@@ -93,7 +93,7 @@ func gitAttacks(secretSHA string) []gitAttack {
 					t.Fatalf("%v %s", err, out)
 				}
 			},
-			script: hookScript("h/pre-commit", "CANARY") + " && printf '[core]\n\thooksPath = %s/h\n' \"$PWD\" >> team.gitconfig"},
+			script: "printf '[core]\\n\\tfsmonitor = touch CANARY\\n' >> team.gitconfig"},
 		{name: "objects/info/alternates to a host repository",
 			script: "echo SECRET/.git/objects > .git/objects/info/alternates && echo " + secretSHA + " > .git/refs/heads/stolen",
 			took: func(t *testing.T, dir string) bool {

@@ -127,6 +127,9 @@ type guard struct {
 	ro, pin []string
 	budget  int
 	seen    map[string]bool
+	// dry changes nothing on the host and also lists a hooksPath or an
+	// included file that does not exist (the review's use).
+	dry bool
 }
 
 // Bounds on the workspace paths a repository's config names.
@@ -168,7 +171,7 @@ func (g *guard) referenced(root, dir string, names []string, depth int) {
 				if !filepath.IsAbs(p) {
 					p = filepath.Join(root, p)
 				}
-				if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) && within(root, p) {
+				if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) && within(root, p) && !g.dry {
 					os.MkdirAll(p, 0o755) // an empty hooks dir is what git reads as none
 				}
 				cands = []string{p}
@@ -191,6 +194,10 @@ func (g *guard) referenced(root, dir string, names []string, depth int) {
 				}
 				g.seen[p] = true
 				st, err := os.Lstat(p)
+				if g.dry && (include || key == "core.hookspath") && errors.Is(err, fs.ErrNotExist) {
+					g.ro = append(g.ro, p)
+					continue
+				}
 				if err != nil || st.Mode()&fs.ModeSymlink != 0 || !(st.IsDir() || st.Mode().IsRegular()) {
 					continue // a link is the exit review's; nothing there, nothing to keep
 				}
@@ -205,6 +212,37 @@ func (g *guard) referenced(root, dir string, names []string, depth int) {
 				if include && st.Mode().IsRegular() && depth < maxIncludeDepth {
 					g.referenced(root, filepath.Dir(p), []string{filepath.Base(p)}, depth+1)
 				}
+			}
+		}
+	}
+}
+
+// FlagGitReferenced adds a risk to each change of a path the workspace's
+// repository config (as it is on the host) names: a hooksPath, an included
+// config, a script a command runs. git on the host runs or reads it.
+func FlagGitReferenced(root string, cs []Change) {
+	dotgit := filepath.Join(root, ".git")
+	if st, err := os.Lstat(dotgit); err != nil || !st.IsDir() {
+		return
+	}
+	g := &guard{dry: true}
+	g.referenced(root, dotgit, []string{"config", "config.worktree"}, 0)
+	if len(g.ro) == 0 {
+		return
+	}
+	for i, c := range cs {
+		if c.Kind == Reverted {
+			continue
+		}
+		for _, p := range g.ro {
+			rel := strings.TrimPrefix(p, root+"/")
+			if c.Path == rel || strings.HasPrefix(c.Path, rel+"/") {
+				why := "the repository's git config names " + Quote(rel) + ": git on the host runs or reads it"
+				if !slices.Contains(cs[i].Risks, why) {
+					cs[i].Risks = append(cs[i].Risks, why)
+					sort.Strings(cs[i].Risks)
+				}
+				break
 			}
 		}
 	}

@@ -134,3 +134,38 @@ func TestDefuseGitMakesWhatTheRunMadeHarmless(t *testing.T) {
 		t.Error("the .git file is still there")
 	}
 }
+
+func TestWhatTheRepositoryConfigNamesInTheWorkspaceIsGuarded(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{".git/objects", ".git/refs", ".githooks", "scripts"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	os.WriteFile(filepath.Join(root, ".git/HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
+	os.WriteFile(filepath.Join(root, "team.gitconfig"), []byte("[filter \"x\"]\n\tclean = scripts/clean.sh %f\n"), 0o644)
+	os.WriteFile(filepath.Join(root, "scripts/clean.sh"), []byte("#!/bin/sh\n"), 0o755)
+	os.WriteFile(filepath.Join(root, ".git/config"), []byte("[core]\n\thooksPath = .githooks\n[include]\n\tpath = ../team.gitconfig\n[remote \"o\"]\n\turl = https://example.com/r\n"), 0o644)
+	ro, pin := GitGuard(Config{Mode: Bind, Root: root, ProtectGit: true})
+	for _, want := range []string{".githooks", "team.gitconfig", "scripts/clean.sh"} {
+		if !slices.Contains(ro, filepath.Join(root, want)) {
+			t.Errorf("read-only paths lack %s: %v", want, ro)
+		}
+	}
+	if !slices.Contains(pin, filepath.Join(root, "scripts")) {
+		t.Errorf("scripts/ is not pinned: %v", pin)
+	}
+	cs := []Change{
+		{Path: "team.gitconfig", Kind: Modified, Before: &Entry{Type: TypeFile}, After: &Entry{Type: TypeFile}},
+		{Path: ".githooks/pre-commit", Kind: Created, After: &Entry{Type: TypeFile}},
+		{Path: "scripts/clean.sh", Kind: Modified, Before: &Entry{Type: TypeFile}, After: &Entry{Type: TypeFile}},
+		{Path: "scripts/other.sh", Kind: Modified, Before: &Entry{Type: TypeFile}, After: &Entry{Type: TypeFile}},
+	}
+	FlagGitReferenced(root, cs)
+	for _, c := range cs[:3] {
+		if !c.Risky() {
+			t.Errorf("%s is not risky", c.Path)
+		}
+	}
+	if cs[3].Risky() {
+		t.Errorf("%s is risky: %v", cs[3].Path, cs[3].Risks)
+	}
+}

@@ -637,6 +637,7 @@ func (s *Session) compute() ([]Change, error) {
 	}
 	cs = kept
 	Audit(cs, s.m.Root, s.reader())
+	FlagGitReferenced(s.m.Root, cs)
 	return cs, nil
 }
 
