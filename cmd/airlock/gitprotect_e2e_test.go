@@ -122,6 +122,19 @@ func gitAttacks(secretSHA string) []gitAttack {
 			script: "cp -r .git evil && rm -f evil/commondir && " + hookScript("evil/hooks/pre-commit", "CANARY") +
 				" && mkdir sub && printf 'gitdir: %s/evil\\n' \"$PWD\" > sub/.git",
 			commitIn: "sub"},
+		{name: "an existing submodule's hook and .git file",
+			setup: func(t *testing.T, dir string) {
+				src := filepath.Join(t.TempDir(), "src")
+				gitRepoAt(t, src)
+				for _, a := range [][]string{{"-c", "protocol.file.allow=always", "submodule", "add", "-q", src, "m"}, {"commit", "-q", "-m", "sub"}} {
+					if out, err := hostGit(t, dir, a...); err != nil {
+						t.Fatalf("git %v: %v\n%s", a, err, out)
+					}
+				}
+			},
+			script: hookScript(".git/modules/m/hooks/pre-commit", "CANARY") + "; cp -r .git/modules/m evil2 && rm -f evil2/commondir && git config -f evil2/config --unset core.worktree && " +
+				hookScript("evil2/hooks/pre-commit", "CANARY") + " && printf 'gitdir: %s/evil2\\n' \"$PWD\" > m/.git",
+			commitIn: "m"},
 		{name: "a submodule git dir's hook",
 			script: "mkdir -p .git/modules && git init -q --separate-git-dir .git/modules/m m && " +
 				hookScript(".git/modules/m/hooks/pre-commit", "CANARY"),

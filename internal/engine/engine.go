@@ -320,6 +320,11 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 	// what a commit writes bound onto themselves (mountpoints, which cannot
 	// be renamed or replaced).
 	ro, pin := workspace.GitGuard(wsCfg)
+	if s.bspec.NoDelete {
+		// Landlock already stops every rename and removal there; a pin,
+		// a writable place of its own, would give them back.
+		pin = nil
+	}
 	if src := s.bspec.WorkspaceSource; src != "" && src != s.bspec.Workspace {
 		// The workspace is shown at another path: so are its guarded paths.
 		at := func(p string) string { return s.bspec.Workspace + strings.TrimPrefix(p, src) }

@@ -106,6 +106,7 @@ func GitGuard(cfg Config) (ro, pin []string) {
 	case st.IsDir():
 		g.gitDir(dotgit)
 		g.referenced(cfg.Root, dotgit, []string{"config", "config.worktree"}, 0)
+		g.submodules(cfg.Root)
 	case st.Mode().IsRegular():
 		// A worktree's or submodule's `.git` file: read-only, so it keeps
 		// pointing where it points; its git dir too where the sandbox could
@@ -125,6 +126,7 @@ func GitGuard(cfg Config) (ro, pin []string) {
 
 type guard struct {
 	ro, pin []string
+	dirs    []string // the git dirs guarded
 	budget  int
 	seen    map[string]bool
 	// dry changes nothing on the host and also lists a hooksPath or an
@@ -248,6 +250,38 @@ func FlagGitReferenced(root string, cs []Change) {
 	}
 }
 
+// submodules keeps the checkouts .gitmodules names pointing where they
+// point: a `.git` file read-only (its git dir under .git/modules is
+// guarded already), a `.git` dir guarded as the workspace's is.
+func (g *guard) submodules(root string) {
+	b, err := readBounded(root, ".gitmodules", maxAuditBytes)
+	if err != nil {
+		return
+	}
+	vars, _ := ParseGitConfig(b)
+	n := 0
+	for _, v := range vars {
+		if !strings.HasPrefix(v.Key, "submodule.") || !strings.HasSuffix(v.Key, ".path") || n >= maxGitDirs {
+			continue
+		}
+		n++
+		p := filepath.Join(root, filepath.Clean("/"+v.Value), ".git")
+		if !within(root, p) {
+			continue
+		}
+		st, err := os.Lstat(p)
+		switch {
+		case err != nil:
+		case st.Mode().IsRegular():
+			if !slices.Contains(g.ro, p) {
+				g.ro = append(g.ro, p)
+			}
+		case st.IsDir():
+			g.gitDir(p)
+		}
+	}
+}
+
 // within reports whether p lies inside root (and is not root).
 func within(root, p string) bool {
 	return p != root && strings.HasPrefix(p, root+"/")
@@ -258,6 +292,7 @@ func (g *guard) gitDir(gd string) {
 		return
 	}
 	g.budget--
+	g.dirs = append(g.dirs, gd)
 	g.pin = append(g.pin, gd)
 	isDir := func(p string) bool {
 		st, err := os.Lstat(p)
@@ -273,14 +308,14 @@ func (g *guard) gitDir(gd string) {
 		// objects/info stays writable (gc writes the commit-graph there);
 		// alternates are files in it.
 		// It is pinned too, or it could be renamed away with them.
-		if p := filepath.Join(gd, "objects/info"); os.Mkdir(p, 0o755) == nil || isDir(p) {
+		if p := filepath.Join(gd, "objects/info"); !g.dry && os.Mkdir(p, 0o755) == nil || isDir(p) {
 			g.pin = append(g.pin, p)
 		}
 		files = append(files[:len(files):len(files)], "objects/info/alternates", "objects/info/http-alternates")
 	}
 	for _, n := range guardedDirs {
 		p := filepath.Join(gd, n)
-		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) && !g.dry {
 			os.Mkdir(p, 0o755) // an empty dir is what git reads as none
 		}
 		if isDir(p) {
@@ -289,7 +324,7 @@ func (g *guard) gitDir(gd string) {
 	}
 	for _, n := range files {
 		p := filepath.Join(gd, n)
-		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) && !g.dry {
 			body := ""
 			switch n {
 			case "commondir":
@@ -531,7 +566,12 @@ func (s *Session) restoreGit() ([]Change, []Defused, error) {
 	var defused []Defused
 	if len(cur) > 0 {
 		defused = s.defuseNewTop()
-		removePlaceholders(filepath.Join(s.m.Root, ".git"))
+		g := &guard{dry: true, budget: maxGitDirs}
+		g.gitDir(filepath.Join(s.m.Root, ".git"))
+		g.submodules(s.m.Root)
+		for _, d := range g.dirs {
+			removePlaceholders(d)
+		}
 	}
 	forward := Compare(snap, cur, nil)
 	if len(forward) == 0 {
