@@ -56,6 +56,8 @@ type gitAttack struct {
 	script string
 	// commitIn is where the host's git commit runs afterwards.
 	commitIn string
+	// host is the host's git command afterwards (default: a commit).
+	host []string
 	// took reports, beside the canary, whether the attack worked.
 	took func(t *testing.T, dir string) bool
 }
@@ -135,6 +137,10 @@ func gitAttacks(secretSHA string) []gitAttack {
 			script: hookScript(".git/modules/m/hooks/pre-commit", "CANARY") + "; cp -r .git/modules/m evil2 && rm -f evil2/commondir && git config -f evil2/config --unset core.worktree && " +
 				hookScript("evil2/hooks/pre-commit", "CANARY") + " && printf 'gitdir: %s/evil2\\n' \"$PWD\" > m/.git",
 			commitIn: "m"},
+		{name: "a rebase left in progress with an exec line",
+			script: `git -c user.name=a -c user.email=a@b commit -q --allow-empty -m two &&
+				GIT_SEQUENCE_EDITOR='f() { printf "break\nexec touch CANARY\n" > "$1"; }; f' git -c user.name=a -c user.email=a@b rebase -q -i HEAD~1`,
+			host: []string{"rebase", "--continue"}},
 		{name: "a submodule git dir's hook",
 			script: "mkdir -p .git/modules && git init -q --separate-git-dir .git/modules/m m && " +
 				hookScript(".git/modules/m/hooks/pre-commit", "CANARY"),
@@ -151,7 +157,11 @@ func runGitAttack(t *testing.T, a gitAttack, secret, secretSHA string, flags []s
 	}
 	tookIn := func(dir, canary string) bool {
 		commitIn := filepath.Join(dir, a.commitIn)
-		hostGit(t, commitIn, "commit", "-q", "--allow-empty", "-m", "host")
+		if a.host != nil {
+			hostGit(t, commitIn, a.host...)
+		} else {
+			hostGit(t, commitIn, "commit", "-q", "--allow-empty", "-m", "host")
+		}
 		_, err := os.Stat(canary)
 		return err == nil || (a.took != nil && a.took(t, dir))
 	}

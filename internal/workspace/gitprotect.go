@@ -806,6 +806,12 @@ func gitRole(rel string) (int, string) {
 			}
 		}
 		return roleNone, ""
+	case "rebase-merge", "rebase-apply", "sequencer":
+		switch rest {
+		case "git-rebase-todo", "git-rebase-todo.backup", "todo", "strategy", "strategy_opts", "opts":
+			return roleRun, "an operation in progress: its exec lines and merge strategy run when you --continue it"
+		}
+		return roleNone, ""
 	case "modules":
 		// A submodule's git dir, modules/NAME with NAME of any depth: the
 		// most cautious reading of every split.

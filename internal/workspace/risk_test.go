@@ -76,6 +76,7 @@ func TestAuditRules(t *testing.T) {
 		"a commit's index":          {c: modified(".git/index")},
 		"a commit's message":        {c: created(".git/COMMIT_EDITMSG", 0o644)},
 		"a lock file":               {c: created(".git/HEAD.lock", 0o644)},
+		"a rebase's todo":           {c: created(".git/rebase-merge/git-rebase-todo", 0o644), wantReason: "--continue"},
 		"gc's info/refs":            {c: created(".git/info/refs", 0o644)},
 		"a removed .git":            {c: Change{Path: ".git", Kind: Deleted, Before: &Entry{Type: TypeDir}}, wantReason: "removes a repository's .git"},
 		"a removed HEAD":            {c: Change{Path: "sub/.git/HEAD", Kind: Deleted, Before: &Entry{Type: TypeFile}}, wantReason: "removes a repository's HEAD"},
