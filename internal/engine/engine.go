@@ -326,7 +326,12 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 		pin = nil
 	}
 	if src := s.bspec.WorkspaceSource; src != "" && src != s.bspec.Workspace {
-		// The workspace is shown at another path: so are its guarded paths.
+		// The workspace is shown at another path: so are its guarded paths
+		// (docker takes no binds at other paths: there the exit review
+		// alone restores and defuses).
+		if s.be.Name() == config.BackendDocker {
+			ro, pin = nil, nil
+		}
 		at := func(p string) string { return s.bspec.Workspace + strings.TrimPrefix(p, src) }
 		for _, p := range pin {
 			s.bspec.Binds = append(s.bspec.Binds, backend.Bind{Source: p, Target: at(p)})
