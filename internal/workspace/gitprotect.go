@@ -173,8 +173,8 @@ func (g *guard) referenced(root, dir string, names []string, depth int) {
 				if !filepath.IsAbs(p) {
 					p = filepath.Join(root, p)
 				}
-				if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) && within(root, p) && !g.dry {
-					os.MkdirAll(p, 0o755) // an empty hooks dir is what git reads as none
+				if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) && within(root, p) && !g.dry && noLinks(filepath.Dir(p)) {
+					os.Mkdir(p, 0o755) // an empty hooks dir is what git reads as none
 				}
 				cands = []string{p}
 			case gitKeyRisk(key) != "":
@@ -200,8 +200,10 @@ func (g *guard) referenced(root, dir string, names []string, depth int) {
 					g.ro = append(g.ro, p)
 					continue
 				}
-				if err != nil || st.Mode()&fs.ModeSymlink != 0 || !(st.IsDir() || st.Mode().IsRegular()) {
-					continue // a link is the exit review's; nothing there, nothing to keep
+				if err != nil || !(st.IsDir() || st.Mode().IsRegular()) || !noLinks(p) {
+					// Nothing there, nothing to keep; a link on the way is
+					// the exit review's (a mount would follow it out).
+					continue
 				}
 				for d := filepath.Dir(p); d != root && within(root, d); d = filepath.Dir(d) {
 					if !slices.Contains(g.pin, d) {
@@ -271,7 +273,7 @@ func (g *guard) submodules(root string) {
 		}
 		st, err := os.Lstat(p)
 		switch {
-		case err != nil:
+		case err != nil || !noLinks(p):
 		case st.Mode().IsRegular():
 			if !slices.Contains(g.ro, p) {
 				g.ro = append(g.ro, p)
@@ -280,6 +282,12 @@ func (g *guard) submodules(root string) {
 			g.gitDir(p)
 		}
 	}
+}
+
+// noLinks reports whether no component of p is a symlink (p exists).
+func noLinks(p string) bool {
+	real, err := filepath.EvalSymlinks(p)
+	return err == nil && real == p
 }
 
 // within reports whether p lies inside root (and is not root).

@@ -143,7 +143,9 @@ func TestWhatTheRepositoryConfigNamesInTheWorkspaceIsGuarded(t *testing.T) {
 	os.WriteFile(filepath.Join(root, ".git/HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
 	os.WriteFile(filepath.Join(root, "team.gitconfig"), []byte("[filter \"x\"]\n\tclean = scripts/clean.sh %f\n"), 0o644)
 	os.WriteFile(filepath.Join(root, "scripts/clean.sh"), []byte("#!/bin/sh\n"), 0o755)
-	os.WriteFile(filepath.Join(root, ".git/config"), []byte("[core]\n\thooksPath = .githooks\n[include]\n\tpath = ../team.gitconfig\n[remote \"o\"]\n\turl = https://example.com/r\n"), 0o644)
+	os.Symlink(t.TempDir(), filepath.Join(root, "away"))
+	os.MkdirAll(filepath.Join(root, "away/bin"), 0o755)
+	os.WriteFile(filepath.Join(root, ".git/config"), []byte("[core]\n\thooksPath = .githooks\n\tfsmonitor = away/bin\n[include]\n\tpath = ../team.gitconfig\n[remote \"o\"]\n\turl = https://example.com/r\n"), 0o644)
 	ro, pin := GitGuard(Config{Mode: Bind, Root: root, ProtectGit: true})
 	for _, want := range []string{".githooks", "team.gitconfig", "scripts/clean.sh"} {
 		if !slices.Contains(ro, filepath.Join(root, want)) {
@@ -152,6 +154,13 @@ func TestWhatTheRepositoryConfigNamesInTheWorkspaceIsGuarded(t *testing.T) {
 	}
 	if !slices.Contains(pin, filepath.Join(root, "scripts")) {
 		t.Errorf("scripts/ is not pinned: %v", pin)
+	}
+	// A mount follows links: a path through one (out of the workspace) is
+	// never bound, read-only or writable.
+	for _, p := range append(ro, pin...) {
+		if strings.HasPrefix(p, filepath.Join(root, "away")) {
+			t.Errorf("%s, through a link, is bound", p)
+		}
 	}
 	cs := []Change{
 		{Path: "team.gitconfig", Kind: Modified, Before: &Entry{Type: TypeFile}, After: &Entry{Type: TypeFile}},
