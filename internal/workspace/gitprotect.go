@@ -880,7 +880,7 @@ func reduceConfig(root, rel string) (Defused, bool) {
 	if err != nil {
 		return Defused{}, false
 	}
-	vars, _ := ParseGitConfig(b)
+	vars, perr := ParseGitConfig(b)
 	var kept strings.Builder
 	var dropped []string
 	section := ""
@@ -895,6 +895,9 @@ func reduceConfig(root, rel string) (Defused, bool) {
 			kept.WriteString(gitSectionHeader(sec))
 		}
 		fmt.Fprintf(&kept, "\t%s = %s\n", name, gitQuote(v.Value))
+	}
+	if perr != nil {
+		dropped = append(dropped, "what does not parse") // a later git may read it otherwise
 	}
 	if len(dropped) == 0 && len(vars) > 0 {
 		return Defused{}, true // nothing to take out

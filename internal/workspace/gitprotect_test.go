@@ -178,3 +178,42 @@ func TestWhatTheRepositoryConfigNamesInTheWorkspaceIsGuarded(t *testing.T) {
 		t.Errorf("%s is risky: %v", cs[3].Path, cs[3].Risks)
 	}
 }
+
+// FuzzReduceConfig: whatever a config held, its reduced form parses, and
+// holds safe keys only, with the values they had.
+func FuzzReduceConfig(f *testing.F) {
+	f.Add([]byte("[core]\n\tbare = false\n\tfsmonitor = touch /x\n[user]\n\tname = \"a \\\"b\\\" \\\\c\"\n"))
+	f.Add([]byte("[branch \"ma\\\"in\"]\n\tremote = origin\n[include]\n\tpath = x\n"))
+	f.Add([]byte("[core]\n\teditor = vi\n[extensions]\n\tworktreeConfig = true\n"))
+	f.Add([]byte("[user]\n\tname = tab\there ; comment\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		root := t.TempDir()
+		if err := os.WriteFile(filepath.Join(root, "config"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		in, _ := ParseGitConfig(b)
+		if _, ok := reduceConfig(root, "config"); !ok {
+			return
+		}
+		out, err := os.ReadFile(filepath.Join(root, "config"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := ParseGitConfig(out)
+		if err != nil {
+			t.Fatalf("the reduced config does not parse: %v\n%s", err, out)
+		}
+		want := map[string]bool{}
+		for _, v := range in {
+			want[strings.ToLower(v.Key)+"\x00"+v.Value] = true
+		}
+		for _, v := range got {
+			if !safeGitKey(v.Key) {
+				t.Errorf("kept %s", v.Key)
+			}
+			if !want[strings.ToLower(v.Key)+"\x00"+v.Value] {
+				t.Errorf("%s = %q was not in the config:\n%s\nreduced:\n%s", v.Key, v.Value, b, out)
+			}
+		}
+	})
+}
