@@ -902,13 +902,21 @@ func reduceConfig(root, rel string) (Defused, bool) {
 	if len(dropped) == 0 && len(vars) > 0 {
 		return Defused{}, true // nothing to take out
 	}
-	if err := writeFileBeneath(root, rel, []byte(kept.String()), 0o644); err != nil {
+	var old string
+	if err := writeFileBeneath(root, rel, []byte(kept.String()), 0o644, &old); err != nil {
 		return Defused{}, false
 	}
 	sort.Strings(dropped)
 	dropped = compactStrings(dropped)
 	return Defused{Path: rel, Why: "git config: it can make git run programs and read files elsewhere",
-		Action: "reduced to safe keys (dropped " + shorten(strings.Join(dropped, ", "), 200) + ")"}, true
+		Action: "reduced to safe keys (dropped " + shorten(strings.Join(dropped, ", "), 200) + keptAs(old) + ")"}, true
+}
+
+func keptAs(old string) string {
+	if old == "" {
+		return "; the old one could not be kept"
+	}
+	return "; the old one is " + Quote(old)
 }
 
 func compactStrings(s []string) []string {
@@ -964,8 +972,9 @@ func gitQuote(v string) string {
 }
 
 // writeFileBeneath replaces rel beneath root with b (a temp file renamed
-// over it), following no symlink.
-func writeFileBeneath(root, rel string, b []byte, mode uint32) error {
+// over it), following no symlink; with keep, the old file is kept as
+// NAME.airlock-defused first, and keep says where.
+func writeFileBeneath(root, rel string, b []byte, mode uint32, keep *string) error {
 	rfd, err := openDirNoSymlinks(root)
 	if err != nil {
 		return err
@@ -987,6 +996,23 @@ func writeFileBeneath(root, rel string, b []byte, mode uint32) error {
 	if werr != nil {
 		unix.Unlinkat(dfd, tmp, 0)
 		return werr
+	}
+	if keep != nil {
+		// The old content stays beside it, under a name git never reads.
+		name := path.Base(rel)
+		for i := 1; i <= 100; i++ {
+			to := name + defusedSuffix
+			if i > 1 {
+				to = fmt.Sprintf("%s%s-%d", name, defusedSuffix, i)
+			}
+			if err = unix.Linkat(dfd, name, dfd, to, 0); err == nil {
+				*keep = path.Join(parent(rel), to)
+				break
+			}
+			if !errors.Is(err, unix.EEXIST) {
+				break
+			}
+		}
 	}
 	return unix.Renameat(dfd, tmp, dfd, path.Base(rel))
 }

@@ -130,6 +130,9 @@ func TestDefuseGitMakesWhatTheRunMadeHarmless(t *testing.T) {
 	if out := gitIn(t, nested, "config", "--list", "--local"); strings.Contains(out, "fsmonitor") || !strings.Contains(out, "user.name=kept") {
 		t.Errorf("the nested config after defusing:\n%s", out)
 	}
+	if b, _ := os.ReadFile(filepath.Join(nested, ".git/config"+defusedSuffix)); !strings.Contains(string(b), "fsmonitor") {
+		t.Errorf("the old nested config is not kept beside: %q", b)
+	}
 	if _, err := os.Lstat(filepath.Join(root, "sub/.git")); err == nil {
 		t.Error("the .git file is still there")
 	}
