@@ -478,13 +478,9 @@ func onlyGuarded() *Excluder {
 		case "hooks", "info", "remotes", "branches":
 			return false
 		case "worktrees":
-			parts := strings.Split(rest, "/")
-			switch len(parts) {
-			case 1:
-				return false
-			case 2:
-				return parts[1] != "config.worktree" && parts[1] != "commondir" && parts[1] != "gitdir"
-			}
+			// Read-only inside on every backend (made empty when absent):
+			// what changes there is the host's own git worktree add, which
+			// a restore would undo.
 			return true
 		case "objects":
 			switch rest {
@@ -728,6 +724,9 @@ func DefuseGit(root string, changes []Change) []Defused {
 			continue
 		}
 		rel := strings.TrimPrefix(p, gd+"/")
+		if gd == ".git" && strings.HasPrefix(rel, "worktrees/") {
+			continue // read-only inside (GitGuard): a change there is the host's own
+		}
 		if c.After.Type == TypeSymlink {
 			out = append(out, defuse(root, p, "a link in a git directory: git would read what it points at"))
 			continue
