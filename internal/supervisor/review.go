@@ -60,7 +60,7 @@ func (sv *supervisor) reviewWorkspace(ws *workspace.Session, id string, removed 
 		if why == "" {
 			why = string(c.Kind)
 		}
-		fmt.Fprintf(out, "%s--protect-git restored %s (%s during the run, read-only inside: %s)\n", prefix, workspace.Quote(c.Path), c.Kind, why)
+		fmt.Fprintf(out, "%s--protect-git restored %s (%s during the run: %s)\n", prefix, workspace.Quote(c.Path), c.Kind, why)
 	}
 	for _, d := range rep.Defused {
 		fmt.Fprintf(out, "%s--protect-git defused %s (%s): %s\n", prefix, workspace.Quote(d.Path), d.Why, d.Action)
