@@ -87,9 +87,12 @@ make one, the gateway is an HTTP proxy and HTTP(S)_PROXY is set inside.
 
 Workspace modes (--workspace-mode):
   bind      the directory itself, live (default). A manifest is taken before
-            start; after exit risky changes are reported, and .git/config and
-            .git/hooks, read-only inside (--protect-git), are restored if
-            they changed anyway.
+            start; after exit risky changes are reported. With --protect-git
+            .git cannot be moved or replaced and what git reads to run or
+            read elsewhere (config, hooks, commondir, info, alternates, ...)
+            is read-only inside; after exit what changed anyway is restored,
+            and git dirs and gitdir: files the run made or changed are
+            defused (renamed NAME.airlock-defused) and reported.
   overlay   copy-on-write over the directory: the host sees nothing until you
             apply. Starts as fast whatever the tree's size.
   copy      a copy made at start (--exclude leaves paths out); copied back
@@ -166,7 +169,7 @@ func addRunFlags(f *pflag.FlagSet, o *runOptions) {
 	f.StringArrayVar(&o.ws.Exclude, "exclude", nil, "leave `PATTERN` out of the copy, the manifest and the apply: a name (node_modules, *.o) or a path from the workspace root (build/out) (repeatable)")
 	f.BoolVar(&o.ws.AutoApply, "auto-apply", false, "overlay and copy: apply the changes at exit without asking, except risky ones")
 	f.BoolVar(&o.ws.ApplyRisky, "apply-risky", false, "with --auto-apply: apply risky changes too")
-	f.BoolVar(&o.ws.ProtectGit, "protect-git", true, "bind: make .git/config and .git/hooks read-only inside, and restore them after if they changed anyway")
+	f.BoolVar(&o.ws.ProtectGit, "protect-git", true, "bind: pin .git and keep what git reads to run or read elsewhere read-only inside; after exit restore it and defuse git dirs the run made or changed")
 	f.StringVar(&o.backend, "backend", config.BackendNative, "where the sandbox runs: native (namespaces on this kernel), docker (a hardened container; see airlock images) or vm (a QEMU micro-VM; see airlock images build --format vm)")
 	f.StringVar(&o.image, "image", "", "docker backend: the image to run in (default "+config.DefaultImage+")")
 	f.BoolVar(&o.ask, "ask", false, "a connection to a host no rule covers waits for your decision (airlock approvals, airlock ui, or this terminal) instead of failing")

@@ -259,12 +259,12 @@ func TestWorkspaceProtectGitInBindMode(t *testing.T) {
 	if e.read("file.txt") != "ok\n" || e.read(".git/config") != "[core]\n\tbare = false\n" {
 		t.Fatal("bind mode: workspace write missing or .git/config changed")
 	}
-	// Without a hooks dir at start there is no mount to stop the write:
-	// the hook is removed afterwards, and reported.
+	// Without a hooks dir at start, an empty one is made and mounted
+	// read-only: nothing can be planted there during the run either.
 	os.RemoveAll(filepath.Join(e.ws, ".git/hooks"))
 	r = e.sh(`mkdir -p .git/hooks && printf '#!/bin/sh\n' > .git/hooks/post-checkout && chmod +x .git/hooks/post-checkout && echo planted`)
-	if !strings.Contains(r.stdout, "planted") || !strings.Contains(r.stderr, "--protect-git restored .git/hooks/post-checkout") {
-		t.Fatalf("protect-git report: %v", r)
+	if strings.Contains(r.stdout, "planted") {
+		t.Fatalf("a hook was planted in a hooks dir made during the run: %v", r)
 	}
 	if _, err := os.Lstat(filepath.Join(e.ws, ".git/hooks/post-checkout")); err == nil {
 		t.Fatal("the planted hook is still there")

@@ -324,7 +324,33 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 	if err != nil {
 		return nil, step("workspace", err)
 	}
-	s.bspec.RO = append(s.bspec.RO, workspace.ReadOnlyPaths(wsCfg)...)
+	// --protect-git: the git dir's redirections read-only, the git dir and
+	// what a commit writes bound onto themselves (mountpoints, which cannot
+	// be renamed or replaced).
+	ro, pin := workspace.GitGuard(wsCfg)
+	if s.bspec.NoDelete {
+		// Landlock already stops every rename and removal there; a pin,
+		// a writable place of its own, would give them back.
+		pin = nil
+	}
+	if src := s.bspec.WorkspaceSource; src != "" && src != s.bspec.Workspace {
+		// The workspace is shown at another path: so are its guarded paths
+		// (docker takes no binds at other paths: there the exit review
+		// alone restores and defuses).
+		if s.be.Name() == config.BackendDocker {
+			ro, pin = nil, nil
+		}
+		at := func(p string) string { return s.bspec.Workspace + strings.TrimPrefix(p, src) }
+		for _, p := range pin {
+			s.bspec.Binds = append(s.bspec.Binds, backend.Bind{Source: p, Target: at(p)})
+		}
+		for _, p := range ro {
+			s.bspec.Binds = append(s.bspec.Binds, backend.Bind{Source: p, Target: at(p), ReadOnly: true})
+		}
+	} else {
+		s.bspec.RO = append(s.bspec.RO, ro...)
+		s.bspec.RW = append(s.bspec.RW, pin...)
+	}
 	if !late {
 		if s.ws, err = s.prepareWorkspace(wsCfg, o.Progress); err != nil {
 			return nil, step("workspace", err)

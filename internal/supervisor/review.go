@@ -60,7 +60,10 @@ func (sv *supervisor) reviewWorkspace(ws *workspace.Session, id string, removed 
 		if why == "" {
 			why = string(c.Kind)
 		}
-		fmt.Fprintf(out, "%s--protect-git restored %s (%s by the sandbox: %s)\n", prefix, workspace.Quote(c.Path), c.Kind, why)
+		fmt.Fprintf(out, "%s--protect-git restored %s (%s during the run: %s)\n", prefix, workspace.Quote(c.Path), c.Kind, why)
+	}
+	for _, d := range rep.Defused {
+		fmt.Fprintf(out, "%s--protect-git defused %s (%s): %s\n", prefix, workspace.Quote(d.Path), d.Why, d.Action)
 	}
 	cs := rep.Changes
 	if ws.Mode() == workspace.Bind {

@@ -5,6 +5,15 @@
 // Everything read from a sandbox's side (an overlay upper dir, a copy) is
 // hostile: it is walked through descriptors with openat2(RESOLVE_BENEATH|
 // RESOLVE_NO_SYMLINKS), never by following a path, and sizes are bounded.
+//
+// The repository is no way out (--protect-git, gitprotect.go): a bind
+// run's .git is pinned with mounts and what git reads to run or read
+// elsewhere is read-only while the sandbox runs (a host user may run git
+// meanwhile), with placeholders where a name did not exist, rather than a
+// copy of .git shown in its place, whose HEAD and index would lag the
+// run's commits; at exit what the mounts could not hold (git dirs and
+// gitdir: files made or changed anywhere in the tree) is defused and
+// reported, and in overlay and copy modes the same paths are risky.
 package workspace
 
 import (

@@ -66,6 +66,24 @@ var gitRiskyKeys = []struct{ pattern, why string }{
 	{"receive.*", "changes what push accepts"},
 	{"submodule.*", "changes submodule URLs or update commands"},
 	{"safe.directory", "trusts other repositories"},
+	{"core.alternaterefscommand", "runs a program on fetch and push"},
+	{"core.attributesfile", "reads attributes (naming filters) from a file elsewhere"},
+	{"core.excludesfile", "reads a file elsewhere"},
+	{"commit.template", "reads a file elsewhere into the commit message"},
+	{"hook.*", "runs a program as a hook"},
+	{"trailer.*.command", "runs a program on commit"},
+	{"trailer.*.cmd", "runs a program on commit"},
+	{"browser.*.cmd", "runs a program"},
+	{"browser.*.path", "runs a program"},
+	{"difftool.*.cmd", "runs a program on git difftool"},
+	{"mergetool.*.cmd", "runs a program on git mergetool"},
+	{"man.*.cmd", "runs a program on git help"},
+	{"sendemail.*", "runs a program or sends mail on git send-email"},
+	{"imap.tunnel", "runs a program on git imap-send"},
+	{"ssh.variant", "changes how git runs ssh"},
+	{"gc.*", "changes what git gc runs and keeps"},
+	{"maintenance.*", "changes what git maintenance runs"},
+	{"extensions.worktreeconfig", "makes git read config.worktree"},
 }
 
 // gitKeyRisk says why a .git/config key is risky, or "".
@@ -155,27 +173,22 @@ func risks(c Change, root string, r Reader) []string {
 		return nil // a directory alone runs nothing; what goes in it is audited
 	}
 	if c.Kind == Deleted {
-		// Removing a hook or a CI file runs nothing; removing git's own
-		// files loses work, which the change set shows anyway.
+		// Removing a hook or a CI file runs nothing. Removing a git dir's
+		// own files loses history, or makes git find another repository
+		// above (one the sandbox cannot change, a project re-homed): never
+		// applied without a yes, but for what git removes in passing.
+		if why := gitDeletionRisk(p); why != "" {
+			return []string{why}
+		}
 		return nil
 	}
 
 	// Git never runs a hook named *.sample; git init and clone write a dozen
 	// executable ones, which are not "new executables" to worry about (the
 	// workspace's own .git/hooks is flagged whatever the name, below).
-	inertHook := strings.HasSuffix(base, ".sample") && path.Base(path.Dir(p)) == "hooks" && path.Base(path.Dir(path.Dir(p))) == ".git"
-	switch {
-	case strings.HasPrefix(p, ".git/hooks/") || p == ".git/hooks":
-		add("git hook: git runs it on commit, checkout, push and more")
-	case p == ".git/config":
-		out = append(out, gitConfigRisks(c, r)...)
-	case strings.HasPrefix(p, ".git/info/") || p == ".git/info":
-		add("git's info directory: attributes and excludes there change what git runs and shows")
-	case p == ".git/commondir" || p == ".git/objects/info/alternates" || p == ".git/objects/info/http-alternates":
-		add("redirects git to objects or a repository elsewhere")
-	case strings.HasPrefix(p, ".git/modules/") && (strings.Contains(p, "/hooks/") || base == "config"):
-		add("submodule's git config or hook")
-	}
+	inertHook := strings.HasSuffix(base, ".sample") && path.Base(path.Dir(p)) == "hooks" &&
+		(strings.HasPrefix(p, ".git/") || strings.Contains(p, "/.git/"))
+	out = append(out, gitPathRisks(c, r, inertHook)...)
 	if base == ".gitattributes" {
 		if why := attributesRisk(c, r); why != "" {
 			add("%s", why)
@@ -183,9 +196,6 @@ func risks(c Change, root string, r Reader) []string {
 	}
 	if base == ".gitmodules" {
 		add(".gitmodules: submodule URLs and update commands")
-	}
-	if base == ".git" && c.After != nil && c.After.Type == TypeFile {
-		add("a .git file points git at another repository")
 	}
 	if hasPrefixAny(p, ciPaths) {
 		add("CI definition: runs in CI with the repository's secrets")
@@ -258,13 +268,93 @@ func escapes(p, link, root string) bool {
 	return j == ".." || strings.HasPrefix(j, "../")
 }
 
+// knownHooks are the hook names git runs (githooks(5)).
+var knownHooks = map[string]bool{
+	"applypatch-msg": true, "pre-applypatch": true, "post-applypatch": true, "pre-commit": true,
+	"pre-merge-commit": true, "prepare-commit-msg": true, "commit-msg": true, "post-commit": true,
+	"pre-rebase": true, "post-checkout": true, "post-merge": true, "pre-push": true, "pre-receive": true,
+	"update": true, "proc-receive": true, "post-receive": true, "post-update": true, "reference-transaction": true,
+	"push-to-checkout": true, "pre-auto-gc": true, "post-rewrite": true, "sendemail-validate": true,
+	"fsmonitor-watchman": true, "p4-changelist": true, "p4-prepare-changelist": true, "p4-post-changelist": true,
+	"p4-pre-submit": true, "post-index-change": true,
+}
+
+// gitPathRisks flags a path of a git directory anywhere in the tree (the
+// workspace's .git, a nested repository's, a submodule's under
+// .git/modules) that git reads to run or read something, and a .git file
+// or link. A bare repository elsewhere is known by its hooks' names.
+func gitPathRisks(c Change, r Reader, inertHook bool) []string {
+	p := c.Path
+	parts := strings.Split(p, "/")
+	if parts[len(parts)-1] == ".git" {
+		if c.After != nil && c.After.Type != TypeDir {
+			return []string{"a .git file or link points git at another repository"}
+		}
+		return nil
+	}
+	j := -1
+	for i := len(parts) - 2; i >= 0; i-- {
+		if parts[i] == ".git" {
+			j = i
+			break
+		}
+	}
+	if j < 0 {
+		if len(parts) >= 2 && parts[len(parts)-2] == "hooks" && knownHooks[parts[len(parts)-1]] {
+			return []string{"git hook, if this directory is a git repository"}
+		}
+		if n := len(parts); n >= 3 && parts[n-3] == "objects" && parts[n-2] == "info" && strings.HasSuffix(parts[n-1], "alternates") {
+			return []string{"alternates: redirects git to objects or a repository elsewhere"}
+		}
+		return nil
+	}
+	nested := j > 0
+	rel := strings.Join(parts[j+1:], "/")
+	if c.After != nil && c.After.Type == TypeSymlink {
+		return []string{"a link in a git directory: git would read what it points at"}
+	}
+	role, why := gitRole(rel)
+	switch role {
+	case roleConfig:
+		return gitConfigRisks(c, r)
+	case roleRun:
+		if inertHook && (nested || !strings.HasPrefix(rel, "hooks/")) {
+			return nil // git clone's sample hooks, never run (the workspace's own are flagged whatever the name)
+		}
+		if nested {
+			why = "in a nested repository: " + why
+		}
+		return []string{why}
+	}
+	return nil
+}
+
+// gitDeletionRisk says why removing p is risky, or "": a .git, or what
+// makes a directory a repository (HEAD, config, objects, refs). What git
+// removes in passing (loose objects and refs packed by gc, hooks, locks)
+// is not.
+func gitDeletionRisk(p string) string {
+	parts := strings.Split(p, "/")
+	n := len(parts)
+	if parts[n-1] == ".git" {
+		return "removes a repository's .git: git would find another repository above, or none"
+	}
+	if n >= 2 && parts[n-2] == ".git" {
+		switch parts[n-1] {
+		case "HEAD", "config", "objects", "refs":
+			return "removes a repository's " + parts[n-1] + ": git would find another repository above, or none"
+		}
+	}
+	return ""
+}
+
 // maxAuditBytes bounds what the audit reads of one file.
 const maxAuditBytes = 1 << 20
 
 func gitConfigRisks(c Change, r Reader) []string {
 	after, err := r.After(c)
 	if err != nil || len(after) > maxAuditBytes {
-		return []string{".git/config changed and could not be read for review"}
+		return []string{Quote(c.Path) + " changed and could not be read for review"}
 	}
 	av, perr := ParseGitConfig(after)
 	var before []GitConfigVar
@@ -285,13 +375,21 @@ func gitConfigRisks(c Change, r Reader) []string {
 		}
 		if why := gitKeyRisk(v.Key); why != "" {
 			seen[v.Key] = true
-			out = append(out, fmt.Sprintf(".git/config sets %s = %s: %s", v.Key, Quote(shorten(v.Value, 80)), why))
+			out = append(out, fmt.Sprintf("%s sets %s = %s: %s", gitConfigName(c.Path), v.Key, Quote(shorten(v.Value, 80)), why))
 		}
 	}
 	if perr != nil {
-		out = append(out, fmt.Sprintf(".git/config no longer parses (%v): git may read it differently", perr))
+		out = append(out, fmt.Sprintf("%s no longer parses (%v): git may read it differently", gitConfigName(c.Path), perr))
 	}
 	return out
+}
+
+// gitConfigName names a git config file in a finding.
+func gitConfigName(p string) string {
+	if p == ".git/config" {
+		return p
+	}
+	return Quote(p)
 }
 
 func shorten(s string, n int) string {

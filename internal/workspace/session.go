@@ -103,6 +103,7 @@ const (
 	copyDir     = "copy"
 	gitDir      = "git"
 	gitManifest = "git.manifest"
+	gitNames    = "git.names"
 )
 
 // A bind session's start manifest either begins its walk or, when the
@@ -397,27 +398,11 @@ func (s *Session) WorkDir() string  { return s.path(workDir) }
 // CopyDir is what copy mode mounts at the workspace path.
 func (s *Session) CopyDir() string { return s.path(copyDir) }
 
-// ReadOnlyPaths are host paths bind mode shows read-only inside the
-// workspace: .git/config and .git/hooks under --protect-git.
-func (s *Session) ReadOnlyPaths() []string {
-	return ReadOnlyPaths(s.m.Config)
-}
-
 // ReadOnlyPaths are the paths a bind session of cfg needs read-only inside
-// (--protect-git: .git/config and .git/hooks, where they exist), known
-// before the session is prepared.
+// (--protect-git: see GitGuard), known before the session is prepared.
 func ReadOnlyPaths(cfg Config) []string {
-	if cfg.Mode != Bind || !cfg.ProtectGit {
-		return nil
-	}
-	var out []string
-	for _, p := range []string{".git/config", ".git/hooks"} {
-		abs := filepath.Join(cfg.Root, p)
-		if st, err := os.Lstat(abs); err == nil && st.Mode()&fs.ModeSymlink == 0 {
-			out = append(out, abs)
-		}
-	}
-	return out
+	ro, _ := GitGuard(cfg)
+	return ro
 }
 
 // waitBase returns the manifest taken at start.
@@ -456,8 +441,9 @@ func (s *Session) waitBase() (Manifest, error) {
 
 // Report is what Finish found.
 type Report struct {
-	Changes  []Change `json:"changes"`
-	Restored []Change `json:"restored,omitempty"` // --protect-git: changes undone, with why they were risky
+	Changes  []Change  `json:"changes"`
+	Restored []Change  `json:"restored,omitempty"` // --protect-git: changes undone, with why they were risky
+	Defused  []Defused `json:"defused,omitempty"`  // --protect-git: git files the run made or changed, made harmless
 }
 
 // Finish runs after the sandbox has exited: in bind mode it restores
@@ -482,11 +468,11 @@ func (s *Session) finish(save bool) (*Report, error) {
 		return nil, fmt.Errorf("workspace: %w", err)
 	}
 	if s.m.Mode == Bind && s.m.ProtectGit {
-		restored, err := s.restoreGit()
+		restored, defused, err := s.restoreGit()
 		if err != nil {
 			return nil, err
 		}
-		r.Restored = restored
+		r.Restored, r.Defused = restored, defused
 	}
 	if s.m.Mode == Bind {
 		s.stopOnce.Do(func() { close(s.stopped) })
@@ -494,6 +480,11 @@ func (s *Session) finish(save bool) (*Report, error) {
 	cs, err := s.compute()
 	if err != nil {
 		return nil, err
+	}
+	if s.m.Mode == Bind && s.m.ProtectGit {
+		// Git dirs and gitdir: files the run made or changed anywhere:
+		// nested and bare repositories, submodules, a .git file.
+		r.Defused = append(r.Defused, DefuseGit(s.m.Root, cs)...)
 	}
 	r.Changes = cs
 	s.m.Counts = Count(cs)
@@ -646,6 +637,7 @@ func (s *Session) compute() ([]Change, error) {
 	}
 	cs = kept
 	Audit(cs, s.m.Root, s.reader())
+	FlagGitReferenced(s.m.Root, cs)
 	return cs, nil
 }
 
@@ -800,7 +792,7 @@ func (t *treeReader) Before(c Change) ([]byte, error) {
 		return nil, nil
 	}
 	if t.s.m.Mode == Bind {
-		if c.Path == ".git/config" || strings.HasPrefix(c.Path, ".git/hooks/") {
+		if strings.HasPrefix(c.Path, ".git/") {
 			if b, err := readBounded(t.s.path(gitDir), c.Path, MaxDiffBytes); err == nil {
 				return b, nil
 			}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/vfs"
@@ -87,9 +88,14 @@ func shares(spec *backend.Spec, env func(string) string) (_ *vfs.Router, tops []
 			seen[p] = true
 		}
 	}
+	var roFiles []string
 	for _, p := range spec.RO {
+		if st, err := os.Lstat(p); err == nil && st.Mode().IsRegular() && !isHidden(p) {
+			roFiles = append(roFiles, p) // a file kept read-only (--protect-git's): inside a share, protected below
+			continue
+		}
 		if st, err := os.Stat(p); err != nil || !st.IsDir() || isHidden(p) {
-			continue // a file kept read-only (bind mode's .git/config): inside a share, protected below
+			continue
 		}
 		if err := add(p, p, true); err != nil {
 			return nil, nil, nil, err
@@ -105,6 +111,26 @@ func shares(spec *backend.Spec, env func(string) string) (_ *vfs.Router, tops []
 				break
 			}
 		}
+	}
+	// A read-only file inside a share: the share refuses every change to
+	// it (write, truncate, remove, rename over or away, a hard link).
+	for _, f := range roFiles {
+		best := -1
+		for i, m := range mounts {
+			if f != m.Path && backend.Within(f, m.Path) && (best < 0 || len(m.Path) > len(mounts[best].Path)) {
+				best = i
+			}
+		}
+		if best < 0 {
+			continue
+		}
+		rel := vfs.Clean(strings.TrimPrefix(f, filepath.Clean(mounts[best].Path)))
+		mounts[best].Provider = vfs.WithHook(mounts[best].Provider, func(e vfs.Event) error {
+			if e.Op != vfs.OpOpen && (e.Path == rel || e.To == rel) {
+				return fmt.Errorf("%s is read-only", f)
+			}
+			return nil
+		})
 	}
 	r, err := vfs.NewRouter(mounts...)
 	if err != nil {
