@@ -66,7 +66,11 @@ func ProjectOf(dir, ws string) string {
 		}
 	}
 	p := ProjectDir(ws)
-	_ = WriteFileAtomic(rec, []byte(p+"\n"+ws+"\n"), 0o600) // best effort: see above
+	// Recorded where the user's config home exists (~/.config may be made,
+	// not a missing home: HOME=/nonexistent is how many service users run).
+	if _, err := os.Stat(filepath.Dir(filepath.Dir(dir))); err == nil {
+		_ = WriteFileAtomic(rec, []byte(p+"\n"+ws+"\n"), 0o600) // best effort: see above
+	}
 	return p
 }
 

@@ -70,7 +70,7 @@ func TestPlanMountsEveryParentBeforeItsChildren(t *testing.T) {
 }
 
 func TestPlanMountsTheWorkspaceWritableAndExtraROPathsReadOnly(t *testing.T) {
-	in, err := Plan(&backend.Spec{Workspace: "/srv/ws", HostHome: "/nonexistent", RO: []string{"/opt/ro"}, RW: []string{"/opt/rw"}}, envOf(nil))
+	in, err := Plan(&backend.Spec{Workspace: "/srv/ws", HostHome: "/nonexistent-airlock-home", RO: []string{"/opt/ro"}, RW: []string{"/opt/rw"}}, envOf(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestPlanWithNoDeleteTakesDeletionFromTheWorkspaceAndItsWritableAncestors(t 
 		stillRW      []string
 		notRWAnymore []string
 	}{
-		{"workspace under /tmp", backend.Spec{Workspace: "/tmp/ws", HostHome: "/nonexistent", NoDelete: true},
+		{"workspace under /tmp", backend.Spec{Workspace: "/tmp/ws", HostHome: "/nonexistent-airlock-home", NoDelete: true},
 			[]string{"/tmp/ws", "/tmp"}, []string{"/tmp/home", "/dev/shm", "/dev/pts"}, []string{"/tmp", "/tmp/ws"}},
 		{"workspace under the home", backend.Spec{Workspace: filepath.Join(home, "proj"), HostHome: home, NoDelete: true},
 			[]string{filepath.Join(home, "proj"), home}, []string{"/dev/shm", "/dev/pts"}, []string{home, filepath.Join(home, "proj")}},
@@ -272,7 +272,7 @@ func TestPlanWithNoDeleteTakesDeletionFromTheWorkspaceAndItsWritableAncestors(t 
 }
 
 func TestPlanWithoutNoDeleteMakesTheWorkspaceWritable(t *testing.T) {
-	in, err := Plan(&backend.Spec{Workspace: "/tmp/ws", HostHome: "/nonexistent"}, envOf(nil))
+	in, err := Plan(&backend.Spec{Workspace: "/tmp/ws", HostHome: "/nonexistent-airlock-home"}, envOf(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +292,7 @@ func TestPlanWithoutNoDeleteMakesTheWorkspaceWritable(t *testing.T) {
 
 func TestPlanRefusesAWorkspaceThatIsRootOrNotAbsolute(t *testing.T) {
 	for _, ws := range []string{"/", "", "relative/ws", ".", "/tmp/..", "//"} {
-		if in, err := Plan(&backend.Spec{Workspace: ws, HostHome: "/nonexistent"}, envOf(nil)); err == nil {
+		if in, err := Plan(&backend.Spec{Workspace: ws, HostHome: "/nonexistent-airlock-home"}, envOf(nil)); err == nil {
 			t.Errorf("Plan accepted workspace %q: %+v", ws, in)
 		}
 	}
@@ -315,7 +315,7 @@ func TestPlanHidesTheAgentAndDockerSocketsNamedInTheEnvironment(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			in, err := Plan(&backend.Spec{Workspace: "/srv/ws", HostHome: "/nonexistent"}, envOf(tc.env))
+			in, err := Plan(&backend.Spec{Workspace: "/srv/ws", HostHome: "/nonexistent-airlock-home"}, envOf(tc.env))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -339,7 +339,7 @@ func TestPlanHidesTheAgentAndDockerSocketsNamedInTheEnvironment(t *testing.T) {
 }
 
 func TestPlanKeepsTheHostnameShortAndAirlockPrefixed(t *testing.T) {
-	in, err := Plan(&backend.Spec{ID: "0123456789abcdef", Workspace: "/srv/ws", HostHome: "/nonexistent"}, envOf(nil))
+	in, err := Plan(&backend.Spec{ID: "0123456789abcdef", Workspace: "/srv/ws", HostHome: "/nonexistent-airlock-home"}, envOf(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
