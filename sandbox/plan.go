@@ -254,7 +254,8 @@ func (p *planned) vfs(v *VFSConfig) error {
 				return invalid("%s: the workspace (%s) must be writable; mount read-only data elsewhere", where, target)
 			}
 			if isWS {
-				wsc.Path, wsc.Mode = src, config.WorkspaceBind
+				// A real directory: its repository is no way out, as with the CLI.
+				wsc.Path, wsc.Mode, wsc.ProtectGit = src, config.WorkspaceBind, true
 			} else {
 				p.spec.Binds = append(p.spec.Binds, backend.Bind{Source: src, Target: target, ReadOnly: m.Readonly})
 			}

@@ -311,6 +311,7 @@ func TestUnprivileged(t *testing.T) {
 // A secret given by value with Git set reaches git inside as its placeholder,
 // through the credential helper in git's environment config.
 func TestAnAPISecretWithGitIsGitsCredential(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir()) // the CA's dir: uid 65534's HOME does not exist
 	sb := newSandbox(t, &Config{Network: &NetworkConfig{
 		Secrets: map[string]Secret{"GH": {Value: "real-git-token-value", Hosts: []string{"github.com"}, Git: "x-access-token"}},
 	}})
@@ -322,5 +323,64 @@ func TestAnAPISecretWithGitIsGitsCredential(t *testing.T) {
 	ph = strings.TrimSpace(ph)
 	if !strings.HasPrefix(ph, "airlock-ph-") || !strings.Contains(r.Stdout, "username=x-access-token\npassword="+ph+"\n") || strings.Contains(r.Stdout, "real-git-token") {
 		t.Fatalf("git credential fill inside gave:\n%s%s", r.Stdout, r.Stderr)
+	}
+}
+
+// A real_fs workspace holding a repository is guarded as the CLI's bind
+// workspace is: the sandbox commits, but cannot plant a hook or redirect the
+// git dir that the host's git reads next.
+func TestARealFSWorkspacesRepositoryIsNoWayOut(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	host := t.TempDir()
+	os.Chmod(host, 0o755)
+	git := func(args ...string) string {
+		t.Helper()
+		c := exec.Command("git", append([]string{"-C", host, "-c", "user.name=t", "-c", "user.email=t@t"}, args...)...)
+		c.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+host)
+		b, err := c.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, b)
+		}
+		return string(b)
+	}
+	git("init", "-q")
+	os.WriteFile(filepath.Join(host, "a.txt"), []byte("a"), 0o644)
+	git("add", "a.txt")
+	git("commit", "-qm", "first")
+	if testutil.IsNobodyRerun() || os.Getuid() != 0 {
+		t.Skip("the repository belongs to root here") // uid 65534 could not write it at all
+	}
+
+	sb := newSandbox(t, &Config{VFS: &VFSConfig{Mounts: map[string]Mount{"/workspace": {Type: MountRealFS, HostPath: host}}}})
+	canary := filepath.Join(t.TempDir(), "canary")
+	hook := "#!/bin/sh\ntouch " + canary + "\n"
+	r, err := sb.Exec(`export HOME=/tmp GIT_CONFIG_NOSYSTEM=1
+git config --global --add safe.directory '*'
+printf '` + hook + `' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && echo planted-hook
+echo /tmp > .git/commondir && echo planted-commondir
+mv .git .git.old && echo moved-git
+echo b > b.txt && git add b.txt && git -c user.name=s -c user.email=s@s commit -qm inside && echo committed`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"planted-hook", "planted-commondir", "moved-git"} {
+		if strings.Contains(r.Stdout, bad) {
+			t.Errorf("inside: %s succeeded:\n%s%s", bad, r.Stdout, r.Stderr)
+		}
+	}
+	if !strings.Contains(r.Stdout, "committed") {
+		t.Fatalf("a commit inside failed (the positive control):\n%s%s", r.Stdout, r.Stderr)
+	}
+	sb.Close()
+	if log := git("log", "--format=%s"); !strings.Contains(log, "inside") {
+		t.Errorf("host git log = %q, want the sandbox's commit", log)
+	}
+	os.WriteFile(filepath.Join(host, "c.txt"), []byte("c"), 0o644)
+	git("add", "c.txt")
+	git("commit", "-qm", "host")
+	if _, err := os.Stat(canary); err == nil {
+		t.Fatal("the host's git commit ran a hook the sandbox planted")
 	}
 }
