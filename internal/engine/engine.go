@@ -251,7 +251,12 @@ func Prune(ctx context.Context, stateRoot string, running func(id string) bool, 
 // left: not in the state dir, not a process. On success the stack is the
 // Sandbox's teardown (Close).
 func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (*Sandbox, error) {
-	s := &Sandbox{h: h, spec: spec, o: o, pending: o.Pending, stopped: make(chan struct{}), started: time.Now(), guestExe: o.GuestExe}
+	return start(ctx, h, spec, o, nil)
+}
+
+// start is Start with be, if not nil, as the backend (the unit tests' fake).
+func start(ctx context.Context, h *state.Handle, spec Spec, o Options, be backend.Backend) (*Sandbox, error) {
+	s := &Sandbox{h: h, spec: spec, o: o, be: be, pending: o.Pending, stopped: make(chan struct{}), started: time.Now(), guestExe: o.GuestExe}
 	s.closeControl, s.closeServices = sync.OnceFunc(s.closeControlOnce), sync.OnceFunc(s.closeServicesOnce)
 	var cu cleanup.Stack
 	defer cu.Clean()
@@ -293,8 +298,10 @@ func (s *Sandbox) steps() []startStep {
 // backend's spec. It makes nothing.
 func (s *Sandbox) checkSpec(context.Context, *cleanup.Stack) (err error) {
 	spec := &s.spec
-	if s.be, err = backendFor(spec.Config.BackendName(), s.guestExe); err != nil {
-		return err
+	if s.be == nil {
+		if s.be, err = backendFor(spec.Config.BackendName(), s.guestExe); err != nil {
+			return err
+		}
 	}
 	s.caps = s.be.Caps()
 	services := spec.Config.HostExec.Enabled() || spec.Config.MCPServers != nil
@@ -546,7 +553,8 @@ func (s *Sandbox) attachLink(context.Context, *cleanup.Stack) error {
 		return nil
 	}
 	if s.eg == nil {
-		return l.File.Close()
+		l.File.Close()
+		return nil
 	}
 	return s.eg.Attach(*l)
 }
