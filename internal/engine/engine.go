@@ -36,6 +36,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/secrets"
 	"github.com/airlock-dev/airlock/internal/state"
 	"github.com/airlock-dev/airlock/internal/trace"
+	"github.com/airlock-dev/airlock/internal/watch"
 	"github.com/airlock-dev/airlock/internal/workspace"
 )
 
@@ -144,7 +145,7 @@ type Sandbox struct {
 	log      *audit.Log
 	redact   atomic.Pointer[secrets.Set]
 	ctl      *net.UnixListener
-	watch    *watcher
+	watch    *watch.Watcher
 	env      []string
 	mode     string // network mode, "" without network
 	started  time.Time
@@ -794,11 +795,11 @@ func (s *Sandbox) register(cu *cleanup.Stack, cgroups []string) error {
 		return fmt.Errorf("workspace: %w", err)
 	}
 	if s.spec.Watch {
-		if s.watch, err = newWatcher(s.watched(), s.recordFile); err != nil {
+		if s.watch, err = watch.New(s.watched(), s.recordFile); err != nil {
 			s.warnings = append(s.warnings, "no file events: "+err.Error())
 		}
 		if s.watch != nil {
-			cu.Add(s.watch.close)
+			cu.Add(s.watch.Close)
 		}
 	}
 	if c := s.first; c != nil {
@@ -866,7 +867,7 @@ func (s *Sandbox) recordFile(op, path string, size int64) {
 }
 
 // watched are the writable mounts' host dirs and where they are inside.
-func (s *Sandbox) watched() []watchMount {
+func (s *Sandbox) watched() []watch.Mount {
 	inside := s.bspec.Workspace
 	host := s.spec.Config.Workspace.Path
 	switch {
@@ -875,10 +876,10 @@ func (s *Sandbox) watched() []watchMount {
 	case s.bspec.WorkspaceSource != "":
 		host = s.bspec.WorkspaceSource
 	}
-	out := []watchMount{{host: host, inside: inside}}
+	out := []watch.Mount{{Host: host, Inside: inside}}
 	for _, b := range s.bspec.Binds {
 		if !b.ReadOnly && b.Source != "" {
-			out = append(out, watchMount{host: b.Source, inside: b.Target})
+			out = append(out, watch.Mount{Host: b.Source, Inside: b.Target})
 		}
 	}
 	return out
@@ -1024,9 +1025,7 @@ func (s *Sandbox) Stop(leaving bool) (oomKilled bool) {
 		}
 		s.oomKilled = s.inst.OOMKilled()
 		s.stopping.Store(true)
-		if s.watch != nil {
-			s.watch.close()
-		}
+		s.watch.Close()
 		closed := make(chan struct{})
 		go func() { s.inst.Close(); close(closed) }()
 		go func() { s.closeControl(); s.closeServices() }()
