@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/airlock-dev/airlock/internal/asker"
 	"github.com/airlock-dev/airlock/internal/audit"
 	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/backend/guestclient"
@@ -138,9 +139,8 @@ type Sandbox struct {
 	wsCfg    workspace.Config
 	ws       *workspace.Session
 	eg       *egress.Egress
-	ask      *asker     // nil unless something may ask
-	saved    *saved     // saved decisions, in force in every sandbox with a network
-	mcp      mcpServers // the sandbox's MCP servers, policed; nil without
+	ask      *asker.Asker // its remembered decisions, and its queue if something may ask
+	mcp      mcpServers   // the sandbox's MCP servers, policed; nil without
 	guestExe string
 	log      *audit.Log
 	redact   atomic.Pointer[secrets.Set]
@@ -308,10 +308,10 @@ func (s *Sandbox) checkSpec(context.Context, *cleanup.Stack) (err error) {
 	services := spec.Config.HostExec.Enabled() || spec.Config.MCPServers != nil
 	// Saved decisions hold in every sandbox: a saved allow gives it a
 	// network for its host, a saved deny wins over any allow.
-	if s.saved, err = openSaved(spec.Config.Workspace.Path); err != nil {
+	if s.ask, err = asker.Open(spec.Config.Workspace.Path, s.record); err != nil {
 		return fmt.Errorf("approvals: %w", err)
 	}
-	if spec.Config.Network.Enabled() || len(s.o.Secrets) > 0 || spec.Config.Approvals.Ask() || services || s.saved.admits() {
+	if spec.Config.Network.Enabled() || len(s.o.Secrets) > 0 || spec.Config.Approvals.Ask() || services || s.ask.Admits() {
 		if s.mode, err = networkMode(spec.Config.Network.Mode, s.caps); err != nil {
 			return err
 		}
@@ -471,7 +471,8 @@ func (s *Sandbox) startEgress(_ context.Context, cu *cleanup.Stack) (err error) 
 	// ask) or a service's escalations (host commands on an ask list).
 	var approver gateway.Approver
 	if spec.Config.Approvals.Ask() || len(spec.Config.HostExec.Ask) > 0 || spec.Config.MCPServers != nil {
-		if s.ask, err = newAsker(s, spec.Config.Approvals, s.o.NobodyToAsk); err != nil {
+		q := asker.Queue{Sandbox: s.h.ID(), Approvals: spec.Config.Approvals, Nobody: s.o.NobodyToAsk, Writable: s.writable()}
+		if err := s.ask.StartQueue(q); err != nil {
 			return fmt.Errorf("approvals: %w", err)
 		}
 		if spec.Config.Approvals.Ask() {
@@ -493,7 +494,7 @@ func (s *Sandbox) startEgress(_ context.Context, cu *cleanup.Stack) (err error) 
 	}
 	// Remembered decisions (the session's file, saved ones) are in force
 	// from the first packet, whether or not the sandbox asks.
-	if err := s.startSaved(); err != nil {
+	if err := s.ask.Enforce(s.eg); err != nil {
 		return fmt.Errorf("approvals: %w", err)
 	}
 	s.bspec.Files = append(s.bspec.Files, s.eg.Files...)
@@ -1096,19 +1097,15 @@ func (s *Sandbox) closeInstance() {
 	}
 }
 
-// closeServices closes, in this order, what serves the sandbox through the
-// gateway: the MCP servers, the saved decisions' watch and the approval
-// queue, whose waiting requests then end, and last the gateway, whose
-// in-flight requests wait on them. Once; a second caller waits for the
-// first.
+// closeServicesOnce closes, in this order, what serves the sandbox through
+// the gateway: the MCP servers, the saved decisions' watch and the
+// approval queue, whose waiting requests then end, and last the gateway,
+// whose in-flight requests wait on them.
 func (s *Sandbox) closeServicesOnce() {
 	if s.mcp != nil {
 		s.mcp.Close()
 	}
-	s.saved.close()
-	if s.ask != nil {
-		s.ask.close()
-	}
+	s.ask.Close()
 	if s.eg != nil {
 		s.eg.Close()
 	}
@@ -1121,6 +1118,23 @@ func (s *Sandbox) closeControlOnce() {
 		os.Remove(s.h.SocketPath())
 	}
 }
+
+// writable are the host paths the sandbox can write.
+func (s *Sandbox) writable() []string {
+	c := s.spec.Config
+	out := append([]string{c.Workspace.Path}, c.RW...)
+	for _, b := range s.spec.Binds {
+		if !b.ReadOnly && b.Source != "" {
+			out = append(out, b.Source)
+		}
+	}
+	return out
+}
+
+// Approvals is the sandbox's approval queue, or nil when it asks nobody.
+func (s *Sandbox) Approvals() control.Approvals { return s.ask.Control() }
+
+func (t *controlTarget) Approvals() control.Approvals { return (*Sandbox)(t).Approvals() }
 
 // closeAudit records the sandbox's end and closes the audit stream.
 func (s *Sandbox) closeAudit() {

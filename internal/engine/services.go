@@ -41,8 +41,8 @@ func (s *Sandbox) services(wsMode string) (map[string]http.Handler, error) {
 	out := map[string]http.Handler{}
 	if h := s.spec.Config.HostExec; h.Enabled() {
 		var ask func(context.Context, approval.Request) approval.Decision
-		if s.ask != nil {
-			ask = s.ask.ask
+		if s.ask.Asking() {
+			ask = s.ask.Ask
 		}
 		handler, err := hostexec.New(hostexec.Config{AutoApprove: h.AutoApprove, Ask: h.Ask, AutoDeny: h.AutoDeny,
 			Timeout: h.Timeout, AllowCopyMode: h.AllowCopyMode},
@@ -54,8 +54,8 @@ func (s *Sandbox) services(wsMode string) (map[string]http.Handler, error) {
 	}
 	if raw := s.spec.Config.MCPServers; raw != nil {
 		var ask func(context.Context, approval.Request) approval.Decision
-		if s.ask != nil {
-			ask = s.ask.ask
+		if s.ask.Asking() {
+			ask = s.ask.Ask
 		}
 		// Whatever holds airlock's own state is never a tool's to touch.
 		protected := []string{s.bspec.StateRoot}
