@@ -9,10 +9,8 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -71,22 +69,10 @@ type Session struct {
 	m   meta
 	ex  *Excluder
 
-	background func()        // the start manifest, to take once the sandbox runs
-	gitDone    chan error    // --protect-git's snapshot, taken while the sandbox starts
-	hurry      chan struct{} // closed when the manifest is waited for
-	hurryOnce  sync.Once
+	base    *baseScan  // the start manifest
+	gitDone chan error // --protect-git's snapshot, taken while the sandbox starts
 
-	// stopped is closed once a bind sandbox has stopped (and git is
-	// restored): the start manifest, if still under way, ends there.
-	stopped   chan struct{}
-	stopOnce  sync.Once
-	baseState atomic.Int32 // bind: baseIdle, then baseWalking or baseAbandoned
-
-	mu       sync.Mutex
-	base     Manifest
-	baseErr  error
-	baseDone chan struct{}
-	partial  *Partial // base was cut short by stopped
+	mu sync.Mutex // held while the session's directory moves (Move)
 
 	finished []Change // bind: the change set FinishUnsaved found
 }
@@ -106,20 +92,6 @@ const (
 	gitNames    = "git.names"
 )
 
-// A bind session's start manifest either begins its walk or, when the
-// sandbox stopped before that, is abandoned by the review, which then needs
-// none of it.
-const (
-	baseIdle = iota
-	baseWalking
-	baseAbandoned
-)
-
-var errAbandoned = errors.New("start manifest abandoned")
-
-// backgroundDelay is how long an overlay waits before taking its manifest.
-const backgroundDelay = 300 * time.Millisecond
-
 // Progress reports copy-in progress: a phase, entries done and total (0 when
 // unknown), bytes.
 type Progress func(phase string, done, total, bytes int64)
@@ -129,8 +101,7 @@ type Progress func(phase string, done, total, bytes int64)
 // overlay take it in the background once the sandbox runs (Background), so
 // their start does not depend on the tree's size.
 func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
-	s := &Session{dir: dir, m: meta{Config: cfg, Started: time.Now().UTC(), Status: StatusRunning},
-		baseDone: make(chan struct{}), hurry: make(chan struct{}), stopped: make(chan struct{})}
+	s := &Session{dir: dir, m: meta{Config: cfg, Started: time.Now().UTC(), Status: StatusRunning}}
 	var err error
 	if s.ex, err = s.excluder(); err != nil {
 		return nil, err
@@ -146,7 +117,7 @@ func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
 	rootMode := uint32(rootInfo.Mode().Perm())
 	// scan takes the start manifest; stop (bind mode) cuts it short once
 	// the sandbox has stopped (see Partial).
-	scan := func(p Progress, workers int, stop <-chan struct{}) (Partial, error) {
+	scan := func(p Progress, workers int, stop <-chan struct{}, begin func() bool) (Partial, error) {
 		// One scan of a tree at a time, across processes: N sandboxes
 		// started on one tree take turns, and each reads the hash cache
 		// only once it has its turn, so the tree is hashed once and the
@@ -159,7 +130,7 @@ func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
 		if p != nil {
 			opt.Progress = func(n, b int64) { p("scanning", n, 0, b) }
 		}
-		if stop != nil && !s.baseState.CompareAndSwap(baseIdle, baseWalking) {
+		if !begin() {
 			return Partial{}, errAbandoned
 		}
 		w, err := ScanUntil(cfg.Root, opt, stop)
@@ -170,6 +141,9 @@ func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
 			cache.Save(cfg.CacheFile) // an optimisation: failing to save costs time, not correctness
 		}
 		return w, err
+	}
+	walk := func(workers int, stop <-chan struct{}, begin func() bool) (Partial, error) {
+		return scan(nil, workers, stop, begin)
 	}
 	switch cfg.Mode {
 	case Bind:
@@ -184,7 +158,7 @@ func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
 		// grow with the tree. The sandbox may change a file before the scan
 		// reaches it; compute catches that by ctime, which nothing inside can
 		// set back. (A file deleted before the scan reaches it is missed.)
-		s.background = func() { s.takeBase(scan) }
+		s.base = newBaseScan(walk, 0, true, s.keepBase, s.loadBase)
 	case Overlay:
 		for _, d := range []string{upperDir, workDir} {
 			if err := os.Mkdir(s.path(d), 0o700); err != nil {
@@ -197,20 +171,13 @@ func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
 		// The manifest is taken by Background, once the sandbox runs, after
 		// a moment (a short command never pays for it) and on half the CPUs
 		// (the agent keeps the rest), unless someone waits for it.
-		s.background = func() {
-			select {
-			case <-time.After(backgroundDelay):
-			case <-s.hurry:
-			}
-			s.takeBase(scan)
-		}
+		s.base = newBaseScan(walk, backgroundDelay, false, s.keepBase, s.loadBase)
 	case Copy:
-		w, err := scan(progress, 0, nil)
+		w, err := scan(progress, 0, nil, func() bool { return true })
 		if err != nil {
 			return nil, err
 		}
-		s.base = w.Manifest
-		close(s.baseDone)
+		s.base = taken(w.Manifest, s.loadBase)
 		if err := os.Mkdir(s.path(copyDir), 0o700); err != nil {
 			return nil, fmt.Errorf("workspace: %w", err)
 		}
@@ -218,14 +185,14 @@ func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
 		if progress != nil {
 			cp = func(d, t, b int64) { progress("copying", d, t, b) }
 		}
-		seen, err := CopyIn(cfg.Root, s.path(copyDir), s.base, cp)
+		seen, err := CopyIn(cfg.Root, s.path(copyDir), w.Manifest, cp)
 		if err != nil {
 			return nil, fmt.Errorf("workspace: copy: %w", err)
 		}
 		if err := unix.Chmod(s.path(copyDir), rootMode); err != nil {
 			return nil, fmt.Errorf("workspace: %w", err)
 		}
-		if err := SaveManifest(s.path(baseFile), s.base); err != nil {
+		if err := SaveManifest(s.path(baseFile), w.Manifest); err != nil {
 			return nil, fmt.Errorf("workspace: save manifest: %w", err)
 		}
 		if err := SaveManifest(s.path(seenFile), seen); err != nil {
@@ -251,61 +218,30 @@ func (s *Session) Ready() error {
 	return err
 }
 
-// takeBase takes the start manifest on half the CPUs (the agent keeps the
-// rest), or on all of them when someone is already waiting for it. In bind
-// mode it ends where it is once the sandbox has stopped: what it has not
-// reached by then is as the sandbox left it, and compute's scan reads that.
-func (s *Session) takeBase(scan func(Progress, int, <-chan struct{}) (Partial, error)) {
-	workers := max(1, runtime.GOMAXPROCS(0)/2)
-	if closed(s.hurry) {
-		workers = 0
-	}
-	var stop <-chan struct{}
-	if s.m.Mode == Bind {
-		stop = s.stopped
-	}
-	w, err := scan(nil, workers, stop)
-	if err == errAbandoned {
-		return // the review owns the manifest now (waitBase)
-	}
-	s.mu.Lock() // the session's directory stays where it is meanwhile (Move)
-	switch {
-	case err == ErrStopped:
-		err, s.partial = nil, &w
-	case err == nil && !closed(s.stopped):
-		// Kept for a review by another process (airlock diff of a running
-		// sandbox, a supervisor that crashed); once the sandbox has
-		// stopped, this process's review is the one that reads it.
-		err = SaveManifest(s.path(baseFile), w.Manifest)
-	}
-	s.base, s.baseErr = w.Manifest, err
-	s.mu.Unlock()
-	close(s.baseDone)
+// keepBase saves a start manifest taken while the sandbox runs, where the
+// session's directory is (see Move).
+func (s *Session) keepBase(m Manifest) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return SaveManifest(s.path(baseFile), m)
 }
 
-func closed(c <-chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
+// loadBase reads the kept start manifest.
+func (s *Session) loadBase() (Manifest, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return LoadManifest(s.path(baseFile))
 }
 
 // Background starts what Prepare left for after the start (overlay's
 // manifest: the sandbox cannot change the lower layer, so taking it while
 // the sandbox runs costs its start nothing). Call it once the sandbox runs.
-func (s *Session) Background() {
-	if f := s.background; f != nil {
-		s.background = nil
-		go f()
-	}
-}
+func (s *Session) Background() { s.base.start() }
 
 // Open loads the session kept in dir.
 func Open(dir string) (*Session, error) {
-	s := &Session{dir: dir, baseDone: make(chan struct{}), hurry: make(chan struct{}), stopped: make(chan struct{})}
-	close(s.baseDone)
+	s := &Session{dir: dir}
+	s.base = taken(nil, s.loadBase)
 	b, err := os.ReadFile(s.path(metaFile))
 	if err != nil {
 		return nil, err
@@ -406,38 +342,7 @@ func ReadOnlyPaths(cfg Config) []string {
 }
 
 // waitBase returns the manifest taken at start.
-func (s *Session) waitBase() (Manifest, error) {
-	s.hurryOnce.Do(func() { close(s.hurry) })
-	if s.m.Mode == Bind && closed(s.stopped) && s.baseState.CompareAndSwap(baseIdle, baseAbandoned) {
-		// The sandbox stopped before the walk began: the tree as it left
-		// it is all compute needs to read.
-		s.background = nil
-		s.mu.Lock()
-		s.base, s.partial = Manifest{}, &Partial{Manifest: Manifest{}}
-		s.mu.Unlock()
-		close(s.baseDone)
-	}
-	if f := s.background; f != nil { // never started in the background: take it now
-		s.background = nil
-		f()
-	}
-	<-s.baseDone
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.base != nil || s.baseErr != nil {
-		return s.base, s.baseErr
-	}
-	m, err := LoadManifest(s.path(baseFile))
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			err = errors.New("workspace: no manifest of the workspace yet: an overlay's is taken in the background after start; try again in a moment (if the supervisor crashed first, the changes cannot be compared)")
-		}
-		s.baseErr = err
-		return nil, err
-	}
-	s.base = m
-	return m, nil
-}
+func (s *Session) waitBase() (Manifest, error) { return s.base.wait() }
 
 // Report is what Finish found.
 type Report struct {
@@ -475,7 +380,7 @@ func (s *Session) finish(save bool) (*Report, error) {
 		r.Restored, r.Defused = restored, defused
 	}
 	if s.m.Mode == Bind {
-		s.stopOnce.Do(func() { close(s.stopped) })
+		s.base.stop()
 	}
 	cs, err := s.compute()
 	if err != nil {
@@ -563,9 +468,7 @@ func (s *Session) compute() ([]Change, error) {
 	switch s.m.Mode {
 	case Bind:
 		start := s.m.Started.UnixNano()
-		s.mu.Lock()
-		part := s.partial
-		s.mu.Unlock()
+		part := s.base.cutShort()
 		opt := ScanOptions{Exclude: s.ex, Cache: CacheFrom(base)}
 		if part != nil {
 			// What the start manifest never reached needs a hash only if
