@@ -69,6 +69,7 @@ type Session struct {
 	m   meta
 	ex  *Excluder
 
+	impl    modeImpl   // what the mode does of its own
 	base    *baseScan  // the start manifest
 	gitDone chan error // --protect-git's snapshot, taken while the sandbox starts
 
@@ -142,64 +143,11 @@ func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
 		}
 		return w, err
 	}
-	walk := func(workers int, stop <-chan struct{}, begin func() bool) (Partial, error) {
-		return scan(nil, workers, stop, begin)
+	if s.impl, err = modeOf(cfg.Mode); err != nil {
+		return nil, err
 	}
-	switch cfg.Mode {
-	case Bind:
-		if cfg.ProtectGit {
-			// .git/config and .git/hooks are read-only inside, so the copy
-			// can be made while the sandbox starts; Ready waits for it
-			// before anything runs inside.
-			s.gitDone = make(chan error, 1)
-			go func() { s.gitDone <- s.snapshotGit() }()
-		}
-		// The manifest is taken while the sandbox runs, so start-up does not
-		// grow with the tree. The sandbox may change a file before the scan
-		// reaches it; compute catches that by ctime, which nothing inside can
-		// set back. (A file deleted before the scan reaches it is missed.)
-		s.base = newBaseScan(walk, 0, true, s.keepBase, s.loadBase)
-	case Overlay:
-		for _, d := range []string{upperDir, workDir} {
-			if err := os.Mkdir(s.path(d), 0o700); err != nil {
-				return nil, fmt.Errorf("workspace: %w", err)
-			}
-		}
-		if err := unix.Chmod(s.path(upperDir), rootMode); err != nil {
-			return nil, fmt.Errorf("workspace: %w", err)
-		}
-		// The manifest is taken by Background, once the sandbox runs, after
-		// a moment (a short command never pays for it) and on half the CPUs
-		// (the agent keeps the rest), unless someone waits for it.
-		s.base = newBaseScan(walk, backgroundDelay, false, s.keepBase, s.loadBase)
-	case Copy:
-		w, err := scan(progress, 0, nil, func() bool { return true })
-		if err != nil {
-			return nil, err
-		}
-		s.base = taken(w.Manifest, s.loadBase)
-		if err := os.Mkdir(s.path(copyDir), 0o700); err != nil {
-			return nil, fmt.Errorf("workspace: %w", err)
-		}
-		var cp func(done, total, bytes int64)
-		if progress != nil {
-			cp = func(d, t, b int64) { progress("copying", d, t, b) }
-		}
-		seen, err := CopyIn(cfg.Root, s.path(copyDir), w.Manifest, cp)
-		if err != nil {
-			return nil, fmt.Errorf("workspace: copy: %w", err)
-		}
-		if err := unix.Chmod(s.path(copyDir), rootMode); err != nil {
-			return nil, fmt.Errorf("workspace: %w", err)
-		}
-		if err := SaveManifest(s.path(baseFile), w.Manifest); err != nil {
-			return nil, fmt.Errorf("workspace: save manifest: %w", err)
-		}
-		if err := SaveManifest(s.path(seenFile), seen); err != nil {
-			return nil, fmt.Errorf("workspace: save manifest: %w", err)
-		}
-	default:
-		return nil, fmt.Errorf("workspace: unknown mode %q", cfg.Mode)
+	if err := s.impl.prepare(s, scan, progress, rootMode); err != nil {
+		return nil, err
 	}
 	if err := s.save(); err != nil {
 		return nil, err
@@ -248,6 +196,9 @@ func Open(dir string) (*Session, error) {
 	}
 	if err := json.Unmarshal(b, &s.m); err != nil {
 		return nil, fmt.Errorf("workspace: read %s: %w", s.path(metaFile), err)
+	}
+	if s.impl, err = modeOf(s.m.Mode); err != nil {
+		return nil, err
 	}
 	if s.ex, err = s.excluder(); err != nil {
 		return nil, err
@@ -360,7 +311,7 @@ func (s *Session) Finish() (*Report, error) { return s.finish(true) }
 // right after (a foreground run that leaves nothing behind): the same
 // restore, report and audit, with nothing written to the session
 // directory; Changes returns what it found.
-func (s *Session) FinishUnsaved() (*Report, error) { return s.finish(s.m.Mode != Bind) }
+func (s *Session) FinishUnsaved() (*Report, error) { return s.finish(s.impl.pends()) }
 
 func (s *Session) finish(save bool) (*Report, error) {
 	if err := s.Ready(); err != nil {
@@ -372,29 +323,18 @@ func (s *Session) finish(save bool) (*Report, error) {
 	if err := removeTree(s.WorkDir()); err != nil {
 		return nil, fmt.Errorf("workspace: %w", err)
 	}
-	if s.m.Mode == Bind && s.m.ProtectGit {
-		restored, defused, err := s.restoreGit()
-		if err != nil {
-			return nil, err
-		}
-		r.Restored, r.Defused = restored, defused
-	}
-	if s.m.Mode == Bind {
-		s.base.stop()
+	if err := s.impl.stop(s, r); err != nil {
+		return nil, err
 	}
 	cs, err := s.compute()
 	if err != nil {
 		return nil, err
 	}
-	if s.m.Mode == Bind && s.m.ProtectGit {
-		// Git dirs and gitdir: files the run made or changed anywhere:
-		// nested and bare repositories, submodules, a .git file.
-		r.Defused = append(r.Defused, DefuseGit(s.m.Root, cs)...)
-	}
+	s.impl.reviewed(s, r, cs)
 	r.Changes = cs
 	s.m.Counts = Count(cs)
 	s.m.Status = StatusDone
-	if s.m.Mode != Bind && s.m.Counts.Applicable() > 0 {
+	if s.impl.pends() && s.m.Counts.Applicable() > 0 {
 		s.m.Status = StatusPending
 	}
 	if !save {
@@ -404,10 +344,8 @@ func (s *Session) finish(save bool) (*Report, error) {
 		}
 		return r, nil
 	}
-	if s.m.Mode == Bind {
-		if err := writeJSONFile(s.path(changesFile), cs); err != nil {
-			return nil, err
-		}
+	if err := s.impl.record(s, cs); err != nil {
+		return nil, err
 	}
 	return r, s.save()
 }
@@ -425,26 +363,7 @@ func writeJSONFile(p string, v any) error {
 }
 
 // Changes returns the sandbox's changes still to review, audited.
-func (s *Session) Changes() ([]Change, error) {
-	if s.m.Mode == Bind {
-		if s.finished != nil {
-			return s.finished, nil
-		}
-		var cs []Change
-		b, err := os.ReadFile(s.path(changesFile))
-		if err == nil {
-			err = json.Unmarshal(b, &cs)
-		}
-		if errors.Is(err, fs.ErrNotExist) {
-			return s.compute()
-		}
-		return cs, err
-	}
-	if s.m.Status == StatusDone && !s.hasTree() {
-		return nil, nil
-	}
-	return s.compute()
-}
+func (s *Session) Changes() ([]Change, error) { return s.impl.changes(s) }
 
 func (s *Session) hasTree() bool {
 	for _, d := range []string{upperDir, copyDir} {
@@ -457,78 +376,9 @@ func (s *Session) hasTree() bool {
 
 // compute scans the sandbox's side and compares it with the start.
 func (s *Session) compute() ([]Change, error) {
-	var base Manifest
-	var err error
-	if s.m.Mode != Overlay {
-		if base, err = s.waitBase(); err != nil {
-			return nil, err
-		}
-	}
-	var cs []Change
-	switch s.m.Mode {
-	case Bind:
-		start := s.m.Started.UnixNano()
-		part := s.base.cutShort()
-		opt := ScanOptions{Exclude: s.ex, Cache: CacheFrom(base)}
-		if part != nil {
-			// What the start manifest never reached needs a hash only if
-			// the sandbox touched it.
-			opt.HashIf = func(e *Entry) bool { return e.Ctime >= start || part.Knows(e.Path) }
-		}
-		now, err := Scan(s.m.Root, opt)
-		if err != nil {
-			return nil, fmt.Errorf("workspace: scan %s: %w", s.m.Root, err)
-		}
-		if part != nil {
-			base = completeBase(*part, now, start)
-		}
-		touched := map[string]bool{}
-		for p, e := range now {
-			if b, ok := base[p]; ok && e.Type == TypeFile && (b.Mtime != e.Mtime || b.Ctime != e.Ctime || b.Ino != e.Ino) {
-				touched[p] = true
-			}
-			if e.Type != TypeDir && e.Ctime >= start { // changed during the run
-				touched[p] = true
-			}
-		}
-		cs = Compare(base, now, touched)
-		for i, c := range cs {
-			// The background manifest saw this file after the sandbox had
-			// changed it: what it held before is unknown, so it counts as
-			// modified (and is audited as such), not as reverted.
-			if c.Kind == Reverted && c.Before != nil && c.Before.Ctime >= start {
-				cs[i].Kind = Modified
-			}
-		}
-	case Overlay:
-		upper, err := Scan(s.UpperDir(), ScanOptions{Exclude: s.ex, Opaque: true})
-		if err != nil {
-			return nil, fmt.Errorf("workspace: read the sandbox's changes: %w", err)
-		}
-		if len(upper) == 0 {
-			return nil, nil // nothing was written: no need to wait for the manifest
-		}
-		if base, err = s.waitBase(); err != nil {
-			return nil, err
-		}
-		merged, touched := MergeUpper(base, upper)
-		cs = Compare(base, merged, touched)
-	case Copy:
-		seen, err := LoadManifest(s.path(seenFile))
-		if err != nil {
-			return nil, fmt.Errorf("workspace: %w", err)
-		}
-		now, err := Scan(s.CopyDir(), ScanOptions{Exclude: s.ex, Cache: CacheFrom(seen)})
-		if err != nil {
-			return nil, fmt.Errorf("workspace: read the sandbox's copy: %w", err)
-		}
-		touched := map[string]bool{}
-		for p, e := range now {
-			if c, ok := seen[p]; !ok || c.Ino != e.Ino || c.Mtime != e.Mtime || c.Ctime != e.Ctime {
-				touched[p] = true
-			}
-		}
-		cs = Compare(base, now, touched)
+	cs, err := s.impl.compare(s)
+	if err != nil {
+		return nil, err
 	}
 	applied, _ := LoadManifest(s.path(appliedFile))
 	kept := cs[:0]
@@ -590,13 +440,10 @@ func (s *Session) expect(applied Manifest) func(Change) *Entry {
 
 // Apply carries changes into the host workspace (overlay and copy modes).
 func (s *Session) Apply(changes []Change) (ApplyResult, error) {
-	if s.m.Mode == Bind {
+	if !s.impl.pends() {
 		return ApplyResult{}, errors.New("a bind-mode workspace is the host directory itself: its changes are already there")
 	}
-	src := s.UpperDir()
-	if s.m.Mode == Copy {
-		src = s.CopyDir()
-	}
+	src := s.impl.tree(s)
 	applied, err := LoadManifest(s.path(appliedFile))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return ApplyResult{}, err
@@ -694,28 +541,14 @@ func (t *treeReader) Before(c Change) ([]byte, error) {
 	if c.Before == nil {
 		return nil, nil
 	}
-	if t.s.m.Mode == Bind {
-		if strings.HasPrefix(c.Path, ".git/") {
-			if b, err := readBounded(t.s.path(gitDir), c.Path, MaxDiffBytes); err == nil {
-				return b, nil
-			}
-		}
-		return nil, errors.New("the old content was not kept (bind mode)")
-	}
-	return readBounded(t.s.m.Root, c.Path, MaxDiffBytes)
+	return t.s.impl.before(t.s, c)
 }
 
 func (t *treeReader) After(c Change) ([]byte, error) {
 	if c.After == nil {
 		return nil, nil
 	}
-	switch t.s.m.Mode {
-	case Overlay:
-		return readBounded(t.s.UpperDir(), c.Path, MaxDiffBytes)
-	case Copy:
-		return readBounded(t.s.CopyDir(), c.Path, MaxDiffBytes)
-	}
-	return readBounded(t.s.m.Root, c.Path, MaxDiffBytes)
+	return readBounded(t.s.impl.tree(t.s), c.Path, MaxDiffBytes)
 }
 
 // readBounded reads a regular file beneath root without following links;
