@@ -205,6 +205,7 @@ type Queue struct {
 
 // StartQueue makes the queue where what the remembered decisions do not
 // cover waits, with the prepared decisions file's rules for the session.
+// Call it before Enforce, which follows the saved decisions from then on.
 func (a *Asker) StartQueue(c Queue) (err error) {
 	a.nobody = c.Nobody
 	timeout := c.Approvals.Timeout

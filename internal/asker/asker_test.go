@@ -59,6 +59,10 @@ func TestSavedDecisionsAreInForceAndFollowed(t *testing.T) {
 	if !a.Admits() || a.Asking() || a.Control() != nil {
 		t.Fatalf("admits %v, asking %v; want a saved allow that admits and no queue", a.Admits(), a.Asking())
 	}
+	// The queue comes before Enforce, as in a sandbox's start.
+	if err := a.StartQueue(Queue{Sandbox: "s1", Approvals: config.Approvals{Mode: config.ApprovalsAsk}}); err != nil {
+		t.Fatal(err)
+	}
 	g := &gate{}
 	if err := a.Enforce(g); err != nil {
 		t.Fatal(err)
@@ -86,9 +90,6 @@ func TestSavedDecisionsAreInForceAndFollowed(t *testing.T) {
 	}
 
 	// The control: a session decision on a queued request is in force too.
-	if err := a.StartQueue(Queue{Sandbox: "s1", Approvals: config.Approvals{Mode: config.ApprovalsAsk}}); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	got := make(chan approval.Decision, 1)
