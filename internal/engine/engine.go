@@ -403,9 +403,11 @@ func (s *Sandbox) prepareWorkspace(_ context.Context, cu *cleanup.Stack) (err er
 				workspace.Release(WorkspaceDir(s.h.Dir()))
 			}
 		})
-		if s.ws, err = s.session(progress); err != nil {
+		ws, err := s.session(progress)
+		if err != nil {
 			return err
 		}
+		s.ws = ws
 		trace.Mark("engine: workspace prepared")
 		return nil
 	}
