@@ -93,7 +93,9 @@ func TestSavedDecisionsAreInForceAndFollowed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	got := make(chan approval.Decision, 1)
-	go func() { got <- a.Ask(ctx, approval.Request{Kind: approval.KindNetwork, Subject: "new.example", Host: "new.example", Port: 443}) }()
+	go func() {
+		got <- a.Ask(ctx, approval.Request{Kind: approval.KindNetwork, Subject: "new.example", Host: "new.example", Port: 443})
+	}()
 	var id string
 	for id == "" && ctx.Err() == nil {
 		if p := a.Control().Pending(); len(p) > 0 {
