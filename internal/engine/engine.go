@@ -261,8 +261,8 @@ func start(ctx context.Context, h *state.Handle, spec Spec, o Options, be backen
 	s.closeControl, s.closeServices = sync.OnceFunc(s.closeControlOnce), sync.OnceFunc(s.closeServicesOnce)
 	var cu cleanup.Stack
 	defer cu.Clean()
-	// The state dir entry is the host's until Start returns: an undone
-	// start removes it, reserved or made.
+	// Start owns the state dir entry until it returns: an undone start
+	// removes it, reserved or made.
 	cu.Add(s.dropEntry)
 	for _, st := range s.steps() {
 		if err := st.run(ctx, &cu); err != nil {
