@@ -317,3 +317,34 @@ func TestAFailureAtEachStepLeavesNothing(t *testing.T) {
 		})
 	}
 }
+
+// A bind sandbox the host will not keep leaves the state dir as its
+// processes end, but its workspace session, which the review still reads;
+// the control: one the host may keep stays listed until Close.
+func TestStopLeavingTakesABindSandboxOutOfTheStateDirAtOnce(t *testing.T) {
+	for _, leaving := range []bool{true, false} {
+		e := newStepEnv(t)
+		h, err := e.store.Reserve()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := start(context.Background(), h, e.spec, Options{}, &fakeBackend{h: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Stop(leaving)
+		entries, _ := e.store.List()
+		if listed := len(entries) == 1; listed == leaving {
+			t.Errorf("Stop(%v): listed %v", leaving, listed)
+		}
+		if _, err := s.Session().Finish(); err != nil {
+			t.Errorf("Stop(%v): the review cannot read the session: %v", leaving, err)
+		}
+		if err := s.Close(false); err != nil {
+			t.Fatal(err)
+		}
+		if left := e.left(t, h); len(left) > 0 {
+			t.Errorf("Stop(%v), Close(false) left %q", leaving, left)
+		}
+	}
+}
