@@ -20,20 +20,13 @@ import (
 	"github.com/airlock-dev/airlock/internal/audit"
 )
 
-// waitDelay bounds how long output is still read after the command itself
-// has ended (a background child holding its stdout); then the group is killed.
-const waitDelay = time.Second
-
-// envAllowed lists the host variables a command sees; nothing else (no
-// tokens, no SSH_AUTH_SOCK) reaches it.
-func envAllowed(kv string) bool {
-	name, _, _ := strings.Cut(kv, "=")
-	switch name {
-	case "PATH", "HOME", "USER", "LANG", "TERM":
-		return true
-	}
-	return strings.HasPrefix(name, "LC_")
-}
+// killGrace is how long a command's sandbox has to end after SIGTERM
+// (airlock run passes it to the command) before its whole process group
+// is killed; waitDelay bounds how long output is still read after that.
+const (
+	killGrace = 2 * time.Second
+	waitDelay = time.Second
+)
 
 func lookPath(name string) (string, error) {
 	p, err := exec.LookPath(name)
@@ -136,7 +129,7 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request) {
 	if d.Verdict == Allow {
 		decided(audit.Allow, d.Rule, d.Reason, "auto")
 	} else {
-		hd, remembered := h.ask(r.Context(), cmd, bin, dir, d)
+		hd, remembered := h.ask(r.Context(), cmd, reach(h.root, dir, bin, d.Grant), d)
 		if err := r.Context().Err(); err != nil {
 			decided(audit.Deny, d.Rule, "canceled while waiting for a decision", "client")
 			return
@@ -152,14 +145,16 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request) {
 		}
 		decided(audit.Allow, d.Rule, "approved ("+hd.By+")", by)
 	}
-	h.exec(w, r.Context(), rec, bin, req.Argv, dir)
+	h.exec(w, r.Context(), rec, SandboxArgv(h.root, dir, h.cfg.Timeout, d.Grant, req.Argv))
 }
 
 // ask gets a human's decision on cmd, or the one remembered for this
-// sandbox from an earlier answer whose scope was wider than once.
-func (h *handler) ask(ctx context.Context, cmd, bin, dir string, d Decision) (approval.Decision, bool) {
+// sandbox from an earlier answer whose scope was wider than once. The
+// human sees the whole command and what it will reach (detail); what
+// cannot be shown whole is denied without asking.
+func (h *handler) ask(ctx context.Context, cmd, detail string, d Decision) (approval.Decision, bool) {
 	h.mu.Lock()
-	prev, ok := h.remembered[cmd]
+	prev, ok := h.remembered[cmd+"\x00"+detail]
 	h.mu.Unlock()
 	if ok {
 		return prev, true
@@ -167,39 +162,54 @@ func (h *handler) ask(ctx context.Context, cmd, bin, dir string, d Decision) (ap
 	if h.env.Ask == nil {
 		return approval.Decision{By: "nobody"}, false
 	}
+	if len(cmd)+len(detail) > MaxShown {
+		return approval.Decision{By: fmt.Sprintf("nobody: the request is %d bytes, more than the %d an approval shows whole", len(cmd)+len(detail), MaxShown)}, false
+	}
 	hd := h.env.Ask(ctx, approval.Request{
 		Sandbox: h.env.Sandbox,
 		Kind:    approval.KindHostExec,
-		Subject: capped(cmd, maxSubject),
-		Detail:  fmt.Sprintf("binary: %s\ndir: %s", bin, dir),
+		Subject: cmd,
+		Detail:  detail,
 		Reason:  d.Reason,
 	})
 	if hd.Scope != "" && hd.Scope != approval.Once && ctx.Err() == nil {
 		h.mu.Lock()
-		h.remembered[cmd] = hd
+		h.remembered[cmd+"\x00"+detail] = hd
 		h.mu.Unlock()
 	}
 	return hd, false
 }
 
-// exec runs the command and streams its output as frames.
-func (h *handler) exec(w http.ResponseWriter, parent context.Context, rec audit.Record, bin string, argv []string, dir string) {
+// exec runs the command in its own sandbox (airlock run with args) and
+// streams its output as frames.
+func (h *handler) exec(w http.ResponseWriter, parent context.Context, rec audit.Record, args []string) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(parent, h.cfg.Timeout)
 	defer cancel()
 
-	c := exec.CommandContext(ctx, bin)
-	c.Args = append([]string(nil), argv...)
-	c.Dir = dir
-	for _, kv := range os.Environ() {
-		if envAllowed(kv) {
-			c.Env = append(c.Env, kv)
+	c := exec.CommandContext(ctx, h.env.Exe, args...)
+	// The child airlock keeps this process's environment (a secret's env
+	// source reads it); the command inside gets none of it.
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var (
+		endMu sync.Mutex
+		ended bool // reaped: its group id may be another's
+	)
+	killGroup := func(sig syscall.Signal) {
+		endMu.Lock()
+		defer endMu.Unlock()
+		if !ended {
+			syscall.Kill(-c.Process.Pid, sig)
 		}
 	}
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// The whole group: a command's children die with it.
-	c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGKILL) }
-	c.WaitDelay = waitDelay
+	// SIGTERM first: airlock run hands it to the command and takes its
+	// sandbox down cleanly; then the whole group, sandbox and all.
+	c.Cancel = func() error {
+		killGroup(syscall.SIGTERM)
+		time.AfterFunc(killGrace, func() { killGroup(syscall.SIGKILL) })
+		return nil
+	}
+	c.WaitDelay = killGrace + waitDelay
 
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
@@ -208,7 +218,7 @@ func (h *handler) exec(w http.ResponseWriter, parent context.Context, rec audit.
 	c.Stderr = &streamWriter{s, "stderr"}
 
 	if err := c.Start(); err != nil {
-		msg := fmt.Sprintf("start %s: %v", bin, errors.Unwrap(err))
+		msg := fmt.Sprintf("start the command's sandbox (%s): %v", h.env.Exe, errors.Unwrap(err))
 		rec.Op, rec.Decision, rec.Reason, rec.Extra = "end", audit.Error, msg, nil
 		h.audit(rec)
 		refuse(w, http.StatusInternalServerError, RefusedFailed, msg)
@@ -224,7 +234,10 @@ func (h *handler) exec(w http.ResponseWriter, parent context.Context, rec audit.
 	}
 	s.mu.Unlock()
 	werr := c.Wait()
-	syscall.Kill(-c.Process.Pid, syscall.SIGKILL) // what it left behind in its group
+	killGroup(syscall.SIGKILL) // what it left behind in its group
+	endMu.Lock()
+	ended = true
+	endMu.Unlock()
 
 	code, reason, msg := exitOf(c.ProcessState, werr)
 	s.mu.Lock()
