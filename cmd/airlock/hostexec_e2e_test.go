@@ -271,6 +271,8 @@ echo END
 		t.Error("the raced dir ran make in the host's /")
 	}
 	for _, line := range strings.Split(read("race-pwd"), "\n") {
+		// "/" is the command's own sandbox's root: a swap after the
+		// check moves it there, read-only, never to the host's.
 		if line != filepath.Join(ws, "race", "d") && line != "/" {
 			t.Errorf("make ran in %q, want the raced dir inside the workspace", line)
 		}

@@ -608,3 +608,101 @@ func BenchmarkRoundTrip(b *testing.B) {
 }
 
 func slicesSort(d []time.Duration) { slices.Sort(d) }
+
+func TestSandboxArgvGrantsExactlyTheRule(t *testing.T) {
+	g := &Rule{Match: "^git push", AllowHosts: []string{"github.com"}, Secrets: []string{"GITHUB_TOKEN@github.com"},
+		RO: []string{"/home/u/.gitconfig"}, RW: []string{"/srv/mirror.git"}}
+	got := SandboxArgv("/ws", "/ws/sub", time.Minute, g, []string{"git", "push", "--", "-e"})
+	want := []string{"run", "-q", "--no-config-files", "--workspace", "/ws", "--workspace-mode", "bind", "--protect-git",
+		"--workdir", "/ws/sub", "--timeout", "1m10s",
+		"--allow-host", "github.com", "--secret", "GITHUB_TOKEN@github.com", "--ro", "/home/u/.gitconfig", "--rw", "/srv/mirror.git",
+		"--", "git", "push", "--", "-e"}
+	if !slices.Equal(got, want) {
+		t.Errorf("SandboxArgv = %q\nwant %q", got, want)
+	}
+	// The plain lists grant nothing: no network, no path, no variable.
+	got = SandboxArgv("/ws", "/ws", time.Minute, nil, []string{"make"})
+	for _, a := range got[:slices.Index(got, "--")] {
+		if a == "-e" || a == "--env" || a == "--allow-host" || a == "--ro" || a == "--rw" || a == "--secret" {
+			t.Errorf("SandboxArgv without a grant holds %s: %q", a, got)
+		}
+	}
+}
+
+func TestGrantsThatCannotBeGivenStopTheStart(t *testing.T) {
+	own := t.TempDir()
+	state := filepath.Join(own, "state")
+	os.MkdirAll(state, 0o700)
+	link := filepath.Join(t.TempDir(), "link")
+	os.Symlink(state, link)
+	fine := t.TempDir()
+	t.Setenv("HOSTEXEC_TEST_TOKEN", "s3cret-value")
+	tests := map[string]struct {
+		rule Rule
+		want string
+	}{
+		"a read-only grant of airlock's state dir":   {Rule{Match: "^a", RO: []string{state}}, `rule "^a": ro ` + state + ": it would show airlock's own config or state"},
+		"a writable grant of a directory holding it": {Rule{Match: "^b", RW: []string{own}}, `rule "^b": rw ` + own + ": it would show airlock's own config or state"},
+		"a symlink to it":                              {Rule{Match: "^c", RO: []string{link}}, "it would show airlock's own config or state"},
+		"a path that does not exist":                   {Rule{Match: "^d", RO: []string{filepath.Join(fine, "nope")}}, `rule "^d": ro ` + filepath.Join(fine, "nope")},
+		"a relative path":                              {Rule{Match: "^e", RO: []string{"rel"}}, "not an absolute path"},
+		"a secret whose source fails":                  {Rule{Match: "^f", Secrets: []string{"HOSTEXEC_NO_SUCH_VAR@github.com"}}, `rule "^f": secret HOSTEXEC_NO_SUCH_VAR`},
+		"a secret whose command fails":                 {Rule{Match: "^g", Secrets: []string{"TOK=cmd:false@github.com"}}, `rule "^g": secret TOK`},
+		"the SSH agent, which no sandbox can be shown": {Rule{Match: "^h", SSHAgent: true}, `rule "^h": ssh_agent`},
+	}
+	for name, tt := range tests {
+		_, err := New(Config{Rules: []Rule{tt.rule}}, Env{Dir: t.TempDir(), Exe: airlockBin, Protected: []string{state}})
+		if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: err = %v, want one line with %q", name, err, tt.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "s3cret-value") {
+			t.Errorf("%s: the error shows a secret's value", name)
+		}
+	}
+	// The control: grants that can be given start.
+	ok := Rule{Match: "^ok", RO: []string{fine}, RW: []string{t.TempDir()}, Secrets: []string{"HOSTEXEC_TEST_TOKEN@github.com"}, AllowHosts: []string{"github.com"}}
+	if _, err := New(Config{Rules: []Rule{ok}}, Env{Dir: t.TempDir(), Exe: airlockBin, Protected: []string{state}}); err != nil {
+		t.Fatalf("New with grants that can be given: %v", err)
+	}
+}
+
+// TestAnApprovalShowsTheWholeCommandOrIsNotAsked: the human sees the whole
+// command line, the part after a long refspec too, and what it will reach;
+// a request too long to show whole is denied without asking.
+func TestAnApprovalShowsTheWholeCommandOrIsNotAsked(t *testing.T) {
+	var asked []approval.Request
+	ws := t.TempDir()
+	t.Setenv("HOSTEXEC_TEST_TOKEN", "s3cret-value")
+	url, _, _ := serve(t, Config{Rules: []Rule{{Match: `^echo `, Ask: true, AllowHosts: []string{"github.com"},
+		Secrets: []string{"HOSTEXEC_TEST_TOKEN@github.com"}, RO: []string{ws}}}},
+		Env{Dir: ws, Ask: func(_ context.Context, r approval.Request) approval.Decision {
+			asked = append(asked, r)
+			return approval.Decision{Allow: true, Scope: approval.Once, By: "ui"}
+		}})
+	long := []string{"echo", strings.Repeat("r", 4000), "--receive-pack=evil"}
+	mustRun(t, url, Request{Argv: long})
+	if len(asked) != 1 || asked[0].Subject != Canonical(long) || !strings.HasSuffix(asked[0].Subject, "--receive-pack=evil") {
+		t.Fatalf("asked %d, subject ends %q: want the whole command", len(asked), asked[0].Subject[max(0, len(asked[0].Subject)-40):])
+	}
+	for _, want := range []string{"network: github.com", "secrets (placeholders inside): HOSTEXEC_TEST_TOKEN (to github.com)", "host paths, read-only: " + ws, "ssh agent: no"} {
+		if !strings.Contains(asked[0].Detail, want) {
+			t.Errorf("detail %q lacks %q", asked[0].Detail, want)
+		}
+	}
+	if strings.Contains(asked[0].Detail, "s3cret-value") {
+		t.Error("the detail shows a secret's value")
+	}
+	// Each ' becomes '\'' when quoted: a body under 64 KiB whose command
+	// line is over it.
+	quotes := []string{"echo"}
+	for range 8 {
+		quotes = append(quotes, strings.Repeat("'", 7000))
+	}
+	_, _, err := run(t, url, Request{Argv: quotes})
+	if r := refusedWith(t, err, http.StatusForbidden); !strings.Contains(r.Error(), "more than the 65536 an approval shows whole") {
+		t.Errorf("refusal %q, want it to say the request is too long to show", r.Error())
+	}
+	if len(asked) != 1 {
+		t.Errorf("a request too long to show whole was asked about")
+	}
+}
