@@ -284,3 +284,37 @@ echo END
 		t.Errorf("hostexec git rev-parse --verify of a missing ref exited %q, want 1", got)
 	}
 }
+
+// TestHostCommandRulesThatCannotBeGivenStopTheRun: an unknown grant key, a
+// secret whose source fails, a path holding airlock's own config or state:
+// one line naming the rule (never a value), exit 125, nothing started. The
+// control: the same rule with a grant that can be given runs.
+func TestHostCommandRulesThatCannotBeGivenStopTheRun(t *testing.T) {
+	e := newEnv(t)
+	marker := filepath.Join(e.ws, "started")
+	cases := map[string]struct{ rule, want string }{
+		"an unknown grant key":         {"{match: '^git push', allow_host: [github.com]}", "(^git push).allow_host: unknown key"},
+		"a secret whose source fails":  {"{match: '^git push', secrets: [HOSTEXEC_E2E_UNSET@github.com]}", `rule "^git push": secret HOSTEXEC_E2E_UNSET`},
+		"a secret whose command fails": {"{match: '^git push', secrets: ['TOK=cmd:echo s3cret-value; exit 3@github.com']}", `rule "^git push": secret TOK`},
+		"airlock's state dir":          {"{match: '^git push', ro: [" + e.state + "]}", "it would show airlock's own config or state"},
+		"the directory holding config": {"{match: '^git push', rw: [" + filepath.Join(e.home, ".config") + "]}", "it would show airlock's own config or state"},
+	}
+	for name, c := range cases {
+		e.writeConfig("version: 1\nhostexec:\n  commands: [" + c.rule + "]\n")
+		r := e.run("run", "-q", "--", "touch", marker)
+		msg := strings.TrimSpace(r.stderr)
+		if r.code != 125 || !strings.Contains(msg, c.want) || strings.Contains(msg, "\n") || strings.Contains(msg, "s3cret-value") {
+			t.Errorf("%s: %v; want exit 125 and one line with %q", name, r, c.want)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("%s: the run started", name)
+		}
+	}
+	e.writeConfig("version: 1\nhostexec:\n  commands: [{match: '^git push', ro: [" + e.ws + "]}]\n")
+	if r := e.run("run", "-q", "--", "touch", marker); r.code != 0 {
+		t.Fatalf("a rule whose grants can be given: %v", r)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("the control run did not run: %v", err)
+	}
+}
