@@ -1,8 +1,8 @@
-// Package hostexec runs a command on the host for a sandbox that asks for it
-// through its broker (POST http://airlock.internal/hostexec/run), when the
-// rules or a human allow: without a shell, in the workspace's host directory,
-// with an allowlisted environment, a time limit and an output cap, its output
-// streamed back as it comes.
+// Package hostexec runs a command for a sandbox that asks for it through its
+// broker (POST http://airlock.internal/hostexec/run), when the rules or a
+// human allow: without a shell, in a sandbox of its own over the workspace's
+// host directory, with what its rule grants, a time limit and an output
+// cap, its output streamed back as it comes.
 //
 // Wire format. The request is JSON, at most 64 KiB:
 //
