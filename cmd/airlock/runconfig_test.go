@@ -46,7 +46,8 @@ func TestConfigFlagLayerTakesOnlySetFlags(t *testing.T) {
 func TestConfigRunFlagKeys(t *testing.T) {
 	c := newRunCmd()
 	notSettings := map[string]bool{"workspace": true, "tty": true, "detach": true, "name": true, "keep": true, "quiet": true, "help": true, "watch-files": true, "scratch": true, "ask": true, "no-config-files": true,
-		"no-idmap": true} // an unsafe opt-out for one run, never from a file
+		"no-idmap": true, // an unsafe opt-out for one run, never from a file
+		"workdir":  true} // where one command starts
 	mapped := map[string]bool{}
 	l := config.NewLayer(config.SourceFlag, "")
 	for _, fk := range runFlagKeys {
