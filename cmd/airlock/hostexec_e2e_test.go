@@ -319,3 +319,35 @@ func TestHostCommandRulesThatCannotBeGivenStopTheRun(t *testing.T) {
 		t.Fatalf("the control run did not run: %v", err)
 	}
 }
+
+// TestAHostCommandIsShownWholeToWhoeverApproves: the part of a command
+// that matters (--receive-pack=… after a long refspec) reaches every
+// surface a human decides from: the JSON list (RPC and the web page read
+// the same request) and the terminal's, with what the command will reach.
+func TestAHostCommandIsShownWholeToWhoeverApproves(t *testing.T) {
+	if testBackend() == "docker" {
+		t.Skip("TestDockerBackend: git is not in the image")
+	}
+	e := newEnv(t)
+	e.writeConfig("version: 1\nhostexec:\n  commands: [{match: '^git push ', ask: true, allow_hosts: [github.com]}]\n")
+	if r := e.run("run", "-d", "-q", "--name", "h"); r.code != 0 {
+		t.Fatalf("run -d: %v", r)
+	}
+	refspec := "HEAD:refs/heads/" + strings.Repeat("a", 3000)
+	wait := e.background("exec", "h", "--", "hostexec", "git", "push", "origin", refspec, "--receive-pack=touch /tmp/x")
+	subject := "git push origin " + refspec + " '--receive-pack=touch /tmp/x'"
+	req := pendingIn(t, e, subject) // the whole subject, or it is never found
+	if !strings.Contains(req.Detail, "network: github.com") || !strings.Contains(req.Detail, "runs in a sandbox of its own") {
+		t.Errorf("detail %q: want what the command will reach", req.Detail)
+	}
+	r := e.run("approvals")
+	if r.code != 0 || !strings.Contains(r.stdout, subject) || !strings.Contains(r.stdout, "    network: github.com") {
+		t.Errorf("airlock approvals: %v; want the whole command and what it reaches", r)
+	}
+	if r := e.run("deny", req.ID); r.code != 0 {
+		t.Fatalf("deny: %v", r)
+	}
+	if r := wait(); r.code != 125 || !strings.Contains(r.stderr, "denied") {
+		t.Errorf("hostexec after deny: %v, want 125 and denied", r)
+	}
+}
