@@ -46,6 +46,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -196,6 +197,8 @@ type handler struct {
 	env  Env
 	pol  *Policy
 	root string // env.Dir, symlinks resolved
+
+	seq atomic.Uint64 // names each command's sandbox
 
 	mu         sync.Mutex
 	remembered map[string]approval.Decision // canonical → a human's decision whose scope outlives one request

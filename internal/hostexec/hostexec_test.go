@@ -612,8 +612,8 @@ func slicesSort(d []time.Duration) { slices.Sort(d) }
 func TestSandboxArgvGrantsExactlyTheRule(t *testing.T) {
 	g := &Rule{Match: "^git push", AllowHosts: []string{"github.com"}, Secrets: []string{"GITHUB_TOKEN@github.com"},
 		RO: []string{"/home/u/.gitconfig"}, RW: []string{"/srv/mirror.git"}}
-	got := SandboxArgv("/ws", "/ws/sub", time.Minute, g, []string{"git", "push", "--", "-e"})
-	want := []string{"run", "-q", "--no-config-files", "--workspace", "/ws", "--workspace-mode", "bind", "--protect-git",
+	got := SandboxArgv("hostexec-sb-1", "/ws", "/ws/sub", time.Minute, g, []string{"git", "push", "--", "-e"})
+	want := []string{"run", "-q", "--no-config-files", "--name", "hostexec-sb-1", "--workspace", "/ws", "--workspace-mode", "bind", "--protect-git",
 		"--workdir", "/ws/sub", "--timeout", "1m10s",
 		"--allow-host", "github.com", "--secret", "GITHUB_TOKEN@github.com", "--ro", "/home/u/.gitconfig", "--rw", "/srv/mirror.git",
 		"--", "git", "push", "--", "-e"}
@@ -621,7 +621,7 @@ func TestSandboxArgvGrantsExactlyTheRule(t *testing.T) {
 		t.Errorf("SandboxArgv = %q\nwant %q", got, want)
 	}
 	// The plain lists grant nothing: no network, no path, no variable.
-	got = SandboxArgv("/ws", "/ws", time.Minute, nil, []string{"make"})
+	got = SandboxArgv("hostexec-sb-2", "/ws", "/ws", time.Minute, nil, []string{"make"})
 	for _, a := range got[:slices.Index(got, "--")] {
 		if a == "-e" || a == "--env" || a == "--allow-host" || a == "--ro" || a == "--rw" || a == "--secret" {
 			t.Errorf("SandboxArgv without a grant holds %s: %q", a, got)
@@ -705,4 +705,24 @@ func TestAnApprovalShowsTheWholeCommandOrIsNotAsked(t *testing.T) {
 	if len(asked) != 1 {
 		t.Errorf("a request too long to show whole was asked about")
 	}
+}
+
+// TestACommandThatIgnoresSIGTERMIsKilledSandboxAndAll: past the time limit
+// a command that ignores SIGTERM is killed with its whole sandbox, and
+// nothing of that sandbox stays: no process, no record (airlock ls).
+func TestACommandThatIgnoresSIGTERMIsKilledSandboxAndAll(t *testing.T) {
+	marker := fmt.Sprintf("3000.%d", time.Now().UnixNano()%1000000)
+	url, _, _ := serve(t, Config{AutoApprove: []string{`^sh `}, Timeout: 300 * time.Millisecond}, Env{})
+	res, o, err := run(t, url, Request{Argv: []string{"sh", "-c", `trap "" TERM; echo started; sleep ` + marker}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Reason != EndTimeout || o.stdout.String() != "started\n" {
+		t.Errorf("result %+v, stdout %q: want a timeout after the output", res, o.stdout.String())
+	}
+	testutil.NoProcsWithin(t, "sleep\x00"+marker, 2*time.Second)
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		out, err := exec.Command(airlockBin, "ls").CombinedOutput()
+		return err == nil && !strings.Contains(string(out), "hostexec-")
+	})
 }

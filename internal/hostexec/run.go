@@ -24,8 +24,9 @@ import (
 // (airlock run passes it to the command) before its whole process group
 // is killed; waitDelay bounds how long output is still read after that.
 const (
-	killGrace = 2 * time.Second
-	waitDelay = time.Second
+	killGrace     = 2 * time.Second
+	waitDelay     = time.Second
+	removeTimeout = 10 * time.Second
 )
 
 func lookPath(name string) (string, error) {
@@ -145,7 +146,8 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request) {
 		}
 		decided(audit.Allow, d.Rule, "approved ("+hd.By+")", by)
 	}
-	h.exec(w, r.Context(), rec, SandboxArgv(h.root, dir, h.cfg.Timeout, d.Grant, req.Argv))
+	name := fmt.Sprintf("hostexec-%s-%d", h.env.Sandbox, h.seq.Add(1))
+	h.exec(w, r.Context(), rec, name, SandboxArgv(name, h.root, dir, h.cfg.Timeout, d.Grant, req.Argv))
 }
 
 // ask gets a human's decision on cmd, or the one remembered for this
@@ -182,7 +184,7 @@ func (h *handler) ask(ctx context.Context, cmd, detail string, d Decision) (appr
 
 // exec runs the command in its own sandbox (airlock run with args) and
 // streams its output as frames.
-func (h *handler) exec(w http.ResponseWriter, parent context.Context, rec audit.Record, args []string) {
+func (h *handler) exec(w http.ResponseWriter, parent context.Context, rec audit.Record, name string, args []string) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(parent, h.cfg.Timeout)
 	defer cancel()
@@ -259,6 +261,18 @@ func (h *handler) exec(w http.ResponseWriter, parent context.Context, rec audit.
 	}
 	h.audit(rec)
 	s.frame(Frame{Exit: &code, Reason: reason, Message: msg})
+	h.remove(name)
+}
+
+// remove deletes the record of the command's sandbox, named so that one
+// killed mid-run leaves nothing behind either. The client has its last
+// frame already.
+func (h *handler) remove(name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
+	defer cancel()
+	c := exec.CommandContext(ctx, h.env.Exe, "rm", "-f", name)
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c.Run()
 }
 
 // exitOf turns how the process ended into an exit code (128+n for a signal

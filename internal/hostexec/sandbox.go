@@ -88,16 +88,19 @@ func secretHosts(flag string) string {
 }
 
 // SandboxArgv is the airlock command line (without the binary) that runs
-// argv in workspace, in dir, with what g grants and nothing else:
+// argv in workspace, in dir, with what g grants and nothing else, as the
+// sandbox called name:
 //
-//	airlock run -q --no-config-files --workspace W --workspace-mode bind --workdir D
+//	airlock run -q --no-config-files --name N --workspace W --workspace-mode bind --workdir D
 //	    --timeout T --allow-host H... --secret S... --ro P... --rw P... -- ARGV...
 //
 // No config file: the user's would widen the command's sandbox past its
 // rule (and start its MCP servers and host commands inside, recursively).
-// No -e: no host variable reaches the command.
-func SandboxArgv(workspace, dir string, timeout time.Duration, g *Rule, argv []string) []string {
-	out := []string{"run", "-q", "--no-config-files", "--workspace", workspace, "--workspace-mode", "bind",
+// No -e: no host variable reaches the command. The name lets the handler
+// remove what a killed one leaves (airlock rm -f NAME); while it runs,
+// airlock ls and airlock audit show it.
+func SandboxArgv(name, workspace, dir string, timeout time.Duration, g *Rule, argv []string) []string {
+	out := []string{"run", "-q", "--no-config-files", "--name", name, "--workspace", workspace, "--workspace-mode", "bind",
 		"--protect-git", "--workdir", dir, "--timeout", (timeout + backstop).String()}
 	if g != nil {
 		for _, h := range g.AllowHosts {
