@@ -351,16 +351,18 @@ func TestBadRequestsAreRefusedAndRunNothing(t *testing.T) {
 		many = append(many, "x")
 	}
 	tests := map[string]string{
-		"a NUL byte in an argument":        mustJSON(t, Request{Argv: touch("a\x00b")}),
-		"an argument over 8 KiB":           mustJSON(t, Request{Argv: touch(strings.Repeat("a", MaxArg+1))}),
-		"more than 256 arguments":          mustJSON(t, Request{Argv: many}),
-		"an empty argv[0]":                 mustJSON(t, Request{Argv: []string{"", marker}}),
-		"no argv":                          `{}`,
-		"a body over 64 KiB":               mustJSON(t, Request{Argv: touch(strings.Repeat("a", 8000), strings.Repeat("a", 8000), strings.Repeat("a", 8000), strings.Repeat("a", 8000), strings.Repeat("a", 8000), strings.Repeat("a", 8000), strings.Repeat("a", 8000), strings.Repeat("a", 8000), strings.Repeat("a", 8000))}),
-		"a NUL byte in dir":                `{"argv":["touch",` + mustJSON(t, marker) + `],"dir":"a\u0000"}`,
-		"a sandbox claimed in the request": `{"argv":["touch",` + mustJSON(t, marker) + `],"sandbox":"other"}`,
-		"stdin is not a field":             `{"argv":["touch",` + mustJSON(t, marker) + `],"stdin":"x"}`,
-		"not JSON":                         `touch`,
+		"a NUL byte in an argument":          mustJSON(t, Request{Argv: touch("a\x00b")}),
+		"an argument over 8 KiB":             mustJSON(t, Request{Argv: touch(strings.Repeat("a", MaxArg+1))}),
+		"more than 256 arguments":            mustJSON(t, Request{Argv: many}),
+		"an empty argv[0]":                   mustJSON(t, Request{Argv: []string{"", marker}}),
+		"no argv":                            `{}`,
+		"a body over 64 KiB":                 mustJSON(t, Request{Argv: touch(strings.Repeat("a", 8000), strings.Repeat("a", 8000), strings.Repeat("a", 8000), strings.Repeat("a", 8000), strings.Repeat("a", 8000), strings.Repeat("a", 8000), strings.Repeat("a", 8000), strings.Repeat("a", 8000), strings.Repeat("a", 8000))}),
+		"a NUL byte in dir":                  `{"argv":["touch",` + mustJSON(t, marker) + `],"dir":"a\u0000"}`,
+		"a sandbox claimed in the request":   `{"argv":["touch",` + mustJSON(t, marker) + `],"sandbox":"other"}`,
+		"stdin is not a field":               `{"argv":["touch",` + mustJSON(t, marker) + `],"stdin":"x"}`,
+		"env is not a field":                 `{"argv":["touch",` + mustJSON(t, marker) + `],"env":["GIT_DIR=/etc"]}`,
+		"nor is a working directory by path": `{"argv":["touch",` + mustJSON(t, marker) + `],"cwd":"/"}`,
+		"not JSON":                           `touch`,
 	}
 	url, _, _ := serve(t, Config{AutoApprove: []string{`^touch `}}, Env{Dir: dir})
 	for name, body := range tests {
