@@ -8,11 +8,10 @@ import (
 	"testing"
 )
 
-// TestHostCommandsGoThroughTheBroker: inside, `hostexec git` writes a bare
-// repository outside the sandbox's reach because a config rule approves it
-// and grants that path (the command runs in a sandbox of its own: a fetch
-// into the bare repository, as a push into a local one cannot run in any
-// sandbox); `rm` is refused by an auto_deny rule and runs nothing; a
+// TestHostCommandsGoThroughTheBroker: inside, `hostexec git push` reaches a
+// bare repository outside the sandbox's reach because a config rule
+// approves it and grants that path (the command runs in a sandbox of its
+// own); `rm` is refused by an auto_deny rule and runs nothing; a
 // command on the ask list waits for a human, who is shown what it will
 // reach; two sandboxes each run commands in their own workspace only.
 func TestHostCommandsGoThroughTheBroker(t *testing.T) {
@@ -22,7 +21,7 @@ func TestHostCommandsGoThroughTheBroker(t *testing.T) {
 	eachMode(t, func(t *testing.T, mode string) {
 		e := newEnv(t)
 		bare := filepath.Join(t.TempDir(), "bare.git")
-		e.writeConfig("version: 1\nhostexec:\n  commands: [{match: '^git( |$)', rw: [" + bare + "]}]\n  auto_approve: ['^touch ']\n  auto_deny: ['^rm ']\n  ask: ['^echo ']\n")
+		e.writeConfig("version: 1\nhostexec:\n  commands: [{match: '^git push( |$)', rw: [" + bare + "]}]\n  auto_approve: ['^touch ']\n  auto_deny: ['^rm ']\n  ask: ['^echo ']\n")
 		if out, err := exec.Command("git", "init", "-q", "--bare", bare).CombinedOutput(); err != nil {
 			t.Fatalf("git init --bare: %v %s", err, out)
 		}
@@ -33,9 +32,9 @@ func TestHostCommandsGoThroughTheBroker(t *testing.T) {
 		}
 		defer e.run("kill", "--all")
 		r := e.run("exec", "h", "--", "sh", "-c", `git init -q && git -c user.name=t -c user.email=t@t commit -q --allow-empty -m "from the sandbox" &&
-			hostexec git --git-dir `+bare+` fetch -q "$PWD" HEAD:refs/heads/main && echo END`)
+			git remote add origin `+bare+` && hostexec git push -q origin HEAD:refs/heads/main && echo END`)
 		if r.code != 0 || !strings.HasSuffix(r.stdout, "END\n") {
-			t.Fatalf("hostexec git fetch into the granted repository: %v", r)
+			t.Fatalf("hostexec git push: %v", r)
 		}
 		if out, err := exec.Command("git", "--git-dir", bare, "log", "--format=%s", "main").Output(); err != nil || strings.TrimSpace(string(out)) != "from the sandbox" {
 			t.Fatalf("the bare repository has %q, %v: want the sandbox's commit", out, err)
@@ -83,10 +82,10 @@ func TestHostCommandsGoThroughTheBroker(t *testing.T) {
 		var asked, ran bool
 		for _, rec := range auditRecords(t, e, "h") {
 			asked = asked || rec.Kind == "approval" && rec.Subject == "echo asked nicely"
-			ran = ran || rec.Kind == "hostexec" && rec.Op == "end" && strings.HasPrefix(rec.Subject, "git --git-dir") && rec.ExitCode != nil && *rec.ExitCode == 0
+			ran = ran || rec.Kind == "hostexec" && rec.Op == "end" && strings.HasPrefix(rec.Subject, "git push") && rec.ExitCode != nil && *rec.ExitCode == 0
 		}
 		if !asked || !ran {
-			t.Errorf("audit: the approval asked %v, git's end recorded %v", asked, ran)
+			t.Errorf("audit: the approval asked %v, git push's end recorded %v", asked, ran)
 		}
 	})
 }
@@ -349,5 +348,30 @@ func TestAHostCommandIsShownWholeToWhoeverApproves(t *testing.T) {
 	}
 	if r := wait(); r.code != 125 || !strings.Contains(r.stderr, "denied") {
 		t.Errorf("hostexec after deny: %v, want 125 and denied", r)
+	}
+}
+
+// TestAFileMovesBetweenWritableDirectories: Landlock lets a file be linked
+// or renamed from one writable directory into another (git's receive-pack
+// moves its quarantined objects so; without it a push into a local
+// repository fails with "Invalid cross-device link"), while writes outside
+// the writable places still fail.
+func TestAFileMovesBetweenWritableDirectories(t *testing.T) {
+	if testBackend() == "docker" {
+		t.Skip("TestDockerBackend: git is not in the image")
+	}
+	e := newEnv(t)
+	r := e.sh(`mkdir a b && echo x > a/f && ln a/f b/g && mv a/f b/h &&
+		git init -q --bare bare.git && git init -q r && cd r && git -c user.name=a -c user.email=a@a commit -q --allow-empty -m pushed &&
+		git push -q ../bare.git HEAD:refs/heads/main && ! touch /etc/airlock-refer-probe 2>/dev/null && echo END`)
+	if r.code != 0 || !strings.HasSuffix(r.stdout, "END\n") {
+		t.Fatalf("%v", r)
+	}
+	if out, err := exec.Command("git", "--git-dir", filepath.Join(e.ws, "bare.git"), "log", "--format=%s", "main").Output(); err != nil || strings.TrimSpace(string(out)) != "pushed" {
+		t.Fatalf("the pushed repository has %q, %v", out, err)
+	}
+	if _, err := os.Stat("/etc/airlock-refer-probe"); err == nil {
+		os.Remove("/etc/airlock-refer-probe")
+		t.Fatal("a write outside the writable places landed")
 	}
 }

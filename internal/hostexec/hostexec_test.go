@@ -137,14 +137,11 @@ func exists(p string) bool {
 	return err == nil
 }
 
-// TestApprovedGitCommandsReachWhatTheRuleGrants: an approved git runs
-// (confined) in the workspace and writes a host repository its rule grants
-// (rw); the same command toward a repository the rule does not name fails
-// and leaves it as it was. (A push into a local repository cannot be the
-// test: receive-pack's quarantine renames across directories, which no
-// sandbox's Landlock rules allow; fetching into the bare repository writes
-// it the same way.)
-func TestApprovedGitCommandsReachWhatTheRuleGrants(t *testing.T) {
+// TestApprovedGitPushReachesWhatTheRuleGrants: an approved git runs
+// (confined) in the workspace and pushes to a host repository its rule
+// grants (rw); the same push to a repository the rule does not name fails
+// and leaves it as it was.
+func TestApprovedGitPushReachesWhatTheRuleGrants(t *testing.T) {
 	granted := filepath.Join(t.TempDir(), "origin.git")
 	other := filepath.Join(t.TempDir(), "other.git")
 	for _, bare := range []string{granted, other} {
@@ -162,16 +159,16 @@ func TestApprovedGitCommandsReachWhatTheRuleGrants(t *testing.T) {
 	}
 	git("add", "f")
 	git("commit", "-q", "-m", "first")
-	git("--git-dir", granted, "fetch", "-q", env.Dir, "main:main")
+	git("push", "-q", granted, "main")
 
 	want, _ := exec.Command("git", "-C", env.Dir, "rev-parse", "HEAD").Output()
 	got, err := exec.Command("git", "--git-dir", granted, "rev-parse", "main").Output()
 	if err != nil || len(want) == 0 || !bytes.Equal(got, want) {
 		t.Fatalf("granted main = %q (%v), want the workspace's HEAD %q", got, err, want)
 	}
-	res, _, err := run(t, url, Request{Argv: []string{"git", "--git-dir", other, "fetch", "-q", env.Dir, "main:main"}})
+	res, _, err := run(t, url, Request{Argv: []string{"git", "push", "-q", other, "main"}})
 	if err != nil || res.Exit == 0 {
-		t.Errorf("a fetch into a repository no rule grants: %+v, %v; want it to fail", res, err)
+		t.Errorf("a push to a repository no rule grants: %+v, %v; want it to fail", res, err)
 	}
 	if out, err := exec.Command("git", "--git-dir", other, "rev-parse", "--verify", "-q", "main").Output(); err == nil {
 		t.Fatalf("the ungranted repository has main %q", out)
