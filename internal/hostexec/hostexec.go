@@ -57,8 +57,9 @@ import (
 
 // Defaults and bounds.
 const (
-	DefaultTimeout   = 60 * time.Second
-	DefaultMaxOutput = 16 << 20
+	DefaultTimeout    = 60 * time.Second
+	DefaultMaxOutput  = 16 << 20
+	DefaultMaxRunning = 4 // commands of one sandbox at once: each is a sandbox of its own
 
 	MaxBody = 64 << 10 // a request's JSON
 	MaxArgs = 256      // argv entries
@@ -87,6 +88,7 @@ type Config struct {
 	AutoApprove, Ask, AutoDeny []string
 	Timeout                    time.Duration // a run's limit; 0: DefaultTimeout
 	MaxOutput                  int64         // bytes of stdout+stderr; 0: DefaultMaxOutput
+	MaxRunning                 int           // commands running at once; 0: DefaultMaxRunning
 	// AllowCopyMode lets commands run (confined all the same) although the
 	// workspace is an overlay or a copy, whose host directory does not hold
 	// the sandbox's edits.
@@ -150,6 +152,7 @@ const (
 	RefusedNotFound   = "not_found"      // 404: no such command on the host
 	RefusedWorkspace  = "workspace_mode" // 409
 	RefusedFailed     = "failed"         // 500: it could not be started
+	RefusedBusy       = "busy"           // 429: MaxRunning commands are running already
 )
 
 // New builds the handler for one sandbox, to be mounted at Pattern on that
@@ -176,6 +179,9 @@ func New(c Config, env Env) (http.Handler, error) {
 	if c.MaxOutput <= 0 {
 		c.MaxOutput = DefaultMaxOutput
 	}
+	if c.MaxRunning <= 0 {
+		c.MaxRunning = DefaultMaxRunning
+	}
 	if env.Dir == "" {
 		return nil, errors.New("hostexec: no workspace directory")
 	}
@@ -186,7 +192,7 @@ func New(c Config, env Env) (http.Handler, error) {
 	if root, err = filepath.Abs(root); err != nil {
 		return nil, fmt.Errorf("hostexec: workspace: %w", err)
 	}
-	h := &handler{cfg: c, env: env, pol: pol, root: root, remembered: map[string]approval.Decision{}}
+	h := &handler{cfg: c, env: env, pol: pol, root: root, remembered: map[string]approval.Decision{}, running: make(chan struct{}, c.MaxRunning)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+Path, h.run)
 	return mux, nil
@@ -198,7 +204,8 @@ type handler struct {
 	pol  *Policy
 	root string // env.Dir, symlinks resolved
 
-	seq atomic.Uint64 // names each command's sandbox
+	seq     atomic.Uint64 // names each command's sandbox
+	running chan struct{} // one token per command running
 
 	mu         sync.Mutex
 	remembered map[string]approval.Decision // canonical → a human's decision whose scope outlives one request

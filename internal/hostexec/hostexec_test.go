@@ -725,3 +725,29 @@ func TestACommandThatIgnoresSIGTERMIsKilledSandboxAndAll(t *testing.T) {
 		return err == nil && !strings.Contains(string(out), "hostexec-")
 	})
 }
+
+// TestASandboxRunsABoundedNumberOfCommandsAtOnce: each command is a sandbox
+// of its own, so a flood of approved commands is refused past the limit,
+// and runs again once one ends.
+func TestASandboxRunsABoundedNumberOfCommandsAtOnce(t *testing.T) {
+	marker := fmt.Sprintf("4000.%d", time.Now().UnixNano()%1000000)
+	url, _, _ := serve(t, Config{AutoApprove: []string{`^sleep `, `^true$`}, MaxRunning: 1}, Env{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(ctx, http.DefaultClient, url, Request{Argv: []string{"sleep", marker}}, &bytes.Buffer{}, &bytes.Buffer{})
+		done <- err
+	}()
+	testutil.WaitFor(t, 5*time.Second, func() bool { return len(testutil.ProcsWith("sleep\x00"+marker)) > 0 })
+	_, _, err := run(t, url, Request{Argv: []string{"true"}})
+	if r := refusedWith(t, err, http.StatusTooManyRequests); r.Reason != RefusedBusy {
+		t.Errorf("refusal %+v, want busy", r.Refusal)
+	}
+	cancel()
+	<-done
+	testutil.NoProcsWithin(t, "sleep\x00"+marker, 5*time.Second)
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		res, _, err := run(t, url, Request{Argv: []string{"true"}})
+		return err == nil && res.Exit == 0
+	})
+}

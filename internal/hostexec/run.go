@@ -146,6 +146,16 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request) {
 		}
 		decided(audit.Allow, d.Rule, "approved ("+hd.By+")", by)
 	}
+	select {
+	case h.running <- struct{}{}:
+		defer func() { <-h.running }()
+	default:
+		msg := fmt.Sprintf("%d host commands of this sandbox are running already (the limit): try again when one ends", cap(h.running))
+		rec.Op, rec.Decision, rec.Reason, rec.Extra = "end", audit.Deny, msg, nil
+		h.audit(rec)
+		refuse(w, http.StatusTooManyRequests, RefusedBusy, msg)
+		return
+	}
 	name := fmt.Sprintf("hostexec-%s-%d", h.env.Sandbox, h.seq.Add(1))
 	h.exec(w, r.Context(), rec, name, SandboxArgv(name, h.root, dir, h.cfg.Timeout, d.Grant, req.Argv))
 }
