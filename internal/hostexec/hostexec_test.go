@@ -751,3 +751,36 @@ func TestASandboxRunsABoundedNumberOfCommandsAtOnce(t *testing.T) {
 		return err == nil && res.Exit == 0
 	})
 }
+
+// TestWhatACommandDidOnTheNetworkIsInThisSandboxsLog: a command granted a
+// network is audited by its own sandbox's gateway; those records come
+// into the asking sandbox's log, tagged, so a hook that used the grants is
+// on the record. A host the rule does not name is refused there.
+func TestWhatACommandDidOnTheNetworkIsInThisSandboxsLog(t *testing.T) {
+	url, _, rec := serve(t, Config{Rules: []Rule{{Match: `^curl `, AllowHosts: []string{"allowed.invalid"}}}}, Env{})
+	res, _, err := run(t, url, Request{Argv: []string{"curl", "-s", "-m", "5", "http://not-granted.example/"}})
+	if err != nil || res.Exit == 0 {
+		t.Fatalf("curl to a host no rule grants: %+v, %v; want it to fail", res, err)
+	}
+	// They come once the command's sandbox has ended, after its last frame.
+	var adopted []audit.Record
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		adopted = nil
+		for _, r := range rec.all() {
+			if strings.HasPrefix(r.Extra["hostexec"], "hostexec-sb1-") {
+				adopted = append(adopted, r)
+			}
+		}
+		return len(adopted) > 0
+	})
+	found := false
+	for _, r := range adopted {
+		if r.Sandbox != "sb1" || r.Kind == audit.KindExec || r.Kind == audit.KindLifecycle {
+			t.Errorf("adopted record %+v: want this sandbox's, no exec or lifecycle", r)
+		}
+		found = found || strings.Contains(r.Host, "not-granted.example") && r.Decision == audit.Deny
+	}
+	if !found {
+		t.Errorf("adopted records %+v: want the refusal of not-granted.example", adopted)
+	}
+}

@@ -157,7 +157,8 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := fmt.Sprintf("hostexec-%s-%d", h.env.Sandbox, h.seq.Add(1))
-	h.exec(w, r.Context(), rec, name, SandboxArgv(name, h.root, dir, h.cfg.Timeout, d.Grant, req.Argv))
+	networked := d.Grant != nil && len(d.Grant.AllowHosts)+len(d.Grant.Secrets) > 0
+	h.exec(w, r.Context(), rec, name, networked, SandboxArgv(name, h.root, dir, h.cfg.Timeout, d.Grant, req.Argv))
 }
 
 // ask gets a human's decision on cmd, or the one remembered for this
@@ -194,7 +195,7 @@ func (h *handler) ask(ctx context.Context, cmd, detail string, d Decision) (appr
 
 // exec runs the command in its own sandbox (airlock run with args) and
 // streams its output as frames.
-func (h *handler) exec(w http.ResponseWriter, parent context.Context, rec audit.Record, name string, args []string) {
+func (h *handler) exec(w http.ResponseWriter, parent context.Context, rec audit.Record, name string, networked bool, args []string) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(parent, h.cfg.Timeout)
 	defer cancel()
@@ -271,7 +272,55 @@ func (h *handler) exec(w http.ResponseWriter, parent context.Context, rec audit.
 	}
 	h.audit(rec)
 	s.frame(Frame{Exit: &code, Reason: reason, Message: msg})
+	if networked {
+		h.adopt(name)
+	}
 	h.remove(name)
+}
+
+// Bounds on what adopt copies of one command's audit log.
+const (
+	maxAdoptedBytes   = 4 << 20
+	maxAdoptedRecords = 2000
+)
+
+// adopt copies what the command's sandbox recorded of its network (each
+// request and refusal: what a hook did with the rule's grants) into this
+// sandbox's audit log, tagged with the command's sandbox, before that
+// sandbox's record (and its log) is removed.
+func (h *handler) adopt(name string) {
+	if h.env.Audit == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
+	defer cancel()
+	c := exec.CommandContext(ctx, h.env.Exe, "audit", "--json", name)
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := c.StdoutPipe()
+	if err != nil || c.Start() != nil {
+		return
+	}
+	defer c.Wait()
+	defer cancel() // what is not read stops its writer
+	dec := json.NewDecoder(io.LimitReader(out, maxAdoptedBytes))
+	for n := 0; n < maxAdoptedRecords; n++ {
+		var r audit.Record
+		if dec.Decode(&r) != nil {
+			return
+		}
+		switch r.Kind {
+		case audit.KindNetwork, audit.KindDNS, audit.KindHTTP, audit.KindLLM:
+		default:
+			continue // its start, stop and command: this log's hostexec records say those
+		}
+		r.Sandbox = h.env.Sandbox
+		extra := map[string]string{"hostexec": name}
+		for k, v := range r.Extra {
+			extra[k] = v
+		}
+		r.Extra = extra
+		h.env.Audit(r)
+	}
 }
 
 // remove deletes the record of the command's sandbox, named so that one
