@@ -156,7 +156,7 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request) {
 		refuse(w, http.StatusTooManyRequests, RefusedBusy, msg)
 		return
 	}
-	name := fmt.Sprintf("hostexec-%s-%d", h.env.Sandbox, h.seq.Add(1))
+	name := fmt.Sprintf("hostexec-%s-%d", nameSafe(h.env.Sandbox), h.seq.Add(1))
 	networked := d.Grant != nil && len(d.Grant.AllowHosts)+len(d.Grant.Secrets) > 0
 	h.exec(w, r.Context(), rec, name, networked, SandboxArgv(name, h.root, dir, h.cfg.Timeout, d.Grant, req.Argv))
 }
@@ -276,6 +276,18 @@ func (h *handler) exec(w http.ResponseWriter, parent context.Context, rec audit.
 		h.adopt(name)
 	}
 	h.remove(name)
+}
+
+// nameSafe keeps what a sandbox name may hold of id (letters, digits, _ . -),
+// at most 40 bytes of it.
+func nameSafe(id string) string {
+	b := []byte(id)[:min(len(id), 40)]
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
 }
 
 // Bounds on what adopt copies of one command's audit log.
