@@ -54,6 +54,7 @@ type runOptions struct {
 	askAfter  time.Duration
 	decisions string
 	noIDMap   bool
+	workdir   string
 }
 
 const (
@@ -134,6 +135,7 @@ Limits default to ` + strconv.Itoa(defaultPids) + ` processes and half of the ma
 	}
 	c.Flags().SetInterspersed(false) // everything after CMD belongs to CMD
 	addRunFlags(c.Flags(), o)
+	c.Flags().StringVar(&o.workdir, "workdir", "", "run CMD in `DIR`, an absolute path inside (default: the workspace)")
 	return c
 }
 

@@ -51,11 +51,13 @@ type Spec struct {
 	Origin string      `json:"origin,omitempty"`
 	// Env is the sandbox's environment before the gateway's additions
 	// (see config.SandboxEnv).
-	Env      []string `json:"env"`
-	Command  []string `json:"command,omitempty"` // empty: an idle sandbox
-	TTY      bool     `json:"tty,omitempty"`
-	Detached bool     `json:"detached,omitempty"`
-	Quiet    bool     `json:"quiet,omitempty"`
+	Env     []string `json:"env"`
+	Command []string `json:"command,omitempty"` // empty: an idle sandbox
+	// Workdir is Command's working directory inside; "" is the workspace.
+	Workdir  string `json:"workdir,omitempty"`
+	TTY      bool   `json:"tty,omitempty"`
+	Detached bool   `json:"detached,omitempty"`
+	Quiet    bool   `json:"quiet,omitempty"`
 	// Keep keeps a foreground sandbox's record and audit log after it ends
 	// (airlock get, audit, rm); without it one with nothing left to review
 	// leaves nothing behind.
@@ -369,7 +371,7 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 		// The queue exists when something may ask: unknown hosts (approvals
 		// ask) or a service's escalations (host commands on an ask list).
 		var approver gateway.Approver
-		if spec.Config.Approvals.Ask() || len(spec.Config.HostExec.Ask) > 0 || spec.Config.MCPServers != nil {
+		if spec.Config.Approvals.Ask() || spec.Config.HostExec.Asks() || spec.Config.MCPServers != nil {
 			if s.ask, err = newAsker(s, spec.Config.Approvals, o.NobodyToAsk); err != nil {
 				return nil, step("approvals", err)
 			}
