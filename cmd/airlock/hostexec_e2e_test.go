@@ -261,7 +261,15 @@ echo END
 	if _, err := os.Stat(filepath.Join(ws, "stolen.bundle")); err == nil {
 		t.Error("a bundle of the host repository was written into the workspace")
 	}
-	// The indirection is real: git on the host follows it.
+	// The run's own `gitdir:` file was defused at its exit (--protect-git),
+	// so the host's git does not follow it either.
+	if _, err := os.Lstat(filepath.Join(ws, "viagitdir", ".git")); err == nil {
+		t.Error("the gitdir: file the run made outlived its exit review")
+	}
+	// The indirection is real: made again on the host, git follows it.
+	if err := os.WriteFile(filepath.Join(ws, "viagitdir", ".git"), []byte("gitdir: "+hostRepo+"/.git\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if out, _ := exec.Command("git", "-C", filepath.Join(ws, "viagitdir"), "log", "--format=%s").Output(); !strings.Contains(string(out), "host-secret-commit") {
 		t.Errorf("git on the host through viagitdir shows %q: the test's indirection is broken", out)
 	}
