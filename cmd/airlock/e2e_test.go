@@ -135,9 +135,7 @@ func TestRunsCommandAndPropagatesExitStatus(t *testing.T) {
 // go.mod replaces these modules with build their regular expressions and
 // tables on first use; unpatched, each init allocated 25–90 KB (a regexp
 // compile is ~18 KB). This fails when a dependency update drops a patch.
-// The lean front links only yaml.v3 (config files); --version is the full
-// binary's, which it executes (see TestTheLeanFrontHandsOnWhatItLacks), and
-// whose start shows all four.
+// airlock links all four (one binary: every start shows them).
 func TestPatchedDependenciesDoNoHeavyWorkAtStart(t *testing.T) {
 	cmd := newEnv(t).cmd("--version")
 	cmd.Env = append(cmd.Env, "GODEBUG=inittrace=1")

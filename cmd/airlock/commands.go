@@ -1,5 +1,3 @@
-//go:build !airlock_front
-
 package main
 
 import (
@@ -7,9 +5,6 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/guest"
 )
-
-// The full airlock binary: every command, every backend. The lean front
-// (front.go) holds a few commands and executes this build for the rest.
 
 // subcommands are airlock's commands, in the order help lists them.
 var subcommands = []subcommand{
@@ -25,12 +20,9 @@ var subcommands = []subcommand{
 }
 
 // vmInit boots a VM's guest when the kernel runs this binary as its /init
-// (the vm backend copies in the full binary); it then never returns.
+// (the vm backend copies in this binary); it then never returns.
 func vmInit() {
 	if guest.IsVMInit() {
 		guest.VMInit()
 	}
 }
-
-// handOn hands nothing on: this build has all there is.
-func handOn([]string) (code int, handed bool) { return 0, false }
