@@ -184,7 +184,7 @@ func (t *SSEServerTransport) ServeHTTP(w http.ResponseWriter, req *http.Request)
 		return
 	}
 	if req, ok := msg.(*jsonrpc.Request); ok {
-		if _, err := checkRequest(req, serverMethodInfos); err != nil {
+		if _, err := checkRequest(req, serverMethodInfos()); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}

@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -25,7 +26,12 @@ import (
 
 const maxDiscoveryRedirects = 10
 
-var defaultDiscoveryTransport = newDiscoveryTransport(http.DefaultTransport)
+// Patched for airlock: made on first use, not at init, which every start of
+// a binary linking the SDK paid (the proxy environment read, a request
+// parsed, http.DefaultTransport cloned) whether or not it discovers anything.
+var defaultDiscoveryTransport = sync.OnceValue(func() http.RoundTripper {
+	return newDiscoveryTransport(http.DefaultTransport)
+})
 
 type httpStatusError struct {
 	StatusCode int
@@ -103,7 +109,7 @@ func checkHTTPSOrLoopback(addr string) error {
 }
 
 func newDiscoveryClient(c *http.Client) *http.Client {
-	transport := defaultDiscoveryTransport
+	transport := defaultDiscoveryTransport()
 	if c != nil && c.Transport != nil {
 		// a caller that has taken over dialing or TLS opts out of the checks
 		if t, ok := c.Transport.(*http.Transport); ok && t.DialContext == nil && t.DialTLSContext == nil {
