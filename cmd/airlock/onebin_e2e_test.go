@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -18,8 +19,20 @@ func TestOneBinaryHoldsEveryCommandAndBackend(t *testing.T) {
 	if r := e.run("agent", "ls"); r.code != 0 || !strings.Contains(r.stdout, "claude") {
 		t.Errorf("airlock agent ls: %v", r)
 	}
+	// What the lean front of an older airlock cached (the full binary, a
+	// 0555 file in a 0700 dir of the state root) prune removes.
+	old := filepath.Join(e.state, "full", "0123abcd", "airlock")
+	if err := os.MkdirAll(filepath.Dir(old), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(old, []byte("#!/bin/sh\n"), 0o555); err != nil {
+		t.Fatal(err)
+	}
 	if r := e.run("prune"); r.code != 0 || !strings.HasPrefix(r.stdout, "removed 0") {
 		t.Errorf("airlock prune: %v", r)
+	}
+	if _, err := os.Stat(filepath.Join(e.state, "full")); !os.IsNotExist(err) {
+		t.Errorf("airlock prune left the old front's cache: %v", err)
 	}
 	if r := e.run("frobnicate"); r.code != 125 || !strings.Contains(r.stderr, `unknown command "frobnicate"`) {
 		t.Errorf("airlock frobnicate: %v", r)
