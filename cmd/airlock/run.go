@@ -200,13 +200,6 @@ func run(c *cobra.Command, o *runOptions, args []string) error {
 		return err
 	}
 	trace.Mark("spec made")
-	if err := engine.BuiltIn(&spec); err != nil {
-		// The lean front: the full binary runs this sandbox, from the start.
-		if code, handed := handOn(os.Args[1:]); handed {
-			return exitError{code}
-		}
-		return err
-	}
 	code, err := launch(spec, o, cfg.Spec.Env, nil)
 	if err != nil {
 		return err

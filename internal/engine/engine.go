@@ -162,41 +162,16 @@ type Sandbox struct {
 	caps  backend.Caps // the backend's, as Start found them
 }
 
-// backendFor is the only place a backend is chosen by name: native, built
-// into every airlock binary, or one of this build's fullBackends.
+// backendFor is the only place a backend is chosen by name: native, or one
+// of otherBackends.
 func backendFor(name, exe string) (backend.Backend, error) {
 	if name == config.BackendNative {
 		return native.Backend{Options: native.Options{Exe: exe, GuestCache: guestCache(exe)}}, nil
 	}
-	if open := fullBackends[name]; open != nil {
+	if open := otherBackends[name]; open != nil {
 		return open(exe)
 	}
-	if name == config.BackendDocker || name == config.BackendVM {
-		return nil, &NotBuiltIn{What: name + " backend"}
-	}
 	return nil, fmt.Errorf("backend %q: use native, docker or vm", name)
-}
-
-// NotBuiltIn is what a sandbox needs that this airlock binary leaves out:
-// the lean front's (built with the tag airlock_front; see
-// internal/fullbin), which runs the full binary for it.
-type NotBuiltIn struct{ What string }
-
-func (e *NotBuiltIn) Error() string {
-	return "this airlock binary (the lean front) has no " + e.What + ": the full one has"
-}
-
-// BuiltIn returns a *NotBuiltIn if spec's sandbox needs what this build
-// leaves out, before anything of it is made.
-func BuiltIn(spec *Spec) error {
-	var nb *NotBuiltIn
-	if _, err := backendFor(spec.Config.BackendName(), ""); errors.As(err, &nb) {
-		return err
-	}
-	if spec.Config.MCPServers != nil && !mcpBuiltIn {
-		return &NotBuiltIn{What: "MCP proxy"}
-	}
-	return nil
 }
 
 // Prepare starts preparing a sandbox of spec's backend and limits early (a
@@ -219,7 +194,7 @@ func Prune(ctx context.Context, stateRoot string, running func(id string) bool, 
 	}
 	var removed []string
 	for _, n := range names {
-		be, err := backendFor(n, "") // a *NotBuiltIn in the lean front: not a prune of native alone
+		be, err := backendFor(n, "")
 		if err != nil {
 			return removed, err
 		}
