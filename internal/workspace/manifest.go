@@ -513,14 +513,6 @@ func hashReader(r io.Reader) (string, int64, error) {
 	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
-// under reports whether p lies strictly below dir ("" is the root).
-func under(p, dir string) bool {
-	if dir == "" {
-		return p != ""
-	}
-	return len(p) > len(dir) && p[:len(dir)] == dir && p[len(dir)] == '/'
-}
-
 // parent returns p's parent ("" for a top-level name).
 func parent(p string) string {
 	d := path.Dir(p)
