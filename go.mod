@@ -71,6 +71,8 @@ require (
 replace (
 	github.com/distribution/reference => ./third_party/distribution-reference
 	github.com/google/jsonschema-go => ./third_party/jsonschema-go
+	github.com/hanwen/go-fuse/v2 => ./third_party/go-fuse
+	github.com/modelcontextprotocol/go-sdk => ./third_party/mcp-go-sdk
 	github.com/opencontainers/go-digest => ./third_party/go-digest
 	gopkg.in/yaml.v3 => ./third_party/yaml.v3
 )

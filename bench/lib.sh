@@ -14,9 +14,9 @@ build_hello_go() {
 	(cd "$1/hello" && CGO_ENABLED=0 GOFLAGS= go build -o "$1/hello-go" .)
 }
 
-# build_airlock OUT builds airlock as the README does (the lean front, with
-# the full binary and the lean guest generated first), static, at OUT.
+# build_airlock OUT builds airlock as the README does (the lean guest
+# generated first), static, at OUT.
 build_airlock() {
-	go generate ./internal/fullbin
-	CGO_ENABLED=0 go build -tags airlock_front -o "$1" ./cmd/airlock
+	go generate ./internal/guestbin
+	CGO_ENABLED=0 go build -o "$1" ./cmd/airlock
 }

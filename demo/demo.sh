@@ -14,8 +14,8 @@ cleanup() { [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; rm -rf "$wor
 trap cleanup EXIT
 
 echo "== building airlock"
-go generate ./internal/fullbin # the full binary and the lean guest, both embedded in the lean front
-CGO_ENABLED=0 go build -tags airlock_front -o "$work/airlock" ./cmd/airlock
+go generate ./internal/guestbin # the native backend's lean guest, embedded
+CGO_ENABLED=0 go build -o "$work/airlock" ./cmd/airlock
 go build -o "$work/upstream" ./demo/upstream
 go build -o "$work/fakemodel" ./demo/fakemodel
 

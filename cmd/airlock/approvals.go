@@ -104,7 +104,28 @@ func printPending(w io.Writer, pending []approval.Request) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Sandbox, term.Printable(r.Subject), r.Waiting,
 			time.Until(r.Expires).Round(time.Second), term.Printable(r.Reason))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range pending {
+		if r.Detail != "" {
+			fmt.Fprintf(w, "\n%s %s:\n%s", r.ID, term.Printable(r.Subject), detailLines(r.Detail))
+		}
+	}
+	return nil
+}
+
+// detailLines is a request's detail (what a host command will reach, a
+// tool call's arguments), whole, each line indented, for a terminal.
+func detailLines(d string) string {
+	if d == "" {
+		return ""
+	}
+	var b strings.Builder
+	for _, l := range strings.Split(d, "\n") {
+		b.WriteString("    " + term.Printable(l) + "\n")
+	}
+	return b.String()
 }
 
 func printRules(w io.Writer, rules []approval.Rule) error {
@@ -186,8 +207,8 @@ func askOne(ctx context.Context, h *control.Hub, r approval.Request, lines <-cha
 		if wildcard {
 			w = " [wildcard]"
 		}
-		fmt.Fprintf(out, "\n%s: sandbox %s wants %s (%s)%s\n  [a]llow once, [s]ession, [p]roject, [g]lobal; [d]eny once, [D]eny everywhere; [w]ildcard; Enter skips: ",
-			r.ID, r.Sandbox, term.Printable(r.Subject), term.Printable(r.Reason), w)
+		fmt.Fprintf(out, "\n%s: sandbox %s wants %s (%s)%s\n%s  [a]llow once, [s]ession, [p]roject, [g]lobal; [d]eny once, [D]eny everywhere; [w]ildcard; Enter skips: ",
+			r.ID, r.Sandbox, term.Printable(r.Subject), term.Printable(r.Reason), w, detailLines(r.Detail))
 		var line string
 		select {
 		case <-ctx.Done():

@@ -290,9 +290,8 @@ func TestDockerBadInputLeavesNothing(t *testing.T) {
 func TestDockerInterruptedStartLeavesNothing(t *testing.T) {
 	cli := dockerOnly(t)
 	e := newEnv(t)
-	// The lean front hands a docker run on to the full binary, which it
-	// writes into the state dir on first use (~50 ms): done first, so that
-	// the delays below fall in the start of the run itself.
+	// A first command creates the state dir: done first, so that the delays
+	// below fall in the start of the run itself.
 	if r := e.run("prune"); r.code != 0 {
 		t.Fatalf("airlock prune: %v", r)
 	}

@@ -134,7 +134,7 @@ func gitAttacks(secretSHA string) []gitAttack {
 					}
 				}
 			},
-			script: hookScript(".git/modules/m/hooks/pre-commit", "CANARY") + "; cp -r .git/modules/m evil2 && rm -f evil2/commondir && git config -f evil2/config --unset core.worktree && " +
+			script: hookScript(".git/modules/m/hooks/pre-commit", "CANARY") + "; cp -r .git/modules/m evil2 && rm -f evil2/commondir && { git config -f evil2/config --unset core.worktree || [ $? = 5 ]; } && " +
 				hookScript("evil2/hooks/pre-commit", "CANARY") + " && printf 'gitdir: %s/evil2\\n' \"$PWD\" > m/.git",
 			commitIn: "m"},
 		{name: "a rebase left in progress with an exec line",

@@ -18,13 +18,16 @@ import (
 func newHostexecCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "hostexec CMD [ARG...]",
-		Short: "Inside a sandbox: run a command on the host, if its rules or a human allow",
-		Long: `hostexec asks airlock to run CMD on the host, in the workspace's host
-directory (the same subdirectory when run from one), without a shell. The
-host's hostexec rules decide: auto_deny, then auto_approve, then ask (a human
-decides); anything else is denied. Output streams back; the exit status is the
-command's, 125 when airlock refused or failed. Also run as 'hostexec' by
-argv[0].`,
+		Short: "Inside a sandbox: have the host run a command in a sandbox of its own, if its rules or a human allow",
+		Long: `hostexec asks airlock to run CMD for this sandbox, without a shell, in a
+sandbox of its own on the host: the workspace's host directory (the same
+subdirectory when run from one) and exactly what the matching rule grants
+(hosts, secrets as placeholders, host paths); never with the host's
+authority. The host's hostexec rules decide: auto_deny, then the rules that
+run at once, then those that ask (a human decides, shown the whole command and
+what it will reach); anything else is denied. Output streams back; the exit
+status is the command's, 125 when airlock refused or failed. Also run as
+'hostexec' by argv[0].`,
 		DisableFlagParsing: true, // every argument is the command's
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(args) > 0 && args[0] == "--" {

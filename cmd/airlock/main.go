@@ -81,13 +81,7 @@ type usageError struct{ msg string }
 func (e usageError) Error() string { return e.msg }
 
 func execute(args []string) int {
-	only := named(args)
-	if only == "" { // help, a mistake, or a command this build (the lean front) leaves to the full binary
-		if code, handed := handOn(args); handed {
-			return code
-		}
-	}
-	root := newRootCmd(only)
+	root := newRootCmd(named(args))
 	root.SetArgs(args)
 	err := root.Execute()
 	var ee exitError

@@ -436,6 +436,11 @@ discarded: those are named, and kept.`,
 			} else if k > 0 {
 				fmt.Fprintf(c.OutOrStdout(), "removed %d leftover container(s)\n", k)
 			}
+			// The full binary an older airlock (the lean front) cached
+			// there, ~23 MB per build: nothing runs it any more.
+			if err := os.RemoveAll(filepath.Join(store.Root(), "full")); err != nil {
+				fmt.Fprintf(c.ErrOrStderr(), "airlock: %v\n", err)
+			}
 			return nil
 		},
 	}

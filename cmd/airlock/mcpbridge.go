@@ -1,5 +1,3 @@
-//go:build !airlock_front
-
 package main
 
 import (

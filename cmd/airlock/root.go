@@ -6,8 +6,7 @@ import (
 
 var version = "0.1.0-dev"
 
-// subcommand is one of airlock's commands (see subcommands, in full.go and
-// front.go: the lean front holds a few).
+// subcommand is one of airlock's commands (see subcommands, in commands.go).
 type subcommand struct {
 	name string
 	make func() *cobra.Command

@@ -54,6 +54,7 @@ type runOptions struct {
 	askAfter  time.Duration
 	decisions string
 	noIDMap   bool
+	workdir   string
 }
 
 const (
@@ -134,6 +135,7 @@ Limits default to ` + strconv.Itoa(defaultPids) + ` processes and half of the ma
 	}
 	c.Flags().SetInterspersed(false) // everything after CMD belongs to CMD
 	addRunFlags(c.Flags(), o)
+	c.Flags().StringVar(&o.workdir, "workdir", "", "run CMD in `DIR`, an absolute path inside (default: the workspace)")
 	return c
 }
 
@@ -198,13 +200,6 @@ func run(c *cobra.Command, o *runOptions, args []string) error {
 		return err
 	}
 	trace.Mark("spec made")
-	if err := engine.BuiltIn(&spec); err != nil {
-		// The lean front: the full binary runs this sandbox, from the start.
-		if code, handed := handOn(os.Args[1:]); handed {
-			return exitError{code}
-		}
-		return err
-	}
 	code, err := launch(spec, o, cfg.Spec.Env, nil)
 	if err != nil {
 		return err

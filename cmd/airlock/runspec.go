@@ -18,8 +18,11 @@ import (
 // resolved, defaults filled in. Errors about a value from a file name the
 // file and line.
 func runSpec(l *config.Loaded, o *runOptions, args []string) (engine.Spec, error) {
-	s := engine.Spec{Origin: engine.OriginCLI, Config: l.Spec, HostIDs: o.noIDMap}
+	s := engine.Spec{Origin: engine.OriginCLI, Config: l.Spec, HostIDs: o.noIDMap, Workdir: o.workdir}
 	c := &s.Config
+	if o.workdir != "" && !filepath.IsAbs(o.workdir) {
+		return s, usageError{fmt.Sprintf("--workdir %q: give an absolute path inside the sandbox", o.workdir)}
+	}
 	if o.name != "" && !state.ValidName(o.name) {
 		return s, usageError{fmt.Sprintf("--name %q: use letters, digits, '_', '.' and '-' (up to 63, starting with a letter or digit)", o.name)}
 	}

@@ -283,18 +283,20 @@ func (a *Asker) Decide(ctx context.Context, q gateway.Question) gateway.Answer {
 	return gateway.Answer{Allow: d.Allow, Reason: fmt.Sprintf("%s by %s (%s)", verdict, d.By, scope)}
 }
 
-// maxDetail bounds what a request shows of a tool call's arguments or a
-// command's argv.
-const maxDetail = 2048
+// maxShown bounds a request from a service (its subject and detail
+// together): a human is shown the whole of what they approve, so a longer
+// one is denied without asking rather than shown in part.
+const maxShown = 64 << 10
 
 // Ask queues a request from a broker service (an MCP tool call, a host
-// command) and waits for its decision; nobody to ask is a deny.
+// command) and waits for its decision; nobody to ask is a deny, and so is
+// a request too long to show whole.
 func (a *Asker) Ask(ctx context.Context, r approval.Request) approval.Decision {
 	if a.nobody {
 		return approval.Decision{Scope: approval.Once, By: "nobody"}
 	}
-	if len(r.Detail) > maxDetail {
-		r.Detail = r.Detail[:maxDetail] + "…"
+	if n := len(r.Subject) + len(r.Detail); n > maxShown {
+		return approval.Decision{Scope: approval.Once, By: fmt.Sprintf("nobody: the request is %d bytes, more than the %d an approval shows whole", n, maxShown)}
 	}
 	return a.q.Ask(ctx, r)
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -491,6 +493,18 @@ func (p *parser) value(f *field, k, v *yaml.Node) error {
 			}
 			s.items = append(s.items, it)
 		}
+	case kCommands:
+		nodes, ok := seq(v)
+		if !ok {
+			return bad()
+		}
+		for i, n := range nodes {
+			it, err := p.command(fmt.Sprintf("%s[%d]", key, i), n)
+			if err != nil {
+				return err
+			}
+			s.items = append(s.items, it)
+		}
 	case kPrices:
 		if v.Kind != yaml.MappingNode {
 			return bad()
@@ -560,6 +574,121 @@ func (p *parser) hostEntry(n *yaml.Node) (host string, tunnel bool, err error) {
 		return "", false, p.errorf(n, key, "%q: %v", host, err)
 	}
 	return host, !intercept, nil
+}
+
+// command reads one hostexec.commands entry: {match, ask, allow_hosts,
+// secrets, ro, rw, ssh_agent}. Errors name the entry by its match; nothing
+// here reads a secret's value or a path (that happens when a sandbox
+// starts, where a failing one stops it).
+func (p *parser) command(key string, n *yaml.Node) (item, error) {
+	if n.Kind != yaml.MappingNode {
+		return item{}, p.errorf(n, key, "expected a mapping such as {match: '^git push( |$)', allow_hosts: [github.com]}")
+	}
+	var c HostCommand
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := n.Content[i]; k.Value == "match" {
+			c.Match, _ = scalar(deref(n.Content[i+1]), "!!str")
+		}
+	}
+	if c.Match == "" {
+		return item{}, p.errorf(n, key, "no match: give a regular expression over the command line, e.g. match: '^git push( |$)'")
+	}
+	if _, err := regexp.Compile(c.Match); err != nil {
+		return item{}, p.errorf(n, key+".match", "%q: not a regular expression: %v", c.Match, err)
+	}
+	key = fmt.Sprintf("%s (%s)", key, c.Match)
+	strs := func(k string, v *yaml.Node, each func(*yaml.Node, string) (string, error)) ([]string, error) {
+		nodes, ok := seq(v)
+		if !ok {
+			return nil, p.errorf(v, key+"."+k, "expected a list")
+		}
+		var out []string
+		for _, e := range nodes {
+			t, ok := scalar(e, "!!str")
+			if e.Kind == yaml.MappingNode && k == "secrets" {
+				it, err := p.secret(key+".secrets", e)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, it.value)
+				continue
+			}
+			if !ok || t == "" {
+				return nil, p.errorf(e, key+"."+k, "expected a string")
+			}
+			t, err := each(e, t)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, t)
+		}
+		return out, nil
+	}
+	flag := func(k string, v *yaml.Node) (bool, error) {
+		t, ok := scalar(v, "!!bool")
+		if !ok {
+			return false, p.errorf(v, key+"."+k, "expected true or false")
+		}
+		b, _ := strconv.ParseBool(t)
+		return b, nil
+	}
+	path := func(e *yaml.Node, t string) (string, error) {
+		abs, err := p.path(t)
+		if err != nil {
+			return "", p.errorf(e, key, "%v", err)
+		}
+		return abs, nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], deref(n.Content[i+1])
+		if seen[k.Value] {
+			return item{}, p.errorf(k, key+"."+k.Value, "set twice")
+		}
+		seen[k.Value] = true
+		var err error
+		switch k.Value {
+		case "match":
+		case "ask":
+			c.Ask, err = flag(k.Value, v)
+		case "ssh_agent":
+			c.SSHAgent, err = flag(k.Value, v)
+		case "allow_hosts":
+			c.AllowHosts, err = strs(k.Value, v, func(e *yaml.Node, t string) (string, error) {
+				if err := checkItem("network.allow_hosts", t); err != nil {
+					return "", p.errorf(e, key+".allow_hosts", "%q: %v", t, err)
+				}
+				return t, nil
+			})
+		case "secrets":
+			c.Secrets, err = strs(k.Value, v, func(e *yaml.Node, t string) (string, error) {
+				if err := CheckSecret(t); err != nil {
+					return "", p.errorf(e, key+".secrets", "%v", err)
+				}
+				return t, nil
+			})
+		case "ro":
+			c.RO, err = strs(k.Value, v, path)
+		case "rw":
+			c.RW, err = strs(k.Value, v, path)
+		default:
+			msg := "unknown key"
+			if s := suggest("", k.Value, commandKeys); s != "" && contains(commandKeys, s) {
+				msg += " (did you mean " + s + "?)"
+			} else {
+				msg += "; a host command has " + strings.Join(commandKeys, ", ")
+			}
+			return item{}, p.errorf(k, key+"."+k.Value, "%s", msg)
+		}
+		if err != nil {
+			return item{}, err
+		}
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return item{}, p.errorf(n, key, "%v", err)
+	}
+	return item{value: string(b), origin: p.origin(n)}, nil
 }
 
 // price reads {input, output, cache_read, cache_write}: USD per million tokens.

@@ -316,6 +316,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("env: {X: [1]}\n"))
 	f.Add([]byte("approvals: &a {x: *a}\n"))
 	f.Add([]byte("secrets: [{name: A, github_app: {app_id: 1, installation_id: 2, private_key: /k, repositories: ~, permissions: {contents: [x]}}, hosts: [x], git: 1}]\n"))
+	f.Add([]byte("hostexec: {commands: [{match: '^git', secrets: [{name: T, hosts: [h]}], ro: [~/x], ask: true}, &c {match: x}, *c]}\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		l, err := Parse("fuzz.yaml", b, SourceRepo)
 		if err == nil {

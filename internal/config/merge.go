@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -41,7 +42,7 @@ func Defaults() *Layer {
 // relative to the current directory.
 func (l *Layer) SetFlag(key, flag string, values []string) error {
 	f := lookup(key)
-	if f == nil || f.kind == kSection || f.kind == kRaw || f.kind == kPrices {
+	if f == nil || f.kind == kSection || f.kind == kRaw || f.kind == kPrices || f.kind == kCommands {
 		return fmt.Errorf("config: no key %q for %s", key, flag)
 	}
 	o := Origin{Source: l.Source, Flag: flag}
@@ -151,7 +152,7 @@ func Merge(layers ...*Layer) (Spec, Origins) {
 				}
 				maps.Copy(merged, s.v.(map[string]Price))
 				eff[f.key] = &setting{v: merged, origin: s.origin}
-			case kList, kPathList, kEnv, kSecrets:
+			case kList, kPathList, kEnv, kSecrets, kCommands:
 				cur := eff[f.key]
 				if cur == nil {
 					cur = &setting{}
@@ -237,6 +238,17 @@ func Merge(layers ...*Layer) (Spec, Origins) {
 	str("approvals.mode", &sp.Approvals.Mode)
 	dur("approvals.timeout", &sp.Approvals.Timeout)
 	str("approvals.decisions", &sp.Approvals.Decisions)
+	if s := eff["hostexec.commands"]; s != nil && len(s.items) > 0 {
+		var os []Origin
+		for _, it := range s.items {
+			var c HostCommand
+			if json.Unmarshal([]byte(it.value), &c) == nil { // written by the parser
+				sp.HostExec.Commands = append(sp.HostExec.Commands, c)
+				os = append(os, it.origin)
+			}
+		}
+		or["hostexec.commands"] = os
+	}
 	list("hostexec.auto_approve", &sp.HostExec.AutoApprove)
 	list("hostexec.ask", &sp.HostExec.Ask)
 	list("hostexec.auto_deny", &sp.HostExec.AutoDeny)

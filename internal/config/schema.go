@@ -23,6 +23,7 @@ const (
 	kEnv           // NAME or NAME=VALUE (or a mapping); a later NAME replaces
 	kSecrets       // structured or --secret form; a later NAME replaces
 	kPrices        // a mapping MODEL_GLOB: {input, output, cache_read, cache_write}; layers merge by glob
+	kCommands      // host-command entries {match, ask, grants...}; layers union
 	kRaw           // reserved: parsed, kept, not interpreted
 	kSection       // a mapping of further keys
 )
@@ -79,6 +80,7 @@ var schema = []field{
 	{key: "approvals.timeout", kind: kDuration, help: "a duration such as 60s or 5m"},
 	{key: "approvals.decisions", kind: kPath, help: "a prepared decisions file"},
 	{key: "hostexec", kind: kSection},
+	{key: "hostexec.commands", kind: kCommands, help: "a list of {match, ask, allow_hosts, secrets, ro, rw, ssh_agent}"},
 	{key: "hostexec.auto_approve", kind: kList, help: "a list of regular expressions over the command line"},
 	{key: "hostexec.ask", kind: kList, help: "a list of regular expressions over the command line"},
 	{key: "hostexec.auto_deny", kind: kList, help: "a list of regular expressions over the command line"},
@@ -91,6 +93,10 @@ var schema = []field{
 	{key: "mcp_servers", kind: kRaw},
 	{key: "agents", kind: kRaw},
 }
+
+// commandKeys are the keys of one hostexec.commands entry: the match, and
+// what the command's own sandbox is granted.
+var commandKeys = []string{"match", "ask", "allow_hosts", "secrets", "ro", "rw", "ssh_agent"}
 
 // secretKeys are the keys of one structured secret.
 var secretKeys = []string{"name", "from", "env", "file", "command", "github_app", "hosts", "body", "prefix", "git"}

@@ -54,6 +54,7 @@ func values(s Spec) map[string]any {
 	put("approvals.mode", s.Approvals.Mode, s.Approvals.Mode != "")
 	put("approvals.timeout", lit(s.Approvals.Timeout.String()), s.Approvals.Timeout > 0)
 	put("approvals.decisions", s.Approvals.Decisions, s.Approvals.Decisions != "")
+	put("hostexec.commands", s.HostExec.Commands, len(s.HostExec.Commands) > 0)
 	put("hostexec.auto_approve", s.HostExec.AutoApprove, len(s.HostExec.AutoApprove) > 0)
 	put("hostexec.ask", s.HostExec.Ask, len(s.HostExec.Ask) > 0)
 	put("hostexec.auto_deny", s.HostExec.AutoDeny, len(s.HostExec.AutoDeny) > 0)

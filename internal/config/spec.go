@@ -149,8 +149,11 @@ func (a Approvals) Ask() bool { return a.Mode == ApprovalsAsk }
 
 // HostExec lists, as regular expressions over a command's canonical line,
 // the host commands run at once, asked about, or refused (a refusal wins;
-// what no list matches is refused). Lists add up across config files.
+// what no list matches is refused). Lists add up across config files. A
+// command runs in a sandbox of its own, with what its entry in Commands
+// grants (the plain lists grant nothing but the workspace).
 type HostExec struct {
+	Commands      []HostCommand `json:"commands,omitempty"`
 	AutoApprove   []string      `json:"auto_approve,omitempty"`
 	Ask           []string      `json:"ask,omitempty"`
 	AutoDeny      []string      `json:"auto_deny,omitempty"`
@@ -158,8 +161,35 @@ type HostExec struct {
 	AllowCopyMode bool          `json:"allow_copy_mode,omitempty"` // run on the host dir even when the workspace is an overlay or a copy
 }
 
+// HostCommand is one hostexec.commands entry: the commands Match (a regular
+// expression over the canonical line) selects, whether a human must approve
+// each (Ask; else it runs at once), and what the command's sandbox may
+// reach besides the workspace.
+type HostCommand struct {
+	Match      string   `json:"match" yaml:"match"`
+	Ask        bool     `json:"ask,omitempty" yaml:"ask,omitempty"`
+	AllowHosts []string `json:"allow_hosts,omitempty" yaml:"allow_hosts,omitempty"`
+	Secrets    []string `json:"secrets,omitempty" yaml:"secrets,omitempty"` // --secret form
+	RO         []string `json:"ro,omitempty" yaml:"ro,omitempty"`           // absolute host paths
+	RW         []string `json:"rw,omitempty" yaml:"rw,omitempty"`           // absolute host paths
+	SSHAgent   bool     `json:"ssh_agent,omitempty" yaml:"ssh_agent,omitempty"`
+}
+
 // Enabled reports whether any host command could run.
-func (h HostExec) Enabled() bool { return len(h.AutoApprove)+len(h.Ask) > 0 }
+func (h HostExec) Enabled() bool { return len(h.AutoApprove)+len(h.Ask)+len(h.Commands) > 0 }
+
+// Asks reports whether some host command waits for a human.
+func (h HostExec) Asks() bool {
+	if len(h.Ask) > 0 {
+		return true
+	}
+	for _, c := range h.Commands {
+		if c.Ask {
+			return true
+		}
+	}
+	return false
+}
 
 // Audit bounds the sandbox's audit log.
 type Audit struct {

@@ -12,8 +12,6 @@ import (
 	"sync"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/proto"
 )
@@ -69,11 +67,9 @@ func sameUser(uc *net.UnixConn) bool {
 	if err != nil {
 		return false
 	}
-	var cred *unix.Ucred
-	raw.Control(func(fd uintptr) {
-		cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	})
-	return err == nil && cred != nil && int(cred.Uid) == os.Getuid()
+	uid := -1
+	raw.Control(func(fd uintptr) { uid, err = peerUID(int(fd)) })
+	return err == nil && uid == os.Getuid()
 }
 
 func serveClient(c *proto.Conn, t Target, stop func(why string)) {

@@ -11,7 +11,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -20,10 +19,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
-
-	"github.com/miekg/dns"
 
 	"github.com/airlock-dev/airlock/internal/audit"
 	"github.com/airlock-dev/airlock/internal/backend"
@@ -33,9 +29,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/dnsserver"
 	"github.com/airlock-dev/airlock/internal/gateway"
 	"github.com/airlock-dev/airlock/internal/ghapp"
-	"github.com/airlock-dev/airlock/internal/link"
 	"github.com/airlock-dev/airlock/internal/llmusage"
-	"github.com/airlock-dev/airlock/internal/netstack"
 	"github.com/airlock-dev/airlock/internal/policy"
 	"github.com/airlock-dev/airlock/internal/proto"
 	"github.com/airlock-dev/airlock/internal/secrets"
@@ -81,9 +75,9 @@ type Egress struct {
 	base   policy.Config // the config's rules; SetRules adds remembered ones
 	dns    *dnsserver.Server
 	audit  *audit.Log
-	ln     net.Listener // proxy mode: the front door
-	stack  *netstack.Stack
-	dnsUDP net.PacketConn // transparent mode: DNS, served until closed
+	ln     net.Listener         // proxy mode: the front door
+	stack  interface{ Close() } // transparent mode: the netstack (attach_linux.go)
+	dnsUDP net.PacketConn       // transparent mode: DNS, served until closed
 	dnsTCP net.Listener
 }
 
@@ -391,60 +385,6 @@ func hostTarget(p string) string {
 		p = path.Clean(link)
 	}
 	return p
-}
-
-// Attach starts the transparent door on the sandbox's link: its netstack
-// takes every frame, DNS is answered at dnsIP, and every TCP connection goes
-// to the gateway under the name its address stands for. Attach owns l.File.
-func (nw *Egress) Attach(l link.Link) error {
-	if nw.dns == nil {
-		l.File.Close()
-		return errors.New("egress: a link in proxy mode")
-	}
-	var mu sync.Mutex
-	udpSeen := map[netip.AddrPort]bool{}
-	st, err := netstack.New(netstack.Config{
-		Link: l, MTU: uint32(tapNet.MTU), Addrs: []netip.Addr{gatewayIP, dnsIP},
-		Connect: func(ctx context.Context, dst netip.AddrPort) func(net.Conn) {
-			host := dst.Addr().String()
-			if name, ok := nw.dns.Pool.Name(dst.Addr()); ok {
-				host = name
-			}
-			return nw.gw.Accept(ctx, host, dst.Port())
-		},
-		DroppedUDP: func(_, dst netip.AddrPort) {
-			mu.Lock()
-			defer mu.Unlock()
-			if udpSeen[dst] || len(udpSeen) > maxUDPLogs {
-				return
-			}
-			udpSeen[dst] = true
-			r := audit.Record{Kind: "network", IP: dst.Addr().String(), Port: int(dst.Port()), Decision: "deny", Rule: "udp",
-				Reason: "UDP is not forwarded; only DNS to " + dnsIP.String() + " is answered"}
-			if len(udpSeen) > maxUDPLogs {
-				r.Reason += fmt.Sprintf("; more than %d destinations, further ones not recorded", maxUDPLogs)
-			}
-			nw.audit.Write(r)
-		},
-	})
-	if err != nil {
-		return err
-	}
-	nw.stack = st
-	dnsAddr := netip.AddrPortFrom(dnsIP, 53)
-	pc, err := st.ListenPacket(dnsAddr)
-	if err != nil {
-		return fmt.Errorf("DNS over UDP: %w", err)
-	}
-	ln, err := st.Listen(dnsAddr)
-	if err != nil {
-		pc.Close()
-		return fmt.Errorf("DNS over TCP: %w", err)
-	}
-	nw.dnsUDP, nw.dnsTCP = pc, ln
-	go (&dns.Server{PacketConn: pc, Handler: nw.dns}).ActivateAndServe()
-	go (&dns.Server{Listener: ln, Handler: nw.dns, ReadTimeout: 10 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }}).ActivateAndServe()
-	return nil
 }
 
 // Close stops the gateway; the audit log is the caller's.

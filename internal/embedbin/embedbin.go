@@ -1,7 +1,6 @@
 // Package embedbin runs an executable embedded in the airlock binary (the
-// native backend's lean guest, internal/guestbin; the full airlock binary
-// the lean front holds, internal/fullbin) from a file cached once per build
-// under a directory of the caller's that no sandbox sees. Its generator,
+// native backend's lean guest, internal/guestbin) from a file cached once
+// per build under a directory of the caller's that no sandbox sees. Its generator,
 // ./gen, builds one and names the sources it was built from.
 package embedbin
 

@@ -55,11 +55,13 @@ type Spec struct {
 	Origin string      `json:"origin,omitempty"`
 	// Env is the sandbox's environment before the gateway's additions
 	// (see config.SandboxEnv).
-	Env      []string `json:"env"`
-	Command  []string `json:"command,omitempty"` // empty: an idle sandbox
-	TTY      bool     `json:"tty,omitempty"`
-	Detached bool     `json:"detached,omitempty"`
-	Quiet    bool     `json:"quiet,omitempty"`
+	Env     []string `json:"env"`
+	Command []string `json:"command,omitempty"` // empty: an idle sandbox
+	// Workdir is Command's working directory inside; "" is the workspace.
+	Workdir  string `json:"workdir,omitempty"`
+	TTY      bool   `json:"tty,omitempty"`
+	Detached bool   `json:"detached,omitempty"`
+	Quiet    bool   `json:"quiet,omitempty"`
 	// Keep keeps a foreground sandbox's record and audit log after it ends
 	// (airlock get, audit, rm); without it one with nothing left to review
 	// leaves nothing behind.
@@ -176,41 +178,16 @@ type Sandbox struct {
 	caps  backend.Caps // the backend's, as Start found them
 }
 
-// backendFor is the only place a backend is chosen by name: native, built
-// into every airlock binary, or one of this build's fullBackends.
+// backendFor is the only place a backend is chosen by name: native, or one
+// of otherBackends.
 func backendFor(name, exe string) (backend.Backend, error) {
 	if name == config.BackendNative {
 		return native.Backend{Options: native.Options{Exe: exe, GuestCache: guestCache(exe)}}, nil
 	}
-	if open := fullBackends[name]; open != nil {
+	if open := otherBackends[name]; open != nil {
 		return open(exe)
 	}
-	if name == config.BackendDocker || name == config.BackendVM {
-		return nil, &NotBuiltIn{What: name + " backend"}
-	}
 	return nil, fmt.Errorf("backend %q: use native, docker or vm", name)
-}
-
-// NotBuiltIn is what a sandbox needs that this airlock binary leaves out:
-// the lean front's (built with the tag airlock_front; see
-// internal/fullbin), which runs the full binary for it.
-type NotBuiltIn struct{ What string }
-
-func (e *NotBuiltIn) Error() string {
-	return "this airlock binary (the lean front) has no " + e.What + ": the full one has"
-}
-
-// BuiltIn returns a *NotBuiltIn if spec's sandbox needs what this build
-// leaves out, before anything of it is made.
-func BuiltIn(spec *Spec) error {
-	var nb *NotBuiltIn
-	if _, err := backendFor(spec.Config.BackendName(), ""); errors.As(err, &nb) {
-		return err
-	}
-	if spec.Config.MCPServers != nil && !mcpBuiltIn {
-		return &NotBuiltIn{What: "MCP proxy"}
-	}
-	return nil
 }
 
 // Prepare starts preparing a sandbox of spec's backend and limits early (a
@@ -233,7 +210,7 @@ func Prune(ctx context.Context, stateRoot string, running func(id string) bool, 
 	}
 	var removed []string
 	for _, n := range names {
-		be, err := backendFor(n, "") // a *NotBuiltIn in the lean front: not a prune of native alone
+		be, err := backendFor(n, "")
 		if err != nil {
 			return removed, err
 		}
@@ -472,7 +449,7 @@ func (s *Sandbox) startEgress(_ context.Context, cu *cleanup.Stack) (err error) 
 	// The queue exists when something may ask: unknown hosts (approvals
 	// ask) or a service's escalations (host commands on an ask list).
 	var approver gateway.Approver
-	if spec.Config.Approvals.Ask() || len(spec.Config.HostExec.Ask) > 0 || spec.Config.MCPServers != nil {
+	if spec.Config.Approvals.Ask() || spec.Config.HostExec.Asks() || spec.Config.MCPServers != nil {
 		q := asker.Queue{Sandbox: s.h.ID(), Approvals: spec.Config.Approvals, Nobody: s.o.NobodyToAsk, Writable: s.writable()}
 		if err := s.ask.StartQueue(q); err != nil {
 			return fmt.Errorf("approvals: %w", err)

@@ -1,12 +1,9 @@
-//go:build !airlock_front
-
 package engine
 
-// What the full airlock binary holds beyond the lean front's native
-// sandboxes: the docker and vm backends and the MCP proxy. The front (the
-// tag airlock_front; see internal/fullbin) leaves this file out, and with it
-// the package initialisers of the libraries these bring (the Docker client
-// with OpenTelemetry, the MCP SDK, go-fuse), which every start would pay.
+// The backends besides native and the MCP proxy, whose libraries (the
+// Docker client, the MCP SDK, go-fuse through the vm backend) every
+// airlock binary links: their package initialisers run at every start, so
+// they must stay cheap (see bench/inits.sh).
 
 import (
 	"context"
@@ -21,8 +18,8 @@ import (
 	"github.com/airlock-dev/airlock/internal/mcpproxy"
 )
 
-// fullBackends are the backends besides native, by name.
-var fullBackends = map[string]func(exe string) (backend.Backend, error){
+// otherBackends are the backends besides native, by name.
+var otherBackends = map[string]func(exe string) (backend.Backend, error){
 	config.BackendDocker: func(string) (backend.Backend, error) { return docker.Backend{}, nil },
 	config.BackendVM: func(exe string) (backend.Backend, error) {
 		dataDir, err := config.DataDir()
@@ -32,8 +29,6 @@ var fullBackends = map[string]func(exe string) (backend.Backend, error){
 		return vm.Backend{Options: vm.Options{Exe: exe, DataDir: dataDir}}, nil
 	},
 }
-
-const mcpBuiltIn = true
 
 // startMCP starts s's MCP servers (raw: config.Spec.MCPServers) behind
 // their policy.

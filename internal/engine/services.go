@@ -39,14 +39,30 @@ func toolsInside(exe string, b *backend.Spec, env []string) []string {
 // services are the sandbox's own handlers on airlock.internal.
 func (s *Sandbox) services(wsMode string) (map[string]http.Handler, error) {
 	out := map[string]http.Handler{}
+	// Whatever holds airlock's own state is never a command's or a tool's
+	// to touch.
+	protected := []string{s.bspec.StateRoot}
+	if dir, err := config.Dir(); err == nil {
+		protected = append(protected, dir)
+	}
 	if h := s.spec.Config.HostExec; h.Enabled() {
 		var ask func(context.Context, approval.Request) approval.Decision
 		if s.ask.Asking() {
 			ask = s.ask.Ask
 		}
-		handler, err := hostexec.New(hostexec.Config{AutoApprove: h.AutoApprove, Ask: h.Ask, AutoDeny: h.AutoDeny,
+		rules := make([]hostexec.Rule, 0, len(h.Commands))
+		for _, c := range h.Commands {
+			rules = append(rules, hostexec.Rule{Match: c.Match, Ask: c.Ask, AllowHosts: c.AllowHosts, Secrets: c.Secrets,
+				RO: c.RO, RW: c.RW, SSHAgent: c.SSHAgent})
+		}
+		own := protected
+		if dir, err := config.DataDir(); err == nil {
+			own = append(own[:len(own):len(own)], dir)
+		}
+		handler, err := hostexec.New(hostexec.Config{Rules: rules, AutoApprove: h.AutoApprove, Ask: h.Ask, AutoDeny: h.AutoDeny,
 			Timeout: h.Timeout, AllowCopyMode: h.AllowCopyMode},
-			hostexec.Env{Sandbox: s.h.ID(), Dir: s.spec.Config.Workspace.Path, WorkspaceMode: wsMode, Ask: ask, Audit: s.record})
+			hostexec.Env{Sandbox: s.h.ID(), Dir: s.spec.Config.Workspace.Path, WorkspaceMode: wsMode, Ask: ask, Audit: s.record,
+				Exe: s.guestExe, Protected: own})
 		if err != nil {
 			return nil, err
 		}
@@ -56,11 +72,6 @@ func (s *Sandbox) services(wsMode string) (map[string]http.Handler, error) {
 		var ask func(context.Context, approval.Request) approval.Decision
 		if s.ask.Asking() {
 			ask = s.ask.Ask
-		}
-		// Whatever holds airlock's own state is never a tool's to touch.
-		protected := []string{s.bspec.StateRoot}
-		if dir, err := config.Dir(); err == nil {
-			protected = append(protected, dir)
 		}
 		var err error
 		if s.mcp, err = startMCP(s, raw, ask, protected); err != nil {

@@ -100,9 +100,17 @@ func applyLandlock(l proto.Landlock, reportABI bool) ([]string, error) {
 		return nil, err
 	}
 	remove := landlock.AccessFSSet(llsys.AccessFSRemoveFile | llsys.AccessFSRemoveDir)
+	rw := landlock.RWDirs(l.RWDirs...).IgnoreIfMissing().WithIoctlDev()
+	if abi >= 2 {
+		// Moving or linking a file from one writable directory to another
+		// (git's receive-pack moves its quarantined objects so): both ends
+		// are writable anyway. Not on ABI 1, where asking for it would
+		// drop Landlock whole.
+		rw = rw.WithRefer()
+	}
 	rules := []landlock.Rule{
 		landlock.RODirs("/"),
-		landlock.RWDirs(l.RWDirs...).IgnoreIfMissing().WithIoctlDev(),
+		rw,
 		landlock.RWFiles(l.RWFiles...).IgnoreIfMissing().WithIoctlDev(),
 	}
 	if len(l.NoDelete) > 0 {

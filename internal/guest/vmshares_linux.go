@@ -1,4 +1,4 @@
-//go:build linux && !airlock_native_guest && !airlock_front
+//go:build linux && !airlock_native_guest
 
 package guest
 

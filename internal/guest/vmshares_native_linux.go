@@ -1,4 +1,4 @@
-//go:build linux && (airlock_native_guest || airlock_front)
+//go:build linux && airlock_native_guest
 
 package guest
 
@@ -8,8 +8,7 @@ import (
 )
 
 // relayShares: a guest built for the native backend alone (the lean guest,
-// internal/guestbin, and the lean front's: cmd/airlock with the tag
-// airlock_front) holds no FUSE server, and never boots a VM.
+// internal/guestbin) holds no FUSE server, and never boots a VM.
 func relayShares(port *os.File) error {
 	port.Close()
 	return step("mount the host's files", errors.New("this guest is built for the native backend only"))

@@ -1,8 +1,8 @@
-// Package hostexec runs a command on the host for a sandbox that asks for it
-// through its broker (POST http://airlock.internal/hostexec/run), when the
-// rules or a human allow: without a shell, in the workspace's host directory,
-// with an allowlisted environment, a time limit and an output cap, its output
-// streamed back as it comes.
+// Package hostexec runs a command for a sandbox that asks for it through its
+// broker (POST http://airlock.internal/hostexec/run), when the rules or a
+// human allow: without a shell, in a sandbox of its own over the workspace's
+// host directory, with what its rule grants, a time limit and an output
+// cap, its output streamed back as it comes.
 //
 // Wire format. The request is JSON, at most 64 KiB:
 //
@@ -20,14 +20,21 @@
 //
 // The last frame always carries exit; a body that ends without it was cut.
 //
-// What runs is the host's, but where it runs is the sandbox's: in bind mode
-// the workspace (a git repository's hooks and config, a ./script named as
-// argv[0]) was written by the agent, so a rule that approves `git` approves
-// whatever the workspace tells git to run. The dir check resolves symlinks
-// once: a sandbox that swaps a directory for a symlink between the check and
-// the chdir can move the working directory (not the binary, not the rules)
-// out of the workspace. A command's whole process group is killed
-// when it ends, times out, passes the output cap or its client goes away.
+// A command never runs with the host's authority: the directory it runs in
+// was written by the sandbox, and git, make, npm, cargo and most build tools
+// run what that directory tells them to (hooks, config, Makefiles). So each
+// command runs in a sandbox of its own, started by this airlock binary
+// (airlock run --no-config-files), with the workspace's host directory as
+// its workspace and exactly what its Rule grants besides: network hosts,
+// secrets as placeholders (the values stay in that sandbox's gateway),
+// read-only or writable host paths. No host variable reaches it, and the
+// request cannot set any. The worst a hostile hook or config can do is what
+// the rule grants. dir is resolved beneath the workspace with openat2
+// (RESOLVE_BENEATH) to an fd, and the directory that fd names is the
+// command's working directory inside: a swap raced in after that moves it
+// only within the command's own walls. The whole child sandbox is killed
+// when the command ends, times out, passes the output cap or its client
+// goes away.
 package hostexec
 
 import (
@@ -37,8 +44,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/audit"
@@ -46,14 +57,19 @@ import (
 
 // Defaults and bounds.
 const (
-	DefaultTimeout   = 60 * time.Second
-	DefaultMaxOutput = 16 << 20
+	DefaultTimeout    = 60 * time.Second
+	DefaultMaxOutput  = 16 << 20
+	DefaultMaxRunning = 4 // commands of one sandbox at once: each is a sandbox of its own
 
 	MaxBody = 64 << 10 // a request's JSON
 	MaxArgs = 256      // argv entries
 	MaxArg  = 8 << 10  // bytes of one argument
 
-	maxSubject = 1024 // of the canonical string shown in an approval request
+	maxSubject = 1024 // of the canonical string in an audit record (the request record has the whole argv)
+	// MaxShown bounds what an approval request shows a human: the command
+	// and what it may reach, whole. A request longer than this is denied
+	// without asking rather than shown in part.
+	MaxShown = MaxBody
 )
 
 // Path is where the service answers; Pattern is what the broker mounts.
@@ -65,12 +81,17 @@ const (
 // Config is the policy from config (global and project lists merged by the
 // caller).
 type Config struct {
-	// Regexes over the Canonical command string; see Policy.Decide.
+	// Rules are entries with grants; the plain lists are regexes over the
+	// Canonical command string whose commands get nothing but the
+	// workspace. See Policy.Decide.
+	Rules                      []Rule
 	AutoApprove, Ask, AutoDeny []string
 	Timeout                    time.Duration // a run's limit; 0: DefaultTimeout
 	MaxOutput                  int64         // bytes of stdout+stderr; 0: DefaultMaxOutput
-	// AllowCopyMode lets commands run although the workspace is an overlay
-	// or a copy, whose host directory does not hold the sandbox's edits.
+	MaxRunning                 int           // commands running at once; 0: DefaultMaxRunning
+	// AllowCopyMode lets commands run (confined all the same) although the
+	// workspace is an overlay or a copy, whose host directory does not hold
+	// the sandbox's edits.
 	AllowCopyMode bool
 }
 
@@ -83,6 +104,13 @@ type Env struct {
 	// context ends); nil means nobody to ask, which denies.
 	Ask   func(context.Context, approval.Request) approval.Decision
 	Audit func(audit.Record) // nil: not recorded
+	// Exe is the airlock binary that starts each command's sandbox; ""
+	// is this program.
+	Exe string
+	// Protected are directories holding airlock's own config and state:
+	// no rule may mount them (or a directory holding them) into a
+	// command's sandbox.
+	Protected []string
 }
 
 // Request is the body of POST Path.
@@ -124,21 +152,35 @@ const (
 	RefusedNotFound   = "not_found"      // 404: no such command on the host
 	RefusedWorkspace  = "workspace_mode" // 409
 	RefusedFailed     = "failed"         // 500: it could not be started
+	RefusedBusy       = "busy"           // 429: MaxRunning commands are running already
 )
 
 // New builds the handler for one sandbox, to be mounted at Pattern on that
 // sandbox's broker, so the sandbox is the one whose door the request came
 // through.
 func New(c Config, env Env) (http.Handler, error) {
-	pol, err := NewPolicy(c.AutoApprove, c.Ask, c.AutoDeny)
+	pol, err := NewRules(c.Rules, c.AutoApprove, c.Ask, c.AutoDeny)
 	if err != nil {
 		return nil, err
+	}
+	for _, r := range c.Rules {
+		if err := checkGrants(r, env.Protected); err != nil {
+			return nil, err
+		}
+	}
+	if env.Exe == "" {
+		if env.Exe, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("hostexec: the airlock binary: %w", err)
+		}
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = DefaultTimeout
 	}
 	if c.MaxOutput <= 0 {
 		c.MaxOutput = DefaultMaxOutput
+	}
+	if c.MaxRunning <= 0 {
+		c.MaxRunning = DefaultMaxRunning
 	}
 	if env.Dir == "" {
 		return nil, errors.New("hostexec: no workspace directory")
@@ -150,7 +192,7 @@ func New(c Config, env Env) (http.Handler, error) {
 	if root, err = filepath.Abs(root); err != nil {
 		return nil, fmt.Errorf("hostexec: workspace: %w", err)
 	}
-	h := &handler{cfg: c, env: env, pol: pol, root: root, remembered: map[string]approval.Decision{}}
+	h := &handler{cfg: c, env: env, pol: pol, root: root, remembered: map[string]approval.Decision{}, running: make(chan struct{}, c.MaxRunning)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+Path, h.run)
 	return mux, nil
@@ -161,6 +203,9 @@ type handler struct {
 	env  Env
 	pol  *Policy
 	root string // env.Dir, symlinks resolved
+
+	seq     atomic.Uint64 // names each command's sandbox
+	running chan struct{} // one token per command running
 
 	mu         sync.Mutex
 	remembered map[string]approval.Decision // canonical → a human's decision whose scope outlives one request
@@ -185,8 +230,10 @@ func (h *handler) workspaceRefusal() string {
 	return ""
 }
 
-// workdir resolves rel (slash-separated, relative to the workspace) to a host
-// directory inside it, symlinks resolved.
+// workdir resolves rel (slash-separated, relative to the workspace) to a
+// host directory inside it: openat2 with RESOLVE_BENEATH (no component,
+// symlink or .. may leave the workspace; no magic links) to an fd, and the
+// directory that fd names.
 func (h *handler) workdir(rel string) (string, error) {
 	if rel == "" {
 		return h.root, nil
@@ -195,6 +242,40 @@ func (h *handler) workdir(rel string) (string, error) {
 	if !filepath.IsLocal(p) {
 		return "", fmt.Errorf("dir %q is not inside the workspace", rel)
 	}
+	root, err := unix.Open(h.root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", fmt.Errorf("the workspace: %w", err)
+	}
+	defer unix.Close(root)
+	fd, err := unix.Openat2(root, p, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	switch {
+	case errors.Is(err, unix.ENOSYS):
+		return h.workdirByPath(rel, p) // a kernel before 5.6
+	case errors.Is(err, unix.EXDEV), errors.Is(err, unix.ELOOP):
+		return "", fmt.Errorf("dir %q leads out of the workspace", rel)
+	case errors.Is(err, unix.ENOTDIR):
+		return "", fmt.Errorf("dir %q is not a directory", rel)
+	case err != nil:
+		return "", fmt.Errorf("dir %q: %w", rel, err)
+	}
+	defer unix.Close(fd)
+	real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	if err != nil {
+		return "", fmt.Errorf("dir %q: %w", rel, err)
+	}
+	if r, err := filepath.Rel(h.root, real); err != nil || !filepath.IsLocal(r) && r != "." {
+		return "", fmt.Errorf("dir %q leads out of the workspace", rel)
+	}
+	return real, nil
+}
+
+// workdirByPath is workdir where openat2 is missing: symlinks resolved, the
+// result checked. A swap after the check moves the command only within
+// its own sandbox's walls.
+func (h *handler) workdirByPath(rel, p string) (string, error) {
 	real, err := filepath.EvalSymlinks(filepath.Join(h.root, p))
 	if err != nil {
 		return "", fmt.Errorf("dir %q: %w", rel, errors.Unwrap(err))

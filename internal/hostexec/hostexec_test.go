@@ -22,6 +22,30 @@ import (
 	"github.com/airlock-dev/airlock/internal/testutil"
 )
 
+// airlockBin is the airlock binary each command's sandbox is started with:
+// these tests run commands confined, as the service always does.
+var airlockBin string
+
+func TestMain(m *testing.M) {
+	bin, cleanup, err := testutil.AirlockForMain(false)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build airlock: %v\n", err)
+		os.Exit(1)
+	}
+	airlockBin = bin
+	// The commands' sandboxes register in a state dir of this run's own.
+	state, err := os.MkdirTemp("", "hostexec-test-state-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("AIRLOCK_STATE_DIR", state)
+	code := m.Run()
+	os.RemoveAll(state)
+	cleanup()
+	os.Exit(code)
+}
+
 // recorder keeps the audit records a handler writes.
 type recorder struct {
 	mu   sync.Mutex
@@ -60,6 +84,9 @@ func serve(t testing.TB, c Config, env Env) (string, *Env, *recorder) {
 	}
 	if env.Sandbox == "" {
 		env.Sandbox = "sb1"
+	}
+	if env.Exe == "" {
+		env.Exe = airlockBin
 	}
 	rec := &recorder{}
 	env.Audit = rec.add
@@ -110,12 +137,19 @@ func exists(p string) bool {
 	return err == nil
 }
 
-func TestApprovedGitPushReachesABareRepository(t *testing.T) {
-	bare := filepath.Join(t.TempDir(), "origin.git")
-	if out, err := exec.Command("git", "init", "-q", "--bare", bare).CombinedOutput(); err != nil {
-		t.Fatalf("git init --bare: %v: %s", err, out)
+// TestApprovedGitPushReachesWhatTheRuleGrants: an approved git runs
+// (confined) in the workspace and pushes to a host repository its rule
+// grants (rw); the same push to a repository the rule does not name fails
+// and leaves it as it was.
+func TestApprovedGitPushReachesWhatTheRuleGrants(t *testing.T) {
+	granted := filepath.Join(t.TempDir(), "origin.git")
+	other := filepath.Join(t.TempDir(), "other.git")
+	for _, bare := range []string{granted, other} {
+		if out, err := exec.Command("git", "init", "-q", "--bare", bare).CombinedOutput(); err != nil {
+			t.Fatalf("git init --bare: %v: %s", err, out)
+		}
 	}
-	url, env, rec := serve(t, Config{AutoApprove: []string{`^git( |$)`}}, Env{WorkspaceMode: "bind"})
+	url, env, rec := serve(t, Config{Rules: []Rule{{Match: `^git( |$)`, RW: []string{granted}}}}, Env{WorkspaceMode: "bind"})
 	git := func(args ...string) *output {
 		return mustRun(t, url, Request{Argv: append([]string{"git", "-c", "user.name=a", "-c", "user.email=a@example.com"}, args...)})
 	}
@@ -125,16 +159,23 @@ func TestApprovedGitPushReachesABareRepository(t *testing.T) {
 	}
 	git("add", "f")
 	git("commit", "-q", "-m", "first")
-	git("push", "-q", bare, "main")
+	git("push", "-q", granted, "main")
 
 	want, _ := exec.Command("git", "-C", env.Dir, "rev-parse", "HEAD").Output()
-	got, err := exec.Command("git", "--git-dir", bare, "rev-parse", "main").Output()
+	got, err := exec.Command("git", "--git-dir", granted, "rev-parse", "main").Output()
 	if err != nil || len(want) == 0 || !bytes.Equal(got, want) {
-		t.Fatalf("bare main = %q (%v), want the workspace's HEAD %q", got, err, want)
+		t.Fatalf("granted main = %q (%v), want the workspace's HEAD %q", got, err, want)
+	}
+	res, _, err := run(t, url, Request{Argv: []string{"git", "push", "-q", other, "main"}})
+	if err != nil || res.Exit == 0 {
+		t.Errorf("a push to a repository no rule grants: %+v, %v; want it to fail", res, err)
+	}
+	if out, err := exec.Command("git", "--git-dir", other, "rev-parse", "--verify", "-q", "main").Output(); err == nil {
+		t.Fatalf("the ungranted repository has main %q", out)
 	}
 	ends := rec.op("end")
-	if len(rec.op("request")) != 4 || len(rec.op("decide")) != 4 || len(ends) != 4 {
-		t.Fatalf("audit: %d request, %d decide, %d end records, want 4 each", len(rec.op("request")), len(rec.op("decide")), len(ends))
+	if len(rec.op("request")) != 5 || len(rec.op("decide")) != 5 || len(ends) != 5 {
+		t.Fatalf("audit: %d request, %d decide, %d end records, want 5 each", len(rec.op("request")), len(rec.op("decide")), len(ends))
 	}
 	for _, r := range rec.all() {
 		if r.Kind != audit.KindHostExec || r.Sandbox != "sb1" || r.Subject == "" {
@@ -213,10 +254,11 @@ func TestAskGoesToTheApprovalQueue(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			marker := filepath.Join(t.TempDir(), "ran")
+			ws := t.TempDir()
+			marker := filepath.Join(ws, "ran")
 			var mu sync.Mutex
 			var asked []approval.Request
-			env := Env{Sandbox: "sb7", Ask: func(ctx context.Context, r approval.Request) approval.Decision {
+			env := Env{Sandbox: "sb7", Dir: ws, Ask: func(ctx context.Context, r approval.Request) approval.Decision {
 				mu.Lock()
 				asked = append(asked, r)
 				mu.Unlock()
@@ -256,8 +298,11 @@ func TestAskGoesToTheApprovalQueue(t *testing.T) {
 				return
 			}
 			bin, _ := exec.LookPath("touch")
+			root := mustEval(t, env2.Dir)
 			want := approval.Request{Sandbox: "sb7", Kind: approval.KindHostExec, Subject: Canonical([]string{"touch", marker}),
-				Detail: "binary: " + bin + "\ndir: " + mustEval(t, env2.Dir), Reason: "matches ask ^touch "}
+				Detail: "runs in a sandbox of its own, not on the host\nbinary: " + bin + "\ndir: " + root + "\nworkspace (writable): " + root +
+					"\nnetwork: none\nsecrets (placeholders inside): none\nhost paths, read-only: none\nhost paths, writable: none\nssh agent: no",
+				Reason: "matches ask ^touch "}
 			if len(asked) != 1 || asked[0] != want {
 				t.Fatalf("asked %+v, want %+v", asked, want)
 			}
@@ -303,16 +348,18 @@ func TestBadRequestsAreRefusedAndRunNothing(t *testing.T) {
 		many = append(many, "x")
 	}
 	tests := map[string]string{
-		"a NUL byte in an argument":        mustJSON(t, Request{Argv: touch("a\x00b")}),
-		"an argument over 8 KiB":           mustJSON(t, Request{Argv: touch(strings.Repeat("a", MaxArg+1))}),
-		"more than 256 arguments":          mustJSON(t, Request{Argv: many}),
-		"an empty argv[0]":                 mustJSON(t, Request{Argv: []string{"", marker}}),
-		"no argv":                          `{}`,
-		"a body over 64 KiB":               mustJSON(t, Request{Argv: touch(strings.Repeat("a", 8000), strings.Repeat("a", 8000), strings.Repeat("a", 8000), strings.Repeat("a", 8000), strings.Repeat("a", 8000), strings.Repeat("a", 8000), strings.Repeat("a", 8000), strings.Repeat("a", 8000), strings.Repeat("a", 8000))}),
-		"a NUL byte in dir":                `{"argv":["touch",` + mustJSON(t, marker) + `],"dir":"a\u0000"}`,
-		"a sandbox claimed in the request": `{"argv":["touch",` + mustJSON(t, marker) + `],"sandbox":"other"}`,
-		"stdin is not a field":             `{"argv":["touch",` + mustJSON(t, marker) + `],"stdin":"x"}`,
-		"not JSON":                         `touch`,
+		"a NUL byte in an argument":          mustJSON(t, Request{Argv: touch("a\x00b")}),
+		"an argument over 8 KiB":             mustJSON(t, Request{Argv: touch(strings.Repeat("a", MaxArg+1))}),
+		"more than 256 arguments":            mustJSON(t, Request{Argv: many}),
+		"an empty argv[0]":                   mustJSON(t, Request{Argv: []string{"", marker}}),
+		"no argv":                            `{}`,
+		"a body over 64 KiB":                 mustJSON(t, Request{Argv: touch(strings.Repeat("a", 8000), strings.Repeat("a", 8000), strings.Repeat("a", 8000), strings.Repeat("a", 8000), strings.Repeat("a", 8000), strings.Repeat("a", 8000), strings.Repeat("a", 8000), strings.Repeat("a", 8000), strings.Repeat("a", 8000))}),
+		"a NUL byte in dir":                  `{"argv":["touch",` + mustJSON(t, marker) + `],"dir":"a\u0000"}`,
+		"a sandbox claimed in the request":   `{"argv":["touch",` + mustJSON(t, marker) + `],"sandbox":"other"}`,
+		"stdin is not a field":               `{"argv":["touch",` + mustJSON(t, marker) + `],"stdin":"x"}`,
+		"env is not a field":                 `{"argv":["touch",` + mustJSON(t, marker) + `],"env":["GIT_DIR=/etc"]}`,
+		"nor is a working directory by path": `{"argv":["touch",` + mustJSON(t, marker) + `],"cwd":"/"}`,
+		"not JSON":                           `touch`,
 	}
 	url, _, _ := serve(t, Config{AutoApprove: []string{`^touch `}}, Env{Dir: dir})
 	for name, body := range tests {
@@ -353,13 +400,15 @@ func TestTimeoutKillsTheGroupAndKeepsPartialOutput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Reason != EndTimeout || res.Exit != 137 || !strings.Contains(res.Message, "timed out after 500ms") {
-		t.Errorf("result %+v, want timeout, exit 137", res)
+	// SIGTERM (143) reaches the command through its sandbox; what ignores
+	// it is killed with the whole sandbox (137).
+	if res.Reason != EndTimeout || (res.Exit != 143 && res.Exit != 137) || !strings.Contains(res.Message, "timed out after 500ms") {
+		t.Errorf("result %+v, want timeout, exit 143 or 137", res)
 	}
 	if o.stdout.String() != "partial\n" {
 		t.Errorf("stdout %q, want the partial output", o.stdout.String())
 	}
-	if took := time.Since(start); took > 3*time.Second {
+	if took := time.Since(start); took > 3*time.Second+killGrace {
 		t.Errorf("took %v", took)
 	}
 	testutil.NoProcsWithin(t, "sleep\x00"+marker, 2*time.Second)
@@ -379,21 +428,24 @@ func TestTheOutputCapCutsAndKills(t *testing.T) {
 	}
 }
 
-func TestOnlyAllowlistedVariablesReachTheCommand(t *testing.T) {
+// TestNoHostVariableReachesTheCommand: the command's sandbox has its own
+// environment (PATH, locale, terminal, its HOME and TMPDIR); a host
+// variable, a token among them, never reaches it.
+func TestNoHostVariableReachesTheCommand(t *testing.T) {
 	t.Setenv("SECRET_X", "hunter2")
-	t.Setenv("LC_TIME", "C")
+	t.Setenv("GIT_DIR", "/etc")
+	t.Setenv("SSH_AUTH_SOCK", "/tmp/agent.sock")
 	url, _, _ := serve(t, Config{AutoApprove: []string{`^env$`}}, Env{})
 	o := mustRun(t, url, Request{Argv: []string{"env"}})
-	var names []string
+	allowed := map[string]bool{"PATH": true, "HOME": true, "TERM": true, "LANG": true, "TMPDIR": true, "PWD": true, "AIRLOCK_SANDBOX": true}
 	for _, kv := range strings.Split(strings.TrimSpace(o.stdout.String()), "\n") {
 		name, _, _ := strings.Cut(kv, "=")
-		names = append(names, name)
-		if !envAllowed(kv) {
-			t.Errorf("the command sees %s", name)
+		if !allowed[name] && !strings.HasPrefix(name, "LC_") {
+			t.Errorf("the command sees %s", kv)
 		}
 	}
-	if strings.Contains(o.stdout.String(), "hunter2") || !strings.Contains(o.stdout.String(), "PATH=") || !strings.Contains(o.stdout.String(), "LC_TIME=C") {
-		t.Errorf("environment %v: want PATH and LC_TIME, not SECRET_X", names)
+	if strings.Contains(o.stdout.String(), "hunter2") || !strings.Contains(o.stdout.String(), "PATH=") {
+		t.Errorf("environment %q: want PATH, not SECRET_X", o.stdout.String())
 	}
 }
 
@@ -555,3 +607,180 @@ func BenchmarkRoundTrip(b *testing.B) {
 }
 
 func slicesSort(d []time.Duration) { slices.Sort(d) }
+
+func TestSandboxArgvGrantsExactlyTheRule(t *testing.T) {
+	g := &Rule{Match: "^git push", AllowHosts: []string{"github.com"}, Secrets: []string{"GITHUB_TOKEN@github.com"},
+		RO: []string{"/home/u/.gitconfig"}, RW: []string{"/srv/mirror.git"}}
+	got := SandboxArgv("hostexec-sb-1", "/ws", "/ws/sub", time.Minute, g, []string{"git", "push", "--", "-e"})
+	want := []string{"run", "-q", "--no-config-files", "--name", "hostexec-sb-1", "--workspace", "/ws", "--workspace-mode", "bind", "--protect-git",
+		"--workdir", "/ws/sub", "--timeout", "1m10s",
+		"--allow-host", "github.com", "--secret", "GITHUB_TOKEN@github.com", "--ro", "/home/u/.gitconfig", "--rw", "/srv/mirror.git",
+		"--", "git", "push", "--", "-e"}
+	if !slices.Equal(got, want) {
+		t.Errorf("SandboxArgv = %q\nwant %q", got, want)
+	}
+	// The plain lists grant nothing: no network, no path, no variable.
+	got = SandboxArgv("hostexec-sb-2", "/ws", "/ws", time.Minute, nil, []string{"make"})
+	for _, a := range got[:slices.Index(got, "--")] {
+		if a == "-e" || a == "--env" || a == "--allow-host" || a == "--ro" || a == "--rw" || a == "--secret" {
+			t.Errorf("SandboxArgv without a grant holds %s: %q", a, got)
+		}
+	}
+}
+
+func TestGrantsThatCannotBeGivenStopTheStart(t *testing.T) {
+	own := t.TempDir()
+	state := filepath.Join(own, "state")
+	os.MkdirAll(state, 0o700)
+	link := filepath.Join(t.TempDir(), "link")
+	os.Symlink(state, link)
+	fine := t.TempDir()
+	t.Setenv("HOSTEXEC_TEST_TOKEN", "s3cret-value")
+	tests := map[string]struct {
+		rule Rule
+		want string
+	}{
+		"a read-only grant of airlock's state dir":   {Rule{Match: "^a", RO: []string{state}}, `rule "^a": ro ` + state + ": it would show airlock's own config or state"},
+		"a writable grant of a directory holding it": {Rule{Match: "^b", RW: []string{own}}, `rule "^b": rw ` + own + ": it would show airlock's own config or state"},
+		"a symlink to it":                              {Rule{Match: "^c", RO: []string{link}}, "it would show airlock's own config or state"},
+		"a path that does not exist":                   {Rule{Match: "^d", RO: []string{filepath.Join(fine, "nope")}}, `rule "^d": ro ` + filepath.Join(fine, "nope")},
+		"a relative path":                              {Rule{Match: "^e", RO: []string{"rel"}}, "not an absolute path"},
+		"a secret whose source fails":                  {Rule{Match: "^f", Secrets: []string{"HOSTEXEC_NO_SUCH_VAR@github.com"}}, `rule "^f": secret HOSTEXEC_NO_SUCH_VAR`},
+		"a secret whose command fails":                 {Rule{Match: "^g", Secrets: []string{"TOK=cmd:false@github.com"}}, `rule "^g": secret TOK`},
+		"the SSH agent, which no sandbox can be shown": {Rule{Match: "^h", SSHAgent: true}, `rule "^h": ssh_agent`},
+	}
+	for name, tt := range tests {
+		_, err := New(Config{Rules: []Rule{tt.rule}}, Env{Dir: t.TempDir(), Exe: airlockBin, Protected: []string{state}})
+		if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: err = %v, want one line with %q", name, err, tt.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "s3cret-value") {
+			t.Errorf("%s: the error shows a secret's value", name)
+		}
+	}
+	// The control: grants that can be given start.
+	ok := Rule{Match: "^ok", RO: []string{fine}, RW: []string{t.TempDir()}, Secrets: []string{"HOSTEXEC_TEST_TOKEN@github.com"}, AllowHosts: []string{"github.com"}}
+	if _, err := New(Config{Rules: []Rule{ok}}, Env{Dir: t.TempDir(), Exe: airlockBin, Protected: []string{state}}); err != nil {
+		t.Fatalf("New with grants that can be given: %v", err)
+	}
+}
+
+// TestAnApprovalShowsTheWholeCommandOrIsNotAsked: the human sees the whole
+// command line, the part after a long refspec too, and what it will reach;
+// a request too long to show whole is denied without asking.
+func TestAnApprovalShowsTheWholeCommandOrIsNotAsked(t *testing.T) {
+	var asked []approval.Request
+	ws := t.TempDir()
+	t.Setenv("HOSTEXEC_TEST_TOKEN", "s3cret-value")
+	url, _, _ := serve(t, Config{Rules: []Rule{{Match: `^echo `, Ask: true, AllowHosts: []string{"github.com"},
+		Secrets: []string{"HOSTEXEC_TEST_TOKEN@github.com"}, RO: []string{ws}}}},
+		Env{Dir: ws, Ask: func(_ context.Context, r approval.Request) approval.Decision {
+			asked = append(asked, r)
+			return approval.Decision{Allow: true, Scope: approval.Once, By: "ui"}
+		}})
+	long := []string{"echo", strings.Repeat("r", 4000), "--receive-pack=evil"}
+	mustRun(t, url, Request{Argv: long})
+	if len(asked) != 1 || asked[0].Subject != Canonical(long) || !strings.HasSuffix(asked[0].Subject, "--receive-pack=evil") {
+		t.Fatalf("asked %d, subject ends %q: want the whole command", len(asked), asked[0].Subject[max(0, len(asked[0].Subject)-40):])
+	}
+	for _, want := range []string{"network: github.com", "secrets (placeholders inside): HOSTEXEC_TEST_TOKEN (to github.com)", "host paths, read-only: " + ws, "ssh agent: no"} {
+		if !strings.Contains(asked[0].Detail, want) {
+			t.Errorf("detail %q lacks %q", asked[0].Detail, want)
+		}
+	}
+	if strings.Contains(asked[0].Detail, "s3cret-value") {
+		t.Error("the detail shows a secret's value")
+	}
+	// Each ' becomes '\'' when quoted: a body under 64 KiB whose command
+	// line is over it.
+	quotes := []string{"echo"}
+	for range 8 {
+		quotes = append(quotes, strings.Repeat("'", 7000))
+	}
+	_, _, err := run(t, url, Request{Argv: quotes})
+	if r := refusedWith(t, err, http.StatusForbidden); !strings.Contains(r.Error(), "more than the 65536 an approval shows whole") {
+		t.Errorf("refusal %q, want it to say the request is too long to show", r.Error())
+	}
+	if len(asked) != 1 {
+		t.Errorf("a request too long to show whole was asked about")
+	}
+}
+
+// TestACommandThatIgnoresSIGTERMIsKilledSandboxAndAll: past the time limit
+// a command that ignores SIGTERM is killed with its whole sandbox, and
+// nothing of that sandbox stays: no process, no record (airlock ls).
+func TestACommandThatIgnoresSIGTERMIsKilledSandboxAndAll(t *testing.T) {
+	marker := fmt.Sprintf("3000.%d", time.Now().UnixNano()%1000000)
+	url, _, _ := serve(t, Config{AutoApprove: []string{`^sh `}, Timeout: 300 * time.Millisecond}, Env{})
+	res, o, err := run(t, url, Request{Argv: []string{"sh", "-c", `trap "" TERM; echo started; sleep ` + marker}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Reason != EndTimeout || o.stdout.String() != "started\n" {
+		t.Errorf("result %+v, stdout %q: want a timeout after the output", res, o.stdout.String())
+	}
+	testutil.NoProcsWithin(t, "sleep\x00"+marker, 2*time.Second)
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		out, err := exec.Command(airlockBin, "ls").CombinedOutput()
+		return err == nil && !strings.Contains(string(out), "hostexec-")
+	})
+}
+
+// TestASandboxRunsABoundedNumberOfCommandsAtOnce: each command is a sandbox
+// of its own, so a flood of approved commands is refused past the limit,
+// and runs again once one ends.
+func TestASandboxRunsABoundedNumberOfCommandsAtOnce(t *testing.T) {
+	marker := fmt.Sprintf("4000.%d", time.Now().UnixNano()%1000000)
+	url, _, _ := serve(t, Config{AutoApprove: []string{`^sleep `, `^true$`}, MaxRunning: 1}, Env{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(ctx, http.DefaultClient, url, Request{Argv: []string{"sleep", marker}}, &bytes.Buffer{}, &bytes.Buffer{})
+		done <- err
+	}()
+	testutil.WaitFor(t, 5*time.Second, func() bool { return len(testutil.ProcsWith("sleep\x00"+marker)) > 0 })
+	_, _, err := run(t, url, Request{Argv: []string{"true"}})
+	if r := refusedWith(t, err, http.StatusTooManyRequests); r.Reason != RefusedBusy {
+		t.Errorf("refusal %+v, want busy", r.Refusal)
+	}
+	cancel()
+	<-done
+	testutil.NoProcsWithin(t, "sleep\x00"+marker, 5*time.Second)
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		res, _, err := run(t, url, Request{Argv: []string{"true"}})
+		return err == nil && res.Exit == 0
+	})
+}
+
+// TestWhatACommandDidOnTheNetworkIsInThisSandboxsLog: a command granted a
+// network is audited by its own sandbox's gateway; those records come
+// into the asking sandbox's log, tagged, so a hook that used the grants is
+// on the record. A host the rule does not name is refused there.
+func TestWhatACommandDidOnTheNetworkIsInThisSandboxsLog(t *testing.T) {
+	url, _, rec := serve(t, Config{Rules: []Rule{{Match: `^curl `, AllowHosts: []string{"allowed.invalid"}}}}, Env{})
+	res, _, err := run(t, url, Request{Argv: []string{"curl", "-s", "-m", "5", "http://not-granted.example/"}})
+	if err != nil || res.Exit == 0 {
+		t.Fatalf("curl to a host no rule grants: %+v, %v; want it to fail", res, err)
+	}
+	// They come once the command's sandbox has ended, after its last frame.
+	var adopted []audit.Record
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		adopted = nil
+		for _, r := range rec.all() {
+			if strings.HasPrefix(r.Extra["hostexec"], "hostexec-sb1-") {
+				adopted = append(adopted, r)
+			}
+		}
+		return len(adopted) > 0
+	})
+	found := false
+	for _, r := range adopted {
+		if r.Sandbox != "sb1" || r.Kind == audit.KindExec || r.Kind == audit.KindLifecycle {
+			t.Errorf("adopted record %+v: want this sandbox's, no exec or lifecycle", r)
+		}
+		found = found || strings.Contains(r.Host, "not-granted.example") && r.Decision == audit.Deny
+	}
+	if !found {
+		t.Errorf("adopted records %+v: want the refusal of not-granted.example", adopted)
+	}
+}

@@ -58,70 +58,112 @@ const (
 	Ask   = "ask"
 )
 
+// Rule is one host-command rule: the commands Match selects (a regular
+// expression over the Canonical line), whether a human approves each (Ask;
+// else it runs at once), and what the command's own sandbox may reach
+// besides the workspace. Nothing else reaches it: no host variable, no
+// other host path, no network.
+type Rule struct {
+	Match      string
+	Ask        bool
+	AllowHosts []string // as --allow-host
+	Secrets    []string // as --secret: placeholders inside, the value in that sandbox's gateway
+	RO, RW     []string // absolute host paths
+	SSHAgent   bool     // the host's SSH agent socket, at SSHAgentInside
+}
+
 // Decision is what the rules say of a canonical command: the verdict, the
 // regex that decided it (empty when none matched) and why, for the audit log
-// and the refusal.
+// and the refusal; Grant is the rule whose grants the command runs with.
 type Decision struct {
 	Verdict string
 	Rule    string
 	Reason  string
+	Grant   *Rule
 }
 
-// Policy holds the three regex lists. It does no I/O.
+// Policy holds the rules and the deny list. It does no I/O.
 type Policy struct {
-	approve, ask, deny []*regexp.Regexp
+	approve, ask []compiled
+	deny         []*regexp.Regexp
 }
 
-// NewPolicy compiles the lists (Go RE2 syntax, unanchored: write ^ and $ to
-// match a whole command). A bad regex is an error naming its list and itself.
+type compiled struct {
+	re   *regexp.Regexp
+	rule *Rule
+}
+
+// NewPolicy compiles the three plain lists (Go RE2 syntax, unanchored:
+// write ^ and $ to match a whole command) as rules that grant nothing but
+// the workspace. A bad regex is an error naming its list and itself.
 func NewPolicy(autoApprove, ask, autoDeny []string) (*Policy, error) {
+	return NewRules(nil, autoApprove, ask, autoDeny)
+}
+
+// NewRules compiles rules (their grants kept) and the plain lists.
+func NewRules(rules []Rule, autoApprove, ask, autoDeny []string) (*Policy, error) {
 	var p Policy
-	var err error
-	if p.approve, err = compile("auto_approve", autoApprove); err != nil {
-		return nil, err
+	add := func(list string, r Rule) error {
+		re, err := regexp.Compile(r.Match)
+		if err != nil {
+			return fmt.Errorf("hostexec: %s regex %q: %w", list, r.Match, err)
+		}
+		c := compiled{re, &r}
+		if r.Ask {
+			p.ask = append(p.ask, c)
+		} else {
+			p.approve = append(p.approve, c)
+		}
+		return nil
 	}
-	if p.ask, err = compile("ask", ask); err != nil {
-		return nil, err
+	for _, r := range rules {
+		if err := add("commands", r); err != nil {
+			return nil, err
+		}
 	}
-	if p.deny, err = compile("auto_deny", autoDeny); err != nil {
-		return nil, err
+	for _, e := range autoApprove {
+		if err := add("auto_approve", Rule{Match: e}); err != nil {
+			return nil, err
+		}
+	}
+	for _, e := range ask {
+		if err := add("ask", Rule{Match: e, Ask: true}); err != nil {
+			return nil, err
+		}
+	}
+	for _, e := range autoDeny {
+		re, err := regexp.Compile(e)
+		if err != nil {
+			return nil, fmt.Errorf("hostexec: auto_deny regex %q: %w", e, err)
+		}
+		p.deny = append(p.deny, re)
 	}
 	return &p, nil
 }
 
-func compile(list string, exprs []string) ([]*regexp.Regexp, error) {
-	out := make([]*regexp.Regexp, 0, len(exprs))
-	for _, e := range exprs {
-		re, err := regexp.Compile(e)
-		if err != nil {
-			return nil, fmt.Errorf("hostexec: %s regex %q: %w", list, e, err)
-		}
-		out = append(out, re)
-	}
-	return out, nil
-}
-
 // Decide matches cmd (a Canonical string): any auto_deny match denies, then
-// an auto_approve match allows, then an ask match asks a human; a command no
-// rule matches is denied.
+// the first rule that runs at once allows, then the first that asks asks a
+// human; a command no rule matches is denied.
 func (p *Policy) Decide(cmd string) Decision {
-	if re := first(p.deny, cmd); re != "" {
-		return Decision{Deny, re, "matches auto_deny " + re}
-	}
-	if re := first(p.approve, cmd); re != "" {
-		return Decision{Allow, re, "matches auto_approve " + re}
-	}
-	if re := first(p.ask, cmd); re != "" {
-		return Decision{Ask, re, "matches ask " + re}
-	}
-	return Decision{Deny, "", "no rule matches"}
-}
-
-func first(res []*regexp.Regexp, s string) string {
-	for _, re := range res {
-		if re.MatchString(s) {
-			return re.String()
+	for _, re := range p.deny {
+		if re.MatchString(cmd) {
+			return Decision{Verdict: Deny, Rule: re.String(), Reason: "matches auto_deny " + re.String()}
 		}
 	}
-	return ""
+	if c := first(p.approve, cmd); c != nil {
+		return Decision{Allow, c.re.String(), "matches auto_approve " + c.re.String(), c.rule}
+	}
+	if c := first(p.ask, cmd); c != nil {
+		return Decision{Ask, c.re.String(), "matches ask " + c.re.String(), c.rule}
+	}
+	return Decision{Verdict: Deny, Reason: "no rule matches"}
+}
+
+func first(cs []compiled, s string) *compiled {
+	for i := range cs {
+		if cs[i].re.MatchString(s) {
+			return &cs[i]
+		}
+	}
+	return nil
 }

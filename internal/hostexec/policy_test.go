@@ -51,6 +51,36 @@ func TestPolicyDecide(t *testing.T) {
 	}
 }
 
+func TestRulesKeepTheirGrantsAndADenyStillWins(t *testing.T) {
+	p, err := NewRules([]Rule{
+		{Match: `^git push( |$)`, AllowHosts: []string{"github.com"}},
+		{Match: `^docker build `, Ask: true, RW: []string{"/cache"}},
+	}, []string{`^git `}, nil, []string{`--force`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		argv    []string
+		verdict string
+		hosts   int
+	}{
+		"an entry's command runs with its grants":          {[]string{"git", "push", "origin"}, Allow, 1},
+		"a plain list's command runs with none":            {[]string{"git", "fetch"}, Allow, 0},
+		"an entry that asks asks, grants kept":             {[]string{"docker", "build", "."}, Ask, 0},
+		"a deny wins over an entry":                        {[]string{"git", "push", "--force"}, Deny, 0},
+		"what matches nothing is denied, granting nothing": {[]string{"curl", "x"}, Deny, 0},
+	}
+	for name, tt := range tests {
+		d := p.Decide(Canonical(tt.argv))
+		if d.Verdict != tt.verdict || (d.Verdict != Deny) != (d.Grant != nil) || d.Grant != nil && len(d.Grant.AllowHosts) != tt.hosts {
+			t.Errorf("%s: Decide(%q) = %+v (grant %+v), want %s with %d hosts", name, tt.argv, d, d.Grant, tt.verdict, tt.hosts)
+		}
+	}
+	if d := p.Decide("docker build ."); d.Grant == nil || len(d.Grant.RW) != 1 {
+		t.Errorf("the ask entry's grant: %+v", d.Grant)
+	}
+}
+
 func TestNewPolicyNamesABadRegex(t *testing.T) {
 	_, err := NewPolicy(nil, []string{"ok", "bad("}, nil)
 	if err == nil || !strings.Contains(err.Error(), `ask regex "bad("`) {

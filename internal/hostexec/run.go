@@ -20,20 +20,14 @@ import (
 	"github.com/airlock-dev/airlock/internal/audit"
 )
 
-// waitDelay bounds how long output is still read after the command itself
-// has ended (a background child holding its stdout); then the group is killed.
-const waitDelay = time.Second
-
-// envAllowed lists the host variables a command sees; nothing else (no
-// tokens, no SSH_AUTH_SOCK) reaches it.
-func envAllowed(kv string) bool {
-	name, _, _ := strings.Cut(kv, "=")
-	switch name {
-	case "PATH", "HOME", "USER", "LANG", "TERM":
-		return true
-	}
-	return strings.HasPrefix(name, "LC_")
-}
+// killGrace is how long a command's sandbox has to end after SIGTERM
+// (airlock run passes it to the command) before its whole process group
+// is killed; waitDelay bounds how long output is still read after that.
+const (
+	killGrace     = 2 * time.Second
+	waitDelay     = time.Second
+	removeTimeout = 10 * time.Second
+)
 
 func lookPath(name string) (string, error) {
 	p, err := exec.LookPath(name)
@@ -136,7 +130,7 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request) {
 	if d.Verdict == Allow {
 		decided(audit.Allow, d.Rule, d.Reason, "auto")
 	} else {
-		hd, remembered := h.ask(r.Context(), cmd, bin, dir, d)
+		hd, remembered := h.ask(r.Context(), cmd, reach(h.root, dir, bin, d.Grant), d)
 		if err := r.Context().Err(); err != nil {
 			decided(audit.Deny, d.Rule, "canceled while waiting for a decision", "client")
 			return
@@ -152,14 +146,28 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request) {
 		}
 		decided(audit.Allow, d.Rule, "approved ("+hd.By+")", by)
 	}
-	h.exec(w, r.Context(), rec, bin, req.Argv, dir)
+	select {
+	case h.running <- struct{}{}:
+		defer func() { <-h.running }()
+	default:
+		msg := fmt.Sprintf("%d host commands of this sandbox are running already (the limit): try again when one ends", cap(h.running))
+		rec.Op, rec.Decision, rec.Reason, rec.Extra = "end", audit.Deny, msg, nil
+		h.audit(rec)
+		refuse(w, http.StatusTooManyRequests, RefusedBusy, msg)
+		return
+	}
+	name := fmt.Sprintf("hostexec-%s-%d", nameSafe(h.env.Sandbox), h.seq.Add(1))
+	networked := d.Grant != nil && len(d.Grant.AllowHosts)+len(d.Grant.Secrets) > 0
+	h.exec(w, r.Context(), rec, name, networked, SandboxArgv(name, h.root, dir, h.cfg.Timeout, d.Grant, req.Argv))
 }
 
 // ask gets a human's decision on cmd, or the one remembered for this
-// sandbox from an earlier answer whose scope was wider than once.
-func (h *handler) ask(ctx context.Context, cmd, bin, dir string, d Decision) (approval.Decision, bool) {
+// sandbox from an earlier answer whose scope was wider than once. The
+// human sees the whole command and what it will reach (detail); what
+// cannot be shown whole is denied without asking.
+func (h *handler) ask(ctx context.Context, cmd, detail string, d Decision) (approval.Decision, bool) {
 	h.mu.Lock()
-	prev, ok := h.remembered[cmd]
+	prev, ok := h.remembered[cmd+"\x00"+detail]
 	h.mu.Unlock()
 	if ok {
 		return prev, true
@@ -167,39 +175,54 @@ func (h *handler) ask(ctx context.Context, cmd, bin, dir string, d Decision) (ap
 	if h.env.Ask == nil {
 		return approval.Decision{By: "nobody"}, false
 	}
+	if len(cmd)+len(detail) > MaxShown {
+		return approval.Decision{By: fmt.Sprintf("nobody: the request is %d bytes, more than the %d an approval shows whole", len(cmd)+len(detail), MaxShown)}, false
+	}
 	hd := h.env.Ask(ctx, approval.Request{
 		Sandbox: h.env.Sandbox,
 		Kind:    approval.KindHostExec,
-		Subject: capped(cmd, maxSubject),
-		Detail:  fmt.Sprintf("binary: %s\ndir: %s", bin, dir),
+		Subject: cmd,
+		Detail:  detail,
 		Reason:  d.Reason,
 	})
 	if hd.Scope != "" && hd.Scope != approval.Once && ctx.Err() == nil {
 		h.mu.Lock()
-		h.remembered[cmd] = hd
+		h.remembered[cmd+"\x00"+detail] = hd
 		h.mu.Unlock()
 	}
 	return hd, false
 }
 
-// exec runs the command and streams its output as frames.
-func (h *handler) exec(w http.ResponseWriter, parent context.Context, rec audit.Record, bin string, argv []string, dir string) {
+// exec runs the command in its own sandbox (airlock run with args) and
+// streams its output as frames.
+func (h *handler) exec(w http.ResponseWriter, parent context.Context, rec audit.Record, name string, networked bool, args []string) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(parent, h.cfg.Timeout)
 	defer cancel()
 
-	c := exec.CommandContext(ctx, bin)
-	c.Args = append([]string(nil), argv...)
-	c.Dir = dir
-	for _, kv := range os.Environ() {
-		if envAllowed(kv) {
-			c.Env = append(c.Env, kv)
+	c := exec.CommandContext(ctx, h.env.Exe, args...)
+	// The child airlock keeps this process's environment (a secret's env
+	// source reads it); the command inside gets none of it.
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var (
+		endMu sync.Mutex
+		ended bool // reaped: its group id may be another's
+	)
+	killGroup := func(sig syscall.Signal) {
+		endMu.Lock()
+		defer endMu.Unlock()
+		if !ended {
+			syscall.Kill(-c.Process.Pid, sig)
 		}
 	}
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// The whole group: a command's children die with it.
-	c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGKILL) }
-	c.WaitDelay = waitDelay
+	// SIGTERM first: airlock run hands it to the command and takes its
+	// sandbox down cleanly; then the whole group, sandbox and all.
+	c.Cancel = func() error {
+		killGroup(syscall.SIGTERM)
+		time.AfterFunc(killGrace, func() { killGroup(syscall.SIGKILL) })
+		return nil
+	}
+	c.WaitDelay = killGrace + waitDelay
 
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
@@ -208,7 +231,7 @@ func (h *handler) exec(w http.ResponseWriter, parent context.Context, rec audit.
 	c.Stderr = &streamWriter{s, "stderr"}
 
 	if err := c.Start(); err != nil {
-		msg := fmt.Sprintf("start %s: %v", bin, errors.Unwrap(err))
+		msg := fmt.Sprintf("start the command's sandbox (%s): %v", h.env.Exe, errors.Unwrap(err))
 		rec.Op, rec.Decision, rec.Reason, rec.Extra = "end", audit.Error, msg, nil
 		h.audit(rec)
 		refuse(w, http.StatusInternalServerError, RefusedFailed, msg)
@@ -224,7 +247,10 @@ func (h *handler) exec(w http.ResponseWriter, parent context.Context, rec audit.
 	}
 	s.mu.Unlock()
 	werr := c.Wait()
-	syscall.Kill(-c.Process.Pid, syscall.SIGKILL) // what it left behind in its group
+	killGroup(syscall.SIGKILL) // what it left behind in its group
+	endMu.Lock()
+	ended = true
+	endMu.Unlock()
 
 	code, reason, msg := exitOf(c.ProcessState, werr)
 	s.mu.Lock()
@@ -246,6 +272,78 @@ func (h *handler) exec(w http.ResponseWriter, parent context.Context, rec audit.
 	}
 	h.audit(rec)
 	s.frame(Frame{Exit: &code, Reason: reason, Message: msg})
+	if networked {
+		h.adopt(name)
+	}
+	h.remove(name)
+}
+
+// nameSafe keeps what a sandbox name may hold of id (letters, digits, _ . -),
+// at most 40 bytes of it.
+func nameSafe(id string) string {
+	b := []byte(id)[:min(len(id), 40)]
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// Bounds on what adopt copies of one command's audit log.
+const (
+	maxAdoptedBytes   = 4 << 20
+	maxAdoptedRecords = 2000
+)
+
+// adopt copies what the command's sandbox recorded of its network (each
+// request and refusal: what a hook did with the rule's grants) into this
+// sandbox's audit log, tagged with the command's sandbox, before that
+// sandbox's record (and its log) is removed.
+func (h *handler) adopt(name string) {
+	if h.env.Audit == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
+	defer cancel()
+	c := exec.CommandContext(ctx, h.env.Exe, "audit", "--json", name)
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := c.StdoutPipe()
+	if err != nil || c.Start() != nil {
+		return
+	}
+	defer c.Wait()
+	defer cancel() // what is not read stops its writer
+	dec := json.NewDecoder(io.LimitReader(out, maxAdoptedBytes))
+	for n := 0; n < maxAdoptedRecords; n++ {
+		var r audit.Record
+		if dec.Decode(&r) != nil {
+			return
+		}
+		switch r.Kind {
+		case audit.KindNetwork, audit.KindDNS, audit.KindHTTP, audit.KindLLM:
+		default:
+			continue // its start, stop and command: this log's hostexec records say those
+		}
+		r.Sandbox = h.env.Sandbox
+		extra := map[string]string{"hostexec": name}
+		for k, v := range r.Extra {
+			extra[k] = v
+		}
+		r.Extra = extra
+		h.env.Audit(r)
+	}
+}
+
+// remove deletes the record of the command's sandbox, named so that one
+// killed mid-run leaves nothing behind either. The client has its last
+// frame already.
+func (h *handler) remove(name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
+	defer cancel()
+	c := exec.CommandContext(ctx, h.env.Exe, "rm", "-f", name)
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c.Run()
 }
 
 // exitOf turns how the process ended into an exit code (128+n for a signal

@@ -717,3 +717,25 @@ func TestARootHoldingAirlocksOwnDirsIsRefusedAtStart(t *testing.T) {
 	}
 	p.Close()
 }
+
+// A human approves what they are shown: arguments longer than the audit
+// log keeps reach the asker whole, with the part that matters at the end.
+func TestAnEscalationShowsTheWholeArguments(t *testing.T) {
+	var asked []approval.Request
+	var mu sync.Mutex
+	ask := func(ctx context.Context, r approval.Request) approval.Decision {
+		mu.Lock()
+		asked = append(asked, r)
+		mu.Unlock()
+		return approval.Decision{Allow: false, By: "test"}
+	}
+	_, cs := start(t, []ServerConfig{everything(t, mcppolicy.Rule{Tool: "echo", Verdict: mcppolicy.Escalate, Name: "ask-echo"})},
+		Env{Ask: ask, ProgressEvery: time.Second}, "ev", nil)
+	long := strings.Repeat("x", 3*maxDetail) + " --and-then-the-part-that-matters"
+	callTool(t, cs, "echo", map[string]any{"message": long})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) != 1 || !strings.Contains(asked[0].Detail, long) {
+		t.Fatalf("asked %d requests; the detail holds the whole argument: %v", len(asked), len(asked) == 1 && strings.Contains(asked[0].Detail, long))
+	}
+}

@@ -55,7 +55,7 @@ type Env struct {
 const (
 	DefaultTimeout   = 60 * time.Second
 	DefaultMaxResult = 1 << 20
-	maxDetail        = 4 << 10 // arguments shown in an approval request and the audit log
+	maxDetail        = 4 << 10 // arguments kept in the audit log (an approval shows them whole, or is not asked)
 )
 
 // Proxy serves every configured server to one sandbox.
@@ -474,7 +474,7 @@ type call struct {
 	u       *upstream
 	tool    string // as policy sees it: a tool name, "resources/read", "prompts/get"
 	args    map[string]any
-	raw     string // the arguments as sent, for humans
+	raw     string // the arguments as sent, whole: what a human approves
 	start   time.Time
 	rec     audit.Record
 	refusal string // set when refused: the text the agent gets
@@ -484,9 +484,9 @@ func (u *upstream) newCall(tool string, args map[string]any, raw []byte) *call {
 	if raw == nil {
 		raw, _ = json.Marshal(args)
 	}
-	c := &call{u: u, tool: tool, args: args, raw: capString(string(raw), maxDetail), start: time.Now()}
+	c := &call{u: u, tool: tool, args: args, raw: string(raw), start: time.Now()}
 	c.rec = audit.Record{Time: c.start, Sandbox: u.p.env.Sandbox, Kind: audit.KindMCP, Subject: u.cfg.Name + "/" + tool,
-		Extra: map[string]string{"server": u.cfg.Name, "tool": tool, "arguments": c.raw}}
+		Extra: map[string]string{"server": u.cfg.Name, "tool": tool, "arguments": capString(c.raw, maxDetail)}}
 	return c
 }
 
@@ -517,14 +517,16 @@ func (c *call) decide(ctx context.Context, progress func(n int)) bool {
 			return true
 		}
 		why := "a human denied it"
-		switch ad.By {
-		case "", "none":
+		switch {
+		case strings.HasPrefix(ad.By, "nobody:"): // too long to be shown whole
+			why = strings.TrimSpace(strings.TrimPrefix(ad.By, "nobody:"))
+		case ad.By == "" || ad.By == "none" || ad.By == "nobody":
 			why = "nobody can approve calls for this sandbox"
-		case "timeout":
+		case ad.By == "timeout":
 			why = "nobody approved it in time"
-		case "canceled":
+		case ad.By == "canceled":
 			why = "the call was cancelled while it waited for approval"
-		case "limit":
+		case ad.By == "limit":
 			why = "too many approval requests are waiting"
 		}
 		c.refuse(d.Rule, why)

@@ -68,7 +68,7 @@ func FileConn(f *os.File) (*Conn, error) {
 // Pair returns two connected Conns' raw sockets: one Conn for this process and
 // an *os.File to hand to a child.
 func Pair() (*Conn, *os.File, error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	fds, err := socketpair()
 	if err != nil {
 		return nil, nil, fmt.Errorf("proto: socketpair: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 	"time"
 
 	"github.com/airlock-dev/airlock/sandbox"
@@ -56,29 +57,32 @@ func (s *Server) sandbox() (*sandbox.Sandbox, error) {
 	return s.sb, nil
 }
 
-func (s *Server) dispatch(req *Request) (any, error) {
-	switch req.Method {
-	case "create":
+// method is one protocol method. close is not here: the read loop answers
+// it, after everything in flight.
+type method struct {
+	name string
+	call func(s *Server, req *Request) (any, error)
+	// answersItself: the call writes its own final response (exec_stream).
+	answersItself bool
+}
+
+// methods is the protocol's one dispatch table.
+var methods = []method{
+	{name: "create", call: func(s *Server, req *Request) (any, error) {
 		if req.create == nil {
 			return nil, req.createErr
 		}
 		return s.create(req, req.create)
-	case "exec":
-		sb, p, err := s.execParams(req)
-		if err != nil {
-			return nil, err
-		}
-		r, err := sb.ExecContext(s.ctx, p)
+	}},
+	{name: "exec", call: on(checkExec, func(s *Server, sb *sandbox.Sandbox, _ *Request, p *sandbox.ExecRequest) (any, error) {
+		r, err := sb.ExecContext(s.ctx, *p)
 		if err != nil {
 			return nil, err
 		}
 		return wireExec(r), nil
-	case "exec_stream":
-		sb, p, err := s.execParams(req)
-		if err != nil {
-			return nil, err
-		}
-		r, err := sb.ExecStream(s.ctx, p, func(stream int, data []byte) {
+	})},
+	{name: "exec_stream", answersItself: true, call: on(checkExec, func(s *Server, sb *sandbox.Sandbox, req *Request, p *sandbox.ExecRequest) (any, error) {
+		r, err := sb.ExecStream(s.ctx, *p, func(stream int, data []byte) {
 			key := "stdout"
 			if stream == sandbox.Stderr {
 				key = "stderr"
@@ -94,93 +98,113 @@ func (s *Server) dispatch(req *Request) (any, error) {
 		}
 		s.reply(req.ID, final, nil)
 		return nil, nil
-	case "write_file":
-		var p struct {
-			Path    string `json:"path"`
-			Content []byte `json:"content"`
-			Mode    uint32 `json:"mode"`
-		}
-		if err := params(req, &p); err != nil {
-			return nil, err
-		}
-		if p.Mode > 0o7777 {
-			return nil, &Error{Code: CodeInvalidParams, Message: "invalid params for write_file: mode is permission bits (0 to 4095, e.g. 420 for 0644)"}
-		}
-		sb, err := s.sandbox()
-		if err != nil {
-			return nil, err
-		}
+	})},
+	{name: "write_file", call: on(checkWrite, func(s *Server, sb *sandbox.Sandbox, _ *Request, p *writeParams) (any, error) {
 		if err := sb.WriteFileContext(s.ctx, p.Path, p.Content, fs.FileMode(p.Mode)); err != nil {
 			return nil, err
 		}
 		return map[string]any{"size": len(p.Content)}, nil
-	case "read_file":
-		var p struct {
-			Path string `json:"path"`
-		}
-		if err := params(req, &p); err != nil {
-			return nil, err
-		}
-		sb, err := s.sandbox()
-		if err != nil {
-			return nil, err
-		}
+	})},
+	{name: "read_file", call: on(nil, func(s *Server, sb *sandbox.Sandbox, _ *Request, p *pathParams) (any, error) {
 		b, err := sb.ReadFileContext(s.ctx, p.Path)
 		if err != nil {
 			return nil, err
 		}
 		return map[string]any{"content": base64.StdEncoding.EncodeToString(b), "size": len(b)}, nil
-	case "approve", "deny":
-		var p struct {
-			ID       string `json:"id"`
-			Scope    string `json:"scope"`
-			Wildcard bool   `json:"wildcard"`
-		}
-		if err := params(req, &p); err != nil {
-			return nil, err
-		}
-		sb, err := s.sandbox()
-		if err != nil {
-			return nil, err
-		}
-		d := sandbox.ApprovalDecision{Allow: req.Method == "approve", Scope: p.Scope, Wildcard: p.Wildcard}
-		if err := sb.DecideAs(p.ID, d, "rpc"); err != nil {
-			return nil, err
-		}
-		return map[string]any{}, nil
-	case "list_files":
-		var p struct {
-			Path string `json:"path"`
-		}
-		if err := params(req, &p); err != nil {
-			return nil, err
-		}
-		sb, err := s.sandbox()
-		if err != nil {
-			return nil, err
-		}
+	})},
+	{name: "list_files", call: on(nil, func(s *Server, sb *sandbox.Sandbox, _ *Request, p *pathParams) (any, error) {
 		files, err := sb.ListFilesContext(s.ctx, p.Path)
 		if err != nil {
 			return nil, err
 		}
 		return map[string]any{"files": files}, nil
-	}
-	return nil, &Error{Code: CodeMethodNotFound, Message: fmt.Sprintf("method %q not found: use create, exec, exec_stream, write_file, read_file, list_files, approve, deny or close", req.Method)}
+	})},
+	{name: "approve", call: on(nil, decide)},
+	{name: "deny", call: on(nil, decide)},
 }
 
-func (s *Server) execParams(req *Request) (*sandbox.Sandbox, sandbox.ExecRequest, error) {
-	var p sandbox.ExecRequest
-	if err := params(req, &p); err != nil {
-		return nil, p, err
+type pathParams struct {
+	Path string `json:"path"`
+}
+
+type writeParams struct {
+	Path    string `json:"path"`
+	Content []byte `json:"content"`
+	Mode    uint32 `json:"mode"`
+}
+
+type decisionParams struct {
+	ID       string `json:"id"`
+	Scope    string `json:"scope"`
+	Wildcard bool   `json:"wildcard"`
+}
+
+// on makes a method of call: its params decoded into a P and checked
+// (check may be nil), then the sandbox looked up, waiting for a create in
+// flight, in that order, so a bad request is refused before anything waits.
+func on[P any](check func(*Request, *P) error, call func(*Server, *sandbox.Sandbox, *Request, *P) (any, error)) func(*Server, *Request) (any, error) {
+	return func(s *Server, req *Request) (any, error) {
+		var p P
+		if err := params(req, &p); err != nil {
+			return nil, err
+		}
+		if check != nil {
+			if err := check(req, &p); err != nil {
+				return nil, err
+			}
+		}
+		sb, err := s.sandbox()
+		if err != nil {
+			return nil, err
+		}
+		return call(s, sb, req, &p)
 	}
+}
+
+func decide(_ *Server, sb *sandbox.Sandbox, req *Request, p *decisionParams) (any, error) {
+	d := sandbox.ApprovalDecision{Allow: req.Method == "approve", Scope: p.Scope, Wildcard: p.Wildcard}
+	if err := sb.DecideAs(p.ID, d, "rpc"); err != nil {
+		return nil, err
+	}
+	return map[string]any{}, nil
+}
+
+func lookup(name string) *method {
+	for i := range methods {
+		if methods[i].name == name {
+			return &methods[i]
+		}
+	}
+	return nil
+}
+
+func (s *Server) dispatch(req *Request) (any, error) {
+	if m := lookup(req.Method); m != nil {
+		return m.call(s, req)
+	}
+	names := make([]string, 0, len(methods)+1)
+	for _, m := range methods {
+		names = append(names, m.name)
+	}
+	names = append(names, "close")
+	return nil, &Error{Code: CodeMethodNotFound, Message: fmt.Sprintf("method %q not found: use %s or %s", req.Method, strings.Join(names[:len(names)-1], ", "), names[len(names)-1])}
+}
+
+func checkExec(req *Request, p *sandbox.ExecRequest) error {
 	if p.Command == "" && len(p.Args) == 0 {
-		return nil, p, &Error{Code: CodeInvalidParams, Message: "invalid params for " + req.Method + ": command is required", Data: &errorData{Kind: sandbox.KindInvalidParams}}
+		return &Error{Code: CodeInvalidParams, Message: "invalid params for " + req.Method + ": command is required", Data: &errorData{Kind: sandbox.KindInvalidParams}}
 	}
 	if p.TimeoutMS < 0 {
-		return nil, p, &Error{Code: CodeInvalidParams, Message: "invalid params for " + req.Method + ": timeout_ms must not be negative", Data: &errorData{Kind: sandbox.KindInvalidParams}}
+		return &Error{Code: CodeInvalidParams, Message: "invalid params for " + req.Method + ": timeout_ms must not be negative", Data: &errorData{Kind: sandbox.KindInvalidParams}}
 	}
-	sb, err := s.sandbox()
-	return sb, p, err
+	return nil
+}
+
+func checkWrite(_ *Request, p *writeParams) error {
+	if p.Mode > 0o7777 {
+		return &Error{Code: CodeInvalidParams, Message: "invalid params for write_file: mode is permission bits (0 to 4095, e.g. 420 for 0644)"}
+	}
+	return nil
 }
 
 // wireExec is exec's result: output in base64.

@@ -428,7 +428,7 @@ func (s *Server) handle(req *Request) {
 	if err != nil {
 		rerr = toRPCError(err)
 	}
-	if req.Method == "exec_stream" && rerr == nil {
+	if m := lookup(req.Method); m != nil && m.answersItself && rerr == nil {
 		return // the handler wrote its own final response
 	}
 	if req.ID == nil {

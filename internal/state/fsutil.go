@@ -184,7 +184,7 @@ func spareName(sandboxes string, i int) string {
 func retire(dir string, reuse []string) error {
 	if emptyKeeping(dir, reuse) == nil {
 		for i := range spareSlots {
-			err := unix.Renameat2(unix.AT_FDCWD, dir, unix.AT_FDCWD, spareName(filepath.Dir(dir), i), unix.RENAME_NOREPLACE)
+			err := renameNoReplace(dir, spareName(filepath.Dir(dir), i))
 			if err == nil {
 				return nil
 			}
@@ -222,7 +222,7 @@ func emptyKeeping(dir string, keep []string) error {
 // private directory; anything else is removed.
 func takeSpare(sandboxes, dir string) bool {
 	for i := range spareSlots {
-		if unix.Renameat2(unix.AT_FDCWD, spareName(sandboxes, i), unix.AT_FDCWD, dir, unix.RENAME_NOREPLACE) != nil {
+		if renameNoReplace(spareName(sandboxes, i), dir) != nil {
 			continue
 		}
 		if fi, err := os.Lstat(dir); err == nil && fi.IsDir() && fi.Mode().Perm() == 0o700 {

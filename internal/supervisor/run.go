@@ -295,7 +295,7 @@ func (sv *supervisor) main() (int, string) {
 // now; SIGWINCH brings later changes) or stdio; the engine adds the
 // sandbox's environment and workspace. The sandbox ends with it (Last).
 func (sv *supervisor) command() *engine.Command {
-	req := &proto.Exec{Argv: sv.spec.Command, TTY: sv.spec.TTY, Last: true}
+	req := &proto.Exec{Argv: sv.spec.Command, Dir: sv.spec.Workdir, TTY: sv.spec.TTY, Last: true}
 	if sv.spec.TTY {
 		req.Rows, req.Cols = term.Size(sv.io.Stdin)
 		return &engine.Command{Req: req}

@@ -40,31 +40,30 @@ func ModuleRoot() (string, error) {
 	return root, nil
 }
 
-// BuildAirlock compiles ./cmd/airlock into dir/airlock and returns its path:
-// the lean front, holding the full binary and the native backend's lean
-// guest, generated first, as shipped (so the tests run the binaries users
-// get; see internal/fullbin). Static (CGO_ENABLED=0, as shipped) unless
-// cgo is true, in which case it is built as a plain `go build` does (cgo on
-// where a C compiler exists).
+// BuildAirlock compiles ./cmd/airlock into dir/airlock and returns its path,
+// as the README builds it: the native backend's lean guest generated first
+// and embedded (internal/guestbin), so the tests run the binary users get.
+// Static (CGO_ENABLED=0, as shipped) unless cgo is true, in which case it is
+// built as a plain `go build` does (cgo on where a C compiler exists).
 func BuildAirlock(dir string, cgo bool) (string, error) {
 	root, err := ModuleRoot()
 	if err != nil {
 		return "", err
 	}
-	gen := exec.Command("go", "generate", "./internal/fullbin")
+	gen := exec.Command("go", "generate", "./internal/guestbin")
 	gen.Dir = root
 	if b, err := gen.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go generate ./internal/fullbin (set AIRLOCK_TEST_BIN to a prebuilt binary): %v\n%s", err, b)
+		return "", fmt.Errorf("go generate ./internal/guestbin (set AIRLOCK_TEST_BIN to a prebuilt binary): %v\n%s", err, b)
 	}
 	out := filepath.Join(dir, "airlock")
-	cmd := exec.Command("go", "build", "-tags", "airlock_front", "-o", out, "./cmd/airlock")
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/airlock")
 	cmd.Dir = root
 	cmd.Env = os.Environ()
 	if !cgo {
 		cmd.Env = append(cmd.Env, "CGO_ENABLED=0")
 	}
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build -tags airlock_front ./cmd/airlock (set AIRLOCK_TEST_BIN to a prebuilt binary): %v\n%s", err, b)
+		return "", fmt.Errorf("go build ./cmd/airlock (set AIRLOCK_TEST_BIN to a prebuilt binary): %v\n%s", err, b)
 	}
 	return out, nil
 }

@@ -375,7 +375,7 @@ func TestFUSERealDir(t *testing.T) {
 	root := t.TempDir()
 	p, err := NewRealDir(root)
 	must(t, err)
-	defer p.Close()
+	t.Cleanup(func() { p.Close() }) // after serve's cleanup has ended the session: a late request must not find its root fd closed (and its number reused)
 	runPOSIX(t, serve(t, p, ServeOptions{}))
 }
 
@@ -389,7 +389,7 @@ func TestFUSEOverlay(t *testing.T) {
 	must(t, err)
 	o, err := NewOverlay(ReadOnly(lp), upper)
 	must(t, err)
-	defer o.Close()
+	t.Cleanup(func() { o.Close() }) // after the session ends, as above
 	runPOSIX(t, serve(t, o, ServeOptions{}))
 }
 

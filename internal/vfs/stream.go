@@ -147,9 +147,26 @@ func (s *session) fail(err error) {
 	s.mu.Unlock()
 	s.once.Do(func() {
 		close(s.done)
-		s.port.Close()
+		hangUpPort(s.port)
 		s.stopServer()
 	})
+}
+
+// hangUpPort ends the port so that no read or write on it stays blocked.
+// Close alone does not: on a descriptor outside the runtime's poller (a
+// blocking socket such as a chardev handed over as is) it only marks the
+// file closed and leaves a Read already in read(2) waiting for data that,
+// from a guest that closed its side of a virtio port while QEMU keeps the
+// socket, never comes; and ServeStream waits for that reader. Whether the
+// reader was inside read(2) yet when Close came is a race, which load
+// decides. shutdown(2) wakes it either way.
+func hangUpPort(port io.Closer) {
+	if sc, ok := port.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			raw.Control(func(fd uintptr) { unix.Shutdown(int(fd), unix.SHUT_RDWR) })
+		}
+	}
+	port.Close()
 }
 
 // stopServer makes go-fuse's readers return an error, which ends Serve

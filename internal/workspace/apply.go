@@ -77,7 +77,7 @@ func openDirNoSymlinks(p string) (int, error) {
 	if !path.IsAbs(p) {
 		return -1, fmt.Errorf("workspace %s is not an absolute path", p)
 	}
-	fd, err := unix.Openat2(unix.AT_FDCWD, p, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
+	fd, err := openNoSymlinks(p)
 	switch {
 	case errors.Is(err, unix.ELOOP):
 		return -1, fmt.Errorf("workspace %s is now reached through a symlink: refusing to write through it", p)
@@ -222,7 +222,7 @@ var errNotDir = errors.New("not a directory")
 
 // parentFD opens rel's parent beneath the root, as O_PATH.
 func (a *applier) parentFD(rel string) (int, string, error) {
-	fd, err := openBeneath(a.root, parent(rel), unix.O_PATH|unix.O_DIRECTORY)
+	fd, err := openBeneath(a.root, parent(rel), oPath|unix.O_DIRECTORY)
 	if err != nil {
 		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ENOTDIR) {
 			return -1, "", fmt.Errorf("%w: a directory above it on the host is a symlink or a file: refusing to write through it", errNotDir)
@@ -429,7 +429,7 @@ func (a *applier) mkdirParents(rel string) error {
 	if dir == "" {
 		return nil
 	}
-	fd, err := openBeneath(a.root, dir, unix.O_PATH|unix.O_DIRECTORY)
+	fd, err := openBeneath(a.root, dir, oPath|unix.O_DIRECTORY)
 	if err == nil {
 		unix.Close(fd)
 		return nil
@@ -498,7 +498,7 @@ func (a *applier) remove(c Change) error {
 
 // chmod sets a path's mode without following a symlink.
 func (a *applier) chmod(rel string, mode uint32) error {
-	fd, err := openBeneath(a.root, rel, unix.O_PATH)
+	fd, err := openBeneath(a.root, rel, oPath)
 	if err != nil {
 		return fmt.Errorf("open it on the host: %w", err)
 	}
@@ -510,6 +510,5 @@ func (a *applier) chmod(rel string, mode uint32) error {
 	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 		return nil
 	}
-	// fchmod refuses O_PATH descriptors; its /proc link names this very inode.
-	return unix.Fchmodat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd), mode&0o7777, 0)
+	return chmodFD(fd, mode&0o7777)
 }

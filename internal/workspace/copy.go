@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -138,7 +137,7 @@ func CopyIn(src, dst string, m Manifest, progress func(done, total, bytes int64)
 // mkdirBeneath makes directory rel under root unless it exists, its
 // parent reached without following a link.
 func mkdirBeneath(root int, rel string, mode uint32) error {
-	pfd, err := openBeneath(root, parent(rel), unix.O_PATH|unix.O_DIRECTORY)
+	pfd, err := openBeneath(root, parent(rel), oPath|unix.O_DIRECTORY)
 	if err != nil {
 		return err
 	}
@@ -159,7 +158,7 @@ func baseName(rel string) string {
 }
 
 func copyOne(sroot, droot int, e Entry) error {
-	dpfd, err := openBeneath(droot, parent(e.Path), unix.O_PATH|unix.O_DIRECTORY)
+	dpfd, err := openBeneath(droot, parent(e.Path), oPath|unix.O_DIRECTORY)
 	if err != nil {
 		return fmt.Errorf("copy %s: %w", Quote(e.Path), err)
 	}
@@ -199,7 +198,7 @@ func copyOne(sroot, droot int, e Entry) error {
 }
 
 func setMeta(root int, e Entry, dir bool) error {
-	pfd, err := openBeneath(root, parent(e.Path), unix.O_PATH|unix.O_DIRECTORY)
+	pfd, err := openBeneath(root, parent(e.Path), oPath|unix.O_DIRECTORY)
 	if err != nil {
 		return err
 	}
@@ -212,14 +211,4 @@ func setMeta(root int, e Entry, dir bool) error {
 	}
 	ts := []unix.Timespec{unix.NsecToTimespec(e.Mtime), unix.NsecToTimespec(e.Mtime)}
 	return unix.UtimesNanoAt(pfd, name, ts, unix.AT_SYMLINK_NOFOLLOW)
-}
-
-// sortedPaths lists m's paths in order.
-func sortedPaths(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for p := range m {
-		out = append(out, p)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -858,7 +858,7 @@ func defuse(root, rel, why string) Defused {
 		if i > 1 {
 			to = fmt.Sprintf("%s%s-%d", name, defusedSuffix, i)
 		}
-		err = unix.Renameat2(dfd, name, dfd, to, unix.RENAME_NOREPLACE)
+		err = renameNoReplace(dfd, name, dfd, to)
 		if err == nil {
 			d.Action = "renamed to " + Quote(path.Join(dir, to))
 			return d

@@ -324,22 +324,6 @@ func (w *walker) failed() bool {
 	return w.err != nil
 }
 
-// beneath are the openat2 rules for everything under a root we walk or
-// write: no symlink anywhere, no escape, no /proc magic.
-const beneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV
-
-func openBeneath(root int, rel string, flags int) (int, error) {
-	if rel == "" {
-		rel = "."
-	}
-	for {
-		fd, err := unix.Openat2(root, rel, &unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC | unix.O_NOFOLLOW), Resolve: beneath})
-		if err != unix.EINTR && err != unix.EAGAIN {
-			return fd, err
-		}
-	}
-}
-
 // dir lists one directory (rel to the root) and hashes its files; its
 // subdirectories get goroutines of their own. A semaphore bounds the work
 // in flight, and no descriptor is held while waiting for it.
@@ -423,8 +407,8 @@ func (w *walker) dir(rel string) {
 }
 
 func entryOf(rel string, st *unix.Stat_t) Entry {
-	e := Entry{Path: rel, Mode: st.Mode & 0o7777, Size: st.Size, Dev: st.Dev, Ino: st.Ino,
-		Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano(), Rdev: st.Rdev}
+	e := Entry{Path: rel, Mode: uint32(st.Mode & 0o7777), Size: st.Size, Dev: uint64(st.Dev), Ino: st.Ino,
+		Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano(), Rdev: uint64(st.Rdev)}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
 		e.Type = TypeFile
@@ -433,9 +417,9 @@ func entryOf(rel string, st *unix.Stat_t) Entry {
 	case unix.S_IFLNK:
 		e.Type = TypeSymlink
 	case unix.S_IFCHR:
-		e.Type, e.Size, e.Other = TypeOther, 0, fmt.Sprintf("char device %d:%d", unix.Major(st.Rdev), unix.Minor(st.Rdev))
+		e.Type, e.Size, e.Other = TypeOther, 0, fmt.Sprintf("char device %d:%d", unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev)))
 	case unix.S_IFBLK:
-		e.Type, e.Size, e.Other = TypeOther, 0, fmt.Sprintf("block device %d:%d", unix.Major(st.Rdev), unix.Minor(st.Rdev))
+		e.Type, e.Size, e.Other = TypeOther, 0, fmt.Sprintf("block device %d:%d", unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev)))
 	case unix.S_IFIFO:
 		e.Type, e.Size, e.Other = TypeOther, 0, "fifo"
 	case unix.S_IFSOCK:
@@ -512,7 +496,7 @@ func (w *walker) hash(dirfd int, name string, e *Entry) {
 }
 
 func sameStat(st *unix.Stat_t, e *Entry) bool {
-	return st.Ino == e.Ino && st.Dev == e.Dev && st.Mode&unix.S_IFMT == unix.S_IFREG &&
+	return st.Ino == e.Ino && uint64(st.Dev) == e.Dev && st.Mode&unix.S_IFMT == unix.S_IFREG &&
 		st.Size == e.Size && st.Mtim.Nano() == e.Mtime && st.Ctim.Nano() == e.Ctime
 }
 
@@ -527,14 +511,6 @@ func hashReader(r io.Reader) (string, int64, error) {
 		return "", n, err
 	}
 	return hex.EncodeToString(h.Sum(nil)), n, nil
-}
-
-// under reports whether p lies strictly below dir ("" is the root).
-func under(p, dir string) bool {
-	if dir == "" {
-		return p != ""
-	}
-	return len(p) > len(dir) && p[:len(dir)] == dir && p[len(dir)] == '/'
 }
 
 // parent returns p's parent ("" for a top-level name).

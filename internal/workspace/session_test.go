@@ -129,7 +129,7 @@ func TestScansOfOneTreeTakeTurnsAndReuseTheHashCache(t *testing.T) {
 	}
 	const planted = "0000000000000000000000000000000000000000000000000000000000000001"
 	c := NewCache()
-	c.seen[cacheKey{st.Dev, st.Ino}] = cacheVal{st.Size, st.Mtim.Nano(), st.Ctim.Nano(), planted}
+	c.seen[cacheKey{uint64(st.Dev), st.Ino}] = cacheVal{st.Size, st.Mtim.Nano(), st.Ctim.Nano(), planted}
 	c.learned = true
 	if err := c.Save(cacheFile); err != nil {
 		t.Fatal(err)

@@ -26,7 +26,7 @@ func WriteFileBeneath(root, rel string, data []byte) error {
 			return fmt.Errorf("make %s: %w", Quote(rel[:i]), err)
 		}
 	}
-	dir, err := openBeneath(rfd, parent(rel), unix.O_PATH|unix.O_DIRECTORY)
+	dir, err := openBeneath(rfd, parent(rel), oPath|unix.O_DIRECTORY)
 	if err != nil {
 		return fmt.Errorf("%s is not a plain directory (%v): remove it from %s", Quote(parent(rel)), err, root)
 	}

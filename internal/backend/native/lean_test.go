@@ -19,6 +19,9 @@ import (
 // file its slot's ids may execute but not reach by path (mode 0700 dirs),
 // as any user from a file nobody may write.
 func TestWithoutExeTheLeanGuestRunsFromItsCache(t *testing.T) {
+	if guestbin.ID() == "" {
+		t.Skip("no lean guest is built in: go generate ./internal/guestbin (.ci/run does)")
+	}
 	if m := guestbin.Missing(); m != "" {
 		t.Fatalf("the lean guest is %s", m)
 	}

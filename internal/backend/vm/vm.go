@@ -132,6 +132,7 @@ type Sandbox struct {
 	vfsPort  *os.File    // the host's end of the VFS port, until served
 	shares   *vfs.Router // what the VFS port serves
 	stopVFS  context.CancelFunc
+	vfsDone  chan struct{} // closed when the VFS server has returned
 	closers  []func() error
 	console  *console
 	pidFile  string
@@ -414,7 +415,10 @@ func (s *Sandbox) serveVFS() {
 	s.stopVFS = cancel
 	port, root := s.vfsPort, s.shares
 	s.vfsPort = nil
+	done := make(chan struct{})
+	s.vfsDone = done
 	go func() {
+		defer close(done)
 		// The guest runs its commands as root: it owns what it is shown, and
 		// what it creates is the host user's.
 		if err := vfs.ServeStream(ctx, port, root, vfs.ServeOptions{Owner: &vfs.Owner{}}); err != nil && ctx.Err() == nil {
@@ -653,6 +657,14 @@ func (s *Sandbox) endQEMU() {
 	}
 	if s.stopVFS != nil {
 		s.stopVFS()
+		// The shares' providers close after this (Close's closers): no
+		// request may still be running on their descriptors by then, or
+		// it could resolve a path against a number reused since.
+		select {
+		case <-s.vfsDone:
+		case <-time.After(10 * time.Second):
+			fmt.Fprintf(s.opts.Stderr, "airlock: the VM's file service did not end in 10s\n")
+		}
 	}
 	if s.vfsPort != nil {
 		s.vfsPort.Close()

@@ -1,7 +1,6 @@
 // Package gen builds an executable for internal/embedbin to embed, and
-// names the sources it is built from: the commands internal/guestbin/gen and
-// internal/fullbin/gen, which `go generate` runs, are this with their
-// package and tags.
+// names the sources it is built from: the command internal/guestbin/gen,
+// which `go generate` runs, is this with its package and tags.
 package gen
 
 import (

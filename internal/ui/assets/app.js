@@ -80,6 +80,10 @@ function renderPending() {
       });
     }
     li.querySelector(".subject").textContent = req.subject;
+    // A host command's or tool call's detail (what it will reach), whole.
+    const full = li.querySelector(".full");
+    full.textContent = req.detail || "";
+    full.hidden = !req.detail;
     li.querySelector(".detail").textContent = req.method ? `${req.method} ${req.path || ""}` : (req.kind !== "network" ? req.kind : "");
     li.querySelector(".sandbox").textContent = "sandbox " + req.sandbox;
     li.querySelector(".reason").textContent = req.reason;

@@ -1,0 +1,28 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/airlock-dev/airlock/internal/guest"
+)
+
+// subcommands are airlock's commands, in the order help lists them.
+var subcommands = []subcommand{
+	{"run", newRunCmd}, {"exec", newExecCmd}, {"ls", newLsCmd}, {"get", newGetCmd}, {"logs", newLogsCmd},
+	{"kill", newKillCmd}, {"rm", newRmCmd}, {"prune", newPruneCmd}, {"diff", newDiffCmd}, {"apply", newApplyCmd},
+	{"discard", newDiscardCmd}, {"audit", newAuditCmd}, {"ca", newCACmd}, {"doctor", newDoctorCmd},
+	{"gateway", newGatewayCmd}, {"images", newImagesCmd}, {"rpc", newRPCCmd}, {"config", newConfigCmd},
+	{"trust", newTrustCmd}, {"approvals", newApprovalsCmd}, {"agent", newAgentCmd},
+	{"approve", func() *cobra.Command { return newDecideCmd(true) }},
+	{"deny", func() *cobra.Command { return newDecideCmd(false) }},
+	{"revoke", newRevokeCmd}, {"ui", newUICmd}, {"mcp-bridge", newMCPBridgeCmd}, {"hostexec", newHostexecCmd},
+	{"version", newVersionCmd},
+}
+
+// vmInit boots a VM's guest when the kernel runs this binary as its /init
+// (the vm backend copies in this binary); it then never returns.
+func vmInit() {
+	if guest.IsVMInit() {
+		guest.VMInit()
+	}
+}
