@@ -458,19 +458,15 @@ func (s *Sandbox) Close() error {
 		}
 		keep := false
 		if s.sb != nil {
-			s.sb.Stop() // every process is gone: the workspace can be read
+			s.sb.Stop(false) // every process is gone: the workspace can be read
 			keep = s.review()
-			s.sb.Close() // closes the audit stream: the pump ends
+			s.sb.Close(keep) // closes the audit stream (the pump ends); without keep, the state dir goes
 		}
 		s.wg.Wait()
-		if s.h != nil {
-			if keep {
-				now := time.Now().UTC()
-				s.h.SetStatus(state.Status{State: state.Exited, FinishedAt: &now})
-				s.h.Release()
-			} else if s.sb != nil {
-				s.h.Remove()
-			}
+		if s.h != nil && keep {
+			now := time.Now().UTC()
+			s.h.SetStatus(state.Status{State: state.Exited, FinishedAt: &now})
+			s.h.Release()
 		}
 		s.evMu.Lock()
 		s.evClosed = true

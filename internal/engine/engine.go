@@ -1,7 +1,8 @@
 // Package engine is the one place a sandbox is assembled, in named steps:
-// check the spec → backend prepare → workspace session → egress (gateway
-// pipeline and its door) → backend start → attach the network link → audit
-// stream; and torn down in reverse. The CLI's supervisor and the public
+// check spec → prepare backend → open record → prepare workspace → start
+// egress → start backend → attach link (see Start); each step adds how to
+// undo what it made to a cleanup stack, which undoes a failed start and is
+// the sandbox's teardown (Close). The CLI's supervisor and the public
 // sandbox API are thin hosts around it. Only the engine imports backends.
 package engine
 
@@ -21,10 +22,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/airlock-dev/airlock/internal/asker"
 	"github.com/airlock-dev/airlock/internal/audit"
 	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/backend/guestclient"
 	"github.com/airlock-dev/airlock/internal/backend/native"
+	"github.com/airlock-dev/airlock/internal/cleanup"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/control"
 	"github.com/airlock-dev/airlock/internal/egress"
@@ -34,6 +37,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/secrets"
 	"github.com/airlock-dev/airlock/internal/state"
 	"github.com/airlock-dev/airlock/internal/trace"
+	"github.com/airlock-dev/airlock/internal/watch"
 	"github.com/airlock-dev/airlock/internal/workspace"
 )
 
@@ -128,35 +132,47 @@ type Command struct {
 type Sandbox struct {
 	h        *state.Handle
 	spec     Spec
+	o        Options
 	bspec    *backend.Spec
 	be       backend.Backend
+	pending  backend.Pending // prepared, until the backend's start takes it
 	inst     backend.Instance
+	wsMode   string // the workspace mode the backend allows
+	wsCfg    workspace.Config
 	ws       *workspace.Session
 	eg       *egress.Egress
-	ask      *asker     // nil unless something may ask
-	saved    *saved     // saved decisions, in force in every sandbox with a network
-	mcp      mcpServers // the sandbox's MCP servers, policed; nil without
+	ask      *asker.Asker // its remembered decisions, and its queue if something may ask
+	mcp      mcpServers   // the sandbox's MCP servers, policed; nil without
 	guestExe string
 	log      *audit.Log
 	redact   atomic.Pointer[secrets.Set]
-	// stopSecrets ends the refreshers of the secrets' rotating values.
-	stopSecrets func()
-	ctl         *net.UnixListener
-	watch       *watcher
-	env         []string
-	mode        string // network mode, "" without network
-	started     time.Time
+	ctl      *net.UnixListener
+	watch    *watch.Watcher
+	env      []string
+	mode     string // network mode, "" without network
+	started  time.Time
+	warnings []string
 
-	warnings    []string
-	stopOnce    sync.Once
-	stopping    bool            // Stop has begun: it closes the backend
-	oomKilled   bool            // the memory limit killed a process (read by Stop)
-	stopped     chan struct{}   // closed once the backend is closed, after Stop
-	gone        <-chan struct{} // closed once every process is gone, after Halt
-	doorsOnce   sync.Once
-	doorsClosed chan struct{} // closed once closeDoors is done
-	closeMu     sync.Mutex
-	closed      bool
+	// While Start runs: the steps' work that waits for the guest's setup
+	// (see startBackend), the record not yet written, Start's error.
+	whileSetup []setupWork
+	unwritten  *state.Record
+	startErr   error
+
+	// From Start's end: the cleanup stack it released, and whether it ran.
+	undo *cleanup.Stack
+	ran  bool
+
+	closeControl  func() // once: closeControlOnce
+	closeServices func() // once: closeServicesOnce
+	stopOnce      sync.Once
+	stopping      atomic.Bool     // Stop has begun: it closes the backend
+	oomKilled     bool            // the memory limit killed a process (read by Stop)
+	stopped       chan struct{}   // closed once the backend is closed, after Stop
+	gone          <-chan struct{} // closed once every process is gone, after Stop
+	closeMu       sync.Mutex
+	closed, keep  bool  // Close has run, and with what
+	dropErr       error // the state dir's removal's, if Close removed it
 
 	first *Command     // Options.First, until Sandbox.First takes it
 	caps  backend.Caps // the backend's, as Start found them
@@ -207,188 +223,286 @@ func Prune(ctx context.Context, stateRoot string, running func(id string) bool, 
 	return removed, nil
 }
 
-// step names a failed step in its error.
-func step(name string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("%s: %w", name, err)
+// Start makes the sandbox spec describes, registered in h, and returns once
+// it runs. Its steps run in order, each adding to a cleanup stack how to
+// undo what it made; on error the stack runs last-first and nothing is
+// left: not in the state dir, not a process. On success the stack is the
+// Sandbox's teardown (Close).
+func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (*Sandbox, error) {
+	return start(ctx, h, spec, o, nil)
 }
 
-// Start makes the sandbox spec describes, registered in h, and returns once
-// it runs. On error nothing is left: not in the state dir, not a process.
-func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandbox, err error) {
-	s := &Sandbox{h: h, spec: spec, stopped: make(chan struct{}), doorsClosed: make(chan struct{}), started: time.Now(), guestExe: o.GuestExe}
-	pending := o.Pending
-	defer func() {
-		if err != nil {
-			if pending != nil {
-				pending.Close()
-			}
-			s.teardown()
-			workspace.Release(WorkspaceDir(h.Dir())) // an overlay that was mounted leaves a mode-0 dir
-			h.Remove()
-		}
-	}()
-	warn := func(w string) {
-		if !spec.Quiet && o.Stderr != nil {
-			fmt.Fprintf(o.Stderr, "airlock: warning: %s\n", w)
+// start is Start with be, if not nil, as the backend (the unit tests' fake).
+func start(ctx context.Context, h *state.Handle, spec Spec, o Options, be backend.Backend) (*Sandbox, error) {
+	s := &Sandbox{h: h, spec: spec, o: o, be: be, pending: o.Pending, stopped: make(chan struct{}), started: time.Now(), guestExe: o.GuestExe}
+	s.closeControl, s.closeServices = sync.OnceFunc(s.closeControlOnce), sync.OnceFunc(s.closeServicesOnce)
+	var cu cleanup.Stack
+	defer cu.Clean()
+	// Start owns the state dir entry until it returns: an undone start
+	// removes it, reserved or made.
+	cu.Add(s.dropEntry)
+	for _, st := range s.steps() {
+		if err := st.run(ctx, &cu); err != nil {
+			s.startErr = fmt.Errorf("engine: %s: %w", st.name, err)
+			return nil, s.startErr
 		}
 	}
+	s.undo = cu.Release()
+	s.running()
+	return s, nil
+}
 
-	// Check the spec and decide what the backend's capabilities allow.
-	if s.be, err = backendFor(spec.Config.BackendName(), o.GuestExe); err != nil {
-		return nil, step("check spec", err)
+// startStep is one named step of Start.
+type startStep struct {
+	name string
+	run  func(context.Context, *cleanup.Stack) error
+}
+
+// steps are Start's steps in their order; each one's error is named.
+func (s *Sandbox) steps() []startStep {
+	return []startStep{
+		{"check spec", s.checkSpec},
+		{"prepare backend", s.prepareBackend},
+		{"open record", s.openRecord},
+		{"prepare workspace", s.prepareWorkspace},
+		{"start egress", s.startEgress},
+		{"start backend", s.startBackend},
+		{"attach link", s.attachLink},
 	}
-	caps := s.be.Caps()
-	s.caps = caps
-	secretsOn := len(o.Secrets) > 0
+}
+
+// checkSpec checks the spec and decides what the backend's capabilities
+// allow: the backend, the network mode, the workspace mode and the
+// backend's spec. It makes nothing.
+func (s *Sandbox) checkSpec(context.Context, *cleanup.Stack) (err error) {
+	spec := &s.spec
+	if s.be == nil {
+		if s.be, err = backendFor(spec.Config.BackendName(), s.guestExe); err != nil {
+			return err
+		}
+	}
+	s.caps = s.be.Caps()
 	services := spec.Config.HostExec.Enabled() || spec.Config.MCPServers != nil
 	// Saved decisions hold in every sandbox: a saved allow gives it a
 	// network for its host, a saved deny wins over any allow.
-	if s.saved, err = openSaved(spec.Config.Workspace.Path); err != nil {
-		return nil, step("approvals", err)
+	if s.ask, err = asker.Open(spec.Config.Workspace.Path, s.record); err != nil {
+		return fmt.Errorf("approvals: %w", err)
 	}
-	if spec.Config.Network.Enabled() || secretsOn || spec.Config.Approvals.Ask() || services || s.saved.admits() {
-		if s.mode, err = networkMode(spec.Config.Network.Mode, caps); err != nil {
-			return nil, step("check spec", err)
+	if spec.Config.Network.Enabled() || len(s.o.Secrets) > 0 || spec.Config.Approvals.Ask() || services || s.ask.Admits() {
+		if s.mode, err = networkMode(spec.Config.Network.Mode, s.caps); err != nil {
+			return err
 		}
 	}
-	wsMode := spec.Config.WorkspaceMode()
-	if wsMode == config.WorkspaceOverlay && caps.NoOverlay != "" {
-		wsMode = config.WorkspaceCopy
-		if !spec.Quiet && o.Stderr != nil {
-			fmt.Fprintf(o.Stderr, "airlock: --workspace-mode overlay: %s\n", caps.NoOverlay)
+	s.wsMode = spec.Config.WorkspaceMode()
+	if s.wsMode == config.WorkspaceOverlay && s.caps.NoOverlay != "" {
+		s.wsMode = config.WorkspaceCopy
+		if !spec.Quiet && s.o.Stderr != nil {
+			fmt.Fprintf(s.o.Stderr, "airlock: --workspace-mode overlay: %s\n", s.caps.NoOverlay)
 		}
 	}
 	if s.bspec, err = s.backendSpec(); err != nil {
-		return nil, step("check spec", err)
+		return err
 	}
-	if err := ownDirsOutOfReach(s.bspec, wsMode); err != nil {
-		return nil, step("check spec", err)
+	if err := ownDirsOutOfReach(s.bspec, s.wsMode); err != nil {
+		return err
 	}
-
 	trace.Mark("engine: spec checked")
-	// Backend prepare: a native guest's namespaces come up meanwhile.
-	if pending == nil {
-		if pending, err = s.be.Prepare(ctx, s.bspec); err != nil {
-			return nil, step("backend prepare", err)
-		}
-	}
+	return nil
+}
 
-	// The audit stream and the workspace session. Without a network nothing
-	// before the backend's start audits anything, and a bind workspace gives
-	// the sandbox's plan only its read-only paths: both are then made while
-	// the guest sets up (late), not before its plan is sent, and so is the
-	// state dir entry they live in when the host only reserved it (scratch
-	// dirs live there too, and a backend's run dir: a sandbox with either
-	// makes it first). Nothing can be audited before Start returns
-	// (commands and the control socket come after), nor can anyone find the
-	// sandbox before its entry exists.
-	late := s.mode == "" && wsMode == config.WorkspaceBind && len(spec.Scratch) == 0 && !s.caps.UsesRunDir
-	if !late {
-		if _, err := s.publish(nil); err != nil {
-			return nil, err
+// prepareBackend starts preparing the sandbox (a native guest's
+// namespaces come up meanwhile), unless the host did (Options.Pending).
+func (s *Sandbox) prepareBackend(ctx context.Context, cu *cleanup.Stack) (err error) {
+	// Until the backend's start takes it, the prepared sandbox is ours to
+	// close (the host's too: Start owns Options.Pending).
+	cu.Add(func() {
+		if s.pending != nil {
+			s.pending.Close()
 		}
-		if err := s.openAudit(); err != nil {
-			return nil, err
-		}
+	})
+	if s.pending == nil {
+		s.pending, err = s.be.Prepare(ctx, s.bspec)
 	}
+	return err
+}
+
+// recordWaits says whether the state dir entry, the audit stream and a
+// bind workspace's session can wait for the guest's setup (see
+// openRecord): when nothing before the backend's start audits anything
+// (no network) or writes in the entry (no scratch dirs, no run dir, and a
+// bind workspace, whose plan needs only its read-only paths).
+func (s *Sandbox) recordWaits() bool {
+	return s.mode == "" && s.wsMode == config.WorkspaceBind && len(s.spec.Scratch) == 0 && !s.caps.UsesRunDir
+}
+
+// openRecord makes the sandbox's state dir entry, if the host only
+// reserved it, and opens its audit stream. Where they can wait
+// (recordWaits), they are made while the guest sets up instead, not before
+// its plan is sent, and the entry is made with its full record: written
+// once. Nothing can be audited before Start returns (commands and the
+// control socket come after), nor can anyone find the sandbox before its
+// entry exists.
+func (s *Sandbox) openRecord(_ context.Context, cu *cleanup.Stack) error {
+	open := func(rec *state.Record) error {
+		if made, err := s.publish(rec); err != nil {
+			return err
+		} else if made {
+			s.unwritten = nil
+		}
+		cu.Add(s.closeAudit)
+		return s.openAudit()
+	}
+	if s.recordWaits() {
+		s.whileSetup = append(s.whileSetup, setupWork{"open record", func() error { return open(s.unwritten) }})
+		return nil
+	}
+	return open(nil)
+}
+
+// prepareWorkspace makes the scratch dirs, guards the repository
+// (--protect-git) and takes the workspace session's manifest (and the
+// copy, or the overlay's layers) before the sandbox starts, shaping the
+// backend spec to match. A bind session waits for the guest's setup
+// when the record does (its session lives in the entry).
+func (s *Sandbox) prepareWorkspace(_ context.Context, cu *cleanup.Stack) (err error) {
 	if err := s.makeScratch(); err != nil {
-		return nil, step("workspace", err)
+		return err
 	}
-	wsCfg, err := s.workspaceConfig(wsMode)
-	if err != nil {
-		return nil, step("workspace", err)
+	if s.wsCfg, err = s.workspaceConfig(s.wsMode); err != nil {
+		return err
 	}
-	// --protect-git: the git dir's redirections read-only, the git dir and
-	// what a commit writes bound onto themselves (mountpoints, which cannot
-	// be renamed or replaced).
-	ro, pin := workspace.GitGuard(wsCfg)
+	s.guardGit()
+	prepare := func(progress workspace.Progress) error {
+		// An overlay that was mounted leaves a mode-0 dir, which the
+		// entry's removal could not remove.
+		cu.Add(func() {
+			if !s.ran {
+				workspace.Release(WorkspaceDir(s.h.Dir()))
+			}
+		})
+		ws, err := s.session(progress)
+		if err != nil {
+			return err
+		}
+		s.ws = ws
+		trace.Mark("engine: workspace prepared")
+		return nil
+	}
+	if s.recordWaits() {
+		s.whileSetup = append(s.whileSetup, setupWork{"prepare workspace", func() error { return prepare(nil) }})
+		return nil
+	}
+	return prepare(s.o.Progress)
+}
+
+// guardGit shows --protect-git's guarded paths: the git dir's redirections
+// read-only, the git dir and what a commit writes bound onto themselves
+// (mountpoints, which cannot be renamed or replaced).
+func (s *Sandbox) guardGit() {
+	ro, pin := workspace.GitGuard(s.wsCfg)
 	if s.bspec.NoDelete {
 		// Landlock already stops every rename and removal there; a pin,
 		// a writable place of its own, would give them back.
 		pin = nil
 	}
-	if src := s.bspec.WorkspaceSource; src != "" && src != s.bspec.Workspace {
-		// The workspace is shown at another path: so are its guarded paths
-		// (docker takes no binds at other paths: there the exit review
-		// alone restores and defuses).
-		if s.be.Name() == config.BackendDocker {
-			ro, pin = nil, nil
-		}
-		at := func(p string) string { return s.bspec.Workspace + strings.TrimPrefix(p, src) }
-		for _, p := range pin {
-			s.bspec.Binds = append(s.bspec.Binds, backend.Bind{Source: p, Target: at(p)})
-		}
-		for _, p := range ro {
-			s.bspec.Binds = append(s.bspec.Binds, backend.Bind{Source: p, Target: at(p), ReadOnly: true})
-		}
-	} else {
+	src := s.bspec.WorkspaceSource
+	if src == "" || src == s.bspec.Workspace {
 		s.bspec.RO = append(s.bspec.RO, ro...)
 		s.bspec.RW = append(s.bspec.RW, pin...)
+		return
 	}
-	if !late {
-		if s.ws, err = s.prepareWorkspace(wsCfg, o.Progress); err != nil {
-			return nil, step("workspace", err)
-		}
-		trace.Mark("engine: workspace prepared")
+	// The workspace is shown at another path: so are its guarded paths
+	// (docker takes no binds at other paths: there the exit review alone
+	// restores and defuses).
+	if s.be.Name() == config.BackendDocker {
+		ro, pin = nil, nil
 	}
-	// Egress: the gateway pipeline and its door.
-	s.env = spec.Env
-	if s.mode != "" {
-		set, stop, err := egress.LoadSecrets(spec.Config.Network, o.Secrets, warn)
-		if err != nil {
-			return nil, step("egress", err)
-		}
-		s.stopSecrets = stop
-		s.redact.Store(set)
-		// The queue exists when something may ask: unknown hosts (approvals
-		// ask) or a service's escalations (host commands on an ask list).
-		var approver gateway.Approver
-		if spec.Config.Approvals.Ask() || spec.Config.HostExec.Asks() || spec.Config.MCPServers != nil {
-			if s.ask, err = newAsker(s, spec.Config.Approvals, o.NobodyToAsk); err != nil {
-				return nil, step("approvals", err)
-			}
-			if spec.Config.Approvals.Ask() {
-				approver = s.ask
-			}
-		}
-		handlers, err := s.services(wsMode)
-		if err != nil {
-			return nil, step("services", err)
-		}
-		s.eg, err = egress.Start(egress.Config{
-			Network: spec.Config.Network, Mode: s.mode, ID: h.ID(), Dir: h.Dir(), BundleDir: filepath.Join(stateRoot(h), BundleDir),
-			ProxySocket: gatewaySocket(h.SocketPath()), Secrets: set, Audit: s.log, Hooks: o.Hooks, Approver: approver,
-			Services: handlers, Budget: spec.Config.Budget,
-		})
-		if err != nil {
-			return nil, step("egress", err)
-		}
-		// Remembered decisions (the session's file, saved ones) are in
-		// force from the first packet, whether or not the sandbox asks.
-		if err := s.startSaved(); err != nil {
-			return nil, step("approvals", err)
-		}
-		s.bspec.Files = append(s.bspec.Files, s.eg.Files...)
-		s.bspec.Relay, s.bspec.Net = s.eg.Relay, s.eg.Net
-		s.env = config.MergeEnv(s.env, s.eg.Env)
-		if len(handlers) > 0 {
-			s.env = toolsInside(o.GuestExe, s.bspec, s.env)
-			s.env = config.MergeEnv(s.env, []string{"AIRLOCK_WORKSPACE=" + s.bspec.Workspace})
-		}
+	at := func(p string) string { return s.bspec.Workspace + strings.TrimPrefix(p, src) }
+	for _, p := range pin {
+		s.bspec.Binds = append(s.bspec.Binds, backend.Bind{Source: p, Target: at(p)})
 	}
+	for _, p := range ro {
+		s.bspec.Binds = append(s.bspec.Binds, backend.Bind{Source: p, Target: at(p), ReadOnly: true})
+	}
+}
 
+// startEgress starts the gateway pipeline and its door, with what serves
+// the sandbox from this process (approvals, host commands, MCP servers),
+// and settles the environment every command gets.
+func (s *Sandbox) startEgress(_ context.Context, cu *cleanup.Stack) (err error) {
+	spec := &s.spec
+	s.env = spec.Env
+	if s.mode == "" {
+		trace.Mark("engine: egress ready")
+		return nil
+	}
+	warn := func(w string) { s.warn(w) }
+	set, stop, err := egress.LoadSecrets(spec.Config.Network, s.o.Secrets, warn)
+	if err != nil {
+		return err
+	}
+	cu.Add(stop)
+	s.redact.Store(set)
+	// What serves the sandbox through the gateway closes in its own order
+	// (closeServices), whichever of it was made.
+	cu.Add(s.closeServices)
+	// The queue exists when something may ask: unknown hosts (approvals
+	// ask) or a service's escalations (host commands on an ask list).
+	var approver gateway.Approver
+	if spec.Config.Approvals.Ask() || spec.Config.HostExec.Asks() || spec.Config.MCPServers != nil {
+		q := asker.Queue{Sandbox: s.h.ID(), Approvals: spec.Config.Approvals, Nobody: s.o.NobodyToAsk, Writable: s.writable()}
+		if err := s.ask.StartQueue(q); err != nil {
+			return fmt.Errorf("approvals: %w", err)
+		}
+		if spec.Config.Approvals.Ask() {
+			approver = s.ask
+		}
+	}
+	handlers, err := s.services(s.wsMode)
+	if err != nil {
+		return fmt.Errorf("services: %w", err)
+	}
+	h := s.h
+	s.eg, err = egress.Start(egress.Config{
+		Network: spec.Config.Network, Mode: s.mode, ID: h.ID(), Dir: h.Dir(), BundleDir: filepath.Join(stateRoot(h), BundleDir),
+		ProxySocket: gatewaySocket(h.SocketPath()), Secrets: set, Audit: s.log, Hooks: s.o.Hooks, Approver: approver,
+		Services: handlers, Budget: spec.Config.Budget,
+	})
+	if err != nil {
+		return err
+	}
+	// Remembered decisions (the session's file, saved ones) are in force
+	// from the first packet, whether or not the sandbox asks.
+	if err := s.ask.Enforce(s.eg); err != nil {
+		return fmt.Errorf("approvals: %w", err)
+	}
+	s.bspec.Files = append(s.bspec.Files, s.eg.Files...)
+	s.bspec.Relay, s.bspec.Net = s.eg.Relay, s.eg.Net
+	s.env = config.MergeEnv(s.env, s.eg.Env)
+	if len(handlers) > 0 {
+		s.env = toolsInside(s.guestExe, s.bspec, s.env)
+		s.env = config.MergeEnv(s.env, []string{"AIRLOCK_WORKSPACE=" + s.bspec.Workspace})
+	}
 	trace.Mark("engine: egress ready")
-	// The first command goes with the start: all it runs with is settled
-	// (the environment, the egress), and register below audits it and
-	// readies what must be ready before anything runs inside.
-	var (
-		first   *backend.Command
-		audited bool // first's record is written
-	)
-	if c := o.First; c != nil {
+	return nil
+}
+
+// setupWork is a step's work that waits for the guest's setup (see
+// startBackend), named as its step.
+type setupWork struct {
+	name string
+	run  func() error
+}
+
+// startBackend starts the sandbox. The first command (Options.First) goes
+// with the start: all it runs with is settled (the environment, the
+// egress). The sandbox is registered while the guest sets up, and what
+// must be in place before anything runs inside is readied meanwhile: the
+// steps' work that waits for the setup, the control socket, the workspace
+// session's readiness, the file watcher, the first command's audit record.
+func (s *Sandbox) startBackend(ctx context.Context, cu *cleanup.Stack) error {
+	var first *backend.Command
+	if c := s.o.First; c != nil {
 		if c.Req.Dir == "" {
 			c.Req.Dir = s.bspec.Workspace
 		}
@@ -399,87 +513,53 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 			c.Label = strings.Join(c.Req.Argv, " ")
 		}
 		s.first, first = c, &backend.Command{Req: c.Req, Output: c.Output, Files: c.Files, Started: c.Started}
-		defer func() {
-			if err != nil && audited {
-				s.recordNotStarted(c, err) // or ended at once
-			}
-		}()
 	}
-	// Backend start; the sandbox is registered while it sets up, and what
-	// must be in place before anything runs inside is readied meanwhile.
-	inst, err := pending.Start(ctx, s.bspec, func(cgroups []string) error {
-		rec, err := s.registration(cgroups)
-		if err != nil {
-			return err
-		}
-		unwritten := &rec
-		if late {
-			// The entry is made with its full record: written once.
-			if made, err := s.publish(&rec); err != nil {
-				return err
-			} else if made {
-				unwritten = nil
-			}
-			if err := s.openAudit(); err != nil {
-				return err
-			}
-			ws, err := s.prepareWorkspace(wsCfg, nil)
-			if err != nil {
-				return step("workspace", err)
-			}
-			s.ws = ws
-			trace.Mark("engine: workspace prepared")
-		}
-		if err := s.register(unwritten); err != nil {
-			return err
-		}
-		if o.WhileSetup != nil {
-			o.WhileSetup()
-		}
-		if err := s.ws.Ready(); err != nil {
-			return step("workspace", err)
-		}
-		if spec.Watch {
-			var err error
-			if s.watch, err = newWatcher(s.watched(), s.recordFile); err != nil {
-				s.warnings = append(s.warnings, "no file events: "+err.Error())
-			}
-		}
-		if first != nil {
-			r := audit.Exec(first.Req.Argv)
-			r.Subject = s.first.Label
-			s.record(r)
-			audited = true
-		}
-		return nil
-	}, first)
-	pending = nil // Start closes it on its own errors
+	pending := s.pending
+	inst, err := pending.Start(ctx, s.bspec, func(cgroups []string) error { return s.register(cu, cgroups) }, first)
+	s.pending = nil // Start closes it on its own errors
 	if err != nil {
-		return nil, step("backend start", err)
+		return err
 	}
 	s.inst = inst
+	cu.Add(s.closeInstance)
 	s.warnings = append(s.warnings, inst.Warnings()...)
 	trace.Mark("engine: backend started")
+	return nil
+}
 
-	// Attach the network link to the gateway's netstack.
-	if l := inst.Link(); l != nil {
-		if s.eg == nil {
-			l.File.Close()
-		} else if err := s.eg.Attach(*l); err != nil {
-			return nil, step("attach network", err)
-		}
+// attachLink attaches the sandbox's network link to the gateway's netstack.
+func (s *Sandbox) attachLink(context.Context, *cleanup.Stack) error {
+	l := s.inst.Link()
+	if l == nil {
+		return nil
 	}
+	if s.eg == nil {
+		l.File.Close()
+		return nil
+	}
+	return s.eg.Attach(*l)
+}
+
+// running is the end of a start: the workspace's background work, the
+// warnings, the control socket served, the start record.
+func (s *Sandbox) running() {
+	s.ran = true
 	s.ws.Background()
 	for _, w := range s.warnings {
-		warn(w)
+		s.warn(w)
 	}
-	go control.Serve(s.ctl, (*controlTarget)(s), o.OnStop)
+	go control.Serve(s.ctl, (*controlTarget)(s), s.o.OnStop)
 	started := audit.Lifecycle(audit.OpStart, s.be.Name(), "")
 	started.Duration = audit.Millis(time.Since(s.started))
-	started.Extra = map[string]string{"network": s.mode, "workspace": wsMode}
+	started.Extra = map[string]string{"network": s.mode, "workspace": s.wsMode}
 	s.record(started)
 	trace.Mark("engine: running")
-	return s, nil
+}
+
+func (s *Sandbox) warn(w string) {
+	if !s.spec.Quiet && s.o.Stderr != nil {
+		fmt.Fprintf(s.o.Stderr, "airlock: warning: %s\n", w)
+	}
 }
 
 // networkMode decides which door a sandbox gets: transparent wherever the
@@ -621,10 +701,11 @@ func (s *Sandbox) workspaceConfig(mode string) (workspace.Config, error) {
 	return cfg, nil
 }
 
-// prepareWorkspace takes the manifest (and the copy, or the overlay's
-// layers) before the sandbox starts and shapes the backend spec to match;
-// a bind session's read-only paths are the caller's (workspace.ReadOnlyPaths).
-func (s *Sandbox) prepareWorkspace(cfg workspace.Config, progress workspace.Progress) (*workspace.Session, error) {
+// session takes the workspace session's manifest (and the copy, or the
+// overlay's layers) and shapes the backend spec to match; a bind
+// session's read-only paths are guardGit's (workspace.GitGuard).
+func (s *Sandbox) session(progress workspace.Progress) (*workspace.Session, error) {
+	cfg := s.wsCfg
 	if cfg.Mode != workspace.Copy {
 		progress = nil
 	}
@@ -655,25 +736,64 @@ func (s *Sandbox) registration(cgroups []string) (state.Record, error) {
 	}, nil
 }
 
-// register records the sandbox in the state dir as running and opens its
-// control socket; the backend calls it while the sandbox sets up. A nil
-// rec says the record is written already (publish).
-func (s *Sandbox) register(rec *state.Record) error {
-	if rec != nil {
-		if err := s.h.WriteRecord(*rec); err != nil {
+// register is what the backend calls while the sandbox sets up: the
+// steps' work that waits for the setup runs, the sandbox is recorded in
+// the state dir as running, its control socket opens, and what must be
+// ready before anything runs inside is readied.
+func (s *Sandbox) register(cu *cleanup.Stack, cgroups []string) error {
+	rec, err := s.registration(cgroups)
+	if err != nil {
+		return err
+	}
+	s.unwritten = &rec
+	for _, w := range s.whileSetup {
+		if err := w.run(); err != nil {
+			return fmt.Errorf("%s: %w", w.name, err)
+		}
+	}
+	if s.unwritten != nil {
+		if err := s.h.WriteRecord(*s.unwritten); err != nil {
 			return err
 		}
 	}
 	sock := s.h.SocketPath()
 	os.Remove(sock)
-	var err error
+	cu.Add(s.closeControl)
 	if s.ctl, err = net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"}); err != nil {
 		return fmt.Errorf("control socket: %w", err)
 	}
 	// Running from here, not once the guest is ready: the write then costs
 	// the start nothing. Until Serve, a client's connection waits in the
 	// socket's backlog; a start that fails removes the directory.
-	return s.h.SetStatus(state.Status{State: state.Running})
+	if err := s.h.SetStatus(state.Status{State: state.Running}); err != nil {
+		return err
+	}
+	if s.o.WhileSetup != nil {
+		s.o.WhileSetup()
+	}
+	if err := s.ws.Ready(); err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	if s.spec.Watch {
+		if s.watch, err = watch.New(s.watched(), s.recordFile); err != nil {
+			s.warnings = append(s.warnings, "no file events: "+err.Error())
+		}
+		if s.watch != nil {
+			cu.Add(s.watch.Close)
+		}
+	}
+	if c := s.first; c != nil {
+		r := audit.Exec(c.Req.Argv)
+		r.Subject = c.Label
+		s.record(r)
+		// Its start record is written: an undone start says it did not.
+		cu.Add(func() {
+			if !s.ran {
+				s.recordNotStarted(c, s.startErr)
+			}
+		})
+	}
+	return nil
 }
 
 // publish makes the sandbox's state dir entry, with rec for its record
@@ -685,7 +805,7 @@ func (s *Sandbox) publish(rec *state.Record) (bool, error) {
 		return false, nil
 	}
 	if err := s.h.Publish(rec); err != nil {
-		return false, step("state", err)
+		return false, fmt.Errorf("state: %w", err)
 	}
 	trace.Mark("engine: state dir entry made")
 	return true, nil
@@ -697,7 +817,7 @@ func (s *Sandbox) openAudit() error {
 	bounds := audit.Options{MaxBytes: s.spec.Config.Audit.MaxBytes, Keep: s.spec.Config.Audit.Keep}
 	log, err := audit.OpenWith(filepath.Join(s.h.Dir(), "audit.jsonl"), s.h.ID(), s.redactString, bounds)
 	if err != nil {
-		return step("audit", err)
+		return fmt.Errorf("audit: %w", err)
 	}
 	s.log = log
 	created := audit.Lifecycle(audit.OpCreate, s.be.Name(), "")
@@ -727,7 +847,7 @@ func (s *Sandbox) recordFile(op, path string, size int64) {
 }
 
 // watched are the writable mounts' host dirs and where they are inside.
-func (s *Sandbox) watched() []watchMount {
+func (s *Sandbox) watched() []watch.Mount {
 	inside := s.bspec.Workspace
 	host := s.spec.Config.Workspace.Path
 	switch {
@@ -736,10 +856,10 @@ func (s *Sandbox) watched() []watchMount {
 	case s.bspec.WorkspaceSource != "":
 		host = s.bspec.WorkspaceSource
 	}
-	out := []watchMount{{host: host, inside: inside}}
+	out := []watch.Mount{{Host: host, Inside: inside}}
 	for _, b := range s.bspec.Binds {
 		if !b.ReadOnly && b.Source != "" {
-			out = append(out, watchMount{host: b.Source, inside: b.Target})
+			out = append(out, watch.Mount{Host: b.Source, Inside: b.Target})
 		}
 	}
 	return out
@@ -867,15 +987,14 @@ func (s *Sandbox) Call(ctx context.Context, m *proto.Msg) (*proto.Msg, error) {
 // sandbox from this process (control socket, approvals, MCP servers, the
 // gateway) needs no process gone: it closes while the kernel tears the
 // sandbox down (a millisecond and more), instead of after.
-func (s *Sandbox) Stop() (oomKilled bool) {
-	s.Halt()
-	<-s.gone
-	return s.oomKilled
-}
-
-// Halt is Stop without the wait: the processes are being ended when it
-// returns, and whether the memory limit killed one is known. Stop waits.
-func (s *Sandbox) Halt() (oomKilled bool) {
+//
+// leaving says the host will Close(false) unless the memory limit killed a
+// process or the review finds changes to keep: a bind sandbox's review
+// writes nothing that stays, so it then leaves the state dir at once
+// (nobody finds it any more) and its directory is deleted, but the
+// workspace session, while the processes end, instead of after the
+// review. Calls after the first only wait.
+func (s *Sandbox) Stop(leaving bool) (oomKilled bool) {
 	s.stopOnce.Do(func() {
 		// The kill first: the kernel's teardown of the sandbox (a millisecond
 		// and more) then overlaps all that follows, and nothing that follows
@@ -885,29 +1004,28 @@ func (s *Sandbox) Halt() (oomKilled bool) {
 			k.Kill()
 		}
 		s.oomKilled = s.inst.OOMKilled()
-		s.stopping = true
-		if s.watch != nil {
-			s.watch.close()
-		}
+		s.stopping.Store(true)
+		s.watch.Close()
 		closed := make(chan struct{})
 		go func() { s.inst.Close(); close(closed) }()
-		s.closeDoors()
+		go func() { s.closeControl(); s.closeServices() }()
 		s.gone = closed
 		if s.caps.ReapedWhenDone {
 			s.gone = s.inst.Done()
 		}
 		go func() { <-closed; close(s.stopped) }()
+		if leaving && !s.oomKilled && s.ws.Mode() == workspace.Bind {
+			s.forget()
+		}
 	})
+	<-s.gone
 	return s.oomKilled
 }
 
-// Forget is for a host that will Discard the sandbox and whose workspace
-// review writes nothing that stays (bind mode): called between Halt and
-// Stop, it takes the sandbox out of the state dir at once (nobody finds
-// it any more) and deletes what its directory holds, but the workspace
-// session, while the processes end, instead of after the review. Discard
-// finishes. The workspace session goes on where its directory now is.
-func (s *Sandbox) Forget() error {
+// forget takes the sandbox out of the state dir and deletes what its
+// directory holds but the workspace session, which goes on where its
+// directory now is (see Stop's leaving).
+func (s *Sandbox) forget() error {
 	return s.ws.Move(func() (string, error) {
 		if err := s.h.Unlist(workspaceDirName); err != nil {
 			return "", err
@@ -916,80 +1034,89 @@ func (s *Sandbox) Forget() error {
 	})
 }
 
-// Close tears the sandbox down in reverse order of assembly: processes,
-// backend leftovers, the gateway, the control socket, the audit stream.
-// The state dir stays (the host decides: Release or Remove).
-func (s *Sandbox) Close() {
-	s.Stop()
-	<-s.stopped
-	s.teardown()
-}
-
-// Discard is Close and then the state dir's removal (state.Handle.Remove),
-// for a host that keeps nothing of the sandbox (a foreground run with
-// nothing to review). When it returns, nothing of the sandbox is left: its
-// processes, cgroups, id slot, MCP servers, gateway, sockets and state dir
-// are gone. The state dir goes while the backend removes the cgroups,
-// which it does not need: a crash between the two leaves groups that
-// prune finds by their dead owner's pid.
-func (s *Sandbox) Discard() error {
-	s.Stop()
-	s.teardown()
-	removed := make(chan error, 1)
-	// The workspace session's directory (made with MkdirAll) may stay,
-	// emptied, for the next sandbox: see state.Handle.Remove.
-	go func() { removed <- s.h.Remove(workspaceDirName) }()
-	<-s.stopped
-	return <-removed
-}
-
-// closeDoors starts closing, once, in the background, what serves the
-// sandbox from this process: the control socket first (no new requests),
-// then MCP servers, the approval queue and the gateway. doorsClosed is
-// closed when they are.
-func (s *Sandbox) closeDoors() {
-	s.doorsOnce.Do(func() {
-		go func() {
-			defer close(s.doorsClosed)
-			if s.ctl != nil {
-				s.ctl.Close()
-				os.Remove(s.h.SocketPath())
-			}
-			if s.mcp != nil {
-				s.mcp.Close()
-			}
-			s.saved.close()
-			if s.ask != nil {
-				s.ask.close()
-			}
-			if s.eg != nil {
-				s.eg.Close()
-			}
-		}()
-	})
-}
-
-// teardown closes what is left once the processes are gone (or never
-// started): the backend (unless Stop does), the doors and, last, the
-// audit stream.
-func (s *Sandbox) teardown() {
+// Close stops the sandbox (see Stop) and tears it down: Start's cleanup
+// stack, last-first (the file watcher, the control socket, the services
+// and the gateway, the audit stream), while the backend removes what is
+// left of it (cgroups, container). keep keeps the state dir, for the host
+// to record the end in and Release; without it the state dir goes too,
+// while the backend still removes the cgroups, which it does not need (a
+// crash between the two leaves groups that prune finds by their dead
+// owner's pid). When Close returns, nothing of the sandbox runs. Calls
+// after the first do nothing.
+func (s *Sandbox) Close(keep bool) error {
+	s.Stop(false)
 	s.closeMu.Lock()
 	defer s.closeMu.Unlock()
-	if s.closed {
-		return
+	if !s.closed {
+		s.closed, s.keep = true, keep
+		s.undo.Clean()
+		<-s.stopped
 	}
-	s.closed = true
-	if s.inst != nil && !s.stopping {
+	return s.dropErr
+}
+
+// dropEntry is the first undo of a start: an undone start leaves no state
+// dir entry, reserved or made; a sandbox that ran leaves it to the host
+// (Close(true)), or removes it (its workspace session's directory, made
+// with MkdirAll, may stay, emptied, for the next sandbox: see
+// state.Handle.Remove).
+func (s *Sandbox) dropEntry() {
+	switch {
+	case !s.ran:
+		s.h.Remove()
+	case !s.keep:
+		s.dropErr = s.h.Remove(workspaceDirName)
+	}
+}
+
+// closeInstance closes the backend's sandbox where Stop did not.
+func (s *Sandbox) closeInstance() {
+	if !s.stopping.Load() {
 		s.inst.Close()
 	}
-	if s.watch != nil {
-		s.watch.close()
+}
+
+// closeServicesOnce closes, in this order, what serves the sandbox through
+// the gateway: the MCP servers, the saved decisions' watch and the
+// approval queue, whose waiting requests then end, and last the gateway,
+// whose in-flight requests wait on them.
+func (s *Sandbox) closeServicesOnce() {
+	if s.mcp != nil {
+		s.mcp.Close()
 	}
-	s.closeDoors()
-	<-s.doorsClosed
-	if s.stopSecrets != nil {
-		s.stopSecrets()
+	s.ask.Close()
+	if s.eg != nil {
+		s.eg.Close()
 	}
+}
+
+// closeControlOnce closes the control socket: no new requests.
+func (s *Sandbox) closeControlOnce() {
+	if s.ctl != nil {
+		s.ctl.Close()
+		os.Remove(s.h.SocketPath())
+	}
+}
+
+// writable are the host paths the sandbox can write.
+func (s *Sandbox) writable() []string {
+	c := s.spec.Config
+	out := append([]string{c.Workspace.Path}, c.RW...)
+	for _, b := range s.spec.Binds {
+		if !b.ReadOnly && b.Source != "" {
+			out = append(out, b.Source)
+		}
+	}
+	return out
+}
+
+// Approvals is the sandbox's approval queue, or nil when it asks nobody.
+func (s *Sandbox) Approvals() control.Approvals { return s.ask.Control() }
+
+func (t *controlTarget) Approvals() control.Approvals { return (*Sandbox)(t).Approvals() }
+
+// closeAudit records the sandbox's end and closes the audit stream.
+func (s *Sandbox) closeAudit() {
 	if s.log != nil {
 		stopped := audit.Lifecycle(audit.OpStop, s.be.Name(), "")
 		stopped.Duration = audit.Millis(time.Since(s.started))

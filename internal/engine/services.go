@@ -47,8 +47,8 @@ func (s *Sandbox) services(wsMode string) (map[string]http.Handler, error) {
 	}
 	if h := s.spec.Config.HostExec; h.Enabled() {
 		var ask func(context.Context, approval.Request) approval.Decision
-		if s.ask != nil {
-			ask = s.ask.ask
+		if s.ask.Asking() {
+			ask = s.ask.Ask
 		}
 		rules := make([]hostexec.Rule, 0, len(h.Commands))
 		for _, c := range h.Commands {
@@ -70,8 +70,8 @@ func (s *Sandbox) services(wsMode string) (map[string]http.Handler, error) {
 	}
 	if raw := s.spec.Config.MCPServers; raw != nil {
 		var ask func(context.Context, approval.Request) approval.Decision
-		if s.ask != nil {
-			ask = s.ask.ask
+		if s.ask.Asking() {
+			ask = s.ask.Ask
 		}
 		var err error
 		if s.mcp, err = startMCP(s, raw, ask, protected); err != nil {

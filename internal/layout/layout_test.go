@@ -44,6 +44,10 @@ var rules = []rule{
 		"the Docker client is the docker backend's and the image builders': the engine and a native run never call it"},
 	{[]string{"internal/ghapp"}, []string{"internal/", "sandbox", "cmd/", "!internal/ghapp"},
 		"ghapp mints GitHub App tokens on the host and imports nothing of ours: the secrets package stays a leaf that never makes a request, and egress wires the two"},
+	{[]string{"internal/cleanup", "internal/watch"}, []string{"internal/", "sandbox", "cmd/"},
+		"the engine's rooms of its own are leaves: the cleanup stack knows no step, the file watcher only directories, so each is tested alone"},
+	{[]string{"internal/asker"}, []string{"internal/engine", "internal/egress", "internal/backend", "internal/workspace", "internal/supervisor", "sandbox", "cmd/"},
+		"the approvals asker meets the gateway through its Gate and the audit stream through a function: it knows no engine, egress, backend or workspace, so its decisions are tested without a sandbox"},
 }
 
 func matches(pkg string, prefixes []string) bool {

@@ -108,16 +108,12 @@ func Run(h *state.Handle, spec engine.Spec, stdio term.IO, ro Options) (int, err
 	// the end of every run. The host exits once Run returns.
 	signal.Ignore(term.Forwarded...)
 	trace.Mark("supervisor: command exited")
-	if oom := sb.Halt(); oom && reason == "" {
+	// Unless the memory limit killed a process or the review finds changes,
+	// nothing will be kept: a bind sandbox's state dir then goes while its
+	// processes end, but the workspace session the review reads (Stop).
+	if oom := sb.Stop(!Kept(spec, h.Name(), false, reason)); oom && reason == "" {
 		reason = fmt.Sprintf("the sandbox reached its memory limit (%d MiB) and the kernel killed a process", sb.Limits().MemoryBytes>>20)
 	}
-	if !Kept(spec, h.Name(), false, reason) && sb.Session().Mode() == workspace.Bind {
-		// Nothing will be kept: a bind review leaves nothing to keep. The
-		// state dir goes while the processes end, but the workspace session
-		// the review reads; should that fail, Discard removes it all after.
-		sb.Forget()
-	}
-	sb.Stop()
 	trace.Mark("supervisor: sandbox stopped")
 	if reason != "" {
 		if !spec.Quiet {
@@ -135,7 +131,7 @@ func Run(h *state.Handle, spec engine.Spec, stdio term.IO, ro Options) (int, err
 		// A foreground sandbox leaves nothing behind: its result is its exit
 		// code. An agent harness runs one per tool call; hundreds of records
 		// nobody asked for would only make ls slower and the disk fuller.
-		sb.Discard()
+		sb.Close(false)
 		trace.Mark("supervisor: sandbox closed, state dir entry removed")
 		return code, nil
 	}
@@ -145,7 +141,7 @@ func Run(h *state.Handle, spec engine.Spec, stdio term.IO, ro Options) (int, err
 	}
 	// `airlock kill` (and then rm) waits for this status: write it only when
 	// all is torn down (a container's removal takes a while).
-	sb.Close()
+	sb.Close(true)
 	h.SetStatus(st)
 	h.Release()
 	return code, nil

@@ -9,10 +9,8 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -71,22 +69,11 @@ type Session struct {
 	m   meta
 	ex  *Excluder
 
-	background func()        // the start manifest, to take once the sandbox runs
-	gitDone    chan error    // --protect-git's snapshot, taken while the sandbox starts
-	hurry      chan struct{} // closed when the manifest is waited for
-	hurryOnce  sync.Once
+	impl    modeImpl   // what the mode does of its own
+	base    *baseScan  // the start manifest
+	gitDone chan error // --protect-git's snapshot, taken while the sandbox starts
 
-	// stopped is closed once a bind sandbox has stopped (and git is
-	// restored): the start manifest, if still under way, ends there.
-	stopped   chan struct{}
-	stopOnce  sync.Once
-	baseState atomic.Int32 // bind: baseIdle, then baseWalking or baseAbandoned
-
-	mu       sync.Mutex
-	base     Manifest
-	baseErr  error
-	baseDone chan struct{}
-	partial  *Partial // base was cut short by stopped
+	mu sync.Mutex // held while the session's directory moves (Move)
 
 	finished []Change // bind: the change set FinishUnsaved found
 }
@@ -106,20 +93,6 @@ const (
 	gitNames    = "git.names"
 )
 
-// A bind session's start manifest either begins its walk or, when the
-// sandbox stopped before that, is abandoned by the review, which then needs
-// none of it.
-const (
-	baseIdle = iota
-	baseWalking
-	baseAbandoned
-)
-
-var errAbandoned = errors.New("start manifest abandoned")
-
-// backgroundDelay is how long an overlay waits before taking its manifest.
-const backgroundDelay = 300 * time.Millisecond
-
 // Progress reports copy-in progress: a phase, entries done and total (0 when
 // unknown), bytes.
 type Progress func(phase string, done, total, bytes int64)
@@ -129,8 +102,7 @@ type Progress func(phase string, done, total, bytes int64)
 // overlay take it in the background once the sandbox runs (Background), so
 // their start does not depend on the tree's size.
 func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
-	s := &Session{dir: dir, m: meta{Config: cfg, Started: time.Now().UTC(), Status: StatusRunning},
-		baseDone: make(chan struct{}), hurry: make(chan struct{}), stopped: make(chan struct{})}
+	s := &Session{dir: dir, m: meta{Config: cfg, Started: time.Now().UTC(), Status: StatusRunning}}
 	var err error
 	if s.ex, err = s.excluder(); err != nil {
 		return nil, err
@@ -146,7 +118,7 @@ func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
 	rootMode := uint32(rootInfo.Mode().Perm())
 	// scan takes the start manifest; stop (bind mode) cuts it short once
 	// the sandbox has stopped (see Partial).
-	scan := func(p Progress, workers int, stop <-chan struct{}) (Partial, error) {
+	scan := func(p Progress, workers int, stop <-chan struct{}, begin func() bool) (Partial, error) {
 		// One scan of a tree at a time, across processes: N sandboxes
 		// started on one tree take turns, and each reads the hash cache
 		// only once it has its turn, so the tree is hashed once and the
@@ -159,7 +131,7 @@ func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
 		if p != nil {
 			opt.Progress = func(n, b int64) { p("scanning", n, 0, b) }
 		}
-		if stop != nil && !s.baseState.CompareAndSwap(baseIdle, baseWalking) {
+		if !begin() {
 			return Partial{}, errAbandoned
 		}
 		w, err := ScanUntil(cfg.Root, opt, stop)
@@ -171,68 +143,11 @@ func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
 		}
 		return w, err
 	}
-	switch cfg.Mode {
-	case Bind:
-		if cfg.ProtectGit {
-			// .git/config and .git/hooks are read-only inside, so the copy
-			// can be made while the sandbox starts; Ready waits for it
-			// before anything runs inside.
-			s.gitDone = make(chan error, 1)
-			go func() { s.gitDone <- s.snapshotGit() }()
-		}
-		// The manifest is taken while the sandbox runs, so start-up does not
-		// grow with the tree. The sandbox may change a file before the scan
-		// reaches it; compute catches that by ctime, which nothing inside can
-		// set back. (A file deleted before the scan reaches it is missed.)
-		s.background = func() { s.takeBase(scan) }
-	case Overlay:
-		for _, d := range []string{upperDir, workDir} {
-			if err := os.Mkdir(s.path(d), 0o700); err != nil {
-				return nil, fmt.Errorf("workspace: %w", err)
-			}
-		}
-		if err := unix.Chmod(s.path(upperDir), rootMode); err != nil {
-			return nil, fmt.Errorf("workspace: %w", err)
-		}
-		// The manifest is taken by Background, once the sandbox runs, after
-		// a moment (a short command never pays for it) and on half the CPUs
-		// (the agent keeps the rest), unless someone waits for it.
-		s.background = func() {
-			select {
-			case <-time.After(backgroundDelay):
-			case <-s.hurry:
-			}
-			s.takeBase(scan)
-		}
-	case Copy:
-		w, err := scan(progress, 0, nil)
-		if err != nil {
-			return nil, err
-		}
-		s.base = w.Manifest
-		close(s.baseDone)
-		if err := os.Mkdir(s.path(copyDir), 0o700); err != nil {
-			return nil, fmt.Errorf("workspace: %w", err)
-		}
-		var cp func(done, total, bytes int64)
-		if progress != nil {
-			cp = func(d, t, b int64) { progress("copying", d, t, b) }
-		}
-		seen, err := CopyIn(cfg.Root, s.path(copyDir), s.base, cp)
-		if err != nil {
-			return nil, fmt.Errorf("workspace: copy: %w", err)
-		}
-		if err := unix.Chmod(s.path(copyDir), rootMode); err != nil {
-			return nil, fmt.Errorf("workspace: %w", err)
-		}
-		if err := SaveManifest(s.path(baseFile), s.base); err != nil {
-			return nil, fmt.Errorf("workspace: save manifest: %w", err)
-		}
-		if err := SaveManifest(s.path(seenFile), seen); err != nil {
-			return nil, fmt.Errorf("workspace: save manifest: %w", err)
-		}
-	default:
-		return nil, fmt.Errorf("workspace: unknown mode %q", cfg.Mode)
+	if s.impl, err = modeOf(cfg.Mode); err != nil {
+		return nil, err
+	}
+	if err := s.impl.prepare(s, scan, progress, rootMode); err != nil {
+		return nil, err
 	}
 	if err := s.save(); err != nil {
 		return nil, err
@@ -251,67 +166,39 @@ func (s *Session) Ready() error {
 	return err
 }
 
-// takeBase takes the start manifest on half the CPUs (the agent keeps the
-// rest), or on all of them when someone is already waiting for it. In bind
-// mode it ends where it is once the sandbox has stopped: what it has not
-// reached by then is as the sandbox left it, and compute's scan reads that.
-func (s *Session) takeBase(scan func(Progress, int, <-chan struct{}) (Partial, error)) {
-	workers := max(1, runtime.GOMAXPROCS(0)/2)
-	if closed(s.hurry) {
-		workers = 0
-	}
-	var stop <-chan struct{}
-	if s.m.Mode == Bind {
-		stop = s.stopped
-	}
-	w, err := scan(nil, workers, stop)
-	if err == errAbandoned {
-		return // the review owns the manifest now (waitBase)
-	}
-	s.mu.Lock() // the session's directory stays where it is meanwhile (Move)
-	switch {
-	case err == ErrStopped:
-		err, s.partial = nil, &w
-	case err == nil && !closed(s.stopped):
-		// Kept for a review by another process (airlock diff of a running
-		// sandbox, a supervisor that crashed); once the sandbox has
-		// stopped, this process's review is the one that reads it.
-		err = SaveManifest(s.path(baseFile), w.Manifest)
-	}
-	s.base, s.baseErr = w.Manifest, err
-	s.mu.Unlock()
-	close(s.baseDone)
+// keepBase saves a start manifest taken while the sandbox runs, where the
+// session's directory is (see Move).
+func (s *Session) keepBase(m Manifest) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return SaveManifest(s.path(baseFile), m)
 }
 
-func closed(c <-chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
+// loadBase reads the kept start manifest.
+func (s *Session) loadBase() (Manifest, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return LoadManifest(s.path(baseFile))
 }
 
 // Background starts what Prepare left for after the start (overlay's
 // manifest: the sandbox cannot change the lower layer, so taking it while
 // the sandbox runs costs its start nothing). Call it once the sandbox runs.
-func (s *Session) Background() {
-	if f := s.background; f != nil {
-		s.background = nil
-		go f()
-	}
-}
+func (s *Session) Background() { s.base.start() }
 
 // Open loads the session kept in dir.
 func Open(dir string) (*Session, error) {
-	s := &Session{dir: dir, baseDone: make(chan struct{}), hurry: make(chan struct{}), stopped: make(chan struct{})}
-	close(s.baseDone)
+	s := &Session{dir: dir}
+	s.base = taken(nil, s.loadBase)
 	b, err := os.ReadFile(s.path(metaFile))
 	if err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal(b, &s.m); err != nil {
 		return nil, fmt.Errorf("workspace: read %s: %w", s.path(metaFile), err)
+	}
+	if s.impl, err = modeOf(s.m.Mode); err != nil {
+		return nil, err
 	}
 	if s.ex, err = s.excluder(); err != nil {
 		return nil, err
@@ -406,38 +293,7 @@ func ReadOnlyPaths(cfg Config) []string {
 }
 
 // waitBase returns the manifest taken at start.
-func (s *Session) waitBase() (Manifest, error) {
-	s.hurryOnce.Do(func() { close(s.hurry) })
-	if s.m.Mode == Bind && closed(s.stopped) && s.baseState.CompareAndSwap(baseIdle, baseAbandoned) {
-		// The sandbox stopped before the walk began: the tree as it left
-		// it is all compute needs to read.
-		s.background = nil
-		s.mu.Lock()
-		s.base, s.partial = Manifest{}, &Partial{Manifest: Manifest{}}
-		s.mu.Unlock()
-		close(s.baseDone)
-	}
-	if f := s.background; f != nil { // never started in the background: take it now
-		s.background = nil
-		f()
-	}
-	<-s.baseDone
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.base != nil || s.baseErr != nil {
-		return s.base, s.baseErr
-	}
-	m, err := LoadManifest(s.path(baseFile))
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			err = errors.New("workspace: no manifest of the workspace yet: an overlay's is taken in the background after start; try again in a moment (if the supervisor crashed first, the changes cannot be compared)")
-		}
-		s.baseErr = err
-		return nil, err
-	}
-	s.base = m
-	return m, nil
-}
+func (s *Session) waitBase() (Manifest, error) { return s.base.wait() }
 
 // Report is what Finish found.
 type Report struct {
@@ -455,7 +311,7 @@ func (s *Session) Finish() (*Report, error) { return s.finish(true) }
 // right after (a foreground run that leaves nothing behind): the same
 // restore, report and audit, with nothing written to the session
 // directory; Changes returns what it found.
-func (s *Session) FinishUnsaved() (*Report, error) { return s.finish(s.m.Mode != Bind) }
+func (s *Session) FinishUnsaved() (*Report, error) { return s.finish(s.impl.pends()) }
 
 func (s *Session) finish(save bool) (*Report, error) {
 	if err := s.Ready(); err != nil {
@@ -467,29 +323,18 @@ func (s *Session) finish(save bool) (*Report, error) {
 	if err := removeTree(s.WorkDir()); err != nil {
 		return nil, fmt.Errorf("workspace: %w", err)
 	}
-	if s.m.Mode == Bind && s.m.ProtectGit {
-		restored, defused, err := s.restoreGit()
-		if err != nil {
-			return nil, err
-		}
-		r.Restored, r.Defused = restored, defused
-	}
-	if s.m.Mode == Bind {
-		s.stopOnce.Do(func() { close(s.stopped) })
+	if err := s.impl.stop(s, r); err != nil {
+		return nil, err
 	}
 	cs, err := s.compute()
 	if err != nil {
 		return nil, err
 	}
-	if s.m.Mode == Bind && s.m.ProtectGit {
-		// Git dirs and gitdir: files the run made or changed anywhere:
-		// nested and bare repositories, submodules, a .git file.
-		r.Defused = append(r.Defused, DefuseGit(s.m.Root, cs)...)
-	}
+	s.impl.reviewed(s, r, cs)
 	r.Changes = cs
 	s.m.Counts = Count(cs)
 	s.m.Status = StatusDone
-	if s.m.Mode != Bind && s.m.Counts.Applicable() > 0 {
+	if s.impl.pends() && s.m.Counts.Applicable() > 0 {
 		s.m.Status = StatusPending
 	}
 	if !save {
@@ -499,10 +344,8 @@ func (s *Session) finish(save bool) (*Report, error) {
 		}
 		return r, nil
 	}
-	if s.m.Mode == Bind {
-		if err := writeJSONFile(s.path(changesFile), cs); err != nil {
-			return nil, err
-		}
+	if err := s.impl.record(s, cs); err != nil {
+		return nil, err
 	}
 	return r, s.save()
 }
@@ -520,26 +363,7 @@ func writeJSONFile(p string, v any) error {
 }
 
 // Changes returns the sandbox's changes still to review, audited.
-func (s *Session) Changes() ([]Change, error) {
-	if s.m.Mode == Bind {
-		if s.finished != nil {
-			return s.finished, nil
-		}
-		var cs []Change
-		b, err := os.ReadFile(s.path(changesFile))
-		if err == nil {
-			err = json.Unmarshal(b, &cs)
-		}
-		if errors.Is(err, fs.ErrNotExist) {
-			return s.compute()
-		}
-		return cs, err
-	}
-	if s.m.Status == StatusDone && !s.hasTree() {
-		return nil, nil
-	}
-	return s.compute()
-}
+func (s *Session) Changes() ([]Change, error) { return s.impl.changes(s) }
 
 func (s *Session) hasTree() bool {
 	for _, d := range []string{upperDir, copyDir} {
@@ -552,80 +376,9 @@ func (s *Session) hasTree() bool {
 
 // compute scans the sandbox's side and compares it with the start.
 func (s *Session) compute() ([]Change, error) {
-	var base Manifest
-	var err error
-	if s.m.Mode != Overlay {
-		if base, err = s.waitBase(); err != nil {
-			return nil, err
-		}
-	}
-	var cs []Change
-	switch s.m.Mode {
-	case Bind:
-		start := s.m.Started.UnixNano()
-		s.mu.Lock()
-		part := s.partial
-		s.mu.Unlock()
-		opt := ScanOptions{Exclude: s.ex, Cache: CacheFrom(base)}
-		if part != nil {
-			// What the start manifest never reached needs a hash only if
-			// the sandbox touched it.
-			opt.HashIf = func(e *Entry) bool { return e.Ctime >= start || part.Knows(e.Path) }
-		}
-		now, err := Scan(s.m.Root, opt)
-		if err != nil {
-			return nil, fmt.Errorf("workspace: scan %s: %w", s.m.Root, err)
-		}
-		if part != nil {
-			base = completeBase(*part, now, start)
-		}
-		touched := map[string]bool{}
-		for p, e := range now {
-			if b, ok := base[p]; ok && e.Type == TypeFile && (b.Mtime != e.Mtime || b.Ctime != e.Ctime || b.Ino != e.Ino) {
-				touched[p] = true
-			}
-			if e.Type != TypeDir && e.Ctime >= start { // changed during the run
-				touched[p] = true
-			}
-		}
-		cs = Compare(base, now, touched)
-		for i, c := range cs {
-			// The background manifest saw this file after the sandbox had
-			// changed it: what it held before is unknown, so it counts as
-			// modified (and is audited as such), not as reverted.
-			if c.Kind == Reverted && c.Before != nil && c.Before.Ctime >= start {
-				cs[i].Kind = Modified
-			}
-		}
-	case Overlay:
-		upper, err := Scan(s.UpperDir(), ScanOptions{Exclude: s.ex, Opaque: true})
-		if err != nil {
-			return nil, fmt.Errorf("workspace: read the sandbox's changes: %w", err)
-		}
-		if len(upper) == 0 {
-			return nil, nil // nothing was written: no need to wait for the manifest
-		}
-		if base, err = s.waitBase(); err != nil {
-			return nil, err
-		}
-		merged, touched := MergeUpper(base, upper)
-		cs = Compare(base, merged, touched)
-	case Copy:
-		seen, err := LoadManifest(s.path(seenFile))
-		if err != nil {
-			return nil, fmt.Errorf("workspace: %w", err)
-		}
-		now, err := Scan(s.CopyDir(), ScanOptions{Exclude: s.ex, Cache: CacheFrom(seen)})
-		if err != nil {
-			return nil, fmt.Errorf("workspace: read the sandbox's copy: %w", err)
-		}
-		touched := map[string]bool{}
-		for p, e := range now {
-			if c, ok := seen[p]; !ok || c.Ino != e.Ino || c.Mtime != e.Mtime || c.Ctime != e.Ctime {
-				touched[p] = true
-			}
-		}
-		cs = Compare(base, now, touched)
+	cs, err := s.impl.compare(s)
+	if err != nil {
+		return nil, err
 	}
 	applied, _ := LoadManifest(s.path(appliedFile))
 	kept := cs[:0]
@@ -687,13 +440,10 @@ func (s *Session) expect(applied Manifest) func(Change) *Entry {
 
 // Apply carries changes into the host workspace (overlay and copy modes).
 func (s *Session) Apply(changes []Change) (ApplyResult, error) {
-	if s.m.Mode == Bind {
+	if !s.impl.pends() {
 		return ApplyResult{}, errors.New("a bind-mode workspace is the host directory itself: its changes are already there")
 	}
-	src := s.UpperDir()
-	if s.m.Mode == Copy {
-		src = s.CopyDir()
-	}
+	src := s.impl.tree(s)
 	applied, err := LoadManifest(s.path(appliedFile))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return ApplyResult{}, err
@@ -791,28 +541,14 @@ func (t *treeReader) Before(c Change) ([]byte, error) {
 	if c.Before == nil {
 		return nil, nil
 	}
-	if t.s.m.Mode == Bind {
-		if strings.HasPrefix(c.Path, ".git/") {
-			if b, err := readBounded(t.s.path(gitDir), c.Path, MaxDiffBytes); err == nil {
-				return b, nil
-			}
-		}
-		return nil, errors.New("the old content was not kept (bind mode)")
-	}
-	return readBounded(t.s.m.Root, c.Path, MaxDiffBytes)
+	return t.s.impl.before(t.s, c)
 }
 
 func (t *treeReader) After(c Change) ([]byte, error) {
 	if c.After == nil {
 		return nil, nil
 	}
-	switch t.s.m.Mode {
-	case Overlay:
-		return readBounded(t.s.UpperDir(), c.Path, MaxDiffBytes)
-	case Copy:
-		return readBounded(t.s.CopyDir(), c.Path, MaxDiffBytes)
-	}
-	return readBounded(t.s.m.Root, c.Path, MaxDiffBytes)
+	return readBounded(t.s.impl.tree(t.s), c.Path, MaxDiffBytes)
 }
 
 // readBounded reads a regular file beneath root without following links;

@@ -135,11 +135,11 @@ func TestScansOfOneTreeTakeTurnsAndReuseTheHashCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	release()
-	<-s.baseDone
-	if s.baseErr != nil {
-		t.Fatal(s.baseErr)
+	<-s.base.done
+	if s.base.err != nil {
+		t.Fatal(s.base.err)
 	}
-	if got := s.base["big.bin"].SHA256; got != planted {
+	if got := s.base.base["big.bin"].SHA256; got != planted {
 		t.Fatalf("the scan hashed the file itself (%s): it did not wait for the other scan's hashes", got)
 	}
 }
@@ -224,9 +224,10 @@ func cutShortSession(t *testing.T, root, dir string, part Partial) *Session {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.background, s.base, s.partial = nil, part.Manifest, &part
-	s.baseState.Store(baseWalking)
-	close(s.baseDone)
+	s.base.pending = false
+	s.base.state.Store(int32(baseWalking))
+	s.base.partial = &part
+	s.base.settle(part.Manifest, nil)
 	time.Sleep(15 * time.Millisecond)
 	return s
 }
@@ -252,8 +253,8 @@ func TestBindStoppedBeforeTheStartManifestScansOnce(t *testing.T) {
 	if len(r.Changes) != 1 || r.Changes[0].Path != "edit" || r.Changes[0].Kind != Modified {
 		t.Fatalf("changes %+v, want edit modified", r.Changes)
 	}
-	if s.partial == nil || len(s.partial.Manifest) != 0 {
-		t.Errorf("the start manifest walked %v after the sandbox stopped", s.partial)
+	if p := s.base.cutShort(); p == nil || len(p.Manifest) != 0 {
+		t.Errorf("the start manifest walked %v after the sandbox stopped", p)
 	}
 	if _, err := os.Stat(filepath.Join(ws, baseFile)); !os.IsNotExist(err) {
 		t.Errorf("%s saved after the sandbox stopped: %v", baseFile, err)

@@ -1,4 +1,9 @@
-package engine
+// Package asker is one sandbox's approvals: the decisions remembered for
+// it (saved for the project or everywhere, and the session's), in force in
+// its gateway, and the queue where what they do not cover waits for a
+// human. It meets the gateway through Gate and the audit stream through a
+// function: it knows no engine.
+package asker
 
 import (
 	"context"
@@ -25,13 +30,35 @@ const (
 	maxDecisionsFile = 1 << 20
 )
 
-// saved are the decisions saved for every sandbox and for this project
-// (approval.Store, in the user's config dir). They are in force in every
-// sandbox with a network, whether or not it asks: a saved deny wins over
-// an allow from any source (config, flags, agent profiles, the session), a
-// saved allow admits its host without asking, and a change (another
-// supervisor's decision, a revoke) takes effect at once in every running
-// sandbox.
+// Asker holds a sandbox's remembered decisions and, when something may
+// ask, its queue. The saved decisions (approval.Store, in the user's config
+// dir) are in force in every sandbox with a network, whether or not it
+// asks: a saved deny wins over an allow from any source (config, flags,
+// agent profiles, the session), a saved allow admits its host without
+// asking, and a change (another supervisor's decision, a revoke) takes
+// effect at once in every running sandbox. A deny wins across every
+// source: config, saved, session.
+type Asker struct {
+	saved  *saved
+	record func(audit.Record)
+	gate   Gate // nil until Enforce
+
+	q *approval.Queue // nil unless something may ask
+	// nobody: no surface can answer (a headless run with a prepared
+	// decisions file): what the rules do not cover is denied at once.
+	nobody bool
+
+	mu      sync.Mutex
+	session []approval.Rule
+}
+
+// Gate is where remembered decisions are put in force: the sandbox's
+// gateway and DNS (egress.Egress).
+type Gate interface {
+	SetRules(allow, deny []string) error
+}
+
+// saved are the decisions saved for every sandbox and for this project.
 type saved struct {
 	store   *approval.Store // nil without a config dir
 	project string
@@ -44,9 +71,17 @@ type saved struct {
 	seen map[string]approval.Rule // the saved rules last seen, to notice revokes
 }
 
-// openSaved reads the saved decisions for workspace ws. A malformed
-// decisions file stops the start: its saved denies must never be dropped
-// silently.
+// Open reads the saved decisions for workspace ws; record is the audit
+// stream's. A malformed decisions file stops the start: its saved denies
+// must never be dropped silently.
+func Open(ws string, record func(audit.Record)) (*Asker, error) {
+	v, err := openSaved(ws)
+	if err != nil {
+		return nil, err
+	}
+	return &Asker{saved: v, record: record}, nil
+}
+
 func openSaved(ws string) (*saved, error) {
 	dir, err := config.Dir()
 	if err != nil {
@@ -77,10 +112,10 @@ func (v *saved) rules() []approval.Rule {
 	return out
 }
 
-// admits reports whether some saved rule allows a host: the sandbox then
+// Admits reports whether some saved rule allows a host: the sandbox then
 // needs its network even when nothing else asks for one.
-func (v *saved) admits() bool {
-	for _, r := range v.rules() {
+func (a *Asker) Admits() bool {
+	for _, r := range a.saved.rules() {
 		if r.Allow {
 			return true
 		}
@@ -88,17 +123,18 @@ func (v *saved) admits() bool {
 	return false
 }
 
-// startSaved puts the remembered decisions in force from the first packet
-// and follows the saved ones; the gateway exists by now.
-func (s *Sandbox) startSaved() error {
-	s.noteSaved()
-	if err := s.applyRules(); err != nil {
+// Enforce puts the remembered decisions in force in gate from the first
+// packet and follows the saved ones; the gateway exists by now.
+func (a *Asker) Enforce(gate Gate) error {
+	a.gate = gate
+	a.noteSaved()
+	if err := a.applyRules(); err != nil {
 		return err
 	}
-	if s.saved != nil && s.saved.store != nil {
+	if a.saved.store != nil {
 		ctx, cancel := context.WithCancel(context.Background())
-		s.saved.stop = cancel
-		go s.saved.store.Watch(ctx, watchEvery, s.savedChanged)
+		a.saved.stop = cancel
+		go a.saved.store.Watch(ctx, watchEvery, a.savedChanged)
 	}
 	return nil
 }
@@ -106,39 +142,36 @@ func (s *Sandbox) startSaved() error {
 // savedChanged runs when saved decisions changed (this or another
 // supervisor): the policy is rebuilt and what waits is decided if a rule
 // now covers it.
-func (s *Sandbox) savedChanged() {
-	s.noteSaved()
-	s.applyRules()
-	if s.ask != nil {
-		s.ask.q.Recheck(s.ask.match)
+func (a *Asker) savedChanged() {
+	a.noteSaved()
+	a.applyRules()
+	if a.q != nil {
+		a.q.Recheck(a.match)
 	}
 }
 
 // rules are every remembered decision in force for this sandbox: the
 // session's (when it asks) and the saved ones.
-func (s *Sandbox) rules() []approval.Rule {
-	var out []approval.Rule
-	if s.ask != nil {
-		s.ask.mu.Lock()
-		out = append(out, s.ask.session...)
-		s.ask.mu.Unlock()
-	}
-	return append(out, s.saved.rules()...)
+func (a *Asker) rules() []approval.Rule {
+	a.mu.Lock()
+	out := append([]approval.Rule(nil), a.session...)
+	a.mu.Unlock()
+	return append(out, a.saved.rules()...)
 }
 
 // applyRules puts the remembered decisions in force in the gateway and DNS.
-func (s *Sandbox) applyRules() error {
-	if s.eg == nil {
+func (a *Asker) applyRules() error {
+	if a.gate == nil {
 		return nil
 	}
-	allow, deny := approval.HostRules(s.rules(), time.Now())
-	return s.eg.SetRules(allow, deny)
+	allow, deny := approval.HostRules(a.rules(), time.Now())
+	return a.gate.SetRules(allow, deny)
 }
 
 // noteSaved records in the audit stream every saved decision that was
 // revoked (or lapsed) since it last looked.
-func (s *Sandbox) noteSaved() {
-	v := s.saved
+func (a *Asker) noteSaved() {
+	v := a.saved
 	if v == nil || v.store == nil {
 		return
 	}
@@ -152,46 +185,48 @@ func (s *Sandbox) noteSaved() {
 	v.mu.Unlock()
 	for id, r := range before {
 		if _, ok := now[id]; !ok {
-			s.record(audit.Record{Kind: audit.KindApproval, Subject: r.Host, Decision: "revoke", Rule: string(r.Scope),
+			a.record(audit.Record{Kind: audit.KindApproval, Subject: r.Host, Decision: "revoke", Rule: string(r.Scope),
 				Reason: "a saved decision is no longer in force (revoked, or it lapsed)", Extra: map[string]string{"rule": id}})
 		}
 	}
 }
 
-func (v *saved) close() {
-	if v != nil && v.stop != nil {
-		v.stop()
-	}
+// Queue says what a sandbox's approval queue is made from.
+type Queue struct {
+	Sandbox   string // its id
+	Approvals config.Approvals
+	// Nobody says no surface can answer (a headless run with a prepared
+	// decisions file): what it does not cover is denied.
+	Nobody bool
+	// Writable are the host paths the sandbox can write: a decisions file
+	// there is refused.
+	Writable []string
 }
 
-// asker is one sandbox's approvals: its queue and the rules remembered for
-// the session; the saved ones are the Sandbox's (saved). A deny wins
-// across every source: config, saved, session.
-type asker struct {
-	s *Sandbox
-	q *approval.Queue
-	// nobody: no surface can answer (a headless run with a prepared
-	// decisions file): what the rules do not cover is denied at once.
-	nobody bool
-
-	mu      sync.Mutex
-	session []approval.Rule
-}
-
-func newAsker(s *Sandbox, c config.Approvals, nobody bool) (_ *asker, err error) {
-	a := &asker{s: s, nobody: nobody}
-	timeout := c.Timeout
+// StartQueue makes the queue where what the remembered decisions do not
+// cover waits, with the prepared decisions file's rules for the session.
+// Call it before Enforce, which follows the saved decisions from then on.
+func (a *Asker) StartQueue(c Queue) (err error) {
+	a.nobody = c.Nobody
+	timeout := c.Approvals.Timeout
 	if timeout <= 0 {
 		timeout = defaultAskTimeout
 	}
-	if c.Decisions != "" {
-		if a.session, err = readDecisions(c.Decisions, sandboxWritable(s)); err != nil {
-			return nil, err
+	if c.Approvals.Decisions != "" {
+		rules, err := readDecisions(c.Approvals.Decisions, c.Writable)
+		if err != nil {
+			return err
 		}
+		a.mu.Lock()
+		a.session = rules
+		a.mu.Unlock()
 	}
-	a.q = approval.NewQueue(approval.QueueConfig{Sandbox: s.h.ID(), Timeout: timeout, Observe: a.observe})
-	return a, nil
+	a.q = approval.NewQueue(approval.QueueConfig{Sandbox: c.Sandbox, Timeout: timeout, Observe: a.observe})
+	return nil
 }
+
+// Asking says whether the sandbox has a queue (StartQueue).
+func (a *Asker) Asking() bool { return a != nil && a.q != nil }
 
 // readDecisions reads a prepared decisions file: its rules hold for the
 // session. A file the sandbox could rewrite (under its workspace, a --rw
@@ -222,24 +257,12 @@ func readDecisions(path string, writable []string) ([]approval.Rule, error) {
 	return rules, nil
 }
 
-// sandboxWritable are the host paths s's sandbox can write.
-func sandboxWritable(s *Sandbox) []string {
-	c := s.spec.Config
-	out := append([]string{c.Workspace.Path}, c.RW...)
-	for _, b := range s.spec.Binds {
-		if !b.ReadOnly && b.Source != "" {
-			out = append(out, b.Source)
-		}
-	}
-	return out
-}
-
-func (a *asker) match(r approval.Request) (approval.Decision, bool) {
-	return approval.Match(a.s.rules(), r.Host, r.Port, time.Now())
+func (a *Asker) match(r approval.Request) (approval.Decision, bool) {
+	return approval.Match(a.rules(), r.Host, r.Port, time.Now())
 }
 
 // Decide is the gateway's approver: the connection waits in the queue.
-func (a *asker) Decide(ctx context.Context, q gateway.Question) gateway.Answer {
+func (a *Asker) Decide(ctx context.Context, q gateway.Question) gateway.Answer {
 	if a.nobody {
 		return gateway.Answer{Reason: "nobody to ask, and the decisions file does not cover it"}
 	}
@@ -265,10 +288,10 @@ func (a *asker) Decide(ctx context.Context, q gateway.Question) gateway.Answer {
 // one is denied without asking rather than shown in part.
 const maxShown = 64 << 10
 
-// ask queues a request from a broker service (an MCP tool call, a host
+// Ask queues a request from a broker service (an MCP tool call, a host
 // command) and waits for its decision; nobody to ask is a deny, and so is
 // a request too long to show whole.
-func (a *asker) ask(ctx context.Context, r approval.Request) approval.Decision {
+func (a *Asker) Ask(ctx context.Context, r approval.Request) approval.Decision {
 	if a.nobody {
 		return approval.Decision{Scope: approval.Once, By: "nobody"}
 	}
@@ -282,7 +305,7 @@ func (a *asker) ask(ctx context.Context, r approval.Request) approval.Decision {
 // the session, or saved for the project or everywhere), then every waiter is
 // released. Saving that fails still applies the decision to the session,
 // and the error says so.
-func (a *asker) decide(id string, d approval.Decision) error {
+func (a *Asker) decide(id string, d approval.Decision) error {
 	if d.Scope == "" {
 		d.Scope = approval.Once
 	}
@@ -300,7 +323,7 @@ func (a *asker) decide(id string, d approval.Decision) error {
 	// Host rules are for network requests; a service (MCP, host commands)
 	// remembers a session decision itself from the Decision's scope.
 	if req != nil && d.Scope != approval.Once && req.Kind == approval.KindNetwork {
-		v := a.s.saved
+		v := a.saved
 		rule := approval.RuleFor(*req, d, v.project, time.Now())
 		if d.Scope.Saved() && v.store != nil {
 			if _, saveErr = v.store.Add(rule); saveErr != nil {
@@ -314,7 +337,7 @@ func (a *asker) decide(id string, d approval.Decision) error {
 			a.session = append(a.session, rule)
 			a.mu.Unlock()
 		}
-		a.s.applyRules()
+		a.applyRules()
 	}
 	if err := a.q.Decide(id, d); err != nil {
 		return err
@@ -327,7 +350,7 @@ func (a *asker) decide(id string, d approval.Decision) error {
 }
 
 // observe puts every request and resolution in the audit stream.
-func (a *asker) observe(e approval.Event) {
+func (a *Asker) observe(e approval.Event) {
 	r := audit.Record{Kind: audit.KindApproval, Subject: e.Request.Subject, Host: e.Request.Host, Port: int(e.Request.Port),
 		Method: e.Request.Method, Path: e.Request.Path, Extra: map[string]string{"request": e.Request.ID}}
 	switch {
@@ -348,13 +371,25 @@ func (a *asker) observe(e approval.Event) {
 			r.Reason = "nobody answered in time"
 		}
 	}
-	a.s.record(r)
+	a.record(r)
 }
 
-func (a *asker) close() { a.q.Close() }
+// Close stops following the saved decisions and closes the queue: what
+// waits in it is denied. A nil Asker's Close does nothing.
+func (a *Asker) Close() {
+	if a == nil {
+		return
+	}
+	if a.saved.stop != nil {
+		a.saved.stop()
+	}
+	if a.q != nil {
+		a.q.Close()
+	}
+}
 
 // queueView is the asker as the control socket serves it.
-type queueView struct{ a *asker }
+type queueView struct{ a *Asker }
 
 func (v queueView) Pending() []approval.Request                 { return v.a.q.Pending() }
 func (v queueView) Decide(id string, d approval.Decision) error { return v.a.decide(id, d) }
@@ -362,12 +397,11 @@ func (v queueView) Subscribe(buf int) (<-chan approval.Event, func()) {
 	return v.a.q.Subscribe(buf)
 }
 
-// Approvals is the sandbox's approval queue, or nil when it asks nobody.
-func (s *Sandbox) Approvals() control.Approvals {
-	if s.ask == nil {
+// Control is the approval queue as the control socket and hosts serve it,
+// or nil when the sandbox asks nobody.
+func (a *Asker) Control() control.Approvals {
+	if !a.Asking() {
 		return nil
 	}
-	return queueView{s.ask}
+	return queueView{a}
 }
-
-func (t *controlTarget) Approvals() control.Approvals { return (*Sandbox)(t).Approvals() }

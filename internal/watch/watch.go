@@ -1,4 +1,7 @@
-package engine
+// Package watch reports the files a sandbox creates, writes and deletes in
+// its writable mounts, from inotify on their host side: the audit stream's
+// file events (--watch). It knows no sandbox, only directories.
+package watch
 
 import (
 	"errors"
@@ -18,7 +21,7 @@ import (
 // more directories than that gets no events for the ones beyond.
 const maxWatches = 8192
 
-// watcher turns inotify events on the host side of the writable mounts into
+// Watcher turns inotify events on the host side of the writable mounts into
 // file events: creates, writes (on close after writing) and deletes, by any
 // process inside or by write_file. It sees what lands in host directories:
 // bind and memory mounts fully; an overlay workspace's writes and creates
@@ -27,17 +30,20 @@ const maxWatches = 8192
 // watched only once its create event is read; a file made and removed in it
 // before then is not seen at all, and one removed while the new directory
 // is being walked is seen created, not written.
-type watcher struct {
-	f     *os.File
-	emit  func(op, path string, size int64)
-	mu    sync.Mutex
-	dirs  map[int]watchMount // watch descriptor → host dir and its path inside
-	full  bool
-	done  chan struct{}
-	close func()
+type Watcher struct {
+	f      *os.File
+	emit   func(op, path string, size int64)
+	mu     sync.Mutex
+	dirs   map[int]Mount // watch descriptor → host dir and its path inside
+	full   bool
+	done   chan struct{}
+	closer func()
 }
 
-func newWatcher(mounts []watchMount, emit func(op, path string, size int64)) (*watcher, error) {
+// New watches mounts and calls emit for each file event (op is create,
+// write or delete; path is the file's inside); nil without mounts. Close
+// it to stop.
+func New(mounts []Mount, emit func(op, path string, size int64)) (*Watcher, error) {
 	if len(mounts) == 0 {
 		return nil, nil
 	}
@@ -45,9 +51,9 @@ func newWatcher(mounts []watchMount, emit func(op, path string, size int64)) (*w
 	if err != nil {
 		return nil, fmt.Errorf("inotify: %w", err)
 	}
-	w := &watcher{f: os.NewFile(uintptr(fd), "inotify"), emit: emit, dirs: map[int]watchMount{}, done: make(chan struct{})}
+	w := &Watcher{f: os.NewFile(uintptr(fd), "inotify"), emit: emit, dirs: map[int]Mount{}, done: make(chan struct{})}
 	var once sync.Once
-	w.close = func() {
+	w.closer = func() {
 		once.Do(func() {
 			// The deadline wakes run, which reads what is queued still (a
 			// command that has just ended left its events unread) and ends.
@@ -69,16 +75,24 @@ func newWatcher(mounts []watchMount, emit func(op, path string, size int64)) (*w
 	return w, nil
 }
 
+// Close stops the watch once the events queued so far are reported. A nil
+// Watcher's Close does nothing; it may be called more than once.
+func (w *Watcher) Close() {
+	if w != nil {
+		w.closer()
+	}
+}
+
 const watchMask = unix.IN_CREATE | unix.IN_CLOSE_WRITE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO | unix.IN_ONLYDIR | unix.IN_DONT_FOLLOW | unix.IN_EXCL_UNLINK
 
 // addTree watches dir and the directories below it; announce reports the
 // files already there (made before the watch caught up with a new dir).
-func (w *watcher) addTree(m watchMount, announce bool) error {
-	return filepath.WalkDir(m.host, func(p string, d os.DirEntry, err error) error {
+func (w *Watcher) addTree(m Mount, announce bool) error {
+	return filepath.WalkDir(m.Host, func(p string, d os.DirEntry, err error) error {
 		if err != nil {
 			return nil
 		}
-		inside := path.Join(m.inside, strings.TrimPrefix(p, m.host))
+		inside := path.Join(m.Inside, strings.TrimPrefix(p, m.Host))
 		if !d.IsDir() {
 			if announce {
 				// Made before the new directory's watch was in place: its
@@ -99,20 +113,20 @@ func (w *watcher) addTree(m watchMount, announce bool) error {
 		}
 		wd, werr := unix.InotifyAddWatch(int(w.f.Fd()), p, watchMask)
 		if werr == nil {
-			w.dirs[wd] = watchMount{host: p, inside: inside}
+			w.dirs[wd] = Mount{Host: p, Inside: inside}
 		}
 		w.mu.Unlock()
-		if werr != nil && p == m.host {
+		if werr != nil && p == m.Host {
 			return fmt.Errorf("inotify watch %s: %w", p, werr)
 		}
-		if announce && p != m.host {
+		if announce && p != m.Host {
 			w.emit("create", inside, 0)
 		}
 		return nil
 	})
 }
 
-func (w *watcher) file(op, host, inside string) {
+func (w *Watcher) file(op, host, inside string) {
 	var size int64
 	if op != "delete" {
 		if st, err := os.Lstat(host); err == nil {
@@ -122,7 +136,7 @@ func (w *watcher) file(op, host, inside string) {
 	w.emit(op, inside, size)
 }
 
-func (w *watcher) run() {
+func (w *Watcher) run() {
 	defer close(w.done)
 	buf := make([]byte, 64<<10)
 	for {
@@ -141,7 +155,7 @@ func (w *watcher) run() {
 // drain handles the events queued when close was called: a read past the
 // deadline would not look, so it reads the descriptor itself until it is
 // empty (it is non-blocking), bounded as the sandbox may still be writing.
-func (w *watcher) drain(buf []byte) {
+func (w *Watcher) drain(buf []byte) {
 	rc, err := w.f.SyscallConn()
 	if err != nil {
 		return
@@ -158,7 +172,7 @@ func (w *watcher) drain(buf []byte) {
 }
 
 // events turns one read's inotify events into file events.
-func (w *watcher) events(buf []byte) {
+func (w *Watcher) events(buf []byte) {
 	n := len(buf)
 	for off := 0; off+unix.SizeofInotifyEvent <= n; {
 		ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
@@ -180,13 +194,13 @@ func (w *watcher) events(buf []byte) {
 		if !ok || name == "" {
 			continue
 		}
-		host, inside := filepath.Join(dir.host, name), path.Join(dir.inside, name)
+		host, inside := filepath.Join(dir.Host, name), path.Join(dir.Inside, name)
 		isDir := ev.Mask&unix.IN_ISDIR != 0
 		switch {
 		case ev.Mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0:
 			if isDir {
 				w.emit("create", inside, 0)
-				w.addTree(watchMount{host: host, inside: inside}, true)
+				w.addTree(Mount{Host: host, Inside: inside}, true)
 			} else {
 				w.file("create", host, inside)
 			}
@@ -198,7 +212,5 @@ func (w *watcher) events(buf []byte) {
 	}
 }
 
-// stateRoot is airlock's state dir, hidden inside like the CLI's sandboxes.
-
-// watchMount is a writable host dir and where it is inside.
-type watchMount struct{ host, inside string }
+// Mount is a writable host dir and where it is inside.
+type Mount struct{ Host, Inside string }

@@ -1,4 +1,4 @@
-package engine
+package watch
 
 import (
 	"os"
@@ -17,7 +17,7 @@ func TestTheWatcherReportsWhatWasWrittenBeforeItsClose(t *testing.T) {
 		dir := t.TempDir()
 		var mu sync.Mutex
 		var got []string
-		w, err := newWatcher([]watchMount{{host: dir, inside: "/ws"}}, func(op, path string, _ int64) {
+		w, err := New([]Mount{{Host: dir, Inside: "/ws"}}, func(op, path string, _ int64) {
 			mu.Lock()
 			got = append(got, op+" "+path)
 			mu.Unlock()
@@ -28,7 +28,7 @@ func TestTheWatcherReportsWhatWasWrittenBeforeItsClose(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		w.close()
+		w.Close()
 		mu.Lock()
 		if !slices.Contains(got, "create /ws/f") || !slices.Contains(got, "write /ws/f") {
 			t.Fatalf("round %d: events %q, want the create and the write of /ws/f", i, got)
