@@ -225,8 +225,8 @@ func TestGitUsesAnAppTokenThatNeverEntersTheSandbox(t *testing.T) {
 // expired works, with another token.
 func TestAnAppTokenIsRefreshedWhileTheSandboxRuns(t *testing.T) {
 	g := testGitHub(t)
-	g.srv.TTL = 4 * time.Second // refreshed halfway, at 2 s
-	defer func() { g.srv.TTL = 0 }()
+	g.srv.SetTTL(4 * time.Second) // refreshed halfway, at 2 s
+	defer g.srv.SetTTL(0)
 	e := newEnv(t)
 	before := len(g.srv.Seen())
 	r := e.run(append(g.flags("--secret", g.secret(g.keyFile, "demo")), "--", "sh", "-c",

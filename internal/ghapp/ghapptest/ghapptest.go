@@ -31,9 +31,9 @@ type Server struct {
 	AppID, InstallationID string
 	Key                   *rsa.PublicKey
 	Repos                 []string      // names the installation may reach
-	TTL                   time.Duration // lifetime of minted tokens (0: an hour)
 
 	mu     sync.Mutex
+	ttl    time.Duration // lifetime of minted tokens (0: an hour); SetTTL
 	tokens map[string]grant
 	minted int
 	seen   []string // Basic-auth passwords the git front was sent
@@ -43,6 +43,14 @@ type grant struct {
 	repos   []string
 	perms   map[string]string
 	expires time.Time
+}
+
+// SetTTL sets the lifetime of the tokens minted from now on (0: an hour);
+// safe while the server runs.
+func (s *Server) SetTTL(d time.Duration) {
+	s.mu.Lock()
+	s.ttl = d
+	s.mu.Unlock()
 }
 
 // Minted is how many tokens the endpoint has issued.
@@ -109,7 +117,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b := make([]byte, 18)
 	rand.Read(b)
 	tok := "ghs_" + hex.EncodeToString(b)
-	ttl := s.TTL
+	s.mu.Lock()
+	ttl := s.ttl
+	s.mu.Unlock()
 	if ttl == 0 {
 		ttl = time.Hour
 	}
