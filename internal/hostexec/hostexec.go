@@ -44,12 +44,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/audit"
@@ -242,34 +239,7 @@ func (h *handler) workdir(rel string) (string, error) {
 	if !filepath.IsLocal(p) {
 		return "", fmt.Errorf("dir %q is not inside the workspace", rel)
 	}
-	root, err := unix.Open(h.root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return "", fmt.Errorf("the workspace: %w", err)
-	}
-	defer unix.Close(root)
-	fd, err := unix.Openat2(root, p, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
-	})
-	switch {
-	case errors.Is(err, unix.ENOSYS):
-		return h.workdirByPath(rel, p) // a kernel before 5.6
-	case errors.Is(err, unix.EXDEV), errors.Is(err, unix.ELOOP):
-		return "", fmt.Errorf("dir %q leads out of the workspace", rel)
-	case errors.Is(err, unix.ENOTDIR):
-		return "", fmt.Errorf("dir %q is not a directory", rel)
-	case err != nil:
-		return "", fmt.Errorf("dir %q: %w", rel, err)
-	}
-	defer unix.Close(fd)
-	real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
-	if err != nil {
-		return "", fmt.Errorf("dir %q: %w", rel, err)
-	}
-	if r, err := filepath.Rel(h.root, real); err != nil || !filepath.IsLocal(r) && r != "." {
-		return "", fmt.Errorf("dir %q leads out of the workspace", rel)
-	}
-	return real, nil
+	return h.workdirBeneath(rel, p)
 }
 
 // workdirByPath is workdir where openat2 is missing: symlinks resolved, the

@@ -30,7 +30,7 @@ import (
 type Server struct {
 	AppID, InstallationID string
 	Key                   *rsa.PublicKey
-	Repos                 []string      // names the installation may reach
+	Repos                 []string // names the installation may reach
 
 	mu     sync.Mutex
 	ttl    time.Duration // lifetime of minted tokens (0: an hour); SetTTL
