@@ -312,9 +312,9 @@ func agentInputs(p *agents.Profile, cfg *config.Loaded, keys map[string]string, 
 func agentKeys(p *agents.Profile, userSecrets []string) ([]*secrets.Secret, map[string]string, error) {
 	given := map[string]bool{}
 	for _, f := range userSecrets {
-		n, _, _ := strings.Cut(f, "@")
-		n, _, _ = strings.Cut(n, "=")
-		given[n] = true
+		if sp, err := secrets.ParseSpec(f); err == nil {
+			given[sp.Name] = true
+		}
 	}
 	var secs []*secrets.Secret
 	keys := map[string]string{}
@@ -329,11 +329,11 @@ func agentKeys(p *agents.Profile, userSecrets []string) ([]*secrets.Secret, map[
 			if v, ok := os.LookupEnv(src); !ok || v == "" {
 				continue
 			}
-			flag := fmt.Sprintf("%s=env:%s@%s", k.Env, src, strings.Join(k.Hosts, ","))
-			if k.Prefix != "" {
-				flag += ":prefix=" + k.Prefix
+			sp, err := secrets.EnvSpec(k.Env, src, k.Hosts, k.Prefix)
+			if err != nil {
+				return nil, nil, fmt.Errorf("agent %s: %w", p.Name, err)
 			}
-			s, err := secrets.ParseFlag(flag, secrets.DefaultSources())
+			s, err := sp.Open(secrets.DefaultSources())
 			if err != nil {
 				return nil, nil, fmt.Errorf("agent %s: %w", p.Name, err)
 			}
