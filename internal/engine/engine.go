@@ -182,7 +182,9 @@ func Prepare(spec *Spec, exe string) (backend.Pending, error) {
 	if err != nil {
 		return nil, err
 	}
-	return be.Prepare(context.Background(), &backend.Spec{Limits: limitsOf(&spec.Config), HostIDs: spec.HostIDs})
+	c := *spec
+	c.Complete()
+	return be.Prepare(context.Background(), &backend.Spec{Limits: limitsOf(&c.Config), HostIDs: spec.HostIDs})
 }
 
 // Prune removes what every backend left behind for sandboxes under
@@ -218,6 +220,7 @@ func step(name string, err error) error {
 // Start makes the sandbox spec describes, registered in h, and returns once
 // it runs. On error nothing is left: not in the state dir, not a process.
 func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandbox, err error) {
+	spec.Complete()
 	s := &Sandbox{h: h, spec: spec, stopped: make(chan struct{}), doorsClosed: make(chan struct{}), started: time.Now(), guestExe: o.GuestExe}
 	pending := o.Pending
 	defer func() {
@@ -237,6 +240,9 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (_ *Sandb
 	}
 
 	// Check the spec and decide what the backend's capabilities allow.
+	if err := s.spec.Validate(nil); err != nil {
+		return nil, step("check spec", err)
+	}
 	if s.be, err = backendFor(spec.Config.BackendName(), o.GuestExe); err != nil {
 		return nil, step("check spec", err)
 	}
@@ -521,11 +527,7 @@ func NetworkMode() (mode, why string) {
 }
 
 func limitsOf(c *config.Spec) backend.Limits {
-	mem := c.Limits.MemoryBytes
-	if mem == 0 {
-		mem = backend.TotalMemory() / 2
-	}
-	return backend.Limits{MemoryBytes: mem, CPUs: c.Limits.CPUs, Pids: c.Limits.Pids}
+	return backend.Limits{MemoryBytes: c.Limits.MemoryBytes, CPUs: c.Limits.CPUs, Pids: c.Limits.Pids}
 }
 
 // backendSpec translates the config into the neutral backend shape.
@@ -540,12 +542,6 @@ func (s *Sandbox) backendSpec() (*backend.Spec, error) {
 		RO: c.RO, RW: c.RW, NoDelete: c.Workspace.NoDelete, TmpBytes: c.Limits.TmpBytes, Limits: limitsOf(c),
 		Binds: append([]backend.Bind(nil), s.spec.Binds...), Image: c.Image, StateRoot: stateRoot(s.h), RunDir: runDir(s.h.SocketPath()),
 		HostIDs: s.spec.HostIDs,
-	}
-	if b.TmpBytes == 0 {
-		b.TmpBytes = b.Limits.MemoryBytes
-	}
-	if b.Image == "" && c.BackendName() == config.BackendDocker {
-		b.Image = config.DefaultImage
 	}
 	if s.spec.Inside != "" && s.spec.Inside != c.Workspace.Path {
 		b.Workspace, b.WorkspaceSource = s.spec.Inside, c.Workspace.Path
