@@ -35,6 +35,13 @@ type field struct {
 	enum []string
 	help string // what is expected, for errors and the template
 	host bool   // list items are host rules (checked by the policy package)
+	// to is where Merge puts the key's value in a Spec: a *string, *bool,
+	// *int64, *int, *float64, *time.Duration, *[]string, *[]HostCommand,
+	// *map[string]Price or *any (nil for sections and file-only keys).
+	to func(*Spec) any
+	// flag is the run flag that sets the key as the last layer ("" for
+	// none); cmd/airlock defines it (see RunFlags).
+	flag string
 }
 
 // schema is every key a config file may hold. Reserved sections parse but do
@@ -42,56 +49,71 @@ type field struct {
 var schema = []field{
 	{key: "version", kind: kInt, help: "the schema version, 1"},
 	{key: "project", kind: kString, help: "the project directory a project file belongs to"},
-	{key: "backend", kind: kEnum, enum: []string{BackendNative, BackendDocker, BackendVM}},
-	{key: "image", kind: kString, help: "a docker image name"},
-	{key: "home", kind: kPath, help: "a directory kept as the sandbox's home"},
-	{key: "env", kind: kEnv, help: "a list of NAME or NAME=VALUE, or a mapping NAME: VALUE"},
+	{key: "backend", kind: kEnum, enum: []string{BackendNative, BackendDocker, BackendVM}, to: func(s *Spec) any { return &s.Backend }, flag: "backend"},
+	{key: "image", kind: kString, help: "a docker image name", to: func(s *Spec) any { return &s.Image }, flag: "image"},
+	{key: "home", kind: kPath, help: "a directory kept as the sandbox's home", to: func(s *Spec) any { return &s.Home }, flag: "home"},
+	{key: "env", kind: kEnv, help: "a list of NAME or NAME=VALUE, or a mapping NAME: VALUE", to: func(s *Spec) any { return &s.Env }, flag: "env"},
 	{key: "mounts", kind: kSection},
-	{key: "mounts.ro", kind: kPathList, help: "a list of paths"},
-	{key: "mounts.rw", kind: kPathList, help: "a list of paths"},
+	{key: "mounts.ro", kind: kPathList, help: "a list of paths", to: func(s *Spec) any { return &s.RO }, flag: "ro"},
+	{key: "mounts.rw", kind: kPathList, help: "a list of paths", to: func(s *Spec) any { return &s.RW }, flag: "rw"},
 	{key: "limits", kind: kSection},
-	{key: "limits.memory", kind: kSize, help: "a size such as 512m or 4g"},
-	{key: "limits.cpus", kind: kFloat, help: "a number of CPUs such as 1.5"},
-	{key: "limits.pids", kind: kInt, help: "a number of processes"},
-	{key: "limits.tmp_size", kind: kSize, help: "a size such as 512m or 4g"},
-	{key: "limits.timeout", kind: kDuration, help: "a duration such as 90s or 30m"},
+	{key: "limits.memory", kind: kSize, help: "a size such as 512m or 4g", to: func(s *Spec) any { return &s.Limits.MemoryBytes }, flag: "memory"},
+	{key: "limits.cpus", kind: kFloat, help: "a number of CPUs such as 1.5", to: func(s *Spec) any { return &s.Limits.CPUs }, flag: "cpus"},
+	{key: "limits.pids", kind: kInt, help: "a number of processes", to: func(s *Spec) any { return &s.Limits.Pids }, flag: "pids"},
+	{key: "limits.tmp_size", kind: kSize, help: "a size such as 512m or 4g", to: func(s *Spec) any { return &s.Limits.TmpBytes }, flag: "tmp-size"},
+	{key: "limits.timeout", kind: kDuration, help: "a duration such as 90s or 30m", to: func(s *Spec) any { return &s.Limits.Timeout }, flag: "timeout"},
 	{key: "network", kind: kSection},
-	{key: "network.mode", kind: kEnum, enum: []string{ModeAuto, ModeTransparent, ModeProxy}},
-	{key: "network.allow_hosts", kind: kList, host: true, help: "a list of hosts: example.com, *.example.com, host:port"},
-	{key: "network.tunnel_hosts", kind: kList, host: true, help: "a list of hosts reached through a blind TLS tunnel, not intercepted: example.com, *.example.com, host:port (also written in allow_hosts as {host: example.com, intercept: false})"},
-	{key: "network.deny_hosts", kind: kList, host: true, help: "a list of hosts: example.com, *.example.com, host:port"},
-	{key: "network.endpoints", kind: kList, help: "a list of 'HOST METHOD /path/*'"},
-	{key: "network.add_hosts", kind: kList, help: "a list of NAME:IP"},
-	{key: "network.upstream_ca", kind: kPath, help: "a PEM file"},
-	{key: "network.dns_upstream", kind: kString, help: "IP:PORT"},
-	{key: "secrets", kind: kSecrets, help: "a list of {name, from: env|file|command|github_app, env|file|command|github_app, hosts, body, git}"},
+	{key: "network.mode", kind: kEnum, enum: []string{ModeAuto, ModeTransparent, ModeProxy}, to: func(s *Spec) any { return &s.Network.Mode }, flag: "network-mode"},
+	{key: "network.allow_hosts", kind: kList, host: true, help: "a list of hosts: example.com, *.example.com, host:port", to: func(s *Spec) any { return &s.Network.AllowHosts }, flag: "allow-host"},
+	{key: "network.tunnel_hosts", kind: kList, host: true, help: "a list of hosts reached through a blind TLS tunnel, not intercepted: example.com, *.example.com, host:port (also written in allow_hosts as {host: example.com, intercept: false})", to: func(s *Spec) any { return &s.Network.TunnelHosts }, flag: "tunnel-host"},
+	{key: "network.deny_hosts", kind: kList, host: true, help: "a list of hosts: example.com, *.example.com, host:port", to: func(s *Spec) any { return &s.Network.DenyHosts }, flag: "deny-host"},
+	{key: "network.endpoints", kind: kList, help: "a list of 'HOST METHOD /path/*'", to: func(s *Spec) any { return &s.Network.Endpoints }, flag: "allow-endpoint"},
+	{key: "network.add_hosts", kind: kList, help: "a list of NAME:IP", to: func(s *Spec) any { return &s.Network.AddHosts }, flag: "add-host"},
+	{key: "network.upstream_ca", kind: kPath, help: "a PEM file", to: func(s *Spec) any { return &s.Network.UpstreamCA }, flag: "upstream-ca"},
+	{key: "network.dns_upstream", kind: kString, help: "IP:PORT", to: func(s *Spec) any { return &s.Network.DNSUpstream }, flag: "dns-upstream"},
+	{key: "secrets", kind: kSecrets, help: "a list of {name, from: env|file|command|github_app, env|file|command|github_app, hosts, body, git}", to: func(s *Spec) any { return &s.Network.Secrets }, flag: "secret"},
 	{key: "workspace", kind: kSection},
-	{key: "workspace.mode", kind: kEnum, enum: []string{WorkspaceBind, WorkspaceOverlay, WorkspaceCopy}},
-	{key: "workspace.exclude", kind: kList, help: "a list of names or paths"},
-	{key: "workspace.protect_git", kind: kBool},
-	{key: "workspace.no_delete", kind: kBool},
-	{key: "workspace.auto_apply", kind: kBool},
-	{key: "workspace.apply_risky", kind: kBool},
+	{key: "workspace.mode", kind: kEnum, enum: []string{WorkspaceBind, WorkspaceOverlay, WorkspaceCopy}, to: func(s *Spec) any { return &s.Workspace.Mode }, flag: "workspace-mode"},
+	{key: "workspace.exclude", kind: kList, help: "a list of names or paths", to: func(s *Spec) any { return &s.Workspace.Exclude }, flag: "exclude"},
+	{key: "workspace.protect_git", kind: kBool, to: func(s *Spec) any { return &s.Workspace.ProtectGit }, flag: "protect-git"},
+	{key: "workspace.no_delete", kind: kBool, to: func(s *Spec) any { return &s.Workspace.NoDelete }, flag: "no-delete"},
+	{key: "workspace.auto_apply", kind: kBool, to: func(s *Spec) any { return &s.Workspace.AutoApply }, flag: "auto-apply"},
+	{key: "workspace.apply_risky", kind: kBool, to: func(s *Spec) any { return &s.Workspace.ApplyRisky }, flag: "apply-risky"},
 	{key: "audit", kind: kSection},
-	{key: "audit.max_size", kind: kSize, help: "a size such as 100m"},
-	{key: "audit.keep", kind: kInt, help: "a number of rotated files"},
+	{key: "audit.max_size", kind: kSize, help: "a size such as 100m", to: func(s *Spec) any { return &s.Audit.MaxBytes }},
+	{key: "audit.keep", kind: kInt, help: "a number of rotated files", to: func(s *Spec) any { return &s.Audit.Keep }},
 	{key: "approvals", kind: kSection, help: "ask or deny, or a mapping of mode, timeout, decisions"},
-	{key: "approvals.mode", kind: kEnum, enum: []string{ApprovalsAsk, ApprovalsDeny}},
-	{key: "approvals.timeout", kind: kDuration, help: "a duration such as 60s or 5m"},
-	{key: "approvals.decisions", kind: kPath, help: "a prepared decisions file"},
+	{key: "approvals.mode", kind: kEnum, enum: []string{ApprovalsAsk, ApprovalsDeny}, to: func(s *Spec) any { return &s.Approvals.Mode }},
+	{key: "approvals.timeout", kind: kDuration, help: "a duration such as 60s or 5m", to: func(s *Spec) any { return &s.Approvals.Timeout }, flag: "ask-timeout"},
+	{key: "approvals.decisions", kind: kPath, help: "a prepared decisions file", to: func(s *Spec) any { return &s.Approvals.Decisions }, flag: "decisions"},
 	{key: "hostexec", kind: kSection},
-	{key: "hostexec.commands", kind: kCommands, help: "a list of {match, ask, allow_hosts, secrets, ro, rw, ssh_agent}"},
-	{key: "hostexec.auto_approve", kind: kList, help: "a list of regular expressions over the command line"},
-	{key: "hostexec.ask", kind: kList, help: "a list of regular expressions over the command line"},
-	{key: "hostexec.auto_deny", kind: kList, help: "a list of regular expressions over the command line"},
-	{key: "hostexec.timeout", kind: kDuration, help: "a duration such as 60s or 5m"},
-	{key: "hostexec.allow_copy_mode", kind: kBool},
+	{key: "hostexec.commands", kind: kCommands, help: "a list of {match, ask, allow_hosts, secrets, ro, rw, ssh_agent}", to: func(s *Spec) any { return &s.HostExec.Commands }},
+	{key: "hostexec.auto_approve", kind: kList, help: "a list of regular expressions over the command line", to: func(s *Spec) any { return &s.HostExec.AutoApprove }},
+	{key: "hostexec.ask", kind: kList, help: "a list of regular expressions over the command line", to: func(s *Spec) any { return &s.HostExec.Ask }},
+	{key: "hostexec.auto_deny", kind: kList, help: "a list of regular expressions over the command line", to: func(s *Spec) any { return &s.HostExec.AutoDeny }},
+	{key: "hostexec.timeout", kind: kDuration, help: "a duration such as 60s or 5m", to: func(s *Spec) any { return &s.HostExec.Timeout }},
+	{key: "hostexec.allow_copy_mode", kind: kBool, to: func(s *Spec) any { return &s.HostExec.AllowCopyMode }},
 	{key: "budget", kind: kSection},
-	{key: "budget.tokens", kind: kInt, help: "a number of tokens (input, output and cache, all counted)"},
-	{key: "budget.usd", kind: kFloat, help: "an amount of US dollars such as 2.50"},
-	{key: "budget.prices", kind: kPrices, help: "a mapping MODEL_GLOB: {input, output, cache_read, cache_write} in USD per million tokens"},
-	{key: "mcp_servers", kind: kRaw},
-	{key: "agents", kind: kRaw},
+	{key: "budget.tokens", kind: kInt, help: "a number of tokens (input, output and cache, all counted)", to: func(s *Spec) any { return &s.Budget.Tokens }, flag: "budget-tokens"},
+	{key: "budget.usd", kind: kFloat, help: "an amount of US dollars such as 2.50", to: func(s *Spec) any { return &s.Budget.USD }, flag: "budget-usd"},
+	{key: "budget.prices", kind: kPrices, help: "a mapping MODEL_GLOB: {input, output, cache_read, cache_write} in USD per million tokens", to: func(s *Spec) any { return &s.Budget.Prices }},
+	{key: "mcp_servers", kind: kRaw, to: func(s *Spec) any { return &s.MCPServers }},
+	{key: "agents", kind: kRaw, to: func(s *Spec) any { return &s.Agents }},
+}
+
+// RunFlag is a run flag that sets a config key.
+type RunFlag struct{ Flag, Key string }
+
+// RunFlags are the run flags that are config keys, in the schema's order:
+// set on the command line, they are the last layer over the config files.
+func RunFlags() []RunFlag {
+	var out []RunFlag
+	for _, f := range schema {
+		if f.flag != "" {
+			out = append(out, RunFlag{f.flag, f.key})
+		}
+	}
+	return out
 }
 
 // commandKeys are the keys of one hostexec.commands entry: the match, and
