@@ -39,6 +39,9 @@ type field struct {
 	// *int64, *int, *float64, *time.Duration, *[]string, *[]HostCommand,
 	// *map[string]Price or *any (nil for sections and file-only keys).
 	to func(*Spec) any
+	// always: config show writes the key even at its zero value (a bool
+	// whose default is true).
+	always bool
 	// flag is the run flag that sets the key as the last layer ("" for
 	// none); cmd/airlock defines it (see RunFlags).
 	flag string
@@ -75,10 +78,10 @@ var schema = []field{
 	{key: "workspace", kind: kSection},
 	{key: "workspace.mode", kind: kEnum, enum: []string{WorkspaceBind, WorkspaceOverlay, WorkspaceCopy}, to: func(s *Spec) any { return &s.Workspace.Mode }, flag: "workspace-mode"},
 	{key: "workspace.exclude", kind: kList, help: "a list of names or paths", to: func(s *Spec) any { return &s.Workspace.Exclude }, flag: "exclude"},
-	{key: "workspace.protect_git", kind: kBool, to: func(s *Spec) any { return &s.Workspace.ProtectGit }, flag: "protect-git"},
-	{key: "workspace.no_delete", kind: kBool, to: func(s *Spec) any { return &s.Workspace.NoDelete }, flag: "no-delete"},
-	{key: "workspace.auto_apply", kind: kBool, to: func(s *Spec) any { return &s.Workspace.AutoApply }, flag: "auto-apply"},
-	{key: "workspace.apply_risky", kind: kBool, to: func(s *Spec) any { return &s.Workspace.ApplyRisky }, flag: "apply-risky"},
+	{key: "workspace.protect_git", kind: kBool, always: true, to: func(s *Spec) any { return &s.Workspace.ProtectGit }, flag: "protect-git"},
+	{key: "workspace.no_delete", kind: kBool, always: true, to: func(s *Spec) any { return &s.Workspace.NoDelete }, flag: "no-delete"},
+	{key: "workspace.auto_apply", kind: kBool, always: true, to: func(s *Spec) any { return &s.Workspace.AutoApply }, flag: "auto-apply"},
+	{key: "workspace.apply_risky", kind: kBool, always: true, to: func(s *Spec) any { return &s.Workspace.ApplyRisky }, flag: "apply-risky"},
 	{key: "audit", kind: kSection},
 	{key: "audit.max_size", kind: kSize, help: "a size such as 100m", to: func(s *Spec) any { return &s.Audit.MaxBytes }},
 	{key: "audit.keep", kind: kInt, help: "a number of rotated files", to: func(s *Spec) any { return &s.Audit.Keep }},
