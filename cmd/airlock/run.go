@@ -42,6 +42,7 @@ type runOptions struct {
 	keep      bool
 	quiet     bool
 	net       config.Network
+	secrets   []string // --secret, read through the config's flag layer
 	wsMode    string
 	ws        config.Workspace
 	backend   string
@@ -162,7 +163,7 @@ func addRunFlags(f *pflag.FlagSet, o *runOptions) {
 	f.StringArrayVar(&o.net.TunnelHosts, "tunnel-host", nil, "let the sandbox reach `HOST` (port 443, or host:port) through a blind TLS tunnel: not intercepted, so no secret or endpoint rule may apply to it; the TLS server name must be HOST (repeatable)")
 	f.StringArrayVar(&o.net.DenyHosts, "deny-host", nil, "never reach `HOST`, whatever allows it (same forms; repeatable)")
 	f.StringArrayVar(&o.net.Endpoints, "allow-endpoint", nil, "only these requests to a host: 'HOST METHOD /path/*' (repeatable; other requests to HOST get 403)")
-	f.StringArrayVar(&o.net.Secrets, "secret", nil, "keep a credential on the host: NAME@HOST[,HOST] takes $NAME; the sandbox sees a placeholder that the gateway swaps for the value only toward HOST (also NAME=file:PATH@HOST, NAME=cmd:COMMAND@HOST; :body to swap in bodies)")
+	f.StringArrayVar(&o.secrets, "secret", nil, "keep a credential on the host: NAME@HOST[,HOST] takes $NAME; the sandbox sees a placeholder that the gateway swaps for the value only toward HOST (also NAME=file:PATH@HOST, NAME=cmd:COMMAND@HOST; :body to swap in bodies)")
 	f.StringArrayVar(&o.net.AddHosts, "add-host", nil, "resolve `NAME:IP` statically (also allows that private address)")
 	f.StringVar(&o.net.UpstreamCA, "upstream-ca", "", "also trust this PEM `FILE` for upstream servers")
 	f.StringVar(&o.net.DNSUpstream, "dns-upstream", "", "resolve allowed names with the DNS server at `IP:PORT` (default: the host's resolver)")

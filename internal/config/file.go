@@ -1211,11 +1211,7 @@ func (n Network) CheckTunnels() error {
 	}
 	var ss []*secrets.Secret
 	for _, f := range n.Secrets {
-		sp, err := secrets.ParseSpec(f)
-		if err != nil {
-			continue // reported where the secret is read
-		}
-		ss = append(ss, &secrets.Secret{Name: sp.Name, Hosts: sp.Hosts})
+		ss = append(ss, &secrets.Secret{Name: f.Name, Hosts: f.Hosts})
 	}
 	errs := []error{CheckTunnelSecrets(n.TunnelHosts, ss)}
 	for _, t := range n.TunnelHosts {

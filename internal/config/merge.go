@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/secrets"
 )
 
 // DefaultPids is the process limit when none is set.
@@ -183,6 +185,12 @@ func Merge(layers ...*Layer) (Spec, Origins) {
 				switch dst := f.to(&sp).(type) {
 				case *[]string:
 					*dst = append(*dst, it.value)
+				case *[]secrets.Spec:
+					sp, err := secrets.ParseSpec(it.value)
+					if err != nil { // checked by the parser (CheckSecret)
+						continue
+					}
+					*dst = append(*dst, sp)
 				case *[]HostCommand:
 					var c HostCommand
 					if json.Unmarshal([]byte(it.value), &c) != nil { // written by the parser

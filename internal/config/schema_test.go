@@ -4,7 +4,32 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+
+	"github.com/airlock-dev/airlock/internal/secrets"
 )
+
+// mustSpecs parses secrets in --secret form.
+func mustSpecs(t *testing.T, flags ...string) []secrets.Spec {
+	t.Helper()
+	var out []secrets.Spec
+	for _, f := range flags {
+		sp, err := secrets.ParseSpec(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, sp)
+	}
+	return out
+}
+
+// flagsOf writes secrets back in --secret form.
+func flagsOf(ss []secrets.Spec) []string {
+	var out []string
+	for _, sp := range ss {
+		out = append(out, sp.String())
+	}
+	return out
+}
 
 // Spec fields that no config key sets: where the run is, not how it is
 // configured.
@@ -22,7 +47,7 @@ func TestConfigSchemaCoversTheSpec(t *testing.T) {
 		}
 		p := reflect.ValueOf(f.to(&s))
 		switch f.to(&s).(type) {
-		case *string, *bool, *int64, *int, *float64, *[]string, *[]HostCommand, *map[string]Price, *any:
+		case *string, *bool, *int64, *int, *float64, *[]string, *[]secrets.Spec, *[]HostCommand, *map[string]Price, *any:
 		default:
 			if p.Type().String() != "*time.Duration" {
 				t.Errorf("%s: Merge and Show do not know %s", f.key, p.Type())

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airlock-dev/airlock/internal/secrets"
 	"gopkg.in/yaml.v3"
 )
 
@@ -42,6 +43,12 @@ func values(s Spec) map[string]any {
 			v, set = lit(strconv.FormatFloat(*p, 'g', -1, 64)), set || *p > 0
 		case *time.Duration:
 			v, set = lit(formatDuration(*p)), set || *p > 0
+		case *[]secrets.Spec:
+			var flags []string
+			for _, sp := range *p {
+				flags = append(flags, sp.String())
+			}
+			v, set = flags, set || len(*p) > 0
 		case *[]HostCommand:
 			v, set = *p, set || len(*p) > 0
 		case *map[string]Price:

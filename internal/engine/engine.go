@@ -558,7 +558,7 @@ func (s *Sandbox) backendSpec() (*backend.Spec, error) {
 	// can reach: wherever it is, the sandbox never sees it; in the workspace
 	// (which the sandbox can copy or move) it is refused.
 	for _, f := range c.Network.Secrets {
-		name, key, ok := secrets.AppKeyFile(f)
+		name, key, ok := secrets.AppKeyFile(f.String())
 		if !ok {
 			continue
 		}

@@ -451,3 +451,17 @@ func readValue(name, kind, arg string, src Sources) (value []byte, from string, 
 	}
 	return value, from, nil
 }
+
+// MarshalText writes the spec in --secret form, so a stored spec (a
+// detached sandbox's, in its state dir) is the flag the user would write.
+func (sp Spec) MarshalText() ([]byte, error) { return []byte(sp.String()), nil }
+
+// UnmarshalText parses a spec in --secret form.
+func (sp *Spec) UnmarshalText(b []byte) error {
+	p, err := ParseSpec(string(b))
+	if err != nil {
+		return err
+	}
+	*sp = p
+	return nil
+}
