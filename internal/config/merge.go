@@ -24,17 +24,10 @@ type Origins map[string][]Origin
 func Defaults() *Layer {
 	l := NewLayer(SourceDefault, "")
 	o := Origin{Source: SourceDefault}
-	for k, v := range map[string]any{
-		"backend":               BackendNative,
-		"network.mode":          ModeAuto,
-		"workspace.mode":        WorkspaceBind,
-		"workspace.protect_git": true,
-		"workspace.no_delete":   false,
-		"workspace.auto_apply":  false,
-		"workspace.apply_risky": false,
-		"limits.pids":           int64(DefaultPids),
-	} {
-		l.vals[k] = &setting{v: v, origin: o}
+	for _, f := range schema {
+		if f.def != nil {
+			l.vals[f.key] = &setting{v: f.def, origin: o}
+		}
 	}
 	return l
 }
