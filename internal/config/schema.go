@@ -37,7 +37,7 @@ type field struct {
 	help string // what is expected, for errors and the template
 	host bool   // list items are host rules (checked by the policy package)
 	// to is where Merge puts the key's value in a Spec: a *string, *bool,
-	// *int64, *int, *float64, *time.Duration, *[]string, *[]HostCommand,
+	// *int64, *int, *float64, *time.Duration, *[]string, *[]secrets.Spec, *[]HostCommand,
 	// *map[string]Price or *any (nil for sections and file-only keys).
 	to func(*Spec) any
 	// always: config show writes the key even at its zero value (a bool
