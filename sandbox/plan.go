@@ -73,15 +73,12 @@ func plan(c *Config) (*planned, error) {
 	if r.MemoryMB > 1<<30 || r.TimeoutSeconds > 1<<31 || r.CPUs > 4096 {
 		return nil, invalid("resources: out of range")
 	}
-	mem := r.MemoryMB << 20
-	if mem == 0 {
-		mem = backend.TotalMemory() / 2
-	}
-	if mem < 16<<20 {
+	p.spec.Config.Limits = config.Limits{MemoryBytes: r.MemoryMB << 20, CPUs: r.CPUs, Pids: defaultPid}
+	p.spec.Complete()
+	if p.spec.Config.Limits.MemoryBytes < 16<<20 {
 		return nil, invalid("resources.memory_mb %d: at least 16", r.MemoryMB)
 	}
 	p.timeout = time.Duration(r.TimeoutSeconds) * time.Second
-	p.spec.Config.Limits = config.Limits{MemoryBytes: mem, TmpBytes: mem, CPUs: r.CPUs, Pids: defaultPid}
 	if len(c.Env) > maxEnv {
 		return nil, invalid("env: %d variables, over the limit of %d", len(c.Env), maxEnv)
 	}
@@ -111,6 +108,9 @@ func plan(c *Config) (*planned, error) {
 	}
 	if err := p.vfs(c.VFS); err != nil {
 		return nil, err
+	}
+	if err := p.spec.Validate(nil); err != nil {
+		return nil, invalid("%v", err)
 	}
 	return p, nil
 }

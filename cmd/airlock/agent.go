@@ -222,7 +222,7 @@ func agentRun(c *cobra.Command, o *runOptions, ao *agentOptions, name string, ar
 
 // agentCredentials finds the agent's keys on the host; with none, its OAuth
 // login stands in, kept fresh on the host until stop is called.
-func agentCredentials(p *agents.Profile, userSecrets []string, agentHome string, quiet bool) (secs []*secrets.Secret, keys map[string]string, stop func(), err error) {
+func agentCredentials(p *agents.Profile, userSecrets []secrets.Spec, agentHome string, quiet bool) (secs []*secrets.Secret, keys map[string]string, stop func(), err error) {
 	secs, keys, err = agentKeys(p, userSecrets)
 	var noKey errNoKey
 	if !errors.As(err, &noKey) {
@@ -309,12 +309,10 @@ func agentInputs(p *agents.Profile, cfg *config.Loaded, keys map[string]string, 
 // (the sandbox sees its placeholder) and returns them with Env → placeholder.
 // A key the user gave with --secret is theirs. With no key at all, the error
 // says which variables and files were looked for.
-func agentKeys(p *agents.Profile, userSecrets []string) ([]*secrets.Secret, map[string]string, error) {
+func agentKeys(p *agents.Profile, userSecrets []secrets.Spec) ([]*secrets.Secret, map[string]string, error) {
 	given := map[string]bool{}
-	for _, f := range userSecrets {
-		n, _, _ := strings.Cut(f, "@")
-		n, _, _ = strings.Cut(n, "=")
-		given[n] = true
+	for _, sp := range userSecrets {
+		given[sp.Name] = true
 	}
 	var secs []*secrets.Secret
 	keys := map[string]string{}
@@ -329,11 +327,11 @@ func agentKeys(p *agents.Profile, userSecrets []string) ([]*secrets.Secret, map[
 			if v, ok := os.LookupEnv(src); !ok || v == "" {
 				continue
 			}
-			flag := fmt.Sprintf("%s=env:%s@%s", k.Env, src, strings.Join(k.Hosts, ","))
-			if k.Prefix != "" {
-				flag += ":prefix=" + k.Prefix
+			sp, err := secrets.EnvSpec(k.Env, src, k.Hosts, k.Prefix)
+			if err != nil {
+				return nil, nil, fmt.Errorf("agent %s: %w", p.Name, err)
 			}
-			s, err := secrets.ParseFlag(flag, secrets.DefaultSources())
+			s, err := sp.Open(secrets.DefaultSources())
 			if err != nil {
 				return nil, nil, fmt.Errorf("agent %s: %w", p.Name, err)
 			}

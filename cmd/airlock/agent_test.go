@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/agents"
+	"github.com/airlock-dev/airlock/internal/secrets"
 )
 
 func TestWriteHomeFilesNeverFollowsALinkTheSandboxPlanted(t *testing.T) {
@@ -126,7 +127,7 @@ func TestAgentKeysBecomePlaceholdersAndNoKeyNamesTheVariables(t *testing.T) {
 	if !strings.HasPrefix(ph, "sk-airlock-ph-") || strings.Contains(ph, "real-value") {
 		t.Errorf("placeholder %q: want sk-airlock-ph-…, never the value", ph)
 	}
-	if secs, _, err := agentKeys(p, []string{"CODEX_API_KEY=file:/k@api.openai.com"}); err != nil || len(secs) != 0 {
+	if secs, _, err := agentKeys(p, []secrets.Spec{mustSpec(t, "CODEX_API_KEY=file:/k@api.openai.com")}); err != nil || len(secs) != 0 {
 		t.Errorf("a key the user gave with --secret is theirs: %v %v", secs, err)
 	}
 }
@@ -204,4 +205,13 @@ func TestChownTreeNeverFollowsALinkTheSandboxPlanted(t *testing.T) {
 			t.Errorf("%s, outside the home, now belongs to %d", p, owner(p))
 		}
 	}
+}
+
+func mustSpec(t *testing.T, flag string) secrets.Spec {
+	t.Helper()
+	sp, err := secrets.ParseSpec(flag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sp
 }

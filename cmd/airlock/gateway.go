@@ -11,6 +11,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/egress"
+	"github.com/airlock-dev/airlock/internal/secrets"
 	"github.com/airlock-dev/airlock/internal/state"
 )
 
@@ -18,6 +19,7 @@ func newGatewayCmd() *cobra.Command {
 	var (
 		listen, configFile string
 		flags              config.Network
+		secretFlags        []string
 	)
 	c := &cobra.Command{
 		Use:   "gateway --listen unix:PATH|tcp:127.0.0.1:PORT [--config FILE] [flags]",
@@ -50,7 +52,13 @@ serves until interrupted. A request without the token gets 407.
 			n.TunnelHosts = append(n.TunnelHosts, flags.TunnelHosts...)
 			n.DenyHosts = append(n.DenyHosts, flags.DenyHosts...)
 			n.Endpoints = append(n.Endpoints, flags.Endpoints...)
-			n.Secrets = append(n.Secrets, flags.Secrets...)
+			for _, f := range secretFlags {
+				sp, err := secrets.ParseSpec(f)
+				if err != nil {
+					return err
+				}
+				n.Secrets = append(n.Secrets, sp)
+			}
 			n.AddHosts = append(n.AddHosts, flags.AddHosts...)
 			if flags.UpstreamCA != "" {
 				n.UpstreamCA = flags.UpstreamCA
@@ -73,7 +81,7 @@ serves until interrupted. A request without the token gets 407.
 	f.StringArrayVar(&flags.TunnelHosts, "tunnel-host", nil, "let clients reach `HOST` through a blind TLS tunnel (as airlock run)")
 	f.StringArrayVar(&flags.DenyHosts, "deny-host", nil, "never reach `HOST`")
 	f.StringArrayVar(&flags.Endpoints, "allow-endpoint", nil, "only these requests to a host: 'HOST METHOD /path/*'")
-	f.StringArrayVar(&flags.Secrets, "secret", nil, "keep a credential on the host: NAME@HOST[,HOST] (as airlock run)")
+	f.StringArrayVar(&secretFlags, "secret", nil, "keep a credential on the host: NAME@HOST[,HOST] (as airlock run)")
 	f.StringArrayVar(&flags.AddHosts, "add-host", nil, "resolve `NAME:IP` statically")
 	f.StringVar(&flags.UpstreamCA, "upstream-ca", "", "also trust this PEM `FILE` for upstream servers")
 	return c

@@ -27,38 +27,21 @@ import (
 
 type runOptions struct {
 	workspace string
-	home      string
-	ro, rw    []string
-	noDelete  bool
-	memory    string
-	cpus      float64
-	pids      int64
-	tmpSize   string
-	timeout   time.Duration
-	env       []string
 	tty       bool
 	detach    bool
 	name      string
 	keep      bool
 	quiet     bool
-	net       config.Network
-	wsMode    string
-	ws        config.Workspace
-	backend   string
-	image     string
 	watch     bool
 	scratch   []string
 	hide      []string
 	noConfig  bool
 	ask       bool
-	askAfter  time.Duration
-	decisions string
 	noIDMap   bool
 	workdir   string
 }
 
 const (
-	defaultPids  = 1024
 	superviseCmd = "__supervise"
 )
 
@@ -112,7 +95,7 @@ sandbox, or a run airlock ended (--timeout, the memory limit, airlock kill,
 a crash: it prints the ID). --keep keeps any run (airlock audit ID, airlock
 get ID); airlock rm or airlock prune removes what was kept.
 
-Limits default to ` + strconv.Itoa(defaultPids) + ` processes and half of the machine's memory.`,
+Limits default to ` + strconv.Itoa(config.DefaultPids) + ` processes and half of the machine's memory.`,
 		Example: `  airlock run -- make test
   airlock run -t -- bash
   airlock run --memory 2g --cpus 1.5 --timeout 30m -- npm ci
@@ -143,48 +126,42 @@ Limits default to ` + strconv.Itoa(defaultPids) + ` processes and half of the ma
 // (airlock run, airlock agent run).
 func addRunFlags(f *pflag.FlagSet, o *runOptions) {
 	f.StringVarP(&o.workspace, "workspace", "w", "", "directory the sandbox may change (default: the current directory)")
-	f.StringVar(&o.home, "home", "", "keep the sandbox's home directory in `DIR` across runs (default: an empty private home)")
-	f.StringArrayVar(&o.ro, "ro", nil, "also expose `PATH` read-only (repeatable)")
-	f.StringArrayVar(&o.rw, "rw", nil, "also make `PATH` writable (repeatable)")
-	f.BoolVar(&o.noDelete, "no-delete", false, "forbid deleting or renaming files in the workspace (needs Landlock; a workspace inside /tmp or the home makes those no-delete too)")
-	f.StringVarP(&o.memory, "memory", "m", "", "memory limit, e.g. 512m, 4g (default: half of RAM)")
-	f.Float64Var(&o.cpus, "cpus", 0, "CPU limit in CPUs, e.g. 1.5 (default: none)")
-	f.Int64Var(&o.pids, "pids", defaultPids, "maximum number of processes and threads the commands may have")
-	f.StringVar(&o.tmpSize, "tmp-size", "", "size of the private /tmp and home (default: the memory limit)")
-	f.DurationVar(&o.timeout, "timeout", 0, "stop the sandbox after this long, e.g. 90s, 30m (exit status 124)")
-	f.StringArrayVarP(&o.env, "env", "e", nil, "pass host variable `NAME`, or set NAME=VALUE (repeatable; nothing else passes but PATH, locale and terminal settings)")
+	addSettingFlags(f)
 	f.BoolVarP(&o.tty, "tty", "t", false, "run CMD on a terminal (for shells and interactive tools)")
 	f.BoolVarP(&o.detach, "detach", "d", false, "run in the background and print the sandbox's ID")
 	f.StringVar(&o.name, "name", "", "name the sandbox, for exec, logs, kill, audit (a named sandbox is kept after it ends, until airlock rm)")
 	f.BoolVar(&o.keep, "keep", false, "keep the sandbox's record and audit log after it ends (airlock audit ID, airlock get ID; airlock rm ID when done)")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "do not print airlock's warnings")
-	f.StringArrayVar(&o.net.AllowHosts, "allow-host", nil, "let the sandbox reach `HOST`: example.com or *.example.com (ports 80/443, HTTPS intercepted), host:port or host:* (raw TCP) (repeatable)")
-	f.StringArrayVar(&o.net.TunnelHosts, "tunnel-host", nil, "let the sandbox reach `HOST` (port 443, or host:port) through a blind TLS tunnel: not intercepted, so no secret or endpoint rule may apply to it; the TLS server name must be HOST (repeatable)")
-	f.StringArrayVar(&o.net.DenyHosts, "deny-host", nil, "never reach `HOST`, whatever allows it (same forms; repeatable)")
-	f.StringArrayVar(&o.net.Endpoints, "allow-endpoint", nil, "only these requests to a host: 'HOST METHOD /path/*' (repeatable; other requests to HOST get 403)")
-	f.StringArrayVar(&o.net.Secrets, "secret", nil, "keep a credential on the host: NAME@HOST[,HOST] takes $NAME; the sandbox sees a placeholder that the gateway swaps for the value only toward HOST (also NAME=file:PATH@HOST, NAME=cmd:COMMAND@HOST; :body to swap in bodies)")
-	f.StringArrayVar(&o.net.AddHosts, "add-host", nil, "resolve `NAME:IP` statically (also allows that private address)")
-	f.StringVar(&o.net.UpstreamCA, "upstream-ca", "", "also trust this PEM `FILE` for upstream servers")
-	f.StringVar(&o.net.DNSUpstream, "dns-upstream", "", "resolve allowed names with the DNS server at `IP:PORT` (default: the host's resolver)")
-	f.StringVar(&o.net.Mode, "network-mode", "auto", "how traffic reaches the gateway: transparent (a network interface; needs access to /dev/net/tun), proxy (HTTP(S)_PROXY), or auto")
-	f.StringVar(&o.wsMode, "workspace-mode", "bind", "how the workspace appears inside: bind, overlay or copy (see above)")
-	f.StringArrayVar(&o.ws.Exclude, "exclude", nil, "leave `PATTERN` out of the copy, the manifest and the apply: a name (node_modules, *.o) or a path from the workspace root (build/out) (repeatable)")
-	f.BoolVar(&o.ws.AutoApply, "auto-apply", false, "overlay and copy: apply the changes at exit without asking, except risky ones")
-	f.BoolVar(&o.ws.ApplyRisky, "apply-risky", false, "with --auto-apply: apply risky changes too")
-	f.BoolVar(&o.ws.ProtectGit, "protect-git", true, "bind: pin .git and keep what git reads to run or read elsewhere read-only inside; after exit restore it and defuse git dirs the run made or changed")
-	f.StringVar(&o.backend, "backend", config.BackendNative, "where the sandbox runs: native (namespaces on this kernel), docker (a hardened container; see airlock images) or vm (a QEMU micro-VM; see airlock images build --format vm)")
-	f.StringVar(&o.image, "image", "", "docker backend: the image to run in (default "+config.DefaultImage+")")
 	f.BoolVar(&o.ask, "ask", false, "a connection to a host no rule covers waits for your decision (airlock approvals, airlock ui, or this terminal) instead of failing")
-	f.DurationVar(&o.askAfter, "ask-timeout", 0, "with --ask: deny what nobody answered after this long (default 60s)")
-	f.StringVar(&o.decisions, "decisions", "", "with --ask and nobody to ask: decisions prepared in `FILE` (the saved-decisions format); what it does not cover is denied")
 	f.BoolVar(&o.noConfig, "no-config-files", false, "read no config file: defaults and these flags only")
 	f.BoolVar(&o.watch, "watch-files", false, "record every file created, written or deleted in the workspace and writable mounts in the audit log (airlock audit ID)")
 	f.StringArrayVar(&o.scratch, "scratch", nil, "an empty writable directory at `PATH` inside that lives as long as the sandbox (repeatable)")
 	f.StringArrayVar(&o.hide, "hide", nil, "never show host `PATH` inside: an empty directory or file covers it (repeatable)")
 	f.BoolVar(&o.noIDMap, "no-idmap", false, "as root: run the sandbox as host root, without its own id range and idmapped mounts (unsafe: root-owned files that are not hidden become readable; for where those are unavailable)")
-	// LLM budgets: read through the flag layer (runconfig.go) into config.Budget.
-	f.Int64("budget-tokens", 0, "refuse LLM API requests (Anthropic, OpenAI, Gemini) once the sandbox has used `N` tokens, cache included (default: no limit)")
-	f.Float64("budget-usd", 0, "refuse LLM API requests once the sandbox has spent `X` US dollars, priced per model (config budget.prices over a built-in table; default: no limit)")
+}
+
+// addSettingFlags defines the run flags that are config keys, as the config
+// schema describes them (config.RunFlags); flagLayer reads the ones set.
+func addSettingFlags(f *pflag.FlagSet) {
+	for _, r := range config.RunFlags() {
+		switch {
+		case r.List:
+			f.StringArrayP(r.Flag, r.Short, nil, r.Usage)
+		case r.Bool:
+			f.BoolP(r.Flag, r.Short, r.Default == "true", r.Usage)
+		case r.Int:
+			n, _ := strconv.ParseInt(r.Default, 10, 64)
+			f.Int64P(r.Flag, r.Short, n, r.Usage)
+		case r.Float:
+			x, _ := strconv.ParseFloat(r.Default, 64)
+			f.Float64P(r.Flag, r.Short, x, r.Usage)
+		case r.Duration:
+			d, _ := time.ParseDuration(r.Default)
+			f.DurationP(r.Flag, r.Short, d, r.Usage)
+		default:
+			f.StringP(r.Flag, r.Short, r.Default, r.Usage)
+		}
+	}
 }
 
 func run(c *cobra.Command, o *runOptions, args []string) error {

@@ -12,39 +12,15 @@ import (
 )
 
 // runFlagKeys are the run flags that are config keys: set on the command
-// line, they are the last layer over the config files.
-var runFlagKeys = []struct{ flag, key string }{
-	{"backend", "backend"},
-	{"image", "image"},
-	{"home", "home"},
-	{"env", "env"},
-	{"ro", "mounts.ro"},
-	{"rw", "mounts.rw"},
-	{"memory", "limits.memory"},
-	{"cpus", "limits.cpus"},
-	{"pids", "limits.pids"},
-	{"tmp-size", "limits.tmp_size"},
-	{"timeout", "limits.timeout"},
-	{"network-mode", "network.mode"},
-	{"allow-host", "network.allow_hosts"},
-	{"tunnel-host", "network.tunnel_hosts"},
-	{"deny-host", "network.deny_hosts"},
-	{"allow-endpoint", "network.endpoints"},
-	{"add-host", "network.add_hosts"},
-	{"upstream-ca", "network.upstream_ca"},
-	{"dns-upstream", "network.dns_upstream"},
-	{"secret", "secrets"},
-	{"workspace-mode", "workspace.mode"},
-	{"exclude", "workspace.exclude"},
-	{"protect-git", "workspace.protect_git"},
-	{"no-delete", "workspace.no_delete"},
-	{"auto-apply", "workspace.auto_apply"},
-	{"apply-risky", "workspace.apply_risky"},
-	{"ask-timeout", "approvals.timeout"},
-	{"decisions", "approvals.decisions"},
-	{"budget-tokens", "budget.tokens"},
-	{"budget-usd", "budget.usd"},
-}
+// line, they are the last layer over the config files. The config schema
+// names them (config.RunFlags); addRunFlags defines them.
+var runFlagKeys = func() []struct{ flag, key string } {
+	var out []struct{ flag, key string }
+	for _, f := range config.RunFlags() {
+		out = append(out, struct{ flag, key string }{f.Flag, f.Key})
+	}
+	return out
+}()
 
 // flagLayer is the config layer of the flags the user set: a flag left at
 // its default does not override a config file.

@@ -5,12 +5,10 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/engine"
 	"github.com/airlock-dev/airlock/internal/state"
 	"github.com/airlock-dev/airlock/internal/term"
-	"github.com/airlock-dev/airlock/internal/workspace"
 )
 
 // runSpec checks the merged config with the run's own options (command,
@@ -29,18 +27,11 @@ func runSpec(l *config.Loaded, o *runOptions, args []string) (engine.Spec, error
 	if o.detach && o.tty {
 		return s, usageError{"-t and -d do not mix: start with -d, then airlock exec -t ID -- CMD"}
 	}
-	if n := c.BackendName(); n != config.BackendNative && n != config.BackendDocker && n != config.BackendVM {
-		return s, usageError{fmt.Sprintf("%s %q: use native, docker or vm", originLabel(l, "backend", 0), c.Backend)}
+	// The settings that hang together, and the defaults every host gets.
+	if err := s.Validate(func(key string) string { return originLabel(l, key, 0) }); err != nil {
+		return s, usageError{err.Error()}
 	}
-	if c.Image != "" && c.BackendName() != config.BackendDocker {
-		return s, usageError{originLabel(l, "image", 0) + " needs --backend docker"}
-	}
-	if c.Limits.MemoryBytes == 0 {
-		c.Limits.MemoryBytes = backend.TotalMemory() / 2
-	}
-	if c.Limits.TmpBytes == 0 {
-		c.Limits.TmpBytes = c.Limits.MemoryBytes
-	}
+	s.Complete()
 	if c.Home != "" {
 		what := originLabel(l, "home", 0)
 		if err := os.MkdirAll(c.Home, 0o700); err != nil {
@@ -72,21 +63,6 @@ func runSpec(l *config.Loaded, o *runOptions, args []string) (engine.Spec, error
 			return s, err
 		}
 	}
-	mode, err := workspace.ParseMode(c.Workspace.Mode)
-	if err != nil {
-		return s, usageError{err.Error()}
-	}
-	w := c.Workspace
-	if mode == workspace.Bind && w.AutoApply {
-		return s, usageError{originLabel(l, "workspace.auto_apply", 0) + " needs --workspace-mode overlay or copy: in bind mode changes land in the workspace as they happen"}
-	}
-	if w.ApplyRisky && !w.AutoApply {
-		return s, usageError{originLabel(l, "workspace.apply_risky", 0) + " goes with --auto-apply"}
-	}
-	if _, err := workspace.NewExcluder(w.Exclude); err != nil {
-		return s, usageError{err.Error()}
-	}
-	c.Workspace.Mode = string(mode)
 	for _, p := range o.scratch {
 		if !filepath.IsAbs(p) || filepath.Clean(p) == "/" {
 			return s, usageError{fmt.Sprintf("--scratch %q: use an absolute path inside the sandbox other than /", p)}
@@ -110,9 +86,6 @@ func runSpec(l *config.Loaded, o *runOptions, args []string) (engine.Spec, error
 		return s, usageError{originLabel(l, "approvals.mode", 0) + ": nobody can answer here (no terminal): run with -d and answer with airlock approvals or airlock ui, or prepare the answers with --decisions FILE"}
 	}
 	if c.Approvals.Decisions != "" {
-		if !c.Approvals.Ask() {
-			return s, usageError{originLabel(l, "approvals.decisions", 0) + " goes with --ask (approvals: ask)"}
-		}
 		var err error
 		if c.Approvals.Decisions, err = existingPath(c.Approvals.Decisions, originLabel(l, "approvals.decisions", 0)); err != nil {
 			return s, err

@@ -1123,19 +1123,9 @@ func secretName(flag string) string {
 	return name
 }
 
-// fakeSources stand in for a secret's value where only its form matters.
-var fakeSources = secrets.Sources{
-	LookupEnv: func(string) (string, bool) { return "checked-later", true },
-	ReadFile:  func(string) ([]byte, error) { return []byte("checked-later"), nil },
-	RunCmd:    func(string) ([]byte, error) { return []byte("checked-later"), nil },
-	GitHubApp: func(string, secrets.AppSource) ([]byte, func(*secrets.Rotator), error) {
-		return []byte("checked-later"), nil, nil
-	},
-}
-
 // CheckSecret checks a secret in --secret form without reading its value.
 func CheckSecret(flag string) error {
-	_, err := secrets.ParseFlag(flag, fakeSources)
+	_, err := secrets.ParseSpec(flag)
 	if err != nil {
 		msg := err.Error()
 		if i := strings.Index(msg, ": "); strings.HasPrefix(msg, "--secret") && i >= 0 {
@@ -1221,11 +1211,7 @@ func (n Network) CheckTunnels() error {
 	}
 	var ss []*secrets.Secret
 	for _, f := range n.Secrets {
-		s, err := secrets.ParseFlag(f, fakeSources)
-		if err != nil {
-			continue // reported where the secret is read
-		}
-		ss = append(ss, s)
+		ss = append(ss, &secrets.Secret{Name: f.Name, Hosts: f.Hosts})
 	}
 	errs := []error{CheckTunnelSecrets(n.TunnelHosts, ss)}
 	for _, t := range n.TunnelHosts {

@@ -83,12 +83,12 @@ func TestParseFullFile(t *testing.T) {
 			Mode: ModeProxy, AllowHosts: []string{"*.github.com", "proxy.golang.org"}, DenyHosts: []string{"gist.github.com"},
 			Endpoints: []string{"api.github.com GET /repos/*"}, AddHosts: []string{"db.internal:10.0.0.5"},
 			UpstreamCA: "/etc/proj/certs/ca.pem", DNSUpstream: "1.1.1.1:53",
-			Secrets: []string{
+			Secrets: mustSpecs(t,
 				"API_KEY=env:MY_API_KEY@api.example.com:body",
 				"TOKEN=file:/etc/proj/token.txt@a.example.com,b.example.com",
 				"GH=cmd:gh auth token@api.github.com",
 				"PLAIN@plain.example.com",
-			},
+			),
 		},
 		Workspace: Workspace{Mode: WorkspaceCopy, Exclude: []string{"node_modules"}, NoDelete: true, AutoApply: true, ApplyRisky: true},
 		Audit:     Audit{MaxBytes: 100 << 20, Keep: 3},
@@ -214,7 +214,7 @@ func TestSecretSourceFailureNamesTheSecret(t *testing.T) {
 	src := secrets.DefaultSources()
 	src.LookupEnv = func(string) (string, bool) { return "", false }
 	for i, name := range []string{"FROM_ENV", "FROM_FILE", "FROM_CMD"} {
-		_, err := secrets.ParseFlag(s.Network.Secrets[i], src)
+		_, err := s.Network.Secrets[i].Open(src)
 		if err == nil || !strings.Contains(err.Error(), name) || strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "echo") {
 			t.Errorf("ParseFlag(%s) = %v, want an error naming %s without the command or value", name, err, name)
 		}
@@ -262,8 +262,8 @@ secrets: ["K=env:OTHER@b.com"]
 	if want := []string{"Y", "X=2"}; !reflect.DeepEqual(s.Env, want) {
 		t.Errorf("env = %q, want %q (the later X replaces)", s.Env, want)
 	}
-	if want := []string{"K=env:OTHER@b.com"}; !reflect.DeepEqual(s.Network.Secrets, want) {
-		t.Errorf("secrets = %q, want %q", s.Network.Secrets, want)
+	if want := []string{"K=env:OTHER@b.com"}; !reflect.DeepEqual(flagsOf(s.Network.Secrets), want) {
+		t.Errorf("secrets = %q, want %q", flagsOf(s.Network.Secrets), want)
 	}
 	for key, want := range map[string]string{
 		"limits.memory":         "/p/proj.yaml:2",

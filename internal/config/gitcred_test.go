@@ -61,8 +61,8 @@ func TestASecretsGitAndGitHubAppKeysBecomeItsFlag(t *testing.T) {
 		"GL_TOKEN=env:GL@gitlab.com:git=oauth2",
 		"APP_TOKEN=github-app:app=12;installation=34;key=/keys/app.pem;repos=org/demo,tools;permissions=contents:write;api=https://ghe.example.com/api/v3@ghe.example.com:git",
 	}
-	if !reflect.DeepEqual(s.Network.Secrets, want) {
-		t.Errorf("secrets = %q\nwant %q", s.Network.Secrets, want)
+	if !reflect.DeepEqual(flagsOf(s.Network.Secrets), want) {
+		t.Errorf("secrets = %q\nwant %q", flagsOf(s.Network.Secrets), want)
 	}
 	for name, c := range map[string]struct{ text, want string }{
 		"an app without repositories": {"secrets:\n  - {name: A, github_app: {app_id: 1, installation_id: 2, private_key: /k}, hosts: [github.com]}\n", "no repositories"},

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/secrets"
 )
 
 // DefaultPids is the process limit when none is set.
@@ -22,17 +24,10 @@ type Origins map[string][]Origin
 func Defaults() *Layer {
 	l := NewLayer(SourceDefault, "")
 	o := Origin{Source: SourceDefault}
-	for k, v := range map[string]any{
-		"backend":               BackendNative,
-		"network.mode":          ModeAuto,
-		"workspace.mode":        WorkspaceBind,
-		"workspace.protect_git": true,
-		"workspace.no_delete":   false,
-		"workspace.auto_apply":  false,
-		"workspace.apply_risky": false,
-		"limits.pids":           int64(DefaultPids),
-	} {
-		l.vals[k] = &setting{v: v, origin: o}
+	for _, f := range schema {
+		if f.def != nil {
+			l.vals[f.key] = &setting{v: f.def, origin: o}
+		}
 	}
 	return l
 }
@@ -168,101 +163,61 @@ func Merge(layers ...*Layer) (Spec, Origins) {
 	}
 	var sp Spec
 	or := Origins{}
-	str := func(k string, dst *string) {
-		if s := eff[k]; s != nil {
-			*dst, or[k] = s.v.(string), []Origin{s.origin}
+	for i := range schema {
+		f := &schema[i]
+		st := eff[f.key]
+		if f.to == nil || st == nil {
+			continue
 		}
-	}
-	boolean := func(k string, dst *bool) {
-		if s := eff[k]; s != nil {
-			*dst, or[k] = s.v.(bool), []Origin{s.origin}
-		}
-	}
-	dur := func(k string, dst *time.Duration) {
-		if s := eff[k]; s != nil {
-			*dst, or[k] = s.v.(time.Duration), []Origin{s.origin}
-		}
-	}
-	i64 := func(k string, dst *int64) {
-		if s := eff[k]; s != nil {
-			*dst, or[k] = s.v.(int64), []Origin{s.origin}
-		}
-	}
-	list := func(k string, dst *[]string) {
-		if s := eff[k]; s != nil && len(s.items) > 0 {
+		if f.kind == kList || f.kind == kPathList || f.kind == kEnv || f.kind == kSecrets || f.kind == kCommands {
+			if len(st.items) == 0 {
+				continue
+			}
 			var os []Origin
-			for _, it := range s.items {
-				*dst = append(*dst, it.value)
+			for _, it := range st.items {
+				switch dst := f.to(&sp).(type) {
+				case *[]string:
+					*dst = append(*dst, it.value)
+				case *[]secrets.Spec:
+					sp, err := secrets.ParseSpec(it.value)
+					if err != nil { // checked by the parser (CheckSecret)
+						continue
+					}
+					*dst = append(*dst, sp)
+				case *[]HostCommand:
+					var c HostCommand
+					if json.Unmarshal([]byte(it.value), &c) != nil { // written by the parser
+						continue
+					}
+					*dst = append(*dst, c)
+				}
 				os = append(os, it.origin)
 			}
-			or[k] = os
+			or[f.key] = os
+			continue
 		}
-	}
-	raw := func(k string, dst *any) {
-		if s := eff[k]; s != nil {
-			*dst, or[k] = s.v, []Origin{s.origin}
+		switch dst := f.to(&sp).(type) {
+		case *string:
+			*dst = st.v.(string)
+		case *bool:
+			*dst = st.v.(bool)
+		case *int64:
+			*dst = st.v.(int64)
+		case *int:
+			*dst = int(st.v.(int64))
+		case *float64:
+			*dst = st.v.(float64)
+		case *time.Duration:
+			*dst = st.v.(time.Duration)
+		case *map[string]Price:
+			*dst = st.v.(map[string]Price)
+		case *any:
+			*dst = st.v
+		default:
+			panic("config: schema key " + f.key + " has no known destination type")
 		}
+		or[f.key] = []Origin{st.origin}
 	}
-	str("backend", &sp.Backend)
-	str("image", &sp.Image)
-	str("home", &sp.Home)
-	list("mounts.ro", &sp.RO)
-	list("mounts.rw", &sp.RW)
-	list("env", &sp.Env)
-	i64("limits.memory", &sp.Limits.MemoryBytes)
-	if s := eff["limits.cpus"]; s != nil {
-		sp.Limits.CPUs, or["limits.cpus"] = s.v.(float64), []Origin{s.origin}
-	}
-	i64("limits.pids", &sp.Limits.Pids)
-	i64("limits.tmp_size", &sp.Limits.TmpBytes)
-	dur("limits.timeout", &sp.Limits.Timeout)
-	str("network.mode", &sp.Network.Mode)
-	list("network.allow_hosts", &sp.Network.AllowHosts)
-	list("network.tunnel_hosts", &sp.Network.TunnelHosts)
-	list("network.deny_hosts", &sp.Network.DenyHosts)
-	list("network.endpoints", &sp.Network.Endpoints)
-	list("network.add_hosts", &sp.Network.AddHosts)
-	str("network.upstream_ca", &sp.Network.UpstreamCA)
-	str("network.dns_upstream", &sp.Network.DNSUpstream)
-	list("secrets", &sp.Network.Secrets)
-	str("workspace.mode", &sp.Workspace.Mode)
-	list("workspace.exclude", &sp.Workspace.Exclude)
-	boolean("workspace.protect_git", &sp.Workspace.ProtectGit)
-	boolean("workspace.no_delete", &sp.Workspace.NoDelete)
-	boolean("workspace.auto_apply", &sp.Workspace.AutoApply)
-	boolean("workspace.apply_risky", &sp.Workspace.ApplyRisky)
-	i64("audit.max_size", &sp.Audit.MaxBytes)
-	if s := eff["audit.keep"]; s != nil {
-		sp.Audit.Keep, or["audit.keep"] = int(s.v.(int64)), []Origin{s.origin}
-	}
-	str("approvals.mode", &sp.Approvals.Mode)
-	dur("approvals.timeout", &sp.Approvals.Timeout)
-	str("approvals.decisions", &sp.Approvals.Decisions)
-	if s := eff["hostexec.commands"]; s != nil && len(s.items) > 0 {
-		var os []Origin
-		for _, it := range s.items {
-			var c HostCommand
-			if json.Unmarshal([]byte(it.value), &c) == nil { // written by the parser
-				sp.HostExec.Commands = append(sp.HostExec.Commands, c)
-				os = append(os, it.origin)
-			}
-		}
-		or["hostexec.commands"] = os
-	}
-	list("hostexec.auto_approve", &sp.HostExec.AutoApprove)
-	list("hostexec.ask", &sp.HostExec.Ask)
-	list("hostexec.auto_deny", &sp.HostExec.AutoDeny)
-	dur("hostexec.timeout", &sp.HostExec.Timeout)
-	boolean("hostexec.allow_copy_mode", &sp.HostExec.AllowCopyMode)
-	i64("budget.tokens", &sp.Budget.Tokens)
-	if s := eff["budget.usd"]; s != nil {
-		sp.Budget.USD, or["budget.usd"] = s.v.(float64), []Origin{s.origin}
-	}
-	if s := eff["budget.prices"]; s != nil {
-		sp.Budget.Prices, or["budget.prices"] = s.v.(map[string]Price), []Origin{s.origin}
-	}
-	raw("mcp_servers", &sp.MCPServers)
-	raw("agents", &sp.Agents)
 	return sp, or
 }
 

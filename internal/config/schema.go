@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 	"sync"
@@ -35,6 +36,20 @@ type field struct {
 	enum []string
 	help string // what is expected, for errors and the template
 	host bool   // list items are host rules (checked by the policy package)
+	// to is where Merge puts the key's value in a Spec: a *string, *bool,
+	// *int64, *int, *float64, *time.Duration, *[]string, *[]secrets.Spec, *[]HostCommand,
+	// *map[string]Price or *any (nil for sections and file-only keys).
+	to func(*Spec) any
+	// always: config show writes the key even at its zero value (a bool
+	// whose default is true).
+	always bool
+	// flag is the run flag that sets the key as the last layer ("" for
+	// none); cmd/airlock defines it from RunFlags: its one-letter short
+	// form and its help (a `WORD` names the value).
+	flag, short, usage string
+	// def is the key's default (the Defaults layer, and the run flag's
+	// default as shown); nil for none.
+	def any
 }
 
 // schema is every key a config file may hold. Reserved sections parse but do
@@ -42,56 +57,83 @@ type field struct {
 var schema = []field{
 	{key: "version", kind: kInt, help: "the schema version, 1"},
 	{key: "project", kind: kString, help: "the project directory a project file belongs to"},
-	{key: "backend", kind: kEnum, enum: []string{BackendNative, BackendDocker, BackendVM}},
-	{key: "image", kind: kString, help: "a docker image name"},
-	{key: "home", kind: kPath, help: "a directory kept as the sandbox's home"},
-	{key: "env", kind: kEnv, help: "a list of NAME or NAME=VALUE, or a mapping NAME: VALUE"},
+	{key: "backend", kind: kEnum, enum: []string{BackendNative, BackendDocker, BackendVM}, to: func(s *Spec) any { return &s.Backend }, flag: "backend", usage: "where the sandbox runs: native (namespaces on this kernel), docker (a hardened container; see airlock images) or vm (a QEMU micro-VM; see airlock images build --format vm)", def: BackendNative},
+	{key: "image", kind: kString, help: "a docker image name", to: func(s *Spec) any { return &s.Image }, flag: "image", usage: "docker backend: the image to run in (default " + DefaultImage + ")"},
+	{key: "home", kind: kPath, help: "a directory kept as the sandbox's home", to: func(s *Spec) any { return &s.Home }, flag: "home", usage: "keep the sandbox's home directory in `DIR` across runs (default: an empty private home)"},
+	{key: "env", kind: kEnv, help: "a list of NAME or NAME=VALUE, or a mapping NAME: VALUE", to: func(s *Spec) any { return &s.Env }, flag: "env", short: "e", usage: "pass host variable `NAME`, or set NAME=VALUE (repeatable; nothing else passes but PATH, locale and terminal settings)"},
 	{key: "mounts", kind: kSection},
-	{key: "mounts.ro", kind: kPathList, help: "a list of paths"},
-	{key: "mounts.rw", kind: kPathList, help: "a list of paths"},
+	{key: "mounts.ro", kind: kPathList, help: "a list of paths", to: func(s *Spec) any { return &s.RO }, flag: "ro", usage: "also expose `PATH` read-only (repeatable)"},
+	{key: "mounts.rw", kind: kPathList, help: "a list of paths", to: func(s *Spec) any { return &s.RW }, flag: "rw", usage: "also make `PATH` writable (repeatable)"},
 	{key: "limits", kind: kSection},
-	{key: "limits.memory", kind: kSize, help: "a size such as 512m or 4g"},
-	{key: "limits.cpus", kind: kFloat, help: "a number of CPUs such as 1.5"},
-	{key: "limits.pids", kind: kInt, help: "a number of processes"},
-	{key: "limits.tmp_size", kind: kSize, help: "a size such as 512m or 4g"},
-	{key: "limits.timeout", kind: kDuration, help: "a duration such as 90s or 30m"},
+	{key: "limits.memory", kind: kSize, help: "a size such as 512m or 4g", to: func(s *Spec) any { return &s.Limits.MemoryBytes }, flag: "memory", short: "m", usage: "memory limit, e.g. 512m, 4g (default: half of RAM)"},
+	{key: "limits.cpus", kind: kFloat, help: "a number of CPUs such as 1.5", to: func(s *Spec) any { return &s.Limits.CPUs }, flag: "cpus", usage: "CPU limit in CPUs, e.g. 1.5 (default: none)"},
+	{key: "limits.pids", kind: kInt, help: "a number of processes", to: func(s *Spec) any { return &s.Limits.Pids }, flag: "pids", usage: "maximum number of processes and threads the commands may have", def: int64(DefaultPids)},
+	{key: "limits.tmp_size", kind: kSize, help: "a size such as 512m or 4g", to: func(s *Spec) any { return &s.Limits.TmpBytes }, flag: "tmp-size", usage: "size of the private /tmp and home (default: the memory limit)"},
+	{key: "limits.timeout", kind: kDuration, help: "a duration such as 90s or 30m", to: func(s *Spec) any { return &s.Limits.Timeout }, flag: "timeout", usage: "stop the sandbox after this long, e.g. 90s, 30m (exit status 124)"},
 	{key: "network", kind: kSection},
-	{key: "network.mode", kind: kEnum, enum: []string{ModeAuto, ModeTransparent, ModeProxy}},
-	{key: "network.allow_hosts", kind: kList, host: true, help: "a list of hosts: example.com, *.example.com, host:port"},
-	{key: "network.tunnel_hosts", kind: kList, host: true, help: "a list of hosts reached through a blind TLS tunnel, not intercepted: example.com, *.example.com, host:port (also written in allow_hosts as {host: example.com, intercept: false})"},
-	{key: "network.deny_hosts", kind: kList, host: true, help: "a list of hosts: example.com, *.example.com, host:port"},
-	{key: "network.endpoints", kind: kList, help: "a list of 'HOST METHOD /path/*'"},
-	{key: "network.add_hosts", kind: kList, help: "a list of NAME:IP"},
-	{key: "network.upstream_ca", kind: kPath, help: "a PEM file"},
-	{key: "network.dns_upstream", kind: kString, help: "IP:PORT"},
-	{key: "secrets", kind: kSecrets, help: "a list of {name, from: env|file|command|github_app, env|file|command|github_app, hosts, body, git}"},
+	{key: "network.mode", kind: kEnum, enum: []string{ModeAuto, ModeTransparent, ModeProxy}, to: func(s *Spec) any { return &s.Network.Mode }, flag: "network-mode", usage: "how traffic reaches the gateway: transparent (a network interface; needs access to /dev/net/tun), proxy (HTTP(S)_PROXY), or auto", def: ModeAuto},
+	{key: "network.allow_hosts", kind: kList, host: true, help: "a list of hosts: example.com, *.example.com, host:port", to: func(s *Spec) any { return &s.Network.AllowHosts }, flag: "allow-host", usage: "let the sandbox reach `HOST`: example.com or *.example.com (ports 80/443, HTTPS intercepted), host:port or host:* (raw TCP) (repeatable)"},
+	{key: "network.tunnel_hosts", kind: kList, host: true, help: "a list of hosts reached through a blind TLS tunnel, not intercepted: example.com, *.example.com, host:port (also written in allow_hosts as {host: example.com, intercept: false})", to: func(s *Spec) any { return &s.Network.TunnelHosts }, flag: "tunnel-host", usage: "let the sandbox reach `HOST` (port 443, or host:port) through a blind TLS tunnel: not intercepted, so no secret or endpoint rule may apply to it; the TLS server name must be HOST (repeatable)"},
+	{key: "network.deny_hosts", kind: kList, host: true, help: "a list of hosts: example.com, *.example.com, host:port", to: func(s *Spec) any { return &s.Network.DenyHosts }, flag: "deny-host", usage: "never reach `HOST`, whatever allows it (same forms; repeatable)"},
+	{key: "network.endpoints", kind: kList, help: "a list of 'HOST METHOD /path/*'", to: func(s *Spec) any { return &s.Network.Endpoints }, flag: "allow-endpoint", usage: "only these requests to a host: 'HOST METHOD /path/*' (repeatable; other requests to HOST get 403)"},
+	{key: "network.add_hosts", kind: kList, help: "a list of NAME:IP", to: func(s *Spec) any { return &s.Network.AddHosts }, flag: "add-host", usage: "resolve `NAME:IP` statically (also allows that private address)"},
+	{key: "network.upstream_ca", kind: kPath, help: "a PEM file", to: func(s *Spec) any { return &s.Network.UpstreamCA }, flag: "upstream-ca", usage: "also trust this PEM `FILE` for upstream servers"},
+	{key: "network.dns_upstream", kind: kString, help: "IP:PORT", to: func(s *Spec) any { return &s.Network.DNSUpstream }, flag: "dns-upstream", usage: "resolve allowed names with the DNS server at `IP:PORT` (default: the host's resolver)"},
+	{key: "secrets", kind: kSecrets, help: "a list of {name, from: env|file|command|github_app, env|file|command|github_app, hosts, body, git}", to: func(s *Spec) any { return &s.Network.Secrets }, flag: "secret", usage: "keep a credential on the host: NAME@HOST[,HOST] takes $NAME; the sandbox sees a placeholder that the gateway swaps for the value only toward HOST (also NAME=file:PATH@HOST, NAME=cmd:COMMAND@HOST; :body to swap in bodies)"},
 	{key: "workspace", kind: kSection},
-	{key: "workspace.mode", kind: kEnum, enum: []string{WorkspaceBind, WorkspaceOverlay, WorkspaceCopy}},
-	{key: "workspace.exclude", kind: kList, help: "a list of names or paths"},
-	{key: "workspace.protect_git", kind: kBool},
-	{key: "workspace.no_delete", kind: kBool},
-	{key: "workspace.auto_apply", kind: kBool},
-	{key: "workspace.apply_risky", kind: kBool},
+	{key: "workspace.mode", kind: kEnum, enum: []string{WorkspaceBind, WorkspaceOverlay, WorkspaceCopy}, to: func(s *Spec) any { return &s.Workspace.Mode }, flag: "workspace-mode", usage: "how the workspace appears inside: bind, overlay or copy (see above)", def: WorkspaceBind},
+	{key: "workspace.exclude", kind: kList, help: "a list of names or paths", to: func(s *Spec) any { return &s.Workspace.Exclude }, flag: "exclude", usage: "leave `PATTERN` out of the copy, the manifest and the apply: a name (node_modules, *.o) or a path from the workspace root (build/out) (repeatable)"},
+	{key: "workspace.protect_git", kind: kBool, always: true, to: func(s *Spec) any { return &s.Workspace.ProtectGit }, flag: "protect-git", usage: "bind: pin .git and keep what git reads to run or read elsewhere read-only inside; after exit restore it and defuse git dirs the run made or changed", def: true},
+	{key: "workspace.no_delete", kind: kBool, always: true, to: func(s *Spec) any { return &s.Workspace.NoDelete }, flag: "no-delete", usage: "forbid deleting or renaming files in the workspace (needs Landlock; a workspace inside /tmp or the home makes those no-delete too)", def: false},
+	{key: "workspace.auto_apply", kind: kBool, always: true, to: func(s *Spec) any { return &s.Workspace.AutoApply }, flag: "auto-apply", usage: "overlay and copy: apply the changes at exit without asking, except risky ones", def: false},
+	{key: "workspace.apply_risky", kind: kBool, always: true, to: func(s *Spec) any { return &s.Workspace.ApplyRisky }, flag: "apply-risky", usage: "with --auto-apply: apply risky changes too", def: false},
 	{key: "audit", kind: kSection},
-	{key: "audit.max_size", kind: kSize, help: "a size such as 100m"},
-	{key: "audit.keep", kind: kInt, help: "a number of rotated files"},
+	{key: "audit.max_size", kind: kSize, help: "a size such as 100m", to: func(s *Spec) any { return &s.Audit.MaxBytes }},
+	{key: "audit.keep", kind: kInt, help: "a number of rotated files", to: func(s *Spec) any { return &s.Audit.Keep }},
 	{key: "approvals", kind: kSection, help: "ask or deny, or a mapping of mode, timeout, decisions"},
-	{key: "approvals.mode", kind: kEnum, enum: []string{ApprovalsAsk, ApprovalsDeny}},
-	{key: "approvals.timeout", kind: kDuration, help: "a duration such as 60s or 5m"},
-	{key: "approvals.decisions", kind: kPath, help: "a prepared decisions file"},
+	{key: "approvals.mode", kind: kEnum, enum: []string{ApprovalsAsk, ApprovalsDeny}, to: func(s *Spec) any { return &s.Approvals.Mode }},
+	{key: "approvals.timeout", kind: kDuration, help: "a duration such as 60s or 5m", to: func(s *Spec) any { return &s.Approvals.Timeout }, flag: "ask-timeout", usage: "with --ask: deny what nobody answered after this long (default 60s)"},
+	{key: "approvals.decisions", kind: kPath, help: "a prepared decisions file", to: func(s *Spec) any { return &s.Approvals.Decisions }, flag: "decisions", usage: "with --ask and nobody to ask: decisions prepared in `FILE` (the saved-decisions format); what it does not cover is denied"},
 	{key: "hostexec", kind: kSection},
-	{key: "hostexec.commands", kind: kCommands, help: "a list of {match, ask, allow_hosts, secrets, ro, rw, ssh_agent}"},
-	{key: "hostexec.auto_approve", kind: kList, help: "a list of regular expressions over the command line"},
-	{key: "hostexec.ask", kind: kList, help: "a list of regular expressions over the command line"},
-	{key: "hostexec.auto_deny", kind: kList, help: "a list of regular expressions over the command line"},
-	{key: "hostexec.timeout", kind: kDuration, help: "a duration such as 60s or 5m"},
-	{key: "hostexec.allow_copy_mode", kind: kBool},
+	{key: "hostexec.commands", kind: kCommands, help: "a list of {match, ask, allow_hosts, secrets, ro, rw, ssh_agent}", to: func(s *Spec) any { return &s.HostExec.Commands }},
+	{key: "hostexec.auto_approve", kind: kList, help: "a list of regular expressions over the command line", to: func(s *Spec) any { return &s.HostExec.AutoApprove }},
+	{key: "hostexec.ask", kind: kList, help: "a list of regular expressions over the command line", to: func(s *Spec) any { return &s.HostExec.Ask }},
+	{key: "hostexec.auto_deny", kind: kList, help: "a list of regular expressions over the command line", to: func(s *Spec) any { return &s.HostExec.AutoDeny }},
+	{key: "hostexec.timeout", kind: kDuration, help: "a duration such as 60s or 5m", to: func(s *Spec) any { return &s.HostExec.Timeout }},
+	{key: "hostexec.allow_copy_mode", kind: kBool, to: func(s *Spec) any { return &s.HostExec.AllowCopyMode }},
 	{key: "budget", kind: kSection},
-	{key: "budget.tokens", kind: kInt, help: "a number of tokens (input, output and cache, all counted)"},
-	{key: "budget.usd", kind: kFloat, help: "an amount of US dollars such as 2.50"},
-	{key: "budget.prices", kind: kPrices, help: "a mapping MODEL_GLOB: {input, output, cache_read, cache_write} in USD per million tokens"},
-	{key: "mcp_servers", kind: kRaw},
-	{key: "agents", kind: kRaw},
+	{key: "budget.tokens", kind: kInt, help: "a number of tokens (input, output and cache, all counted)", to: func(s *Spec) any { return &s.Budget.Tokens }, flag: "budget-tokens", usage: "refuse LLM API requests (Anthropic, OpenAI, Gemini) once the sandbox has used `N` tokens, cache included (default: no limit)"},
+	{key: "budget.usd", kind: kFloat, help: "an amount of US dollars such as 2.50", to: func(s *Spec) any { return &s.Budget.USD }, flag: "budget-usd", usage: "refuse LLM API requests once the sandbox has spent `X` US dollars, priced per model (config budget.prices over a built-in table; default: no limit)"},
+	{key: "budget.prices", kind: kPrices, help: "a mapping MODEL_GLOB: {input, output, cache_read, cache_write} in USD per million tokens", to: func(s *Spec) any { return &s.Budget.Prices }},
+	{key: "mcp_servers", kind: kRaw, to: func(s *Spec) any { return &s.MCPServers }},
+	{key: "agents", kind: kRaw, to: func(s *Spec) any { return &s.Agents }},
+}
+
+// RunFlag is a run flag that sets a config key: its name, one-letter
+// short form, help, default as shown, and the kind of value it takes.
+type RunFlag struct {
+	Flag, Key, Short, Usage, Default string
+	// List: the flag repeats; Bool, Int, Float, Duration: its value's type
+	// (none: a string).
+	List, Bool, Int, Float, Duration bool
+}
+
+// RunFlags are the run flags that are config keys, in the schema's order:
+// set on the command line, they are the last layer over the config files.
+func RunFlags() []RunFlag {
+	var out []RunFlag
+	for _, f := range schema {
+		if f.flag != "" {
+			k := f.kind
+			def := ""
+			if f.def != nil {
+				def = fmt.Sprint(f.def)
+			}
+			out = append(out, RunFlag{Flag: f.flag, Key: f.key, Short: f.short, Usage: f.usage, Default: def,
+				List: k == kList || k == kPathList || k == kEnv || k == kSecrets, Bool: k == kBool, Int: k == kInt, Float: k == kFloat, Duration: k == kDuration})
+		}
+	}
+	return out
 }
 
 // commandKeys are the keys of one hostexec.commands entry: the match, and

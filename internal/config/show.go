@@ -7,70 +7,63 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airlock-dev/airlock/internal/secrets"
 	"gopkg.in/yaml.v3"
 )
 
 // lit is a number or bool, written as is.
 type lit string
 
-// values is s in the config file's shape, keyed as the schema is.
+// values is s in the config file's shape, keyed as the schema is: each
+// key the schema puts in a Spec, unless it is unset.
 func values(s Spec) map[string]any {
 	m := map[string]any{}
-	put := func(k string, v any, set bool) {
+	for i := range schema {
+		f := &schema[i]
+		if f.to == nil {
+			continue
+		}
+		var v any
+		set := f.always
+		switch p := f.to(&s).(type) {
+		case *string:
+			v, set = *p, set || *p != ""
+		case *[]string:
+			v, set = *p, set || len(*p) > 0
+		case *bool:
+			v, set = lit(strconv.FormatBool(*p)), set || *p
+		case *int64:
+			v, set = lit(strconv.FormatInt(*p, 10)), set || *p > 0
+			if f.kind == kSize {
+				v = FormatSize(*p)
+			}
+		case *int:
+			v, set = lit(strconv.Itoa(*p)), set || *p > 0
+		case *float64:
+			v, set = lit(strconv.FormatFloat(*p, 'g', -1, 64)), set || *p > 0
+		case *time.Duration:
+			v, set = lit(formatDuration(*p)), set || *p > 0
+		case *[]secrets.Spec:
+			var flags []string
+			for _, sp := range *p {
+				flags = append(flags, sp.String())
+			}
+			v, set = flags, set || len(*p) > 0
+		case *[]HostCommand:
+			v, set = *p, set || len(*p) > 0
+		case *map[string]Price:
+			prices := map[string]map[string]float64{}
+			for g, p := range *p {
+				prices[g] = map[string]float64{"input": p.Input, "output": p.Output, "cache_read": p.CacheRead, "cache_write": p.CacheWrite}
+			}
+			v, set = prices, set || len(*p) > 0
+		case *any:
+			v, set = *p, set || *p != nil
+		}
 		if set {
-			m[k] = v
+			m[f.key] = v
 		}
 	}
-	put("backend", s.Backend, s.Backend != "")
-	put("image", s.Image, s.Image != "")
-	put("home", s.Home, s.Home != "")
-	put("env", s.Env, len(s.Env) > 0)
-	put("mounts.ro", s.RO, len(s.RO) > 0)
-	put("mounts.rw", s.RW, len(s.RW) > 0)
-	put("limits.memory", FormatSize(s.Limits.MemoryBytes), s.Limits.MemoryBytes > 0)
-	put("limits.cpus", lit(strconv.FormatFloat(s.Limits.CPUs, 'g', -1, 64)), s.Limits.CPUs > 0)
-	put("limits.pids", lit(strconv.FormatInt(s.Limits.Pids, 10)), s.Limits.Pids > 0)
-	put("limits.tmp_size", FormatSize(s.Limits.TmpBytes), s.Limits.TmpBytes > 0)
-	put("limits.timeout", formatDuration(s.Limits.Timeout), s.Limits.Timeout > 0)
-	n := s.Network
-	put("network.mode", n.Mode, n.Mode != "")
-	put("network.allow_hosts", n.AllowHosts, len(n.AllowHosts) > 0)
-	put("network.tunnel_hosts", n.TunnelHosts, len(n.TunnelHosts) > 0)
-	put("network.deny_hosts", n.DenyHosts, len(n.DenyHosts) > 0)
-	put("network.endpoints", n.Endpoints, len(n.Endpoints) > 0)
-	put("network.add_hosts", n.AddHosts, len(n.AddHosts) > 0)
-	put("network.upstream_ca", n.UpstreamCA, n.UpstreamCA != "")
-	put("network.dns_upstream", n.DNSUpstream, n.DNSUpstream != "")
-	put("secrets", n.Secrets, len(n.Secrets) > 0)
-	w := s.Workspace
-	put("workspace.mode", w.Mode, w.Mode != "")
-	put("workspace.exclude", w.Exclude, len(w.Exclude) > 0)
-	put("workspace.protect_git", lit(strconv.FormatBool(w.ProtectGit)), true)
-	put("workspace.no_delete", lit(strconv.FormatBool(w.NoDelete)), true)
-	put("workspace.auto_apply", lit(strconv.FormatBool(w.AutoApply)), true)
-	put("workspace.apply_risky", lit(strconv.FormatBool(w.ApplyRisky)), true)
-	put("audit.max_size", FormatSize(s.Audit.MaxBytes), s.Audit.MaxBytes > 0)
-	put("audit.keep", lit(strconv.Itoa(s.Audit.Keep)), s.Audit.Keep > 0)
-	put("approvals.mode", s.Approvals.Mode, s.Approvals.Mode != "")
-	put("approvals.timeout", lit(s.Approvals.Timeout.String()), s.Approvals.Timeout > 0)
-	put("approvals.decisions", s.Approvals.Decisions, s.Approvals.Decisions != "")
-	put("hostexec.commands", s.HostExec.Commands, len(s.HostExec.Commands) > 0)
-	put("hostexec.auto_approve", s.HostExec.AutoApprove, len(s.HostExec.AutoApprove) > 0)
-	put("hostexec.ask", s.HostExec.Ask, len(s.HostExec.Ask) > 0)
-	put("hostexec.auto_deny", s.HostExec.AutoDeny, len(s.HostExec.AutoDeny) > 0)
-	put("hostexec.timeout", lit(s.HostExec.Timeout.String()), s.HostExec.Timeout > 0)
-	put("hostexec.allow_copy_mode", lit(strconv.FormatBool(s.HostExec.AllowCopyMode)), s.HostExec.AllowCopyMode)
-	put("budget.tokens", lit(strconv.FormatInt(s.Budget.Tokens, 10)), s.Budget.Tokens > 0)
-	put("budget.usd", lit(strconv.FormatFloat(s.Budget.USD, 'g', -1, 64)), s.Budget.USD > 0)
-	if len(s.Budget.Prices) > 0 {
-		prices := map[string]map[string]float64{}
-		for g, p := range s.Budget.Prices {
-			prices[g] = map[string]float64{"input": p.Input, "output": p.Output, "cache_read": p.CacheRead, "cache_write": p.CacheWrite}
-		}
-		put("budget.prices", prices, true)
-	}
-	put("mcp_servers", s.MCPServers, s.MCPServers != nil)
-	put("agents", s.Agents, s.Agents != nil)
 	return m
 }
 

@@ -5,7 +5,11 @@
 // It does no I/O beyond reading config files and the paths they name.
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/airlock-dev/airlock/internal/secrets"
+)
 
 // Backends.
 const (
@@ -114,13 +118,13 @@ type Network struct {
 	TunnelHosts []string `json:"tunnel_hosts,omitempty"`
 	DenyHosts   []string `json:"deny_hosts,omitempty"`
 	Endpoints   []string `json:"endpoints,omitempty"` // "HOST METHOD /path/*"
-	// Secrets are in --secret's form (NAME@HOST[,HOST], NAME=file:PATH@HOST,
-	// NAME=cmd:COMMAND@HOST, :body). Values are read when the sandbox starts
-	// and never stored; each secret's hosts are allowed.
-	Secrets     []string `json:"secrets,omitempty"`
-	AddHosts    []string `json:"add_hosts,omitempty"` // NAME:IP
-	UpstreamCA  string   `json:"upstream_ca,omitempty"`
-	DNSUpstream string   `json:"dns_upstream,omitempty"` // IP:PORT; "" = the host's resolver
+	// Secrets are parsed once, when the config is merged; stored (JSON)
+	// in --secret's form. Values are read when the sandbox starts
+	// (secrets.Spec.Open) and never stored; each secret's hosts are allowed.
+	Secrets     []secrets.Spec `json:"secrets,omitempty"`
+	AddHosts    []string       `json:"add_hosts,omitempty"` // NAME:IP
+	UpstreamCA  string         `json:"upstream_ca,omitempty"`
+	DNSUpstream string         `json:"dns_upstream,omitempty"` // IP:PORT; "" = the host's resolver
 }
 
 // Enabled reports whether n lets anything out, so a gateway is needed.

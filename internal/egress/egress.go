@@ -144,7 +144,7 @@ func LoadSecrets(n config.Network, values []*secrets.Secret, warn func(string)) 
 	}
 	all := append([]*secrets.Secret(nil), values...)
 	for _, f := range n.Secrets {
-		s, err := secrets.ParseFlag(f, src)
+		s, err := f.Open(src)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -198,7 +198,9 @@ func Prepare(spec *Spec, exe string) (backend.Pending, error) {
 	if err != nil {
 		return nil, err
 	}
-	return be.Prepare(context.Background(), &backend.Spec{Limits: limitsOf(&spec.Config), HostIDs: spec.HostIDs})
+	c := *spec
+	c.Complete()
+	return be.Prepare(context.Background(), &backend.Spec{Limits: limitsOf(&c.Config), HostIDs: spec.HostIDs})
 }
 
 // Prune removes what every backend left behind for sandboxes under
@@ -234,6 +236,7 @@ func Start(ctx context.Context, h *state.Handle, spec Spec, o Options) (*Sandbox
 
 // start is Start with be, if not nil, as the backend (the unit tests' fake).
 func start(ctx context.Context, h *state.Handle, spec Spec, o Options, be backend.Backend) (*Sandbox, error) {
+	spec.Complete()
 	s := &Sandbox{h: h, spec: spec, o: o, be: be, pending: o.Pending, stopped: make(chan struct{}), started: time.Now(), guestExe: o.GuestExe}
 	s.closeControl, s.closeServices = sync.OnceFunc(s.closeControlOnce), sync.OnceFunc(s.closeServicesOnce)
 	var cu cleanup.Stack
@@ -276,6 +279,9 @@ func (s *Sandbox) steps() []startStep {
 // backend's spec. It makes nothing.
 func (s *Sandbox) checkSpec(context.Context, *cleanup.Stack) (err error) {
 	spec := &s.spec
+	if err := spec.Validate(nil); err != nil {
+		return err
+	}
 	if s.be == nil {
 		if s.be, err = backendFor(spec.Config.BackendName(), s.guestExe); err != nil {
 			return err
@@ -601,11 +607,7 @@ func NetworkMode() (mode, why string) {
 }
 
 func limitsOf(c *config.Spec) backend.Limits {
-	mem := c.Limits.MemoryBytes
-	if mem == 0 {
-		mem = backend.TotalMemory() / 2
-	}
-	return backend.Limits{MemoryBytes: mem, CPUs: c.Limits.CPUs, Pids: c.Limits.Pids}
+	return backend.Limits{MemoryBytes: c.Limits.MemoryBytes, CPUs: c.Limits.CPUs, Pids: c.Limits.Pids}
 }
 
 // backendSpec translates the config into the neutral backend shape.
@@ -620,12 +622,6 @@ func (s *Sandbox) backendSpec() (*backend.Spec, error) {
 		RO: c.RO, RW: c.RW, NoDelete: c.Workspace.NoDelete, TmpBytes: c.Limits.TmpBytes, Limits: limitsOf(c),
 		Binds: append([]backend.Bind(nil), s.spec.Binds...), Image: c.Image, StateRoot: stateRoot(s.h), RunDir: runDir(s.h.SocketPath()),
 		HostIDs: s.spec.HostIDs,
-	}
-	if b.TmpBytes == 0 {
-		b.TmpBytes = b.Limits.MemoryBytes
-	}
-	if b.Image == "" && c.BackendName() == config.BackendDocker {
-		b.Image = config.DefaultImage
 	}
 	if s.spec.Inside != "" && s.spec.Inside != c.Workspace.Path {
 		b.Workspace, b.WorkspaceSource = s.spec.Inside, c.Workspace.Path
@@ -642,7 +638,7 @@ func (s *Sandbox) backendSpec() (*backend.Spec, error) {
 	// can reach: wherever it is, the sandbox never sees it; in the workspace
 	// (which the sandbox can copy or move) it is refused.
 	for _, f := range c.Network.Secrets {
-		name, key, ok := secrets.AppKeyFile(f)
+		name, key, ok := secrets.AppKeyFile(f.String())
 		if !ok {
 			continue
 		}

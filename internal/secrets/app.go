@@ -92,20 +92,11 @@ func cut(s string) string {
 // expanded) if flag is a github-app: secret whose source reads; the engine
 // hides the file from the sandbox.
 func AppKeyFile(flag string) (name, key string, ok bool) {
-	at := strings.LastIndexByte(flag, '@')
-	if at < 0 {
-		return "", "", false
+	sp, err := ParseSpec(flag)
+	if err != nil || sp.Kind != "github-app" {
+		return "", "", false // a bad one is reported when the secret is read
 	}
-	name, source, _ := strings.Cut(flag[:at], "=")
-	text, isApp := strings.CutPrefix(source, "github-app:")
-	if !isApp {
-		return "", "", false
-	}
-	a, err := ParseAppSource(text)
-	if err != nil {
-		return "", "", false // reported when the secret is read
-	}
-	key = a.Key
+	name, key = sp.Name, sp.App.Key
 	if rest, isHome := strings.CutPrefix(key, "~/"); isHome {
 		home, err := os.UserHomeDir()
 		if err != nil {

@@ -111,6 +111,34 @@ func readValueFile(path string) ([]byte, error) {
 	return b, err
 }
 
+// Spec is one --secret flag parsed, its value not yet read: the name the
+// sandbox sees, where the value comes from, the hosts it may go to and the
+// options. A flag is parsed once (ParseSpec) and read once (Open); String
+// gives the flag back for the state dir and the config files.
+type Spec struct {
+	Name string
+	// Kind is the value's source: "env" (Arg is the variable; the flag
+	// wrote none when Arg is Name and Explicit is false), "file", "cmd" or
+	// "github-app" (App holds it parsed; Arg its text).
+	Kind, Arg string
+	Explicit  bool // the flag wrote NAME=SOURCE, not NAME alone
+	App       AppSource
+	Hosts     []string // normalized
+	InBody    bool
+	Prefix    string
+	Git       string // the git user, "" without :git
+}
+
+// EnvSpec is the secret NAME whose value is host env var src, sent to hosts:
+// what an agent's key makes without formatting a flag.
+func EnvSpec(name, src string, hosts []string, prefix string) (Spec, error) {
+	var opts []string
+	if prefix != "" {
+		opts = []string{"prefix=" + prefix}
+	}
+	return specOf(name, "env:"+src, true, hosts, opts, "--secret "+name+": ")
+}
+
 // ParseFlag parses one --secret flag (see FlagSyntax and FlagHelp) and reads the value.
 //
 // Hosts and options follow the last '@', which cannot occur in them, so a file path or
@@ -119,9 +147,19 @@ func readValueFile(path string) ([]byte, error) {
 // read, so a mistyped host never runs the command. Errors name the secret (or the flag,
 // when the name itself is bad) but never quote the source text or the value.
 func ParseFlag(flag string, src Sources) (*Secret, error) {
+	sp, err := ParseSpec(flag)
+	if err != nil {
+		return nil, err
+	}
+	return sp.Open(src)
+}
+
+// ParseSpec parses one --secret flag without reading its value; its errors
+// are ParseFlag's.
+func ParseSpec(flag string) (Spec, error) {
 	at := strings.LastIndexByte(flag, '@')
 	if at < 0 {
-		return nil, fmt.Errorf(`--secret: missing "@HOST"; write %s, e.g. GITHUB_TOKEN@api.github.com`, FlagSyntax)
+		return Spec{}, fmt.Errorf(`--secret: missing "@HOST"; write %s, e.g. GITHUB_TOKEN@api.github.com`, FlagSyntax)
 	}
 	head, tail := flag[:at], flag[at+1:]
 	name, source, hasSource := strings.Cut(head, "=")
@@ -129,79 +167,133 @@ func ParseFlag(flag string, src Sources) (*Secret, error) {
 		// The text is not quoted: someone who typed a literal value here would see it
 		// echoed into logs.
 		if name == "" {
-			return nil, fmt.Errorf("--secret: no NAME before '@' or '='; write %s", FlagSyntax)
+			return Spec{}, fmt.Errorf("--secret: no NAME before '@' or '='; write %s", FlagSyntax)
 		}
-		return nil, fmt.Errorf("--secret: the text before '@' or '=' is %w; write %s", err, FlagSyntax)
-	}
-	fail := func(format string, args ...any) error {
-		return fmt.Errorf("--secret %s: "+format, append([]any{name}, args...)...)
+		return Spec{}, fmt.Errorf("--secret: the text before '@' or '=' is %w; write %s", err, FlagSyntax)
 	}
 	if strings.Contains(tail, "://") {
-		return nil, fail("a URL after '@'; write the host alone, e.g. %s@api.example.com", name)
+		return Spec{}, fmt.Errorf("--secret %s: a URL after '@'; write the host alone, e.g. %s@api.example.com", name, name)
 	}
 	hostList, opts := cutOptions(tail)
 	if slices.Contains(opts, "") {
-		return nil, fail("an empty option after ':'; write IPv6 addresses in brackets, as in [::1]")
+		return Spec{}, fmt.Errorf("--secret %s: an empty option after ':'; write IPv6 addresses in brackets, as in [::1]", name)
 	}
 	if hostList == "" {
-		return nil, fail(`no hosts after '@'; name the hosts the value may go to, e.g. %s@api.example.com`, name)
+		return Spec{}, fmt.Errorf(`--secret %s: no hosts after '@'; name the hosts the value may go to, e.g. %s@api.example.com`, name, name)
 	}
-	hosts, err := normalizeHosts(strings.Split(hostList, ","))
+	return specOf(name, source, hasSource, strings.Split(hostList, ","), opts, "--secret "+name+": ")
+}
+
+// specOf checks a secret's parts; errors start with pre.
+func specOf(name, source string, hasSource bool, hostList, opts []string, pre string) (Spec, error) {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("%s"+format, append([]any{pre}, args...)...)
+	}
+	if err := checkName(name); err != nil {
+		return Spec{}, fail("%w", err)
+	}
+	hosts, err := normalizeHosts(hostList)
 	if err != nil {
-		return nil, fail("%w", err)
+		return Spec{}, fail("%w", err)
 	}
-	inBody, prefix, git := false, "", ""
+	sp := Spec{Name: name, Hosts: hosts, Explicit: hasSource}
 	for _, o := range opts {
 		switch p, isPrefix := strings.CutPrefix(o, "prefix="); {
 		case o == "body":
-			inBody = true
+			sp.InBody = true
 		case o == "git":
-			git = DefaultGitUser
+			sp.Git = DefaultGitUser
 		case strings.HasPrefix(o, "git="):
-			if git = o[len("git="):]; !validGitUser(git) {
-				return nil, fail("the user after :git= may hold only letters, digits and - . _")
+			if sp.Git = o[len("git="):]; !validGitUser(sp.Git) {
+				return Spec{}, fail("the user after :git= may hold only letters, digits and - . _")
 			}
 		case isPrefix:
 			if err := checkPrefix(p); err != nil {
-				return nil, fail("%w", err)
+				return Spec{}, fail("%w", err)
 			}
 			if p == "" {
-				return nil, fail("empty :prefix=")
+				return Spec{}, fail("empty :prefix=")
 			}
-			prefix = p
+			sp.Prefix = p
 		case o != "" && strings.Trim(o, "0123456789") == "":
-			return nil, fail("secrets are bound to hosts, not ports; drop :%s", o)
+			return Spec{}, fail("secrets are bound to hosts, not ports; drop :%s", o)
 		default:
-			return nil, fail("unknown option %q after the hosts; options are :body, :prefix=TEXT and :git[=USER]", o)
+			return Spec{}, fail("unknown option %q after the hosts; options are :body, :prefix=TEXT and :git[=USER]", o)
 		}
 	}
 	if app, ok := strings.CutPrefix(source, "github-app:"); ok && hasSource {
-		s, err := appSecret(name, app, hosts, prefix, src)
+		if sp.App, err = ParseAppSource(app); err != nil {
+			return Spec{}, fail("github-app: %w", err)
+		}
+		sp.Kind, sp.Arg = "github-app", app
+		return sp, nil
+	}
+	if sp.Kind, sp.Arg, err = checkSource(name, source, hasSource); err != nil {
+		return Spec{}, fail("%w", err)
+	}
+	return sp, nil
+}
+
+// String is the spec in --secret form; ParseSpec gives it back.
+func (sp Spec) String() string {
+	var b strings.Builder
+	b.WriteString(sp.Name)
+	if sp.Explicit {
+		b.WriteString("=" + sp.Kind + ":" + sp.Arg)
+	}
+	for i, h := range sp.Hosts {
+		b.WriteString([]string{"@", ","}[min(i, 1)])
+		if strings.Contains(h, ":") {
+			h = "[" + h + "]" // IPv6: its colons are not options
+		}
+		b.WriteString(h)
+	}
+	if sp.InBody {
+		b.WriteString(":body")
+	}
+	if sp.Prefix != "" {
+		b.WriteString(":prefix=" + sp.Prefix)
+	}
+	switch sp.Git {
+	case "":
+	case DefaultGitUser:
+		b.WriteString(":git")
+	default:
+		b.WriteString(":git=" + sp.Git)
+	}
+	return b.String()
+}
+
+// Open reads the spec's value from src and makes the secret (for a
+// github-app source, mints its first token). Errors name the secret, never
+// the value.
+func (sp Spec) Open(src Sources) (*Secret, error) {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("--secret %s: "+format, append([]any{sp.Name}, args...)...)
+	}
+	if sp.Kind == "github-app" {
+		s, err := appSecret(sp.Name, sp.App, sp.Hosts, sp.Prefix, src)
 		if err != nil {
 			return nil, fail("%w", err)
 		}
-		s.InBody, s.Git = inBody, git
+		s.InBody, s.Git = sp.InBody, sp.Git
 		return s, nil
 	}
-	value, from, err := readValue(name, source, hasSource, src)
+	value, from, err := readValue(sp.Name, sp.Kind, sp.Arg, src)
 	if err != nil {
 		return nil, fail("%w", err)
 	}
-	s, err := newSecret(name, value, hosts, prefix)
+	s, err := newSecret(sp.Name, value, sp.Hosts, sp.Prefix)
 	if err != nil {
-		return nil, fmt.Errorf("--secret %s: from %s: %w", name, from, errors.Unwrap(err))
+		return nil, fmt.Errorf("--secret %s: from %s: %w", sp.Name, from, errors.Unwrap(err))
 	}
-	s.InBody, s.Git = inBody, git
+	s.InBody, s.Git = sp.InBody, sp.Git
 	return s, nil
 }
 
 // appSecret mints the first token of a github-app: source and makes a
 // rotating secret that the source's keeper refreshes.
-func appSecret(name, text string, hosts []string, prefix string, src Sources) (*Secret, error) {
-	app, err := ParseAppSource(text)
-	if err != nil {
-		return nil, fmt.Errorf("github-app: %w", err)
-	}
+func appSecret(name string, app AppSource, hosts []string, prefix string, src Sources) (*Secret, error) {
 	if src.GitHubApp == nil {
 		return nil, errors.New("github-app: no way to mint App tokens here (Sources.GitHubApp is nil)")
 	}
@@ -297,25 +389,33 @@ func cutOptions(s string) (string, []string) {
 	return parts[0], parts[1:]
 }
 
-// readValue resolves the source; from describes it for errors ("env FOO", "file:PATH",
-// "cmd") without any of the value.
-func readValue(name, source string, hasSource bool, src Sources) (value []byte, from string, err error) {
-	kind, arg := "env", name
+// checkSource checks a secret's source text (after NAME=, when hasSource)
+// and returns its kind and argument.
+func checkSource(name, source string, hasSource bool) (kind, arg string, err error) {
+	kind, arg = "env", name
 	if hasSource {
 		var ok bool
 		if kind, arg, ok = strings.Cut(source, ":"); !ok || (kind != "env" && kind != "file" && kind != "cmd") {
-			return nil, "", fmt.Errorf("the source after '=' must be env:VAR, file:PATH, cmd:COMMAND or github-app:...; "+
+			return "", "", fmt.Errorf("the source after '=' must be env:VAR, file:PATH, cmd:COMMAND or github-app:...; "+
 				"a literal value is not accepted, as it would stay in shell history and ps (to use env var %s, write %s@HOSTS)", name, name)
 		}
 		if arg == "" {
-			return nil, "", fmt.Errorf("empty %s: source", kind)
+			return "", "", fmt.Errorf("empty %s: source", kind)
 		}
 	}
+	if kind == "env" {
+		if err := checkName(arg); err != nil {
+			return "", "", fmt.Errorf("env: %w", err)
+		}
+	}
+	return kind, arg, nil
+}
+
+// readValue resolves a checked source (see checkSource); from describes it
+// for errors ("env FOO", "file:PATH", "cmd") without any of the value.
+func readValue(name, kind, arg string, src Sources) (value []byte, from string, err error) {
 	switch kind {
 	case "env":
-		if err := checkName(arg); err != nil {
-			return nil, "", fmt.Errorf("env: %w", err)
-		}
 		from = "env var " + arg
 		if src.LookupEnv == nil {
 			return nil, from, errors.New("no environment to read (Sources.LookupEnv is nil)")
@@ -350,4 +450,18 @@ func readValue(name, source string, hasSource bool, src Sources) (value []byte, 
 		return nil, from, fmt.Errorf("the value from %s is empty", from)
 	}
 	return value, from, nil
+}
+
+// MarshalText writes the spec in --secret form, so a stored spec (a
+// detached sandbox's, in its state dir) is the flag the user would write.
+func (sp Spec) MarshalText() ([]byte, error) { return []byte(sp.String()), nil }
+
+// UnmarshalText parses a spec in --secret form.
+func (sp *Spec) UnmarshalText(b []byte) error {
+	p, err := ParseSpec(string(b))
+	if err != nil {
+		return err
+	}
+	*sp = p
+	return nil
 }
