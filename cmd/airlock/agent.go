@@ -1,10 +1,8 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -43,7 +41,7 @@ for you). Nothing is written into your repository.
   airlock agent sessions                   sessions that can be resumed
   airlock agent run claude --resume last   go on where the last one stopped`,
 	}
-	c.AddCommand(newAgentRunCmd(), newAgentLsCmd(), newAgentInstallCmd(), newAgentSessionsCmd())
+	c.AddCommand(newAgentRunCmd(), newAgentLsCmd(nil), newAgentInstallCmd(nil), newAgentSessionsCmd(nil))
 	return c
 }
 
@@ -204,39 +202,61 @@ func agentRun(c *cobra.Command, o *runOptions, ao *agentOptions, name string, ar
 	return exitError{code}
 }
 
-func newAgentLsCmd() *cobra.Command {
+// agentLsOptions is what airlock agent ls needs.
+type agentLsOptions struct {
+	IO *ioStreams
+	// Find finds an agent's CLI on this host (agentrun.Find, native).
+	Find func(*agents.Profile) (agentrun.CLI, error)
+}
+
+func newAgentLsCmd(runF func(*agentLsOptions) error) *cobra.Command {
+	o := &agentLsOptions{IO: systemIO(), Find: func(p *agents.Profile) (agentrun.CLI, error) { return agentrun.Find(p, false) }}
 	return &cobra.Command{
 		Use:   "ls",
 		Short: "List the known agents, whether installed, their version and where found",
 		Args:  noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "NAME\tAGENT\tVERSION\tPINNED\tFOUND")
-			for _, p := range agents.All() {
-				version, where := "-", "not installed: "
-				if cli, err := agentrun.Find(p, false); err == nil {
-					version, where = cli.Version, cli.Where+" "+cli.Path
-					if version == "" {
-						version = "?"
-					}
-				} else if p.Package != "" {
-					where += "airlock agent install " + p.Name
-				} else {
-					where += "see airlock agent install " + p.Name
-				}
-				pinned := p.Version
-				if pinned == "" {
-					pinned = "-"
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", p.Name, p.Display, version, pinned, where)
+			if runF != nil {
+				return runF(o)
 			}
-			return w.Flush()
+			return agentLsRun(o)
 		},
 	}
 }
 
-func newAgentInstallCmd() *cobra.Command {
-	var version string
+func agentLsRun(o *agentLsOptions) error {
+	w := tabwriter.NewWriter(o.IO.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NAME\tAGENT\tVERSION\tPINNED\tFOUND")
+	for _, p := range agents.All() {
+		version, where := "-", "not installed: "
+		if cli, err := o.Find(p); err == nil {
+			version, where = cli.Version, cli.Where+" "+cli.Path
+			if version == "" {
+				version = "?"
+			}
+		} else if p.Package != "" {
+			where += "airlock agent install " + p.Name
+		} else {
+			where += "see airlock agent install " + p.Name
+		}
+		pinned := p.Version
+		if pinned == "" {
+			pinned = "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", p.Name, p.Display, version, pinned, where)
+	}
+	return w.Flush()
+}
+
+// agentInstallOptions is what airlock agent install needs.
+type agentInstallOptions struct {
+	IO      *ioStreams
+	Name    string
+	Version string // "" for the profile's pinned one
+}
+
+func newAgentInstallCmd(runF func(*agentInstallOptions) error) *cobra.Command {
+	o := &agentInstallOptions{IO: systemIO()}
 	c := &cobra.Command{
 		Use:   "install NAME",
 		Short: "Install an agent's CLI with npm into airlock's data dir",
@@ -245,42 +265,26 @@ airlock's profile was made for (--version to choose another). airlock agent
 run prefers this copy over one on your PATH. Needs npm on the host.`,
 		Args: oneArg("an agent name"),
 		RunE: func(c *cobra.Command, args []string) error {
-			p, err := agents.Lookup(args[0])
-			if err != nil {
-				return usageError{err.Error()}
+			o.Name = args[0]
+			if runF != nil {
+				return runF(o)
 			}
-			if p.Package == "" {
-				return fmt.Errorf("%s is not on npm: %s", p.Display, p.Install)
-			}
-			if version == "" {
-				version = p.Version
-			}
-			npm, err := exec.LookPath("npm")
-			if err != nil {
-				return errors.New("npm is not on PATH: install Node.js and npm (e.g. apt install npm), then try again")
-			}
-			dir, err := agentrun.InstallDir(p.Name)
-			if err != nil {
-				return err
-			}
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return err
-			}
-			pkg := p.Package + "@" + version
-			fmt.Fprintf(os.Stderr, "airlock: installing %s into %s (npm; this downloads from the npm registry)...\n", pkg, dir)
-			cmd := exec.Command(npm, "install", "--prefix", dir, "--no-audit", "--no-fund", "--save-exact", pkg)
-			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-			if err := cmd.Run(); err != nil {
-				return fmt.Errorf("npm install %s: %v (npm's output is above)", pkg, err)
-			}
-			bin := filepath.Join(dir, "node_modules", ".bin", p.Binary)
-			if _, err := os.Stat(bin); err != nil {
-				return fmt.Errorf("npm installed %s but %s is missing", pkg, bin)
-			}
-			fmt.Fprintf(os.Stderr, "airlock: %s %s installed: airlock agent run %s\n", p.Display, agentrun.PackageVersion(bin, p.Package), p.Name)
-			return nil
+			return agentInstallRun(o)
 		},
 	}
-	c.Flags().StringVar(&version, "version", "", "the npm version to install (default: the version airlock's profile is pinned to)")
+	c.Flags().StringVar(&o.Version, "version", "", "the npm version to install (default: the version airlock's profile is pinned to)")
 	return c
+}
+
+func agentInstallRun(o *agentInstallOptions) error {
+	p, err := agents.Lookup(o.Name)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	v, err := agentrun.Install(p, o.Version, o.IO.ErrOut)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(o.IO.ErrOut, "airlock: %s %s installed: airlock agent run %s\n", p.Display, v, p.Name)
+	return nil
 }
