@@ -8,8 +8,8 @@ import (
 
 // subcommands are airlock's commands, in the order help lists them.
 var subcommands = []subcommand{
-	{"run", newRunCmd}, {"exec", newExecCmd}, {"ls", newLsCmd}, {"get", newGetCmd}, {"logs", newLogsCmd},
-	{"kill", newKillCmd}, {"rm", newRmCmd}, {"prune", newPruneCmd}, {"diff", newDiffCmd}, {"apply", newApplyCmd},
+	{"run", newRunCmd}, {"exec", newExecCmd}, {"ls", newLsCmd}, {"get", newGetCmd}, {"logs", func() *cobra.Command { return newLogsCmd(nil) }},
+	{"kill", func() *cobra.Command { return newKillCmd(nil) }}, {"rm", newRmCmd}, {"prune", newPruneCmd}, {"diff", newDiffCmd}, {"apply", newApplyCmd},
 	{"discard", newDiscardCmd}, {"audit", newAuditCmd}, {"ca", newCACmd}, {"doctor", newDoctorCmd},
 	{"gateway", newGatewayCmd}, {"images", newImagesCmd}, {"rpc", newRPCCmd}, {"config", newConfigCmd},
 	{"trust", newTrustCmd}, {"approvals", newApprovalsCmd}, {"agent", newAgentCmd},

@@ -185,65 +185,104 @@ func llmTotals(e state.Entry) *llmusage.Totals {
 	return &t
 }
 
-func newLogsCmd() *cobra.Command {
-	var follow bool
+// logsOptions is what airlock logs needs.
+type logsOptions struct {
+	IO     *ioStreams
+	Ref    string // the sandbox's ID or name
+	Follow bool
+	// Resolve finds a sandbox by ID or name (in the state dir).
+	Resolve func(string) (state.Entry, error)
+}
+
+func newLogsCmd(runF func(*logsOptions) error) *cobra.Command {
+	o := &logsOptions{IO: systemIO(), Resolve: resolve}
 	c := &cobra.Command{
 		Use:   "logs [-f] ID|NAME",
 		Short: "Print a detached sandbox's output",
 		Args:  oneArg("sandbox ID or name"),
 		RunE: func(c *cobra.Command, args []string) error {
-			e, err := resolve(args[0])
-			if err != nil {
-				return err
+			o.Ref = args[0]
+			o.IO.Out = c.OutOrStdout()
+			if runF != nil {
+				return runF(o)
 			}
-			f, err := os.Open(e.LogPath())
-			if errors.Is(err, os.ErrNotExist) {
-				return fmt.Errorf("sandbox %s has no logs: only detached sandboxes (run -d) keep them", args[0])
-			}
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			for {
-				if _, err := io.Copy(c.OutOrStdout(), f); err != nil {
-					return err
-				}
-				if !follow {
-					return nil
-				}
-				if cur, err := resolve(e.Record.ID); err != nil || cur.Status.State != state.Running {
-					_, err := io.Copy(c.OutOrStdout(), f)
-					return err
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
+			return logsRun(o)
 		},
 	}
-	c.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing until the sandbox stops")
+	c.Flags().BoolVarP(&o.Follow, "follow", "f", false, "keep printing until the sandbox stops")
 	return c
 }
 
-func newKillCmd() *cobra.Command {
-	var all bool
+func logsRun(o *logsOptions) error {
+	e, err := o.Resolve(o.Ref)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(e.LogPath())
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("sandbox %s has no logs: only detached sandboxes (run -d) keep them", o.Ref)
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for {
+		if _, err := io.Copy(o.IO.Out, f); err != nil {
+			return err
+		}
+		if !o.Follow {
+			return nil
+		}
+		if cur, err := o.Resolve(e.Record.ID); err != nil || cur.Status.State != state.Running {
+			_, err := io.Copy(o.IO.Out, f)
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// killOptions is what airlock kill needs.
+type killOptions struct {
+	IO   *ioStreams
+	Refs []string // sandboxes by ID or name
+	All  bool     // every running sandbox instead
+	// Pick resolves Refs, or with All every running sandbox.
+	Pick func(refs []string, all bool) ([]state.Entry, error)
+	Kill func(state.Entry) error
+}
+
+func newKillCmd(runF func(*killOptions) error) *cobra.Command {
+	o := &killOptions{IO: systemIO(), Kill: kill, Pick: func(refs []string, all bool) ([]state.Entry, error) {
+		return pick(refs, all, func(e state.Entry) bool { return e.Status.State == state.Running })
+	}}
 	c := &cobra.Command{
 		Use:   "kill ID|NAME... | --all",
 		Short: "Stop running sandboxes (every process in them dies)",
 		Args: func(c *cobra.Command, args []string) error {
-			if all != (len(args) == 0) {
+			if o.All != (len(args) == 0) {
 				return usageError{"name sandboxes to kill, or pass --all"}
 			}
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			targets, err := pick(args, all, func(e state.Entry) bool { return e.Status.State == state.Running })
-			if err != nil {
-				return err
+			o.Refs = args
+			o.IO.Out = c.OutOrStdout()
+			if runF != nil {
+				return runF(o)
 			}
-			return forEach(c.OutOrStdout(), targets, kill)
+			return killRun(o)
 		},
 	}
-	c.Flags().BoolVarP(&all, "all", "a", false, "kill every running sandbox")
+	c.Flags().BoolVarP(&o.All, "all", "a", false, "kill every running sandbox")
 	return c
+}
+
+func killRun(o *killOptions) error {
+	targets, err := o.Pick(o.Refs, o.All)
+	if err != nil {
+		return err
+	}
+	return forEach(o.IO.Out, targets, o.Kill)
 }
 
 func kill(e state.Entry) error {
