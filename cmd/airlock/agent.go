@@ -1,10 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,9 +14,6 @@ import (
 	"github.com/airlock-dev/airlock/internal/agentrun"
 	"github.com/airlock-dev/airlock/internal/agents"
 	"github.com/airlock-dev/airlock/internal/config"
-	"github.com/airlock-dev/airlock/internal/engine"
-	"github.com/airlock-dev/airlock/internal/images"
-	"github.com/airlock-dev/airlock/internal/mcpproxy"
 	"github.com/airlock-dev/airlock/internal/term"
 )
 
@@ -41,17 +38,27 @@ for you). Nothing is written into your repository.
   airlock agent sessions                   sessions that can be resumed
   airlock agent run claude --resume last   go on where the last one stopped`,
 	}
-	c.AddCommand(newAgentRunCmd(), newAgentLsCmd(nil), newAgentInstallCmd(nil), newAgentSessionsCmd(nil))
+	c.AddCommand(newAgentRunCmd(nil), newAgentLsCmd(nil), newAgentInstallCmd(nil), newAgentSessionsCmd(nil))
 	return c
 }
 
-type agentOptions struct {
-	resume string
+// agentRunOptions is what airlock agent run needs.
+type agentRunOptions struct {
+	IO     *ioStreams
+	Run    *runOptions // every flag of airlock run
+	Name   string      // the agent
+	Args   []string    // the agent's own arguments (after --)
+	Resume string      // --resume
+	// KeepSet and TTYSet say whether --keep and --tty were given: an agent
+	// is kept and given the terminal unless told otherwise.
+	KeepSet, TTYSet bool
+	// Config loads the run's config from the files and flags.
+	Config func() (*config.Loaded, error)
 }
 
-func newAgentRunCmd() *cobra.Command {
+func newAgentRunCmd(runF func(*agentRunOptions) error) *cobra.Command {
 	o := &runOptions{}
-	ao := &agentOptions{}
+	ao := &agentRunOptions{IO: systemIO(), Run: o}
 	c := &cobra.Command{
 		Use:   "run NAME [run flags] [-- AGENT ARGS...]",
 		Short: "Run an agent in a sandbox with its profile applied",
@@ -86,99 +93,54 @@ airlock get ID what it spent (--keep=false to drop it; airlock rm ID).`,
 			}
 			return nil
 		},
-		RunE: func(c *cobra.Command, args []string) error { return agentRun(c, o, ao, args[0], args[1:]) },
+		RunE: func(c *cobra.Command, args []string) error {
+			ao.Name, ao.Args = args[0], args[1:]
+			ao.KeepSet, ao.TTYSet = c.Flags().Changed("keep"), c.Flags().Changed("tty")
+			ao.Config = func() (*config.Loaded, error) { return runConfig(c, o) }
+			if runF != nil {
+				return runF(ao)
+			}
+			return agentRun(ao)
+		},
 	}
 	addRunFlags(c.Flags(), o)
-	c.Flags().StringVar(&ao.resume, "resume", "", "go on with the agent's session `ID` (from airlock agent sessions), or last")
+	c.Flags().StringVar(&ao.Resume, "resume", "", "go on with the agent's session `ID` (from airlock agent sessions), or last")
 	return c
 }
 
-func agentRun(c *cobra.Command, o *runOptions, ao *agentOptions, name string, args []string) error {
-	p, err := agents.Lookup(name)
+func agentRun(ao *agentRunOptions) error {
+	o := ao.Run
+	p, err := agents.Lookup(ao.Name)
 	if err != nil {
 		return usageError{err.Error()}
 	}
 	if o.detach {
 		return usageError{"airlock agent run does not detach yet (its keys are handed over in memory): run it in the foreground, e.g. in tmux"}
 	}
-	cfg, err := runConfig(c, o)
+	cfg, err := ao.Config()
 	if err != nil {
 		return err
 	}
 	sc := &cfg.Spec
-	docker := sc.BackendName() == config.BackendDocker
-	if docker && sc.Image == "" {
-		sc.Image = images.Tag("agents") // airlock images build --variant agents
-	}
-	cli, err := agentrun.Find(p, docker)
-	if err != nil {
-		return err
-	}
-	project := projectOf(sc.Workspace.Path)
-	var resume string
-	if ao.resume != "" {
-		s, err := agentrun.FindSession(p.Name, project, ao.resume)
-		if err != nil {
-			return err
-		}
-		resume = s.ID
-	}
-
-	// The profile adds to the config: hosts, keys, home, the CLI's files.
-	sc.Network.AllowHosts = agentrun.AppendNew(sc.Network.AllowHosts, p.Hosts...)
-	sc.Network.Endpoints = agentrun.AppendNew(sc.Network.Endpoints, p.Endpoints...)
-	hostHome := sc.Home
-	if hostHome == "" {
-		if hostHome, err = agentrun.Home(p.Name, project); err != nil {
-			return err
-		}
-		sc.Home = hostHome
-	}
-	secs, keys, stop, err := agentrun.Credentials(p, sc.Network.Secrets, hostHome, os.Stderr, o.quiet)
-	if err != nil {
-		return err
-	}
-	defer stop()
-	sc.RO = agentrun.AppendNew(sc.RO, cli.Expose...)
-	servers, err := mcpproxy.ParseServers(sc.MCPServers)
-	if err != nil {
+	pr, err := agentrun.Prepare(agentrun.Request{Profile: p, Spec: sc, Args: ao.Args, Resume: ao.Resume, Stderr: ao.IO.ErrOut, Quiet: o.quiet})
+	var bad agentrun.ServersError
+	if errors.As(err, &bad) {
 		return usageError{err.Error()}
 	}
-	// Who the agent is inside: the caller (a native sandbox of root is uid
-	// 0, mapped) or, in a container, the workspace's owner.
-	uid, gid := engine.CommandUser(sc.BackendName(), sc.Workspace.Path)
-	root := uid == 0
-	in := agentrun.Inputs(p, cfg.Spec, keys, servers, root, args, resume)
-	l, err := p.Launch(in)
 	if err != nil {
-		return fmt.Errorf("agent %s: %w", p.Name, err)
+		return err
 	}
-	if err := agentrun.WriteHomeFiles(hostHome, l.Files); err != nil {
-		return fmt.Errorf("agent %s: its home %s: %w", p.Name, hostHome, err)
-	}
-	if uid != os.Geteuid() && os.Geteuid() == 0 {
-		// The container runs as the workspace's owner: the home is theirs.
-		if err := agentrun.ChownTree(hostHome, uid, gid); err != nil {
-			return fmt.Errorf("agent %s: its home %s: %w", p.Name, hostHome, err)
-		}
-	}
-	env := agentrun.Env(p, sc.Env, l, root)
-
-	argv := slices.Clone(l.Argv)
-	if len(argv) == 0 {
-		return fmt.Errorf("agent %s: its profile made no command", p.Name)
-	}
-	argv[0] = cli.Path
-	if !c.Flags().Changed("keep") {
+	defer pr.Stop()
+	if !ao.KeepSet {
 		// An agent's session is worth its audit: what it reached, what it
 		// spent (airlock audit ID, airlock get ID). --keep=false drops it.
 		o.keep = true
 	}
-	if !c.Flags().Changed("tty") {
+	if !ao.TTYSet {
 		// An agent is interactive unless told otherwise: give it the terminal.
 		o.tty = term.IsTerminal(os.Stdin) && term.IsTerminal(os.Stdout)
 	}
-	spec, err := runSpec(cfg, o, argv)
+	spec, err := runSpec(cfg, o, pr.Argv)
 	if err != nil {
 		return err
 	}
@@ -190,15 +152,15 @@ func agentRun(c *cobra.Command, o *runOptions, ao *agentOptions, name string, ar
 			}
 		}
 		if len(present) > 0 {
-			fmt.Fprintf(os.Stderr, "airlock: note: the repository's own %s settings apply inside (%s); they cannot widen what the sandbox allows\n", p.Display, strings.Join(present, ", "))
+			fmt.Fprintf(ao.IO.ErrOut, "airlock: note: the repository's own %s settings apply inside (%s); they cannot widen what the sandbox allows\n", p.Display, strings.Join(present, ", "))
 		}
 	}
 	started := time.Now()
-	code, err := launch(spec, o, env, secs)
+	code, err := launch(spec, o, pr.Env, pr.Secrets)
 	if err != nil {
 		return err
 	}
-	agentrun.RecordSession(p, project, sc.Workspace.Path, hostHome, started, code, os.Stderr, o.quiet)
+	agentrun.RecordSession(p, pr.Project, sc.Workspace.Path, pr.Home, started, code, ao.IO.ErrOut, o.quiet)
 	return exitError{code}
 }
 
