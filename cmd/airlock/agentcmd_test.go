@@ -12,6 +12,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/agentrun"
 	"github.com/airlock-dev/airlock/internal/agents"
+	"github.com/airlock-dev/airlock/internal/config"
 )
 
 // parse runs c on args with its run function replaced, as airlock would.
@@ -139,5 +140,44 @@ func TestAgentSessionsRunListsThisProjectsSessionsOrAll(t *testing.T) {
 	}
 	if s := out.String(); !strings.Contains(s, "one-1") || !strings.Contains(s, "two-1") {
 		t.Errorf("sessions of every project: %q, want both", s)
+	}
+}
+
+func TestAgentRunParsesTheAgentItsArgumentsAndResume(t *testing.T) {
+	var got *agentRunOptions
+	run := func(o *agentRunOptions) error { got = o; return nil }
+	if err := parse(t, newAgentRunCmd(run), "claude", "--resume", "last", "--keep=false", "--", "-p", "fix it"); err != nil {
+		t.Fatal(err)
+	}
+	if got == nil || got.Name != "claude" || strings.Join(got.Args, " ") != "-p fix it" || got.Resume != "last" || !got.KeepSet || got.TTYSet {
+		t.Fatalf("agent run claude --resume last --keep=false -- -p 'fix it' gave %+v", got)
+	}
+	var ue usageError
+	for _, args := range [][]string{{}, {"claude", "fix"}} {
+		got = nil
+		if err := parse(t, newAgentRunCmd(run), args...); !errors.As(err, &ue) || got != nil {
+			t.Errorf("agent run %q = %v (ran: %v), want a usage error before running", args, err, got != nil)
+		}
+	}
+}
+
+func TestAgentRunRunRefusesAnUnknownAgentAndDetachBeforeLoadingConfig(t *testing.T) {
+	ios, _, _ := testIO()
+	loaded := false
+	o := &agentRunOptions{IO: ios, Run: &runOptions{}, Name: "nosuch", Config: func() (*config.Loaded, error) { loaded = true; return nil, errors.New("no") }}
+	var ue usageError
+	if err := agentRun(o); !errors.As(err, &ue) || !strings.Contains(err.Error(), "known agents are") {
+		t.Errorf("agent run nosuch = %v, want a usage error listing the agents", err)
+	}
+	o.Name, o.Run.detach = "claude", true
+	if err := agentRun(o); !errors.As(err, &ue) || !strings.Contains(err.Error(), "does not detach") {
+		t.Errorf("agent run -d claude = %v, want a usage error", err)
+	}
+	if loaded {
+		t.Error("the config was loaded for a run refused by its flags")
+	}
+	o.Run.detach = false
+	if err := agentRun(o); err == nil || err.Error() != "no" || !loaded {
+		t.Errorf("agent run claude with a config that fails = %v, want that error", err)
 	}
 }
