@@ -25,48 +25,67 @@ import (
 	"github.com/airlock-dev/airlock/internal/workspace"
 )
 
-func newLsCmd() *cobra.Command {
-	var running, asJSON bool
+// lsOptions is what airlock ls needs.
+type lsOptions struct {
+	IO      *ioStreams
+	Running bool // only running sandboxes
+	JSON    bool
+	// List reads every sandbox from the state dir.
+	List func() ([]state.Entry, error)
+}
+
+func newLsCmd(runF func(*lsOptions) error) *cobra.Command {
+	o := &lsOptions{IO: systemIO(), List: func() ([]state.Entry, error) {
+		store, err := openStore()
+		if err != nil {
+			return nil, err
+		}
+		return store.List()
+	}}
 	c := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list", "ps"},
 		Short:   "List sandboxes",
 		Args:    noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			store, err := openStore()
-			if err != nil {
-				return err
+			o.IO.Out = c.OutOrStdout()
+			if runF != nil {
+				return runF(o)
 			}
-			entries, err := store.List()
-			if err != nil {
-				return err
-			}
-			var shown []state.Entry
-			for _, e := range entries {
-				if !running || e.Status.State == state.Running {
-					shown = append(shown, e)
-				}
-			}
-			if asJSON {
-				return writeJSON(c.OutOrStdout(), listing(shown))
-			}
-			// Buffered: the tabwriter writes every cell on its own.
-			out := bufio.NewWriterSize(c.OutOrStdout(), 64<<10)
-			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tNAME\tSTATUS\tCREATED\tFROM\tCOMMAND\tWORKSPACE")
-			for _, e := range shown {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Record.ID, dash(e.Record.Name), statusText(e.Status),
-					ago(e.Record.CreatedAt), origin(e.Record), dash(shorten(strings.Join(e.Record.Command, " "), 40)), e.Record.Workspace)
-			}
-			if err := w.Flush(); err != nil {
-				return err
-			}
-			return out.Flush()
+			return lsRun(o)
 		},
 	}
-	c.Flags().BoolVar(&running, "running", false, "only running sandboxes")
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.Flags().BoolVar(&o.Running, "running", false, "only running sandboxes")
+	c.Flags().BoolVar(&o.JSON, "json", false, "print JSON")
 	return c
+}
+
+func lsRun(o *lsOptions) error {
+	entries, err := o.List()
+	if err != nil {
+		return err
+	}
+	var shown []state.Entry
+	for _, e := range entries {
+		if !o.Running || e.Status.State == state.Running {
+			shown = append(shown, e)
+		}
+	}
+	if o.JSON {
+		return writeJSON(o.IO.Out, listing(shown))
+	}
+	// Buffered: the tabwriter writes every cell on its own.
+	out := bufio.NewWriterSize(o.IO.Out, 64<<10)
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tNAME\tSTATUS\tCREATED\tFROM\tCOMMAND\tWORKSPACE")
+	for _, e := range shown {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Record.ID, dash(e.Record.Name), statusText(e.Status),
+			ago(e.Record.CreatedAt), origin(e.Record), dash(shorten(strings.Join(e.Record.Command, " "), 40)), e.Record.Workspace)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return out.Flush()
 }
 
 // origin says what made a sandbox, and its backend when not the default.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -104,5 +105,47 @@ func TestKillRunPrintsWhatItKilledAndReportsTheRest(t *testing.T) {
 	o.Pick = func([]string, bool) ([]state.Entry, error) { return nil, errors.New("no such sandbox") }
 	if err := killRun(o); err == nil || err.Error() != "no such sandbox" {
 		t.Errorf("kill of an unknown sandbox = %v", err)
+	}
+}
+
+func TestLsParsesRunningAndJSON(t *testing.T) {
+	var got *lsOptions
+	if err := parse(t, newLsCmd(func(o *lsOptions) error { got = o; return nil }), "--running", "--json"); err != nil {
+		t.Fatal(err)
+	}
+	if got == nil || !got.Running || !got.JSON {
+		t.Errorf("ls --running --json gave %+v", got)
+	}
+	var ue usageError
+	if err := parse(t, newLsCmd(func(*lsOptions) error { return nil }), "abc"); !errors.As(err, &ue) {
+		t.Errorf("ls abc = %v, want a usage error", err)
+	}
+}
+
+func TestLsRunShowsEverySandboxOrTheRunningOnes(t *testing.T) {
+	code := 3
+	entries := []state.Entry{
+		{Record: state.Record{ID: "run1", Name: "dev", Command: []string{"sleep", "1"}, Workspace: "/src"}, Status: state.Status{State: state.Running}},
+		{Record: state.Record{ID: "old1", Backend: "docker"}, Status: state.Status{State: state.Exited, ExitCode: &code}},
+	}
+	ios, out, _ := testIO()
+	o := &lsOptions{IO: ios, List: func() ([]state.Entry, error) { return entries, nil }}
+	if err := lsRun(o); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "ID") ||
+		!strings.Contains(lines[1], "dev") || !strings.Contains(lines[1], "sleep 1") ||
+		!strings.Contains(lines[2], "exited (3)") || !strings.Contains(lines[2], "cli/docker") {
+		t.Errorf("ls printed %q", out.String())
+	}
+	out.Reset()
+	o.Running, o.JSON = true, true
+	if err := lsRun(o); err != nil {
+		t.Fatal(err)
+	}
+	var got []map[string]any
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil || len(got) != 1 || got[0]["id"] != "run1" {
+		t.Errorf("ls --running --json = %s (%v), want run1 alone", out.String(), err)
 	}
 }
