@@ -161,21 +161,39 @@ func ago(t time.Time) string {
 	return t.Local().Format("2006-01-02")
 }
 
-func newGetCmd() *cobra.Command {
+// getOptions is what airlock get needs.
+type getOptions struct {
+	IO  *ioStreams
+	Ref string // the sandbox's ID or name
+	// Resolve finds a sandbox by ID or name (in the state dir).
+	Resolve func(string) (state.Entry, error)
+}
+
+func newGetCmd(runF func(*getOptions) error) *cobra.Command {
+	o := &getOptions{IO: systemIO(), Resolve: resolve}
 	return &cobra.Command{
 		Use:   "get ID|NAME",
 		Short: "Show one sandbox as JSON",
 		Args:  oneArg("sandbox ID or name"),
 		RunE: func(c *cobra.Command, args []string) error {
-			e, err := resolve(args[0])
-			if err != nil {
-				return err
+			o.Ref = args[0]
+			o.IO.Out = c.OutOrStdout()
+			if runF != nil {
+				return runF(o)
 			}
-			out := listing([]state.Entry{e})[0]
-			out.LLM = llmTotals(e)
-			return writeJSON(c.OutOrStdout(), out)
+			return getRun(o)
 		},
 	}
+}
+
+func getRun(o *getOptions) error {
+	e, err := o.Resolve(o.Ref)
+	if err != nil {
+		return err
+	}
+	out := listing([]state.Entry{e})[0]
+	out.LLM = llmTotals(e)
+	return writeJSON(o.IO.Out, out)
 }
 
 // llmTotals reads a sandbox's LLM totals from its audit log: every llm

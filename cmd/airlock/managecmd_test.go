@@ -149,3 +149,36 @@ func TestLsRunShowsEverySandboxOrTheRunningOnes(t *testing.T) {
 		t.Errorf("ls --running --json = %s (%v), want run1 alone", out.String(), err)
 	}
 }
+
+func TestGetParsesOneSandbox(t *testing.T) {
+	var got *getOptions
+	if err := parse(t, newGetCmd(func(o *getOptions) error { got = o; return nil }), "dev"); err != nil || got == nil || got.Ref != "dev" {
+		t.Errorf("get dev = %v, %+v", err, got)
+	}
+	var ue usageError
+	if err := parse(t, newGetCmd(func(*getOptions) error { return nil }), "a", "b"); !errors.As(err, &ue) {
+		t.Errorf("get a b = %v, want a usage error", err)
+	}
+}
+
+func TestGetRunPrintsTheSandboxAsJSON(t *testing.T) {
+	dir := t.TempDir()
+	ios, out, _ := testIO()
+	o := &getOptions{IO: ios, Ref: "dev", Resolve: func(ref string) (state.Entry, error) {
+		if ref != "dev" {
+			return state.Entry{}, errors.New("no such sandbox")
+		}
+		return state.Entry{Record: state.Record{ID: "abc", Name: "dev"}, Status: state.Status{State: state.Running}, Dir: dir}, nil
+	}}
+	if err := getRun(o); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil || got["id"] != "abc" || got["state_dir"] != dir || got["llm"] != nil {
+		t.Errorf("get = %s (%v), want abc's record, its dir and no llm totals", out.String(), err)
+	}
+	o.Ref = "other"
+	if err := getRun(o); err == nil || err.Error() != "no such sandbox" {
+		t.Errorf("get other = %v", err)
+	}
+}
