@@ -29,8 +29,19 @@ func openSession(ref string) (state.Entry, *workspace.Session, error) {
 	return e, s, err
 }
 
-func newDiffCmd() *cobra.Command {
-	var stat, nameOnly, asJSON bool
+// diffOptions is what airlock diff needs.
+type diffOptions struct {
+	IO  *ioStreams
+	Ref string // the sandbox's ID or name
+	// At most one of these: the change set as one line per path, as
+	// paths only, or as JSON (none: a full diff).
+	Stat, NameOnly, JSON bool
+	// Open finds a sandbox's workspace session.
+	Open func(ref string) (state.Entry, *workspace.Session, error)
+}
+
+func newDiffCmd(runF func(*diffOptions) error) *cobra.Command {
+	o := &diffOptions{IO: systemIO(), Open: openSession}
 	c := &cobra.Command{
 		Use:   "diff ID|NAME [--stat|--name-only|--json]",
 		Short: "Show what a sandbox changed in its workspace",
@@ -42,39 +53,48 @@ For overlay and copy sandboxes this is what airlock apply would carry over
 already in place and only their names, sizes and hashes were kept.`,
 		Args: oneArg("sandbox ID or name"),
 		RunE: func(c *cobra.Command, args []string) error {
-			if boolCount(stat, nameOnly, asJSON) > 1 {
+			if boolCount(o.Stat, o.NameOnly, o.JSON) > 1 {
 				return usageError{"--stat, --name-only and --json do not mix"}
 			}
-			_, s, err := openSession(args[0])
-			if err != nil {
-				return err
+			o.Ref = args[0]
+			o.IO.Out = c.OutOrStdout()
+			if runF != nil {
+				return runF(o)
 			}
-			cs, err := s.Changes()
-			if err != nil {
-				return err
-			}
-			switch {
-			case asJSON:
-				if cs == nil {
-					cs = []workspace.Change{}
-				}
-				return writeJSON(c.OutOrStdout(), struct {
-					Mode      workspace.Mode     `json:"mode"`
-					Workspace string             `json:"workspace"`
-					Changes   []workspace.Change `json:"changes"`
-				}{s.Mode(), s.Root(), cs})
-			case stat:
-				return s.WriteDiff(c.OutOrStdout(), cs, workspace.DiffStat)
-			case nameOnly:
-				return s.WriteDiff(c.OutOrStdout(), cs, workspace.DiffNameOnly)
-			}
-			return s.WriteDiff(c.OutOrStdout(), cs, workspace.DiffFull)
+			return diffRun(o)
 		},
 	}
-	c.Flags().BoolVar(&stat, "stat", false, "one line per path")
-	c.Flags().BoolVar(&nameOnly, "name-only", false, "paths only")
-	c.Flags().BoolVar(&asJSON, "json", false, "the change set as JSON")
+	c.Flags().BoolVar(&o.Stat, "stat", false, "one line per path")
+	c.Flags().BoolVar(&o.NameOnly, "name-only", false, "paths only")
+	c.Flags().BoolVar(&o.JSON, "json", false, "the change set as JSON")
 	return c
+}
+
+func diffRun(o *diffOptions) error {
+	_, s, err := o.Open(o.Ref)
+	if err != nil {
+		return err
+	}
+	cs, err := s.Changes()
+	if err != nil {
+		return err
+	}
+	switch {
+	case o.JSON:
+		if cs == nil {
+			cs = []workspace.Change{}
+		}
+		return writeJSON(o.IO.Out, struct {
+			Mode      workspace.Mode     `json:"mode"`
+			Workspace string             `json:"workspace"`
+			Changes   []workspace.Change `json:"changes"`
+		}{s.Mode(), s.Root(), cs})
+	case o.Stat:
+		return s.WriteDiff(o.IO.Out, cs, workspace.DiffStat)
+	case o.NameOnly:
+		return s.WriteDiff(o.IO.Out, cs, workspace.DiffNameOnly)
+	}
+	return s.WriteDiff(o.IO.Out, cs, workspace.DiffFull)
 }
 
 func boolCount(bs ...bool) int {
