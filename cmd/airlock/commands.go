@@ -10,7 +10,7 @@ import (
 var subcommands = []subcommand{
 	{"run", newRunCmd}, {"exec", newExecCmd}, {"ls", func() *cobra.Command { return newLsCmd(nil) }}, {"get", func() *cobra.Command { return newGetCmd(nil) }}, {"logs", func() *cobra.Command { return newLogsCmd(nil) }},
 	{"kill", func() *cobra.Command { return newKillCmd(nil) }}, {"rm", newRmCmd}, {"prune", newPruneCmd}, {"diff", func() *cobra.Command { return newDiffCmd(nil) }}, {"apply", newApplyCmd},
-	{"discard", newDiscardCmd}, {"audit", newAuditCmd}, {"ca", newCACmd}, {"doctor", newDoctorCmd},
+	{"discard", func() *cobra.Command { return newDiscardCmd(nil) }}, {"audit", newAuditCmd}, {"ca", newCACmd}, {"doctor", newDoctorCmd},
 	{"gateway", newGatewayCmd}, {"images", newImagesCmd}, {"rpc", newRPCCmd}, {"config", newConfigCmd},
 	{"trust", newTrustCmd}, {"approvals", newApprovalsCmd}, {"agent", newAgentCmd},
 	{"approve", func() *cobra.Command { return newDecideCmd(true) }},

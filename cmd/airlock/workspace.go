@@ -207,29 +207,47 @@ func selectPaths(cs []workspace.Change, root string, named []string) []workspace
 	return out
 }
 
-func newDiscardCmd() *cobra.Command {
+// discardOptions is what airlock discard needs.
+type discardOptions struct {
+	IO  *ioStreams
+	Ref string // the sandbox's ID or name
+	// Open finds a sandbox's workspace session.
+	Open func(ref string) (state.Entry, *workspace.Session, error)
+}
+
+func newDiscardCmd(runF func(*discardOptions) error) *cobra.Command {
+	o := &discardOptions{IO: systemIO(), Open: openSession}
 	return &cobra.Command{
 		Use:   "discard ID|NAME",
 		Short: "Throw away an overlay or copy sandbox's workspace changes",
 		Args:  oneArg("sandbox ID or name"),
 		RunE: func(c *cobra.Command, args []string) error {
-			e, s, err := openSession(args[0])
-			if err != nil {
-				return err
+			o.Ref = args[0]
+			o.IO.Out = c.OutOrStdout()
+			if runF != nil {
+				return runF(o)
 			}
-			if e.Status.State == state.Running {
-				return fmt.Errorf("sandbox %s is running: stop it first (airlock kill %s)", args[0], args[0])
-			}
-			if s.Mode() == workspace.Bind {
-				return fmt.Errorf("sandbox %s used the workspace itself (bind mode): there is nothing to discard", args[0])
-			}
-			if err := s.Discard(); err != nil {
-				return err
-			}
-			fmt.Fprintf(c.OutOrStdout(), "discarded the changes of %s\n", e.Record.ID)
-			return nil
+			return discardRun(o)
 		},
 	}
+}
+
+func discardRun(o *discardOptions) error {
+	e, s, err := o.Open(o.Ref)
+	if err != nil {
+		return err
+	}
+	if e.Status.State == state.Running {
+		return fmt.Errorf("sandbox %s is running: stop it first (airlock kill %s)", o.Ref, o.Ref)
+	}
+	if s.Mode() == workspace.Bind {
+		return fmt.Errorf("sandbox %s used the workspace itself (bind mode): there is nothing to discard", o.Ref)
+	}
+	if err := s.Discard(); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.IO.Out, "discarded the changes of %s\n", e.Record.ID)
+	return nil
 }
 
 // pendingChanges says whether a stopped sandbox still holds changes to review.
