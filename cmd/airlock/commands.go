@@ -8,9 +8,9 @@ import (
 
 // subcommands are airlock's commands, in the order help lists them.
 var subcommands = []subcommand{
-	{"run", newRunCmd}, {"exec", newExecCmd}, {"ls", newLsCmd}, {"get", newGetCmd}, {"logs", newLogsCmd},
-	{"kill", newKillCmd}, {"rm", newRmCmd}, {"prune", newPruneCmd}, {"diff", newDiffCmd}, {"apply", newApplyCmd},
-	{"discard", newDiscardCmd}, {"audit", newAuditCmd}, {"ca", newCACmd}, {"doctor", newDoctorCmd},
+	{"run", newRunCmd}, {"exec", newExecCmd}, {"ls", func() *cobra.Command { return newLsCmd(nil) }}, {"get", func() *cobra.Command { return newGetCmd(nil) }}, {"logs", func() *cobra.Command { return newLogsCmd(nil) }},
+	{"kill", func() *cobra.Command { return newKillCmd(nil) }}, {"rm", newRmCmd}, {"prune", newPruneCmd}, {"diff", func() *cobra.Command { return newDiffCmd(nil) }}, {"apply", newApplyCmd},
+	{"discard", func() *cobra.Command { return newDiscardCmd(nil) }}, {"audit", newAuditCmd}, {"ca", newCACmd}, {"doctor", newDoctorCmd},
 	{"gateway", newGatewayCmd}, {"images", newImagesCmd}, {"rpc", newRPCCmd}, {"config", newConfigCmd},
 	{"trust", newTrustCmd}, {"approvals", newApprovalsCmd}, {"agent", newAgentCmd},
 	{"approve", func() *cobra.Command { return newDecideCmd(true) }},

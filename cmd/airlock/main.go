@@ -44,7 +44,7 @@ func main() {
 			guest.Main()
 		case superviseCmd:
 			trace.As("supervise")
-			os.Exit(supervise(os.Args[2:]))
+			os.Exit(supervisor.Serve(os.Args[2:], superviseCmd))
 		case "--rpc": // the ADR's spelling of `airlock rpc`
 			os.Args[1] = "rpc"
 		}

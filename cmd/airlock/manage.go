@@ -25,48 +25,67 @@ import (
 	"github.com/airlock-dev/airlock/internal/workspace"
 )
 
-func newLsCmd() *cobra.Command {
-	var running, asJSON bool
+// lsOptions is what airlock ls needs.
+type lsOptions struct {
+	IO      *ioStreams
+	Running bool // only running sandboxes
+	JSON    bool
+	// List reads every sandbox from the state dir.
+	List func() ([]state.Entry, error)
+}
+
+func newLsCmd(runF func(*lsOptions) error) *cobra.Command {
+	o := &lsOptions{IO: systemIO(), List: func() ([]state.Entry, error) {
+		store, err := openStore()
+		if err != nil {
+			return nil, err
+		}
+		return store.List()
+	}}
 	c := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list", "ps"},
 		Short:   "List sandboxes",
 		Args:    noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			store, err := openStore()
-			if err != nil {
-				return err
+			o.IO.Out = c.OutOrStdout()
+			if runF != nil {
+				return runF(o)
 			}
-			entries, err := store.List()
-			if err != nil {
-				return err
-			}
-			var shown []state.Entry
-			for _, e := range entries {
-				if !running || e.Status.State == state.Running {
-					shown = append(shown, e)
-				}
-			}
-			if asJSON {
-				return writeJSON(c.OutOrStdout(), listing(shown))
-			}
-			// Buffered: the tabwriter writes every cell on its own.
-			out := bufio.NewWriterSize(c.OutOrStdout(), 64<<10)
-			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tNAME\tSTATUS\tCREATED\tFROM\tCOMMAND\tWORKSPACE")
-			for _, e := range shown {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Record.ID, dash(e.Record.Name), statusText(e.Status),
-					ago(e.Record.CreatedAt), origin(e.Record), dash(shorten(strings.Join(e.Record.Command, " "), 40)), e.Record.Workspace)
-			}
-			if err := w.Flush(); err != nil {
-				return err
-			}
-			return out.Flush()
+			return lsRun(o)
 		},
 	}
-	c.Flags().BoolVar(&running, "running", false, "only running sandboxes")
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.Flags().BoolVar(&o.Running, "running", false, "only running sandboxes")
+	c.Flags().BoolVar(&o.JSON, "json", false, "print JSON")
 	return c
+}
+
+func lsRun(o *lsOptions) error {
+	entries, err := o.List()
+	if err != nil {
+		return err
+	}
+	var shown []state.Entry
+	for _, e := range entries {
+		if !o.Running || e.Status.State == state.Running {
+			shown = append(shown, e)
+		}
+	}
+	if o.JSON {
+		return writeJSON(o.IO.Out, listing(shown))
+	}
+	// Buffered: the tabwriter writes every cell on its own.
+	out := bufio.NewWriterSize(o.IO.Out, 64<<10)
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tNAME\tSTATUS\tCREATED\tFROM\tCOMMAND\tWORKSPACE")
+	for _, e := range shown {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Record.ID, dash(e.Record.Name), statusText(e.Status),
+			ago(e.Record.CreatedAt), origin(e.Record), dash(shorten(strings.Join(e.Record.Command, " "), 40)), e.Record.Workspace)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return out.Flush()
 }
 
 // origin says what made a sandbox, and its backend when not the default.
@@ -142,21 +161,39 @@ func ago(t time.Time) string {
 	return t.Local().Format("2006-01-02")
 }
 
-func newGetCmd() *cobra.Command {
+// getOptions is what airlock get needs.
+type getOptions struct {
+	IO  *ioStreams
+	Ref string // the sandbox's ID or name
+	// Resolve finds a sandbox by ID or name (in the state dir).
+	Resolve func(string) (state.Entry, error)
+}
+
+func newGetCmd(runF func(*getOptions) error) *cobra.Command {
+	o := &getOptions{IO: systemIO(), Resolve: resolve}
 	return &cobra.Command{
 		Use:   "get ID|NAME",
 		Short: "Show one sandbox as JSON",
 		Args:  oneArg("sandbox ID or name"),
 		RunE: func(c *cobra.Command, args []string) error {
-			e, err := resolve(args[0])
-			if err != nil {
-				return err
+			o.Ref = args[0]
+			o.IO.Out = c.OutOrStdout()
+			if runF != nil {
+				return runF(o)
 			}
-			out := listing([]state.Entry{e})[0]
-			out.LLM = llmTotals(e)
-			return writeJSON(c.OutOrStdout(), out)
+			return getRun(o)
 		},
 	}
+}
+
+func getRun(o *getOptions) error {
+	e, err := o.Resolve(o.Ref)
+	if err != nil {
+		return err
+	}
+	out := listing([]state.Entry{e})[0]
+	out.LLM = llmTotals(e)
+	return writeJSON(o.IO.Out, out)
 }
 
 // llmTotals reads a sandbox's LLM totals from its audit log: every llm
@@ -185,65 +222,104 @@ func llmTotals(e state.Entry) *llmusage.Totals {
 	return &t
 }
 
-func newLogsCmd() *cobra.Command {
-	var follow bool
+// logsOptions is what airlock logs needs.
+type logsOptions struct {
+	IO     *ioStreams
+	Ref    string // the sandbox's ID or name
+	Follow bool
+	// Resolve finds a sandbox by ID or name (in the state dir).
+	Resolve func(string) (state.Entry, error)
+}
+
+func newLogsCmd(runF func(*logsOptions) error) *cobra.Command {
+	o := &logsOptions{IO: systemIO(), Resolve: resolve}
 	c := &cobra.Command{
 		Use:   "logs [-f] ID|NAME",
 		Short: "Print a detached sandbox's output",
 		Args:  oneArg("sandbox ID or name"),
 		RunE: func(c *cobra.Command, args []string) error {
-			e, err := resolve(args[0])
-			if err != nil {
-				return err
+			o.Ref = args[0]
+			o.IO.Out = c.OutOrStdout()
+			if runF != nil {
+				return runF(o)
 			}
-			f, err := os.Open(e.LogPath())
-			if errors.Is(err, os.ErrNotExist) {
-				return fmt.Errorf("sandbox %s has no logs: only detached sandboxes (run -d) keep them", args[0])
-			}
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			for {
-				if _, err := io.Copy(c.OutOrStdout(), f); err != nil {
-					return err
-				}
-				if !follow {
-					return nil
-				}
-				if cur, err := resolve(e.Record.ID); err != nil || cur.Status.State != state.Running {
-					_, err := io.Copy(c.OutOrStdout(), f)
-					return err
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
+			return logsRun(o)
 		},
 	}
-	c.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing until the sandbox stops")
+	c.Flags().BoolVarP(&o.Follow, "follow", "f", false, "keep printing until the sandbox stops")
 	return c
 }
 
-func newKillCmd() *cobra.Command {
-	var all bool
+func logsRun(o *logsOptions) error {
+	e, err := o.Resolve(o.Ref)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(e.LogPath())
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("sandbox %s has no logs: only detached sandboxes (run -d) keep them", o.Ref)
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for {
+		if _, err := io.Copy(o.IO.Out, f); err != nil {
+			return err
+		}
+		if !o.Follow {
+			return nil
+		}
+		if cur, err := o.Resolve(e.Record.ID); err != nil || cur.Status.State != state.Running {
+			_, err := io.Copy(o.IO.Out, f)
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// killOptions is what airlock kill needs.
+type killOptions struct {
+	IO   *ioStreams
+	Refs []string // sandboxes by ID or name
+	All  bool     // every running sandbox instead
+	// Pick resolves Refs, or with All every running sandbox.
+	Pick func(refs []string, all bool) ([]state.Entry, error)
+	Kill func(state.Entry) error
+}
+
+func newKillCmd(runF func(*killOptions) error) *cobra.Command {
+	o := &killOptions{IO: systemIO(), Kill: kill, Pick: func(refs []string, all bool) ([]state.Entry, error) {
+		return pick(refs, all, func(e state.Entry) bool { return e.Status.State == state.Running })
+	}}
 	c := &cobra.Command{
 		Use:   "kill ID|NAME... | --all",
 		Short: "Stop running sandboxes (every process in them dies)",
 		Args: func(c *cobra.Command, args []string) error {
-			if all != (len(args) == 0) {
+			if o.All != (len(args) == 0) {
 				return usageError{"name sandboxes to kill, or pass --all"}
 			}
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			targets, err := pick(args, all, func(e state.Entry) bool { return e.Status.State == state.Running })
-			if err != nil {
-				return err
+			o.Refs = args
+			o.IO.Out = c.OutOrStdout()
+			if runF != nil {
+				return runF(o)
 			}
-			return forEach(c.OutOrStdout(), targets, kill)
+			return killRun(o)
 		},
 	}
-	c.Flags().BoolVarP(&all, "all", "a", false, "kill every running sandbox")
+	c.Flags().BoolVarP(&o.All, "all", "a", false, "kill every running sandbox")
 	return c
+}
+
+func killRun(o *killOptions) error {
+	targets, err := o.Pick(o.Refs, o.All)
+	if err != nil {
+		return err
+	}
+	return forEach(o.IO.Out, targets, o.Kill)
 }
 
 func kill(e state.Entry) error {

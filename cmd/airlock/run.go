@@ -1,15 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -244,7 +240,11 @@ func launch(spec engine.Spec, o *runOptions, env []string, secs []*secrets.Secre
 			h.Remove()
 			return 0, errors.New("secrets given by value cannot go to a detached sandbox")
 		}
-		return 0, detach(h, spec)
+		if err := supervisor.Detach(h, spec, "", superviseCmd); err != nil {
+			return 0, err
+		}
+		fmt.Println(h.ID())
+		return 0, nil
 	}
 	p := pending
 	pending = nil
@@ -299,51 +299,4 @@ func openStore() (*state.Store, error) {
 		return nil, err
 	}
 	return state.Open(root)
-}
-
-// detach starts a background supervisor that inherits the sandbox's lock and
-// reports on a pipe whether the sandbox started; then prints the ID.
-func detach(h *state.Handle, spec engine.Spec) error {
-	if err := h.WriteRecord(state.Record{Backend: spec.Config.BackendName(), Origin: spec.Origin, Workspace: spec.Config.Workspace.Path, Command: spec.Command, Detached: true, Config: mustJSON(spec)}); err != nil {
-		h.Remove()
-		return err
-	}
-	logs, err := os.OpenFile(h.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		h.Remove()
-		return err
-	}
-	defer logs.Close()
-	readyR, readyW, err := os.Pipe()
-	if err != nil {
-		h.Remove()
-		return err
-	}
-	defer readyR.Close()
-	self, err := os.Executable()
-	if err != nil {
-		self = "/proc/self/exe"
-	}
-	cmd := exec.Command(self, superviseCmd, h.Dir())
-	cmd.Stdout, cmd.Stderr = logs, logs
-	cmd.ExtraFiles = []*os.File{h.LockFile(), readyW} // fds 3 and 4
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		readyW.Close()
-		h.Remove()
-		return fmt.Errorf("start background supervisor: %w", err)
-	}
-	readyW.Close()
-	h.Close() // the child holds the lock now
-	cmd.Process.Release()
-	line, _ := bufio.NewReader(readyR).ReadString('\n')
-	line = strings.TrimSpace(line)
-	if line != "ok" {
-		if msg, ok := strings.CutPrefix(line, "error: "); ok {
-			return errors.New(msg)
-		}
-		return fmt.Errorf("the background supervisor exited before the sandbox started; its log: %s", h.LogPath())
-	}
-	fmt.Println(h.ID())
-	return nil
 }

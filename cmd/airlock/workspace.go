@@ -29,8 +29,19 @@ func openSession(ref string) (state.Entry, *workspace.Session, error) {
 	return e, s, err
 }
 
-func newDiffCmd() *cobra.Command {
-	var stat, nameOnly, asJSON bool
+// diffOptions is what airlock diff needs.
+type diffOptions struct {
+	IO  *ioStreams
+	Ref string // the sandbox's ID or name
+	// At most one of these: the change set as one line per path, as
+	// paths only, or as JSON (none: a full diff).
+	Stat, NameOnly, JSON bool
+	// Open finds a sandbox's workspace session.
+	Open func(ref string) (state.Entry, *workspace.Session, error)
+}
+
+func newDiffCmd(runF func(*diffOptions) error) *cobra.Command {
+	o := &diffOptions{IO: systemIO(), Open: openSession}
 	c := &cobra.Command{
 		Use:   "diff ID|NAME [--stat|--name-only|--json]",
 		Short: "Show what a sandbox changed in its workspace",
@@ -42,39 +53,48 @@ For overlay and copy sandboxes this is what airlock apply would carry over
 already in place and only their names, sizes and hashes were kept.`,
 		Args: oneArg("sandbox ID or name"),
 		RunE: func(c *cobra.Command, args []string) error {
-			if boolCount(stat, nameOnly, asJSON) > 1 {
+			if boolCount(o.Stat, o.NameOnly, o.JSON) > 1 {
 				return usageError{"--stat, --name-only and --json do not mix"}
 			}
-			_, s, err := openSession(args[0])
-			if err != nil {
-				return err
+			o.Ref = args[0]
+			o.IO.Out = c.OutOrStdout()
+			if runF != nil {
+				return runF(o)
 			}
-			cs, err := s.Changes()
-			if err != nil {
-				return err
-			}
-			switch {
-			case asJSON:
-				if cs == nil {
-					cs = []workspace.Change{}
-				}
-				return writeJSON(c.OutOrStdout(), struct {
-					Mode      workspace.Mode     `json:"mode"`
-					Workspace string             `json:"workspace"`
-					Changes   []workspace.Change `json:"changes"`
-				}{s.Mode(), s.Root(), cs})
-			case stat:
-				return s.WriteDiff(c.OutOrStdout(), cs, workspace.DiffStat)
-			case nameOnly:
-				return s.WriteDiff(c.OutOrStdout(), cs, workspace.DiffNameOnly)
-			}
-			return s.WriteDiff(c.OutOrStdout(), cs, workspace.DiffFull)
+			return diffRun(o)
 		},
 	}
-	c.Flags().BoolVar(&stat, "stat", false, "one line per path")
-	c.Flags().BoolVar(&nameOnly, "name-only", false, "paths only")
-	c.Flags().BoolVar(&asJSON, "json", false, "the change set as JSON")
+	c.Flags().BoolVar(&o.Stat, "stat", false, "one line per path")
+	c.Flags().BoolVar(&o.NameOnly, "name-only", false, "paths only")
+	c.Flags().BoolVar(&o.JSON, "json", false, "the change set as JSON")
 	return c
+}
+
+func diffRun(o *diffOptions) error {
+	_, s, err := o.Open(o.Ref)
+	if err != nil {
+		return err
+	}
+	cs, err := s.Changes()
+	if err != nil {
+		return err
+	}
+	switch {
+	case o.JSON:
+		if cs == nil {
+			cs = []workspace.Change{}
+		}
+		return writeJSON(o.IO.Out, struct {
+			Mode      workspace.Mode     `json:"mode"`
+			Workspace string             `json:"workspace"`
+			Changes   []workspace.Change `json:"changes"`
+		}{s.Mode(), s.Root(), cs})
+	case o.Stat:
+		return s.WriteDiff(o.IO.Out, cs, workspace.DiffStat)
+	case o.NameOnly:
+		return s.WriteDiff(o.IO.Out, cs, workspace.DiffNameOnly)
+	}
+	return s.WriteDiff(o.IO.Out, cs, workspace.DiffFull)
 }
 
 func boolCount(bs ...bool) int {
@@ -187,29 +207,47 @@ func selectPaths(cs []workspace.Change, root string, named []string) []workspace
 	return out
 }
 
-func newDiscardCmd() *cobra.Command {
+// discardOptions is what airlock discard needs.
+type discardOptions struct {
+	IO  *ioStreams
+	Ref string // the sandbox's ID or name
+	// Open finds a sandbox's workspace session.
+	Open func(ref string) (state.Entry, *workspace.Session, error)
+}
+
+func newDiscardCmd(runF func(*discardOptions) error) *cobra.Command {
+	o := &discardOptions{IO: systemIO(), Open: openSession}
 	return &cobra.Command{
 		Use:   "discard ID|NAME",
 		Short: "Throw away an overlay or copy sandbox's workspace changes",
 		Args:  oneArg("sandbox ID or name"),
 		RunE: func(c *cobra.Command, args []string) error {
-			e, s, err := openSession(args[0])
-			if err != nil {
-				return err
+			o.Ref = args[0]
+			o.IO.Out = c.OutOrStdout()
+			if runF != nil {
+				return runF(o)
 			}
-			if e.Status.State == state.Running {
-				return fmt.Errorf("sandbox %s is running: stop it first (airlock kill %s)", args[0], args[0])
-			}
-			if s.Mode() == workspace.Bind {
-				return fmt.Errorf("sandbox %s used the workspace itself (bind mode): there is nothing to discard", args[0])
-			}
-			if err := s.Discard(); err != nil {
-				return err
-			}
-			fmt.Fprintf(c.OutOrStdout(), "discarded the changes of %s\n", e.Record.ID)
-			return nil
+			return discardRun(o)
 		},
 	}
+}
+
+func discardRun(o *discardOptions) error {
+	e, s, err := o.Open(o.Ref)
+	if err != nil {
+		return err
+	}
+	if e.Status.State == state.Running {
+		return fmt.Errorf("sandbox %s is running: stop it first (airlock kill %s)", o.Ref, o.Ref)
+	}
+	if s.Mode() == workspace.Bind {
+		return fmt.Errorf("sandbox %s used the workspace itself (bind mode): there is nothing to discard", o.Ref)
+	}
+	if err := s.Discard(); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.IO.Out, "discarded the changes of %s\n", e.Record.ID)
+	return nil
 }
 
 // pendingChanges says whether a stopped sandbox still holds changes to review.

@@ -42,6 +42,10 @@ var rules = []rule{
 		"the MCP SDK is the MCP proxy's alone: a native run without MCP servers needs none of it"},
 	{[]string{"internal/", "sandbox", "cmd/", "!internal/dockerengine", "!internal/backend/docker", "!internal/images", "!cmd/airlock"}, []string{"github.com/docker/"},
 		"the Docker client is the docker backend's and the image builders': the engine and a native run never call it"},
+	{[]string{"internal/", "sandbox"}, []string{"cmd/"},
+		"cmd/airlock is the command line only: it imports the house, nothing imports it"},
+	{[]string{"internal/agentrun", "internal/agents", "internal/supervisor"}, []string{"github.com/spf13/"},
+		"agent orchestration and the supervisor are rooms the CLI calls with plain options: they know no command line, so the RPC server and the Go API can use them too"},
 	{[]string{"internal/ghapp"}, []string{"internal/", "sandbox", "cmd/", "!internal/ghapp"},
 		"ghapp mints GitHub App tokens on the host and imports nothing of ours: the secrets package stays a leaf that never makes a request, and egress wires the two"},
 	{[]string{"internal/cleanup", "internal/watch"}, []string{"internal/", "sandbox", "cmd/"},
@@ -117,6 +121,10 @@ func TestRulesCatchWhatTheyForbid(t *testing.T) {
 		{"internal/guest", "github.com/hanwen/go-fuse/v2/fs"},
 		{"internal/engine", "github.com/modelcontextprotocol/go-sdk/mcp"},
 		{"internal/engine", "github.com/docker/docker/client"},
+		{"internal/agentrun", "cmd/airlock"},
+		{"internal/supervisor", "cmd/airlock"},
+		{"internal/agentrun", "github.com/spf13/cobra"},
+		{"internal/supervisor", "github.com/spf13/pflag"},
 	}
 	for _, c := range cases {
 		caught := false

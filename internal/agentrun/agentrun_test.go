@@ -1,6 +1,7 @@
-package main
+package agentrun
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,14 +25,14 @@ func TestWriteHomeFilesNeverFollowsALinkTheSandboxPlanted(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(outside, "victim"), []byte("untouched"), 0o600)
 
-	err := writeHomeFiles(home, map[string][]byte{".claude/settings.json": []byte("{}")})
+	err := WriteHomeFiles(home, map[string][]byte{".claude/settings.json": []byte("{}")})
 	if err == nil || !strings.Contains(err.Error(), "not a plain directory") {
 		t.Errorf("a linked directory: err = %v, want a refusal", err)
 	}
 	if _, err := os.Stat(filepath.Join(outside, "settings.json")); err == nil {
 		t.Error("the write went through the link, out of the home")
 	}
-	if err := writeHomeFiles(home, map[string][]byte{".claude.json": []byte(`{"ok":true}`)}); err != nil {
+	if err := WriteHomeFiles(home, map[string][]byte{".claude.json": []byte(`{"ok":true}`)}); err != nil {
 		t.Fatalf("a linked file is replaced, not followed: %v", err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(outside, "victim")); string(b) != "untouched" {
@@ -46,11 +47,11 @@ func TestWriteHomeFilesNeverFollowsALinkTheSandboxPlanted(t *testing.T) {
 func TestWriteHomeFilesRefusesPathsOutOfTheHome(t *testing.T) {
 	home := t.TempDir()
 	for _, p := range []string{"../x", "/etc/x", "a/../../x", ""} {
-		if err := writeHomeFiles(home, map[string][]byte{p: nil}); err == nil {
+		if err := WriteHomeFiles(home, map[string][]byte{p: nil}); err == nil {
 			t.Errorf("%q: written", p)
 		}
 	}
-	if err := writeHomeFiles(home, map[string][]byte{"a/b/c.json": []byte("1")}); err != nil {
+	if err := WriteHomeFiles(home, map[string][]byte{"a/b/c.json": []byte("1")}); err != nil {
 		t.Fatal(err)
 	}
 	if st, _ := os.Stat(filepath.Join(home, "a", "b")); st == nil || st.Mode().Perm() != 0o700 {
@@ -69,8 +70,8 @@ func TestValidSessionID(t *testing.T) {
 		"a b":                                  false,
 		strings.Repeat("a", 129):               false,
 	} {
-		if got := validSessionID(id); got != want {
-			t.Errorf("validSessionID(%q) = %v, want %v", id, got, want)
+		if got := ValidSessionID(id); got != want {
+			t.Errorf("ValidSessionID(%q) = %v, want %v", id, got, want)
 		}
 	}
 }
@@ -84,7 +85,7 @@ func TestFindSessionResolvesLastAnIDOrAPrefixWithinTheProject(t *testing.T) {
 			project = "/src/two"
 		}
 		p.FindSession = func(string, time.Time) (string, error) { return id, nil }
-		recordSession(p, project, project, "/h", time.Now(), i, true)
+		RecordSession(p, project, project, "/h", time.Now(), i, io.Discard, true)
 		time.Sleep(10 * time.Millisecond) // ordered by end time
 	}
 	for _, c := range []struct{ ref, project, want, err string }{
@@ -96,7 +97,7 @@ func TestFindSessionResolvesLastAnIDOrAPrefixWithinTheProject(t *testing.T) {
 		{"zzz", "/src/one", "", "no such"},
 		{"last", "/src/three", "", "no claude session recorded"},
 	} {
-		s, err := findSession("claude", c.project, c.ref)
+		s, err := FindSession("claude", c.project, c.ref)
 		if c.err != "" {
 			if err == nil || !strings.Contains(err.Error(), c.err) {
 				t.Errorf("--resume %s in %s: %v, want an error saying %q", c.ref, c.project, err, c.err)
@@ -115,19 +116,19 @@ func TestAgentKeysBecomePlaceholdersAndNoKeyNamesTheVariables(t *testing.T) {
 	}}
 	t.Setenv("CODEX_API_KEY", "")
 	t.Setenv("OPENAI_API_KEY", "")
-	if _, _, err := agentKeys(p, nil); err == nil || !strings.Contains(err.Error(), "CODEX_API_KEY or OPENAI_API_KEY") {
+	if _, _, err := Keys(p, nil); err == nil || !strings.Contains(err.Error(), "CODEX_API_KEY or OPENAI_API_KEY") {
 		t.Errorf("no key: %v, want the variables named", err)
 	}
 	t.Setenv("OPENAI_API_KEY", "sk-real-value-0123456789")
-	secs, keys, err := agentKeys(p, nil)
+	secs, keys, err := Keys(p, nil)
 	if err != nil || len(secs) != 1 {
-		t.Fatalf("agentKeys: %v %v", secs, err)
+		t.Fatalf("Keys: %v %v", secs, err)
 	}
 	ph := keys["CODEX_API_KEY"]
 	if !strings.HasPrefix(ph, "sk-airlock-ph-") || strings.Contains(ph, "real-value") {
 		t.Errorf("placeholder %q: want sk-airlock-ph-…, never the value", ph)
 	}
-	if secs, _, err := agentKeys(p, []secrets.Spec{mustSpec(t, "CODEX_API_KEY=file:/k@api.openai.com")}); err != nil || len(secs) != 0 {
+	if secs, _, err := Keys(p, []secrets.Spec{mustSpec(t, "CODEX_API_KEY=file:/k@api.openai.com")}); err != nil || len(secs) != 0 {
 		t.Errorf("a key the user gave with --secret is theirs: %v %v", secs, err)
 	}
 }
@@ -150,9 +151,9 @@ func TestAnAgentInALinkedNodeModulesTreeIsFoundAndShownWhole(t *testing.T) {
 	// Another tree whose node_modules is a link to the first (far apart).
 	os.Symlink(filepath.Join(real, "node_modules"), filepath.Join(other, "node_modules"))
 	t.Setenv("PATH", filepath.Join(other, "node_modules", ".bin"))
-	done := make(chan agentCLI, 1)
+	done := make(chan CLI, 1)
 	go func() {
-		cli, err := findAgent(&agents.Profile{Name: "fake", Binary: "fake-agent", Package: "fake-agent"}, false)
+		cli, err := Find(&agents.Profile{Name: "fake", Binary: "fake-agent", Package: "fake-agent"}, false)
 		if err != nil {
 			t.Error(err)
 		}
@@ -160,16 +161,16 @@ func TestAnAgentInALinkedNodeModulesTreeIsFoundAndShownWhole(t *testing.T) {
 	}()
 	select {
 	case cli := <-done:
-		if cli.version != "1.2.3" || !slices.Contains(cli.expose, real) || !slices.Contains(cli.expose, filepath.Join(other, "node_modules", ".bin")) {
+		if cli.Version != "1.2.3" || !slices.Contains(cli.Expose, real) || !slices.Contains(cli.Expose, filepath.Join(other, "node_modules", ".bin")) {
 			t.Errorf("found %+v: want version 1.2.3, the real tree and the link's dir shown", cli)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("findAgent does not return")
+		t.Fatal("Find does not return")
 	}
 }
 
 // TestChownTreeNeverFollowsALinkTheSandboxPlanted: run as root for
-// another uid, chownTree gives the home away; links planted in it (to a
+// another uid, ChownTree gives the home away; links planted in it (to a
 // file and a directory outside) are changed themselves, their targets
 // keep their owner.
 func TestChownTreeNeverFollowsALinkTheSandboxPlanted(t *testing.T) {
@@ -185,7 +186,7 @@ func TestChownTreeNeverFollowsALinkTheSandboxPlanted(t *testing.T) {
 	os.Symlink(filepath.Join(outside, "victim"), filepath.Join(home, "a", "link-file"))
 	os.Symlink(filepath.Join(outside, "dir"), filepath.Join(home, "a", "link-dir"))
 	const uid, gid = 54321, 54321
-	if err := chownTree(home, uid, gid); err != nil {
+	if err := ChownTree(home, uid, gid); err != nil {
 		t.Fatal(err)
 	}
 	owner := func(p string) int {
