@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"os"
 	"path"
@@ -20,6 +19,8 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/policy"
 	"github.com/airlock-dev/airlock/internal/secrets"
+
+	"github.com/airlock-dev/airlock/internal/regfile"
 )
 
 // MaxFileSize bounds what is read of one config file.
@@ -154,7 +155,7 @@ var errNotDir = errors.New("not a directory")
 
 // ErrNotRegular is ReadRegular's answer for a path that is not a regular
 // file: a FIFO, a device, a socket, a directory or a symbolic link.
-var ErrNotRegular = errors.New("not a regular file")
+var ErrNotRegular = regfile.ErrNotRegular
 
 // ReadRegular reads the regular file at path, of at most max bytes, in a
 // way a sandbox that can write the path cannot turn against the reader:
@@ -164,45 +165,7 @@ var ErrNotRegular = errors.New("not a regular file")
 // Errors wrap ErrNotRegular, fs.ErrNotExist or the read's error; a larger
 // file is an error, never silently cut.
 func ReadRegular(path string, max int64) ([]byte, error) {
-	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC|syscall.O_NOCTTY, 0)
-	if err == syscall.ELOOP {
-		return nil, fmt.Errorf("%s: a symbolic link: %w", path, ErrNotRegular)
-	}
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	f := os.NewFile(uintptr(fd), path)
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: %s: %w", path, fileKind(st.Mode()), ErrNotRegular)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > max {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, max)
-	}
-	return data, nil
-}
-
-// fileKind names a file type that is not a regular file.
-func fileKind(m os.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&os.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	case m&os.ModeDevice != 0:
-		return "a device"
-	}
-	return "not a regular file"
+	return regfile.Read(path, max, false)
 }
 
 // readCapped reads a config file with ReadRegular; what is not a regular

@@ -25,6 +25,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/regfile"
 )
 
 const (
@@ -160,20 +162,14 @@ func LoadKey(path string) (*rsa.PrivateKey, error) {
 		}
 		path = filepath.Join(home, rest)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("key file: %w", err)
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+	b, err := regfile.Read(path, maxKeyFile, true)
+	switch {
+	case errors.Is(err, regfile.ErrNotRegular):
 		return nil, fmt.Errorf("key file %s: not a regular file", path)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("key file: %w", err)
-	}
-	if len(b) > maxKeyFile {
+	case errors.As(err, new(*regfile.TooLargeError)):
 		return nil, fmt.Errorf("key file %s: larger than %d KiB, not a private key", path, maxKeyFile>>10)
+	case err != nil:
+		return nil, fmt.Errorf("key file: %w", err)
 	}
 	k, err := ParseKey(b)
 	if err != nil {

@@ -5,14 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/regfile"
 )
 
 // FlagSyntax is the --secret syntax, for help text and error messages.
@@ -91,24 +91,7 @@ func DefaultSources() Sources {
 // are links), but only a regular file is read, and opening it never
 // blocks: a FIFO put where the file is looked for must not hang the start.
 func readValueFile(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
-	}
-	const max = 1 << 20
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err == nil && len(b) > max {
-		err = fmt.Errorf("%s is larger than 1 MiB", path)
-	}
-	return b, err
+	return regfile.Read(path, 1<<20, true) // a mounted secret is a link
 }
 
 // Spec is one --secret flag parsed, its value not yet read: the name the
