@@ -484,7 +484,7 @@ func (s *Sandbox) startEgress(_ context.Context, cu *cleanup.Stack) (err error) 
 	}
 	s.bspec.Files = append(s.bspec.Files, s.eg.Files...)
 	s.bspec.Relay, s.bspec.Net = s.eg.Relay, s.eg.Net
-	s.env = config.MergeEnv(s.env, s.eg.Env)
+	s.env = config.MergeEnv(s.env, config.AppendOptions(s.env, s.eg.Env, "JAVA_TOOL_OPTIONS"))
 	if len(handlers) > 0 {
 		s.env = toolsInside(s.guestExe, s.bspec, s.env)
 		s.env = config.MergeEnv(s.env, []string{"AIRLOCK_WORKSPACE=" + s.bspec.Workspace})
