@@ -86,7 +86,7 @@ func TestEveryRuntimeTrustsTheGatewaysCAThroughItsOwnVariable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(filepath.Join(e.ws, "other.pem"), other, 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(e.ws, "other-ca.crt"), other, 0o644); err != nil {
 				t.Fatal(err)
 			}
 			ws := e.ws
@@ -100,13 +100,13 @@ func TestEveryRuntimeTrustsTheGatewaysCAThroughItsOwnVariable(t *testing.T) {
 			test -s /run/airlock/ca-truststore.p12 && echo "truststore present"
 			cat /run/airlock/ca-truststore.p12 >> /run/airlock/ca-truststore.p12 2>/dev/null && echo "truststore WRITTEN"
 			curl -sS https://example.com/curl-ok
-			CURL_CA_BUNDLE=` + ws + `/other.pem curl -sS https://example.com/curl-control 2>/dev/null || echo "curl control failed"
+			CURL_CA_BUNDLE=` + ws + `/other-ca.crt curl -sS https://example.com/curl-control 2>/dev/null || echo "curl control failed"
 			if python3 -m pip --version >/dev/null 2>&1; then
 				pip="python3 -m pip download --no-deps --disable-pip-version-check --no-cache-dir --retries 0 --timeout 20 --index-url https://example.com/pypi/simple/ airlock-probe"
 				# requests lets REQUESTS_CA_BUNDLE and CURL_CA_BUNDLE override
 				# pip's own --cert: without them PIP_CERT alone decides.
 				env -u REQUESTS_CA_BUNDLE -u CURL_CA_BUNDLE $pip -d ` + ws + `/dl >/dev/null 2>pip.err && echo "pip ok" || cat pip.err
-				env -u REQUESTS_CA_BUNDLE -u CURL_CA_BUNDLE PIP_CERT=` + ws + `/other.pem $pip -d ` + ws + `/dl-control >/dev/null 2>&1 || echo "pip control failed"
+				env -u REQUESTS_CA_BUNDLE -u CURL_CA_BUNDLE PIP_CERT=` + ws + `/other-ca.crt $pip -d ` + ws + `/dl-control >/dev/null 2>&1 || echo "pip control failed"
 			else
 				echo "no pip"
 			fi`
