@@ -25,7 +25,7 @@ import (
 const vmTests = "TestClientsInsideReachAllowedHostsThroughTheGateway|TestSecretsNeverEnterTheSandbox|TestTransparent|TestVMOnly|" +
 	"TestGoClientStreamsEventsWebSocketsAndLargeBodies|TestHTTP2BetweenSandboxAndGateway|TestAllowEndpointThroughTheCLI|TestATunnelHostCarriesTheUpstreamsOwnTLS|" +
 	"TestRunsCommandAndPropagatesExitStatus|TestDetachedLifecycle|TestPTYRunsInteractiveShell|TestWorkspaceOverlayHostSeesNothingUntilApply|TestWritesOutsideTheWorkspaceFail|" +
-	"TestEveryRuntimeTrustsTheGatewaysCAThroughItsOwnVariable"
+	"TestEveryRuntimeTrustsTheGatewaysCAThroughItsOwnVariable|TestHiddenFilesShowNothingInsideInEveryWorkspaceMode|TestHiddenFilesAreNeverDiffedNorApplied"
 
 // vmDataDir is the data dir holding the VM assets, for the tests' private
 // HOMEs.
