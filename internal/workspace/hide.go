@@ -40,6 +40,7 @@ type hidePattern struct {
 	src     string
 	segs    []string // "**" is any number of names
 	dirOnly bool
+	name    string // for a pattern on names alone (.env, *.pem): the glob, matched against the last name
 }
 
 // NewHider checks and compiles relative patterns.
@@ -104,6 +105,9 @@ func parseHide(p string) (hidePattern, error) {
 		hp.segs, hp.dirOnly = hp.segs[:n-1], true
 	}
 	if !anchored {
+		if len(hp.segs) == 1 {
+			hp.name = hp.segs[0]
+		}
 		hp.segs = append([]string{"**"}, hp.segs...)
 	}
 	if len(hp.segs) > maxPatternSegs {
@@ -118,13 +122,27 @@ func (h *Hider) Match(rel string, isDir bool) bool {
 	if h == nil || rel == "" || rel == "." {
 		return false
 	}
-	names := strings.Split(rel, "/")
-	if len(names) > maxPathSegs {
-		return true // deeper than any file system allows: refuse to show it
-	}
+	// Most patterns are on names alone: those need only the last name, and
+	// the walk at every start asks for each entry of the workspace.
+	base := rel[strings.LastIndexByte(rel, '/')+1:]
+	var names []string
 	for i := range h.pats {
 		p := &h.pats[i]
-		if (!p.dirOnly || isDir) && matchSegs(p.segs, names) {
+		if p.dirOnly && !isDir {
+			continue
+		}
+		if p.name != "" {
+			if ok, _ := path.Match(p.name, base); ok {
+				return true
+			}
+			continue
+		}
+		if names == nil {
+			if names = strings.Split(rel, "/"); len(names) > maxPathSegs {
+				return true // deeper than any file system allows: refuse to show it
+			}
+		}
+		if matchSegs(p.segs, names) {
 			return true
 		}
 	}
