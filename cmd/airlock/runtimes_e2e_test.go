@@ -172,3 +172,40 @@ func TestEveryRuntimeTrustsTheGatewaysCAThroughItsOwnVariable(t *testing.T) {
 		})
 	}
 }
+
+// A trust store that cannot be made (here a directory stands where it
+// goes) stops the start with one line saying where and what to do, and
+// leaves no sandbox behind.
+func TestATrustStoreThatCannotBeMadeStopsTheStartInOneLine(t *testing.T) {
+	e := newEnv(t)
+	if r := e.run("run", "-q", "--allow-host", "example.com", "--", "true"); r.code != 0 {
+		t.Fatalf("a first run with a network: %v", r)
+	}
+	stores, _ := filepath.Glob(filepath.Join(e.state, "*", "ca-truststore-*.p12"))
+	if len(stores) == 0 {
+		stores, _ = filepath.Glob(filepath.Join(e.state, "ca-truststore-*.p12"))
+	}
+	if len(stores) != 1 {
+		t.Fatalf("want one trust store in the state dir, found %v", stores)
+	}
+	if err := os.Remove(stores[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(stores[0], "in-the-way"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := e.run("run", "-q", "--allow-host", "example.com", "--", "echo", "ran")
+	msg := strings.TrimSpace(r.stderr)
+	t.Log(msg)
+	if r.code != 125 || strings.Contains(r.stdout, "ran") || strings.Contains(msg, "\n") ||
+		!strings.Contains(msg, "java trust store") || !strings.Contains(msg, stores[0]) || !strings.Contains(msg, "AIRLOCK_STATE_DIR") {
+		t.Errorf("want exit 125 and one line naming %s and what to do: %v", stores[0], r)
+	}
+	if ents := e.sandboxDirs(); len(ents) != 0 {
+		t.Errorf("the refused start left %v", ents)
+	}
+	// Without a network no trust store is needed: runs go on.
+	if r := e.run("run", "-q", "--", "echo", "ran"); r.code != 0 || r.stdout != "ran\n" {
+		t.Errorf("a run without a network: %v", r)
+	}
+}

@@ -73,6 +73,10 @@ func TrustStoreFile(bundlePath string) (string, error) {
 	}
 	if err := os.Rename(tmp, p); err != nil {
 		os.Remove(tmp)
+		var le *os.LinkError
+		if errors.As(err, &le) {
+			err = le.Err // the paths are in the message already
+		}
 		return "", fmt.Errorf("ca: java trust store: write %s: %w (remove what is there, or set AIRLOCK_STATE_DIR to another directory)", p, err)
 	}
 	return p, nil
