@@ -194,8 +194,8 @@ func matchSegs(segs, names []string) bool {
 
 // FindHidden walks root and returns the absolute paths to mask for h: each
 // matching file or directory (whose contents are not walked), a matching
-// symlink's target (masking a link would mask where it leads anyway, and
-// reading through it must show nothing), never root or what holds it; and
+// symlink's target when it lies in root (masking a link would mask where
+// it leads anyway, and reading through it must show nothing); and
 // every other name in root of a hidden file's inode (a hard link made
 // before the start reads the same bytes). It stops with an error past
 // MaxHidden paths.
@@ -233,9 +233,14 @@ func FindHidden(root string, h *Hider) ([]string, error) {
 		}
 		switch {
 		case d.Type()&fs.ModeSymlink != 0:
+			// Only a target in the workspace: one outside it shows inside
+			// as the sandbox's view of the host has it (the home there is
+			// private; a system file is readable by design), and masking a
+			// host path a repository's link names (/bin/sh) would let the
+			// repository break the sandbox it runs in.
 			target, err := filepath.EvalSymlinks(p)
-			if err != nil || target == "/" || target == root || within(target, root) {
-				return nil // dangling, or the workspace or what holds it
+			if err != nil || !within(root, target) {
+				return nil // dangling, the workspace itself, or outside it
 			}
 			return add(target)
 		case d.IsDir():

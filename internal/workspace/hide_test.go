@@ -102,6 +102,7 @@ func TestFindHiddenFollowsLinksButNeverHidesTheWorkspace(t *testing.T) {
 	os.Symlink("real/secret.txt", filepath.Join(root, "app.key"))          // a link named like a secret: its target
 	os.Symlink(".", filepath.Join(root, "id_loop"))                        // a link to the workspace: never masked
 	os.Symlink("/", filepath.Join(root, "id_root"))                        // nor to what holds it
+	os.Symlink("/bin/sh", filepath.Join(root, "sh.key"))                   // nor a host path outside it
 	os.Link(filepath.Join(root, ".env"), filepath.Join(root, "notes.txt")) // another name of a hidden file
 	h, err := NewHider([]string{".env", ".env.*", "certs/", "*.key", "id_*"})
 	if err != nil {
