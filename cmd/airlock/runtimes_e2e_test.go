@@ -110,6 +110,17 @@ func TestEveryRuntimeTrustsTheGatewaysCAThroughItsOwnVariable(t *testing.T) {
 			else
 				echo "no pip"
 			fi`
+			// npm: Node's roots plus NODE_EXTRA_CA_CERTS would do for the
+			// registry; NPM_CONFIG_CAFILE replaces them, so a project's
+			// .npmrc cafile= cannot break it. The control names another CA.
+			script += `
+			if command -v npm >/dev/null; then
+				npm ping --registry https://example.com/npm-ok/ >/dev/null 2>npm.err && echo "npm ok" || cat npm.err
+				env -u NPM_CONFIG_CAFILE npm ping --registry https://example.com/npm-node/ >/dev/null 2>&1 && echo "npm with node's roots ok"
+				NPM_CONFIG_CAFILE=` + ws + `/other-ca.crt npm ping --fetch-retries=0 --registry https://example.com/npm-control/ >/dev/null 2>&1 || echo "npm control failed"
+			else
+				echo "no npm"
+			fi`
 			if java {
 				script += `
 			if command -v java >/dev/null; then
@@ -152,6 +163,12 @@ func TestEveryRuntimeTrustsTheGatewaysCAThroughItsOwnVariable(t *testing.T) {
 				if _, err := os.Stat(filepath.Join(e.ws, "dl-control", probeWheel)); err == nil || !strings.Contains(r.stdout, "pip control failed") {
 					t.Errorf("pip with PIP_CERT naming a bundle without airlock's CA still downloaded: %v", r)
 				}
+			}
+			if strings.Contains(r.stdout, "no npm") {
+				t.Log("npm is not installed here: npm not tried")
+			} else if !strings.Contains(r.stdout, "npm ok") || !strings.Contains(r.stdout, "npm control failed") || !strings.Contains(r.stdout, "npm with node's roots ok") ||
+				!strings.Contains(log, "GET /npm-ok/") || strings.Contains(log, "GET /npm-control/") {
+				t.Errorf("want npm to reach the registry with NPM_CONFIG_CAFILE and fail with another CA: %v\n%s", r, log)
 			}
 			if !java {
 				return
