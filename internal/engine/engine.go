@@ -684,7 +684,12 @@ func (s *Sandbox) hideByPattern(b *backend.Spec) error {
 	if err != nil {
 		return fmt.Errorf("filesystem.hide: %w", err)
 	}
-	found, err := workspace.FindHidden(c.Workspace.Path, h)
+	cache := ""
+	if b.StateRoot != "" && len(rel) > 0 {
+		sum := sha256.Sum256([]byte(c.Workspace.Path))
+		cache = filepath.Join(b.StateRoot, "cache", "hide-"+hex.EncodeToString(sum[:8]))
+	}
+	found, err := workspace.FindHidden(c.Workspace.Path, h, cache)
 	if err != nil {
 		return err
 	}

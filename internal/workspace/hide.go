@@ -1,14 +1,19 @@
 package workspace
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
-	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // DefaultHide is what every sandbox hides in its workspace unless told not
@@ -195,13 +200,28 @@ func matchSegs(segs, names []string) bool {
 // FindHidden walks root and returns the absolute paths to mask for h: each
 // matching file or directory (whose contents are not walked), a matching
 // symlink's target when it lies in root (masking a link would mask where
-// it leads anyway, and reading through it must show nothing); and
-// every other name in root of a hidden file's inode (a hard link made
-// before the start reads the same bytes). It stops with an error past
-// MaxHidden paths.
-func FindHidden(root string, h *Hider) ([]string, error) {
+// it leads anyway, and reading through it must show nothing); and every
+// other name in root of a hidden file's inode (a hard link made before
+// the start reads the same bytes). It stops with an error past MaxHidden
+// paths.
+//
+// With a cacheFile, a directory whose identity, mtime and ctime are what
+// they were at the last walk (and had settled by then) is not read again:
+// its matches and subdirectories are the cache's. Entries come and go
+// only by changing their directory's mtime, and nothing but the kernel
+// sets ctime, so an unchanged directory holds the same names. A start in
+// a tree of 50,000 entries stats its directories instead of reading them.
+func FindHidden(root string, h *Hider, cacheFile string) ([]string, error) {
 	if h == nil || len(h.pats) == 0 {
 		return nil, nil
+	}
+	w := &hideWalk{root: root, h: h, old: loadHideCache(cacheFile, root, h), now: time.Now().UnixNano()}
+	w.new = hideCache{Root: root, Patterns: h.sources(), Dirs: map[string]hideDir{}}
+	if err := w.dir(""); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
 	}
 	var out []string
 	linked := map[[2]uint64]bool{} // hidden regular files with other names
@@ -217,72 +237,206 @@ func FindHidden(root string, h *Hider) ([]string, error) {
 		out = append(out, p)
 		return nil
 	}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if p == root {
-				return err
-			}
-			return nil // unreadable here is unreadable inside too
+	for _, p := range w.found {
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink > 1 {
+			linked[[2]uint64{uint64(st.Dev), uint64(st.Ino)}] = true
 		}
-		if p == root {
-			return nil
+		if err := add(p); err != nil {
+			return nil, err
 		}
-		rel := filepath.ToSlash(p[len(root)+1:])
-		if !h.Match(rel, d.IsDir()) {
-			return nil
-		}
-		switch {
-		case d.Type()&fs.ModeSymlink != 0:
-			// Only a target in the workspace: one outside it shows inside
-			// as the sandbox's view of the host has it (the home there is
-			// private; a system file is readable by design), and masking a
-			// host path a repository's link names (/bin/sh) would let the
-			// repository break the sandbox it runs in.
-			target, err := filepath.EvalSymlinks(p)
-			if err != nil || !within(root, target) {
-				return nil // dangling, the workspace itself, or outside it
-			}
-			return add(target)
-		case d.IsDir():
-			if err := add(p); err != nil {
-				return err
-			}
-			return filepath.SkipDir
-		}
-		if st, err := os.Lstat(p); err == nil && st.Mode().IsRegular() {
-			if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Nlink > 1 {
-				linked[[2]uint64{uint64(sys.Dev), uint64(sys.Ino)}] = true
-			}
-		}
-		return add(p)
-	})
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil
-		}
-		return out, err
 	}
+	for _, p := range w.links {
+		// Only a target in the workspace: one outside it shows inside
+		// as the sandbox's view of the host has it (the home there is
+		// private; a system file is readable by design), and masking a
+		// host path a repository's link names (/bin/sh) would let the
+		// repository break the sandbox it runs in. Resolved every time:
+		// what a link leads to can change without its directory.
+		target, err := filepath.EvalSymlinks(p)
+		if err != nil || !within(root, target) {
+			continue // dangling, the workspace itself, or outside it
+		}
+		if err := add(target); err != nil {
+			return nil, err
+		}
+	}
+	w.save(cacheFile)
 	if len(linked) == 0 {
 		return out, nil
 	}
 	// A second walk, only when a hidden file has other names: find them.
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() || seen[p] {
 			if err == nil && d.IsDir() && seen[p] {
 				return filepath.SkipDir
 			}
 			return nil
 		}
-		st, err := os.Lstat(p)
-		if err != nil {
-			return nil
-		}
-		if sys, ok := st.Sys().(*syscall.Stat_t); ok && linked[[2]uint64{uint64(sys.Dev), uint64(sys.Ino)}] {
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) == nil && linked[[2]uint64{uint64(st.Dev), uint64(st.Ino)}] {
 			return add(p)
 		}
 		return nil
 	})
 	return out, err
+}
+
+// hideCache is what a walk of one tree for one set of patterns found, by
+// directory.
+type hideCache struct {
+	Root     string             `json:"root"`
+	Patterns []string           `json:"patterns"`
+	Dirs     map[string]hideDir `json:"dirs"` // by path from the root, "" the root
+}
+
+type hideDir struct {
+	Stamp   [4]int64 `json:"s,omitempty"` // dev, inode, mtime, ctime; zero: read it again
+	Subdirs []string `json:"d,omitempty"` // walked into
+	Found   []string `json:"f,omitempty"` // matching files and directories
+	Links   []string `json:"l,omitempty"` // matching symlinks
+}
+
+// maxHideCache bounds the cache file read.
+const maxHideCache = 64 << 20
+
+type hideWalk struct {
+	root         string
+	h            *Hider
+	old, new     hideCache
+	now          int64
+	found, links []string
+}
+
+func (w *hideWalk) abs(rel string) string {
+	if rel == "" {
+		return w.root
+	}
+	return w.root + "/" + rel
+}
+
+func (w *hideWalk) dir(rel string) error {
+	p := w.abs(rel)
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		if rel == "" {
+			if err == nil {
+				err = fmt.Errorf("%s is not a directory", p)
+			}
+			return err
+		}
+		return nil // gone since its parent was read
+	}
+	stamp := [4]int64{int64(st.Dev), int64(st.Ino), st.Mtim.Nano(), st.Ctim.Nano()}
+	e, ok := w.old.Dirs[rel]
+	if !ok || e.Stamp != stamp {
+		e = hideDir{}
+		f, err := os.Open(p)
+		if err != nil {
+			return nil // unreadable here is unreadable inside too
+		}
+		ents, err := f.ReadDir(-1)
+		f.Close()
+		if err != nil {
+			return nil
+		}
+		// A directory changed in the same timestamp tick as this read
+		// could change again unseen: it is read again next time.
+		if w.now-max(stamp[2], stamp[3]) >= int64(settled) {
+			e.Stamp = stamp
+		}
+		for _, d := range ents {
+			name := d.Name()
+			r := name
+			if rel != "" {
+				r = rel + "/" + name
+			}
+			switch {
+			case w.h.Match(r, d.IsDir()) && d.Type()&fs.ModeSymlink != 0:
+				e.Links = append(e.Links, name)
+			case w.h.Match(r, d.IsDir()):
+				e.Found = append(e.Found, name)
+			case d.IsDir():
+				e.Subdirs = append(e.Subdirs, name)
+			}
+		}
+	}
+	w.new.Dirs[rel] = e
+	for _, n := range e.Found {
+		w.found = append(w.found, filepath.Join(p, n))
+	}
+	for _, n := range e.Links {
+		w.links = append(w.links, filepath.Join(p, n))
+	}
+	if len(w.found) > MaxHidden {
+		return fmt.Errorf("filesystem.hide: more than %d paths in %s match %s: hide the directories that hold them instead", MaxHidden, w.root, w.h.describe())
+	}
+	for _, n := range e.Subdirs {
+		r := n
+		if rel != "" {
+			r = rel + "/" + n
+		}
+		if err := w.dir(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loadHideCache reads the cache of root's last walk for h's patterns: an
+// empty one if there is none, or it is of another tree or patterns.
+func loadHideCache(file, root string, h *Hider) hideCache {
+	var c hideCache
+	if file == "" {
+		return c
+	}
+	data, err := readRegular(file, maxHideCache)
+	if err != nil || json.Unmarshal(data, &c) != nil || c.Root != root || !slices.Equal(c.Patterns, h.sources()) {
+		return hideCache{}
+	}
+	return c
+}
+
+// save writes the walk's cache atomically; a cache that cannot be written
+// only costs the next start a full walk.
+func (w *hideWalk) save(file string) {
+	if file == "" {
+		return
+	}
+	data, err := json.Marshal(w.new)
+	if err != nil || os.MkdirAll(filepath.Dir(file), 0o700) != nil {
+		return
+	}
+	f, err := os.CreateTemp(filepath.Dir(file), ".hide-*")
+	if err != nil {
+		return
+	}
+	_, werr := f.Write(data)
+	if errors.Join(werr, f.Close()) != nil || os.Rename(f.Name(), file) != nil {
+		os.Remove(f.Name())
+	}
+}
+
+// readRegular reads a regular file of at most max bytes, not through a
+// symlink.
+func readRegular(p string, max int64) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() || st.Size() > max {
+		return nil, fmt.Errorf("%s: not a regular file of at most %d bytes", p, max)
+	}
+	return io.ReadAll(io.LimitReader(f, max))
+}
+
+func (h *Hider) sources() []string {
+	var s []string
+	for _, p := range h.pats {
+		s = append(s, p.src)
+	}
+	return s
 }
 
 func (h *Hider) describe() string {

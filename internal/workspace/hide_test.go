@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestHidePatternsMatchAsGitignoreDoes(t *testing.T) {
@@ -108,7 +109,7 @@ func TestFindHiddenFollowsLinksButNeverHidesTheWorkspace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := FindHidden(root, h)
+	got, err := FindHidden(root, h, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func TestFindHiddenRefusesMoreMatchesThanItCanMask(t *testing.T) {
 		}
 	}
 	h, _ := NewHider([]string{"*.pem"})
-	if _, err := FindHidden(root, h); err == nil || !strings.Contains(err.Error(), "hide the directories that hold them") {
+	if _, err := FindHidden(root, h, ""); err == nil || !strings.Contains(err.Error(), "hide the directories that hold them") {
 		t.Errorf("FindHidden over %d matches: %v", MaxHidden+1, err)
 	}
 }
@@ -149,4 +150,55 @@ func FuzzHidePattern(f *testing.F) {
 			t.Fatalf("%q matches %q but does not cover it", pattern, rel)
 		}
 	})
+}
+
+func TestFindHiddenReusesUnchangedDirectoriesAndSeesEveryChange(t *testing.T) {
+	root := t.TempDir()
+	cache := filepath.Join(t.TempDir(), "hide-cache")
+	for _, d := range []string{"a/b", "c"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	os.WriteFile(filepath.Join(root, "a/b/.env"), nil, 0o644)
+	time.Sleep(2 * settled) // directories changed in the same tick as a walk are read again
+	h, _ := NewHider([]string{".env", "*.pem"})
+	find := func() []string {
+		t.Helper()
+		got, err := FindHidden(root, h, cache)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range got {
+			got[i] = strings.TrimPrefix(got[i], root+"/")
+		}
+		slices.Sort(got)
+		return got
+	}
+	if got := find(); !slices.Equal(got, []string{"a/b/.env"}) {
+		t.Fatalf("first walk = %q", got)
+	}
+	// The second walk takes an unchanged directory's names from the cache:
+	// a name planted there shows it was not read again.
+	data, _ := os.ReadFile(cache)
+	planted := strings.Replace(string(data), `"f":[".env"]`, `"f":[".env","planted"]`, 1)
+	if planted == string(data) {
+		t.Fatalf("cache without a/b's match: %s", data)
+	}
+	os.WriteFile(cache, []byte(planted), 0o600)
+	if got := find(); !slices.Equal(got, []string{"a/b/.env", "a/b/planted"}) {
+		t.Fatalf("second walk = %q; want the cached names of the unchanged a/b", got)
+	}
+	// A new secret changes its directory: seen. So is one whose directory's
+	// mtime was set back (utimes changes ctime, which only the kernel sets).
+	os.WriteFile(filepath.Join(root, "c/server.pem"), nil, 0o644)
+	old := time.Now().Add(-time.Hour)
+	os.WriteFile(filepath.Join(root, "a/.env"), nil, 0o644)
+	os.Chtimes(filepath.Join(root, "a"), old, old)
+	if got := find(); !slices.Equal(got, []string{"a/.env", "a/b/.env", "a/b/planted", "c/server.pem"}) {
+		t.Fatalf("after changes = %q", got)
+	}
+	// Other patterns: the cache is not used.
+	h, _ = NewHider([]string{".env"})
+	if got := find(); !slices.Equal(got, []string{"a/.env", "a/b/.env"}) {
+		t.Fatalf("with other patterns = %q", got)
+	}
 }
