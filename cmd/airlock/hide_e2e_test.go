@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // hideCanary is in every secret's content: it must never show inside.
@@ -226,5 +227,23 @@ func TestAnAbsoluteHidePatternHidesAHostPathOutsideTheWorkspace(t *testing.T) {
 	r := e.sh(`cd `+dir+` && for f in a.secret b.secret readme.txt; do echo "$f [$(cat $f)]"; done`, "--ro", dir, "--hide", filepath.Join(dir, "*.secret"))
 	if !strings.Contains(r.stdout, "a.secret []") || !strings.Contains(r.stdout, "b.secret []") || !strings.Contains(r.stdout, "readme.txt ["+hideCanary+" readme.txt]") {
 		t.Errorf("want the *.secret files empty and readme.txt read: %v", r)
+	}
+}
+
+// The start's walk is cached by directory in the state dir: a secret the
+// host adds between two runs is hidden in the second.
+func TestASecretAddedBetweenRunsIsHiddenInTheNext(t *testing.T) {
+	e := newEnv(t)
+	e.write("svc/app.py", "print('app')\n")
+	e.write("svc/deep/er/main.go", "package main\n")
+	time.Sleep(100 * time.Millisecond) // settled: the first walk caches them
+	if r := e.sh("cat svc/app.py"); r.stdout != "print('app')\n" {
+		t.Fatalf("first run: %v", r)
+	}
+	e.write("svc/deep/er/.env", hideCanary+"\n")
+	e.write("svc/new/id_rsa", hideCanary+"\n")
+	r := e.sh("cat svc/deep/er/.env svc/new/id_rsa svc/deep/er/main.go")
+	if strings.Contains(r.stdout, hideCanary) || !strings.Contains(r.stdout, "package main") {
+		t.Errorf("second run: want the new secrets hidden and main.go read: %v", r)
 	}
 }
