@@ -1,0 +1,115 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/internal/config"
+)
+
+// A run is refused some hosts; policy suggest turns its audit log into the
+// config that would have allowed them (a wildcard where two names share a
+// registrable domain, nothing a deny rule forbids); --write puts it in the
+// project's file in the config dir, and the same run then reaches them, as
+// the upstream's own request log shows.
+func TestPolicySuggestAllowsWhatARunWasRefused(t *testing.T) {
+	u := testUpstream(t)
+	eachMode(t, func(t *testing.T, mode string) { policySuggestRoundTrip(t, u, mode) })
+}
+
+func policySuggestRoundTrip(t *testing.T, u *upstream, mode string) {
+	e := newEnv(t)
+	e.writeConfig("version: 1\nnetwork:\n  deny_hosts: [denied.example.com]\n")
+	ip := strings.Split(u.addr, ":")[0]
+	tag := fmt.Sprintf("suggest%d", time.Now().UnixNano())
+	flags := u.flags("--network-mode", mode, "--allow-host", "example.com")
+	for _, h := range []string{"a.example.com", "b.example.com", "denied.example.com", "api.other.test"} {
+		flags = append(flags, "--add-host", h+":"+ip)
+	}
+	script := func(run string) string {
+		return fmt.Sprintf(`for h in example.com a.example.com b.example.com api.other.test denied.example.com; do
+			echo "$h $(curl -s -o /dev/null -w '%%{http_code}' http://$h/%s-%s-$h)"
+		done`, tag, run)
+	}
+	r := e.run(append(flags, "--keep", "--name", "try", "--", "sh", "-c", script("first"))...)
+	got := u.received(t)
+	if !strings.Contains(got, "/"+tag+"-first-example.com") {
+		t.Fatalf("the allowed host (the positive control) was not reached: %v\nupstream saw:\n%s", r, got)
+	}
+	for _, h := range []string{"a.example.com", "b.example.com", "api.other.test", "denied.example.com"} {
+		if strings.Contains(got, tag+"-first-"+h) {
+			t.Fatalf("%s was reached before anything allowed it", h)
+		}
+	}
+
+	r = e.run("policy", "suggest", "try")
+	for _, want := range []string{
+		"network:\n  allow_hosts:\n",
+		"    - api.other.test\n",
+		"for 2 names (a.example.com, b.example.com)",
+		"    - '*.example.com'\n",
+		"denied.example.com: deny rule denied.example.com (~/.config/airlock/config.yaml:3) forbids it, so an allow would be overridden",
+	} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("policy suggest lacks %q: %v", want, r)
+		}
+	}
+	if strings.Contains(r.stdout, "- denied.example.com") {
+		t.Errorf("suggested the denied host: %s", r.stdout)
+	}
+
+	pf := config.ProjectFile(filepath.Join(e.home, ".config", "airlock"), e.ws)
+	before, _ := os.ReadDir(e.ws)
+	// No terminal to ask on and no --yes: nothing is written.
+	if r := e.run("policy", "suggest", "try", "--write"); r.code != 125 || !strings.Contains(r.stderr, "--yes") || !strings.Contains(r.stderr, "+     - '*.example.com'") {
+		t.Errorf("--write without a terminal = %v, want exit 125, the diff shown, and a pointer to --yes", r)
+	}
+	if _, err := os.Stat(pf); err == nil {
+		t.Fatalf("--write without a yes wrote %s", pf)
+	}
+	if r := e.run("policy", "suggest", "try", "--write", "--yes"); r.code != 0 || !strings.Contains(r.stderr, "added 2 to") {
+		t.Fatalf("--write --yes = %v", r)
+	}
+	data, err := os.ReadFile(pf)
+	if err != nil || !strings.Contains(string(data), "'*.example.com'") || !strings.Contains(string(data), "api.other.test") {
+		t.Fatalf("project file %s = %q, %v", pf, data, err)
+	}
+	if after, _ := os.ReadDir(e.ws); len(after) != len(before) {
+		t.Errorf("the workspace changed: %v, was %v", after, before)
+	}
+	if r := e.run("policy", "suggest", "try", "--write", "--yes"); r.code != 0 || !strings.Contains(r.stdout, "a.example.com: allowed now by *.example.com") || !strings.Contains(r.stderr, "nothing to write") {
+		t.Errorf("a second --write = %v, want nothing added: it is allowed now", r)
+	}
+
+	r = e.run(append(flags, "--", "sh", "-c", script("second"))...)
+	got = u.received(t)
+	for _, h := range []string{"a.example.com", "b.example.com", "api.other.test"} {
+		if !strings.Contains(got, "/"+tag+"-second-"+h) {
+			t.Errorf("%s was not reached after --write: %v", h, r)
+		}
+	}
+	if strings.Contains(got, tag+"-second-denied.example.com") {
+		t.Errorf("the denied host was reached: the deny rule must still win")
+	}
+}
+
+func TestPolicySuggestBadInput(t *testing.T) {
+	e := newEnv(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"policy", "suggest"}, "sandbox ID or name"},
+		{[]string{"policy", "suggest", "nosuch"}, "airlock ls lists sandboxes"},
+		{[]string{"policy", "suggest", "x", "--yes"}, "--yes goes with --write"},
+	} {
+		r := e.run(c.args...)
+		if first, _, _ := strings.Cut(r.stderr, "\n"); r.code != 125 || !strings.Contains(first, c.want) {
+			t.Errorf("airlock %v = %v, want exit 125 and a first line with %q", c.args, r, c.want)
+		}
+	}
+}
