@@ -278,12 +278,18 @@ func (p *parser) mapping(section string, n *yaml.Node) error {
 			}
 			return p.errorf(k, key, "%s", msg)
 		}
-		if err := p.value(f, k, v); err != nil {
+		if f.key == "agents.*" && !agentNameRE.MatchString(k.Value) {
+			return p.errorf(k, key, "not an agent's name: use lower-case letters, digits and -, such as claude (or default: NAME)")
+		}
+		if err := p.value(f, key, k, v); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// agentNameRE is what an agent's name in the agents section looks like.
+var agentNameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
 
 // scalar returns n's text if it is a scalar of one of tags.
 func scalar(n *yaml.Node, tags ...string) (string, bool) {
@@ -298,15 +304,16 @@ func scalar(n *yaml.Node, tags ...string) (string, bool) {
 	return "", false
 }
 
-func (p *parser) value(f *field, k, v *yaml.Node) error {
-	key := f.key
+// value reads key's value v; f is key's schema entry (agents.*.hosts for
+// agents.claude.hosts).
+func (p *parser) value(f *field, key string, k, v *yaml.Node) error {
 	if isNull(v) {
 		return nil // "key:" with nothing sets nothing
 	}
 	if f.kind == kSection {
 		// "approvals: ask" is short for "approvals: {mode: ask}".
 		if m := lookup(key + ".mode"); key == "approvals" && v.Kind == yaml.ScalarNode {
-			return p.value(m, k, v)
+			return p.value(m, key+".mode", k, v)
 		}
 		if v.Kind != yaml.MappingNode {
 			return p.errorf(v, key, "%s (%s)", f.expected(), strings.Join(children(key), ", "))
@@ -435,7 +442,11 @@ func (p *parser) value(f *field, k, v *yaml.Node) error {
 					return p.errorf(n, key, "%v", err)
 				}
 			}
-			if err := checkItem(key, t); err != nil {
+			ck := key
+			if f.wild() && f.host {
+				ck = "network.allow_hosts" // an agent's hosts are allow rules
+			}
+			if err := checkItem(ck, t); err != nil {
 				return p.errorf(n, key, "%q: %v", t, err)
 			}
 			s.items = append(s.items, item{value: t, origin: p.origin(n)})
