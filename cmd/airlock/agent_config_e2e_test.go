@@ -1,9 +1,12 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/fakellm"
 )
 
@@ -87,5 +90,41 @@ func TestAgentRunWithNoNameAndNoDefaultSaysWhatToDo(t *testing.T) {
 		if first, _, _ := strings.Cut(r.stderr, "\n"); r.code != 125 || !strings.Contains(first, c.want) {
 			t.Errorf("agent run with config %q = %v, want exit 125 and a first line with %q", c.config, r, c.want)
 		}
+	}
+}
+
+// config show --origin lists each agent's settings with the file and line
+// they came from (the global file, the project's), and with --agent NAME
+// the config that agent's runs get: its settings in place of the
+// top-level ones, its hosts among the allowed.
+func TestConfigShowSaysWhereEachAgentSettingCameFrom(t *testing.T) {
+	e := newEnv(t)
+	e.writeConfig("limits: {memory: 1g}\nagents:\n  default: claude\n  claude:\n    limits: {memory: 8g}\n")
+	pf := config.ProjectFile(filepath.Join(e.home, ".config", "airlock"), e.ws)
+	os.MkdirAll(filepath.Dir(pf), 0o700)
+	if err := os.WriteFile(pf, []byte("agents:\n  claude:\n    hosts: [docs.example.com]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	proj := "~/" + strings.TrimPrefix(pf, e.home+"/") // as the run's HOME shows it
+	r := e.run("config", "show", "--origin")
+	for _, want := range []string{
+		"limits:\n  memory: 1g  # ~/.config/airlock/config.yaml:1\n",
+		"agents:\n  default: claude  # ~/.config/airlock/config.yaml:3\n  claude:\n    hosts:\n      - docs.example.com  # " + proj + ":3\n    limits:\n      memory: 8g  # ~/.config/airlock/config.yaml:5\n",
+	} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("config show --origin lacks %q: %v", want, r)
+		}
+	}
+	r = e.run("config", "show", "--origin", "--agent", "claude")
+	for _, want := range []string{
+		"limits:\n  memory: 8g  # ~/.config/airlock/config.yaml:5\n",
+		"  allow_hosts:\n    - docs.example.com  # " + proj + ":3\n",
+	} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("config show --origin --agent claude lacks %q: %v", want, r)
+		}
+	}
+	if r := e.run("config", "show", "--agent", "clade"); r.code != 125 || !strings.Contains(r.stderr, `--agent: unknown agent "clade"`) {
+		t.Errorf("config show --agent clade = %v, want exit 125 naming the agent", r)
 	}
 }
