@@ -156,6 +156,11 @@ func policySuggestRun(o *policySuggestOptions) error {
 	fmt.Fprintf(out, "# What sandbox %s (in %s) was refused, as config: %d audit records read.\n", e.Record.ID, suggest.Quote(ws), ns.Records)
 	if s.Empty() {
 		fmt.Fprintln(out, "# Nothing to suggest: no refusal an allow rule would have changed.")
+		if ns.Network == 0 {
+			// Without an allow rule a run has loopback only and no gateway:
+			// nothing it tried to reach was seen.
+			fmt.Fprintln(out, "# The run had no network at all (no allow rule, so no gateway saw what it tried):\n# run it with one, e.g. --allow-host example.com, or --ask, to have its refusals recorded.")
+		}
 	}
 	if err := suggest.Render(out, s); err != nil {
 		return err

@@ -99,6 +99,13 @@ func policySuggestRoundTrip(t *testing.T, u *upstream, mode string) {
 
 func TestPolicySuggestBadInput(t *testing.T) {
 	e := newEnv(t)
+	// A run without an allow rule has no gateway: nothing it tried was seen.
+	if r := e.run("run", "-q", "--keep", "--name", "nonet", "--", "true"); r.code != 0 {
+		t.Fatalf("run: %v", r)
+	}
+	if r := e.run("policy", "suggest", "nonet"); r.code != 0 || !strings.Contains(r.stdout, "Nothing to suggest") || !strings.Contains(r.stdout, "no network at all") {
+		t.Errorf("policy suggest of a run without network = %v, want it to say the run had none", r)
+	}
 	for _, c := range []struct {
 		args []string
 		want string

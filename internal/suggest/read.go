@@ -80,6 +80,9 @@ type Needs struct {
 	// stopped the reading (what was read is still used).
 	Records   int
 	Truncated bool
+	// Network counts the records of the gateway (network, dns, http): none
+	// means the run had no gateway to see what it tried.
+	Network int
 	// Unusable are refused subjects that cannot be written as a rule (a
 	// wildcard, a control character, an address), quoted, at most 20.
 	Unusable []string
@@ -129,6 +132,9 @@ func (ns *Needs) add(rec audit.Record) {
 		n = min(rec.Count, maxCount)
 	}
 	what := rec.Kind + " " + rec.Decision
+	if rec.Kind == audit.KindNetwork || rec.Kind == audit.KindDNS || rec.Kind == audit.KindHTTP {
+		ns.Network++
+	}
 	switch rec.Kind {
 	case audit.KindNetwork, audit.KindDNS:
 		if (rec.Decision != audit.Deny && rec.Decision != audit.Ask) || !hostRefusal(rec.Rule) {
