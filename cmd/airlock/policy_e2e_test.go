@@ -120,3 +120,72 @@ func TestPolicySuggestBadInput(t *testing.T) {
 		}
 	}
 }
+
+// Host commands: one no rule matched, one a person approved, one auto_deny
+// refused. The suggestion asks for the first (ask: a person still says
+// yes), lets the second run unattended, and leaves the third out; after
+// --write, the approved command runs without asking and the other waits
+// for a yes instead of being refused, which the host's file system shows.
+func TestPolicySuggestHostCommands(t *testing.T) {
+	if testBackend() == "docker" {
+		t.Skip("hostexec's client is the binary at /run/airlock/bin, tested natively here")
+	}
+	e := newEnv(t)
+	e.writeConfig("version: 1\nhostexec:\n  auto_deny: ['^rm ']\n  ask: ['^echo ']\n")
+	if r := e.run("run", "-d", "-q", "--name", "h"); r.code != 0 {
+		t.Fatalf("run -d: %v", r)
+	}
+	witness := filepath.Join(e.ws, "witness")
+	os.WriteFile(witness, []byte("x"), 0o644)
+	if r := e.run("exec", "h", "--", "hostexec", "touch", "made"); r.code != 125 {
+		t.Fatalf("hostexec touch (no rule): %v, want 125", r)
+	}
+	if r := e.run("exec", "h", "--", "hostexec", "rm", "-f", witness); r.code != 125 {
+		t.Fatalf("hostexec rm (auto_deny): %v, want 125", r)
+	}
+	wait := e.background("exec", "h", "--", "hostexec", "echo", "asked")
+	req := pendingIn(t, e, "echo asked")
+	if r := e.run("approve", req.ID); r.code != 0 {
+		t.Fatalf("approve: %v", r)
+	}
+	if r := wait(); r.code != 0 || r.stdout != "asked\n" {
+		t.Fatalf("hostexec echo after approve: %v", r)
+	}
+	e.run("kill", "h")
+
+	r := e.run("policy", "suggest", "h")
+	for _, want := range []string{
+		"hostexec:\n  commands:\n",
+		"    # 1 record: hostexec asked ×1\n    - match: ^echo asked$\n",
+		"    - match: ^touch made$\n      ask: true\n",
+		`host command "rm -f ` + witness + `": auto_deny "^rm "`,
+	} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("policy suggest lacks %q: %v", want, r)
+		}
+	}
+	if r := e.run("policy", "suggest", "h", "--write", "--yes"); r.code != 0 || !strings.Contains(r.stderr, "added 2 to") {
+		t.Fatalf("--write --yes = %v", r)
+	}
+
+	if r := e.run("run", "-d", "-q", "--name", "h2"); r.code != 0 {
+		t.Fatalf("run -d h2: %v", r)
+	}
+	if r := e.run("exec", "h2", "--", "hostexec", "echo", "asked"); r.code != 0 || r.stdout != "asked\n" {
+		t.Errorf("hostexec echo after --write = %v, want it to run without asking", r)
+	}
+	wait = e.background("exec", "h2", "--", "hostexec", "touch", "made")
+	req = pendingIn(t, e, "touch made")
+	if r := e.run("deny", req.ID); r.code != 0 {
+		t.Fatalf("deny: %v", r)
+	}
+	if r := wait(); r.code != 125 {
+		t.Errorf("hostexec touch, denied by a person = %v, want 125", r)
+	}
+	if _, err := os.Stat(filepath.Join(e.ws, "made")); err == nil {
+		t.Error("touch ran without a person's yes")
+	}
+	if _, err := os.Stat(witness); err != nil {
+		t.Errorf("the auto_deny'd rm ran: %v", err)
+	}
+}

@@ -52,9 +52,11 @@ type Need struct {
 	Tool   string // tool: the tool's name
 	// Command: the canonical command line (host commands).
 	Command string
-	// Asked: a host command no rule allowed outright but a person (or a
-	// remembered decision) was asked about.
+	// Asked: a host command no rule allowed outright that a person (or a
+	// remembered decision) approved.
 	Asked bool
+	// PersonSaidNo: a person asked about it refused it (never suggested).
+	PersonSaidNo bool
 	// Records counts the records that asked for it, by "kind decision"
 	// ("network deny", "dns deny", "http deny"...).
 	Records map[string]int
@@ -90,6 +92,8 @@ type Needs struct {
 	Dropped int
 
 	byKey map[string]*Need
+	// saidNo are hosts a person refused when asked.
+	saidNo map[string]bool
 }
 
 var errEnough = errors.New("suggest: enough records")
@@ -105,6 +109,7 @@ var readLimit = MaxRecords
 func (ns *Needs) Read(r io.Reader) error {
 	if ns.byKey == nil {
 		ns.byKey = map[string]*Need{}
+		ns.saidNo = map[string]bool{}
 	}
 	lr := &io.LimitedReader{R: r, N: MaxBytes}
 	err := audit.Read(lr, func(rec audit.Record) error {
@@ -174,15 +179,32 @@ func (ns *Needs) add(rec audit.Record) {
 			return
 		}
 		ns.put(&Need{Kind: KindTool, Server: srv, Tool: tool}, what, n)
+	case audit.KindApproval:
+		// A person's no to a host: the host is not suggested.
+		if by := rec.Extra["by"]; rec.Decision == audit.Deny && rec.Host != "" && by != "" && by != "timeout" && len(ns.saidNo) < MaxNeeds {
+			if h, err := CheckHost(rec.Host); err == nil {
+				ns.saidNo[h] = true
+			}
+		}
 	case audit.KindHostExec:
 		if rec.Op != "decide" {
 			return
 		}
 		by := rec.Extra["by"]
-		asked := strings.HasPrefix(by, "human:") || strings.HasPrefix(by, "remembered:")
-		refused := rec.Decision == audit.Deny && by == "auto" && rec.Rule == ""
+		person := strings.HasPrefix(by, "human:") || strings.HasPrefix(by, "remembered:")
+		if person && rec.Decision == audit.Deny && !strings.HasSuffix(by, ":timeout") {
+			if checkCommand(rec.Subject) == nil {
+				ns.put(&Need{Kind: KindCommand, Command: rec.Subject, PersonSaidNo: true}, "hostexec refused by a person", n)
+			}
+			return
+		}
+		asked := person && rec.Decision == audit.Allow
+		// Refused because no rule matched, or by auto_deny (kept, so
+		// Suggest can say the deny still holds); not for a reason no rule
+		// changes (the binary was not found, the workspace mode).
+		refused := rec.Decision == audit.Deny && by == "auto" && (rec.Rule == "" && rec.Reason == "no rule matches" || strings.HasPrefix(rec.Reason, "matches auto_deny "))
 		if !asked && !refused {
-			return // allowed by a rule, or refused by one (auto_deny)
+			return
 		}
 		if err := checkCommand(rec.Subject); err != nil {
 			ns.unusable(rec.Subject)
@@ -222,6 +244,7 @@ func (ns *Needs) put(n *Need, what string, count int) {
 		cur = n
 	}
 	cur.Asked = cur.Asked || n.Asked
+	cur.PersonSaidNo = cur.PersonSaidNo || n.PersonSaidNo
 	cur.Records[what] = min(cur.Records[what]+count, maxCount)
 }
 

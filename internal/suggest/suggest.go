@@ -125,6 +125,8 @@ func Suggest(ns *Needs, cur Current) (*Suggestion, error) {
 		case KindHost:
 			d := pol.Host(n.Host, uint16(n.Port))
 			switch {
+			case ns.saidNo[n.Host]:
+				s.Notes = append(s.Notes, fmt.Sprintf("%s: a person refused it when asked; not suggested (%s)", hostPort(n), recs))
 			case d.Verdict == policy.Allow:
 				s.Notes = append(s.Notes, fmt.Sprintf("%s: allowed now by %s (%s)", hostPort(n), d.Rule, recs))
 			case d.Verdict == policy.Deny && d.Rule != "default":
@@ -141,6 +143,10 @@ func Suggest(ns *Needs, cur Current) (*Suggestion, error) {
 		case KindTool:
 			s.Entries = append(s.Entries, Entry{Key: "mcp_servers", Server: n.Server, Tool: n.Tool, Needs: []*Need{n}})
 		case KindCommand:
+			if n.PersonSaidNo {
+				s.Notes = append(s.Notes, fmt.Sprintf("host command %s: a person refused it when asked; not suggested (%s)", Quote(n.Command), recs))
+				continue
+			}
 			denied := ""
 			for _, re := range denies {
 				if re.MatchString(n.Command) {

@@ -92,9 +92,13 @@ func TestSuggestionIsGroupedExplainedAndLoads(t *testing.T) {
 		lineOf(audit.Record{Kind: "http", Host: "api.github.com", Method: "POST", Path: "/repos/x/y/issues", Decision: "deny", Rule: "endpoint rules"}) +
 		lineOf(audit.Record{Kind: "http", Host: "api.github.com", Method: "GET", Path: "/x", Decision: "secret_blocked"}) +
 		lineOf(audit.Record{Kind: "mcp", Subject: "github/create_issue", Decision: "deny", Rule: "unknown tool", Extra: map[string]string{"server": "github", "tool": "create_issue"}}) +
-		lineOf(audit.Record{Kind: "hostexec", Op: "decide", Subject: "git push origin main", Decision: "deny", Extra: map[string]string{"by": "auto"}}) +
+		lineOf(audit.Record{Kind: "hostexec", Op: "decide", Subject: "git push origin main", Decision: "deny", Reason: "no rule matches", Extra: map[string]string{"by": "auto"}}) +
+		lineOf(audit.Record{Kind: "hostexec", Op: "decide", Subject: "make lint", Decision: "deny", Rule: "^make", Reason: "make: not found", Extra: map[string]string{"by": "auto"}}) +
 		lineOf(audit.Record{Kind: "hostexec", Op: "decide", Subject: "make test", Decision: "allow", Rule: "^make", Extra: map[string]string{"by": "human:cli"}}) +
-		lineOf(audit.Record{Kind: "hostexec", Op: "decide", Subject: "rm -rf /", Decision: "deny", Extra: map[string]string{"by": "auto"}})
+		lineOf(audit.Record{Kind: "hostexec", Op: "decide", Subject: "make deploy", Decision: "deny", Rule: "^make", Extra: map[string]string{"by": "human:cli"}}) +
+		lineOf(audit.Record{Kind: "network", Host: "tracker.test", Port: 443, Decision: "ask", Rule: "default"}) +
+		lineOf(audit.Record{Kind: "approval", Subject: "tracker.test:443", Host: "tracker.test", Port: 443, Decision: "deny", Rule: "once", Extra: map[string]string{"by": "cli"}}) +
+		lineOf(audit.Record{Kind: "hostexec", Op: "decide", Subject: "rm -rf /", Decision: "deny", Rule: "^rm ", Reason: "matches auto_deny ^rm ", Extra: map[string]string{"by": "auto"}})
 	cur := Current{Endpoints: []string{"api.github.com GET /repos/*"}, AllowHosts: []string{"api.github.com"}, HostExecDeny: []string{"^rm "},
 		Origin: func(key, rule string) string { return "global:3" }}
 	s, out := suggestFrom(t, log, cur)
@@ -106,12 +110,14 @@ func TestSuggestionIsGroupedExplainedAndLoads(t *testing.T) {
 		"    - match: ^make test$\n",
 		"#       - {tool: create_issue, allow: always}\n",
 		`auto_deny "^rm " (global:3) forbids it`,
+		`host command "make deploy": a person refused it when asked; not suggested`,
+		"tracker.test: a person refused it when asked; not suggested",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	if strings.Contains(out, "10.0.0.1") || strings.Contains(out, "allowed.test") {
+	if strings.Contains(out, "10.0.0.1") || strings.Contains(out, "allowed.test") || strings.Contains(out, "make lint") {
 		t.Errorf("suggested what no allow rule can change or what was allowed:\n%s", out)
 	}
 	// The printed suggestion loads as a config file.
@@ -160,7 +166,7 @@ func TestHostileAuditLinesAreNotSuggested(t *testing.T) {
 		lineOf(audit.Record{Kind: "http", Host: "api.test.dev", Method: "GET", Path: "/a/*", Decision: "deny", Rule: "endpoint rules"}) +
 		lineOf(audit.Record{Kind: "http", Host: "api.test.dev", Method: "GET /x", Path: "/a", Decision: "deny", Rule: "endpoint rules"}) +
 		lineOf(audit.Record{Kind: "mcp", Decision: "deny", Rule: "unknown tool", Extra: map[string]string{"server": "gh", "tool": "*"}}) +
-		lineOf(audit.Record{Kind: "hostexec", Op: "decide", Subject: "git push\n- match: .*", Decision: "deny", Extra: map[string]string{"by": "auto"}}) +
+		lineOf(audit.Record{Kind: "hostexec", Op: "decide", Subject: "git push\n- match: .*", Decision: "deny", Reason: "no rule matches", Extra: map[string]string{"by": "auto"}}) +
 		"not json at all\n" + `{"kind":"network","host":` + "\n"
 	s, out := suggestFrom(t, log, Current{})
 	if !s.Empty() {
@@ -251,7 +257,7 @@ func FuzzReadAndSuggest(f *testing.F) {
 	f.Add([]byte(deny("a.example.com", 443) + deny("b.example.com", 443)))
 	f.Add([]byte(deny("*.com", 443)))
 	f.Add([]byte(lineOf(audit.Record{Kind: "http", Host: "api.test.dev", Method: "GET", Path: "/a/b", Decision: "deny", Rule: "endpoint rules"})))
-	f.Add([]byte(lineOf(audit.Record{Kind: "hostexec", Op: "decide", Subject: "git 'a b'", Decision: "deny", Extra: map[string]string{"by": "auto"}})))
+	f.Add([]byte(lineOf(audit.Record{Kind: "hostexec", Op: "decide", Subject: "git 'a b'", Decision: "deny", Reason: "no rule matches", Extra: map[string]string{"by": "auto"}})))
 	f.Add([]byte(`{"kind":"dns","host":"x.y.z","decision":"deny","rule":"default","count":99999999999}` + "\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var ns Needs
