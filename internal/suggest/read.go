@@ -94,6 +94,7 @@ type Needs struct {
 	byKey map[string]*Need
 	// saidNo are hosts a person refused when asked.
 	saidNo map[string]bool
+	bytes  int64 // read so far, over every call of Read
 }
 
 var errEnough = errors.New("suggest: enough records")
@@ -105,13 +106,14 @@ var readLimit = MaxRecords
 // collects what was refused: connections and DNS names no rule covered,
 // requests endpoint rules did not allow, MCP tools no rule named, host
 // commands no rule matched or a person was asked about. Corrupt lines are
-// skipped. It reads at most MaxBytes and MaxRecords.
+// skipped. Over all its calls (a run's rotated files) it reads at most
+// MaxBytes and MaxRecords.
 func (ns *Needs) Read(r io.Reader) error {
 	if ns.byKey == nil {
 		ns.byKey = map[string]*Need{}
 		ns.saidNo = map[string]bool{}
 	}
-	lr := &io.LimitedReader{R: r, N: MaxBytes}
+	lr := &io.LimitedReader{R: r, N: MaxBytes - ns.bytes}
 	err := audit.Read(lr, func(rec audit.Record) error {
 		if ns.Records >= readLimit {
 			ns.Truncated = true
@@ -121,6 +123,7 @@ func (ns *Needs) Read(r io.Reader) error {
 		ns.add(rec)
 		return nil
 	}, func(int, error) {})
+	ns.bytes = MaxBytes - lr.N
 	if lr.N <= 0 {
 		ns.Truncated = true
 	}
