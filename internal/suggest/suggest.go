@@ -61,7 +61,11 @@ func (e *Entry) Comment() string {
 	if len(names) > 1 {
 		sort.Strings(names)
 		names = dedupe(names)
-		s += fmt.Sprintf(" for %d names (%s)", len(names), strings.Join(names, ", "))
+		shown := names
+		if len(shown) > 5 {
+			shown = append(shown[:5:5], "…")
+		}
+		s += fmt.Sprintf(" for %d names (%s)", len(names), strings.Join(shown, ", "))
 	}
 	s += ": " + strings.Join(kinds, ", ")
 	if e.Command != nil && e.Command.Ask {

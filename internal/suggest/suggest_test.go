@@ -283,3 +283,14 @@ func FuzzReadAndSuggest(f *testing.F) {
 		}
 	})
 }
+
+func TestAWildcardsCommentNamesAFewOfItsNames(t *testing.T) {
+	var log strings.Builder
+	for _, h := range []string{"a", "b", "c", "d", "e", "f", "g"} {
+		log.WriteString(deny(h+".example.com", 443))
+	}
+	_, out := suggestFrom(t, log.String(), Current{})
+	if want := "# 7 records for 7 names (a.example.com, b.example.com, c.example.com, d.example.com, e.example.com, …): network deny ×7\n    - '*.example.com'\n"; !strings.Contains(out, want) {
+		t.Errorf("output lacks %q:\n%s", want, out)
+	}
+}
