@@ -2,12 +2,14 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -131,8 +133,30 @@ func policySuggestRun(o *policySuggestOptions) error {
 		return err
 	}
 	sp := l.Spec
-	cur := suggest.Current{AllowHosts: sp.Network.AllowHosts, TunnelHosts: sp.Network.TunnelHosts, DenyHosts: sp.Network.DenyHosts,
-		Endpoints: sp.Network.Endpoints, HostExecDeny: sp.HostExec.AutoDeny,
+	// The rules the run had (its flags too) join the files': a refusal by
+	// the run's endpoint rules is one to suggest for, and a deny it ran
+	// with is never suggested around.
+	var ran struct {
+		Config config.Spec `json:"config"`
+	}
+	if len(e.Record.Config) > 0 {
+		if err := json.Unmarshal(e.Record.Config, &ran); err != nil {
+			return fmt.Errorf("policy suggest: sandbox %s's record: %w", o.Ref, err)
+		}
+	}
+	rn := ran.Config.Network
+	union := func(a, b []string) []string {
+		out := slices.Clone(a)
+		for _, x := range b {
+			if !slices.Contains(out, x) {
+				out = append(out, x)
+			}
+		}
+		return out
+	}
+	cur := suggest.Current{AllowHosts: union(sp.Network.AllowHosts, rn.AllowHosts), TunnelHosts: union(sp.Network.TunnelHosts, rn.TunnelHosts),
+		DenyHosts: union(sp.Network.DenyHosts, rn.DenyHosts), Endpoints: union(sp.Network.Endpoints, rn.Endpoints),
+		FileEndpoints: sp.Network.Endpoints, HostExecDeny: union(sp.HostExec.AutoDeny, ran.Config.HostExec.AutoDeny),
 		Origin: func(key, rule string) string {
 			var list []string
 			switch key {
@@ -146,7 +170,7 @@ func policySuggestRun(o *policySuggestOptions) error {
 					return l.Origins[key][i].String()
 				}
 			}
-			return ""
+			return "the run's"
 		}}
 	s, err := suggest.Suggest(&ns, cur)
 	if err != nil {

@@ -23,6 +23,10 @@ type Current struct {
 	HostExecDeny []string
 	// Origin names where a rule of key came from ("~/.config/airlock/config.yaml:4"), or "".
 	Origin func(key, rule string) string
+	// FileEndpoints are the endpoint rules of the files a suggestion is
+	// written to (Endpoints may hold the run's flags' too): a host with none
+	// there would be limited to what is suggested for it.
+	FileEndpoints []string
 }
 
 // Entry is one suggested setting, with the needs it answers.
@@ -33,6 +37,7 @@ type Entry struct {
 	Server  string // mcp_servers: the server and tool to allow
 	Tool    string
 	Needs   []*Need
+	Caveat  string // said after the comment
 }
 
 // Comment is the line said above e: which records asked for it, how often.
@@ -70,6 +75,9 @@ func (e *Entry) Comment() string {
 	s += ": " + strings.Join(kinds, ", ")
 	if e.Command != nil && e.Command.Ask {
 		s += "; ask: a person still says yes each time (drop it to run unattended)"
+	}
+	if e.Caveat != "" {
+		s += "; " + e.Caveat
 	}
 	return s
 }
@@ -113,6 +121,10 @@ func Suggest(ns *Needs, cur Current) (*Suggestion, error) {
 		}
 		return ""
 	}
+	files, err := policy.New(policy.Config{Endpoints: cur.FileEndpoints})
+	if err != nil {
+		return nil, fmt.Errorf("suggest: the current config: %w", err)
+	}
 	var denies []*regexp.Regexp
 	for _, d := range cur.HostExecDeny {
 		if re, err := regexp.Compile(d); err == nil {
@@ -143,7 +155,11 @@ func Suggest(ns *Needs, cur Current) (*Suggestion, error) {
 				s.Notes = append(s.Notes, fmt.Sprintf("%s %s %s: allowed now by %s (%s)", n.Host, n.Method, n.Path, d.Rule, recs))
 				continue
 			}
-			s.Entries = append(s.Entries, Entry{Key: "network.endpoints", Value: n.Host + " " + n.Method + " " + n.Path, Needs: []*Need{n}})
+			e := Entry{Key: "network.endpoints", Value: n.Host + " " + n.Method + " " + n.Path, Needs: []*Need{n}}
+			if files.Endpoint(n.Host, n.Method, n.Path).Rule == "no endpoint rules" {
+				e.Caveat = "the config files have no endpoint rules for " + n.Host + " (the run's came from flags), so this one alone would limit it to what is listed"
+			}
+			s.Entries = append(s.Entries, e)
 		case KindTool:
 			s.Entries = append(s.Entries, Entry{Key: "mcp_servers", Server: n.Server, Tool: n.Tool, Needs: []*Need{n}})
 		case KindCommand:

@@ -99,7 +99,7 @@ func TestSuggestionIsGroupedExplainedAndLoads(t *testing.T) {
 		lineOf(audit.Record{Kind: "network", Host: "tracker.test", Port: 443, Decision: "ask", Rule: "default"}) +
 		lineOf(audit.Record{Kind: "approval", Subject: "tracker.test:443", Host: "tracker.test", Port: 443, Decision: "deny", Rule: "once", Extra: map[string]string{"by": "cli"}}) +
 		lineOf(audit.Record{Kind: "hostexec", Op: "decide", Subject: "rm -rf /", Decision: "deny", Rule: "^rm ", Reason: "matches auto_deny ^rm ", Extra: map[string]string{"by": "auto"}})
-	cur := Current{Endpoints: []string{"api.github.com GET /repos/*"}, AllowHosts: []string{"api.github.com"}, HostExecDeny: []string{"^rm "},
+	cur := Current{Endpoints: []string{"api.github.com GET /repos/*"}, FileEndpoints: []string{"api.github.com GET /repos/*"}, AllowHosts: []string{"api.github.com"}, HostExecDeny: []string{"^rm "},
 		Origin: func(key, rule string) string { return "global:3" }}
 	s, out := suggestFrom(t, log, cur)
 	for _, want := range []string{
@@ -291,6 +291,16 @@ func TestAWildcardsCommentNamesAFewOfItsNames(t *testing.T) {
 	}
 	_, out := suggestFrom(t, log.String(), Current{})
 	if want := "# 7 records for 7 names (a.example.com, b.example.com, c.example.com, d.example.com, e.example.com, …): network deny ×7\n    - '*.example.com'\n"; !strings.Contains(out, want) {
+		t.Errorf("output lacks %q:\n%s", want, out)
+	}
+}
+
+// Endpoint rules only a run's flags had: an endpoint suggested for the
+// files would, alone there, limit the host; the comment says so.
+func TestAnEndpointForAHostWithoutRulesInTheFilesSaysItWouldLimitIt(t *testing.T) {
+	log := lineOf(audit.Record{Kind: "http", Host: "api.github.com", Method: "POST", Path: "/graphql", Decision: "deny", Rule: "endpoint rules"})
+	_, out := suggestFrom(t, log, Current{AllowHosts: []string{"api.github.com"}, Endpoints: []string{"api.github.com GET /repos/*"}})
+	if want := "the config files have no endpoint rules for api.github.com (the run's came from flags), so this one alone would limit it to what is listed\n    - api.github.com POST /graphql\n"; !strings.Contains(out, want) {
 		t.Errorf("output lacks %q:\n%s", want, out)
 	}
 }
