@@ -278,7 +278,7 @@ func (p *parser) mapping(section string, n *yaml.Node) error {
 			}
 			return p.errorf(k, key, "%s", msg)
 		}
-		if f.key == "agents.*" && !agentNameRE.MatchString(k.Value) {
+		if f.key == "agents.*" && !validAgentName(k.Value) {
 			return p.errorf(k, key, "not an agent's name: use lower-case letters, digits and -, such as claude (or default: NAME)")
 		}
 		if err := p.value(f, key, k, v); err != nil {
@@ -288,8 +288,21 @@ func (p *parser) mapping(section string, n *yaml.Node) error {
 	return nil
 }
 
-// agentNameRE is what an agent's name in the agents section looks like.
-var agentNameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+// validAgentName reports whether n looks like an agent's name in the
+// agents section: a lower-case letter, then up to 31 lower-case letters,
+// digits and -. (No regular expression: this package's init is every
+// airlock start's, the guest's too.)
+func validAgentName(n string) bool {
+	if n == "" || len(n) > 32 || n[0] < 'a' || n[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(n); i++ {
+		if c := n[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // scalar returns n's text if it is a scalar of one of tags.
 func scalar(n *yaml.Node, tags ...string) (string, bool) {

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"golang.org/x/net/idna"
 
@@ -177,7 +178,7 @@ func (ns *Needs) add(rec audit.Record) {
 			return
 		}
 		srv, tool := rec.Extra["server"], rec.Extra["tool"]
-		if !serverRE.MatchString(srv) || len(srv) > 64 || !toolRE.MatchString(tool) || len(tool) > 128 {
+		if !serverRE().MatchString(srv) || len(srv) > 64 || !toolRE().MatchString(tool) || len(tool) > 128 {
 			ns.unusable(rec.Subject)
 			return
 		}
@@ -274,11 +275,12 @@ func Quote(s string) string {
 	return fmt.Sprintf("%+q", s)
 }
 
+// Compiled at first use, not at every airlock start.
 var (
-	serverRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+	serverRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`) })
 	// A tool name as MCP servers name them; no glob characters, which a
 	// rule would read as a pattern.
-	toolRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.:/-]*$`)
+	toolRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.:/-]*$`) })
 )
 
 // CheckHost returns the name a rule for host would name, or why there is
