@@ -57,7 +57,14 @@ func Merge(name string, file []byte, project string, entries []Entry) ([]byte, i
 			item = &yaml.Node{Kind: yaml.ScalarNode, Value: e.Value}
 		}
 		item.HeadComment = "# " + e.Comment()
-		list.Style = 0 // block style, so the comment has a line of its own
+		if list.Style&yaml.FlowStyle != 0 {
+			// Block style, so the comment has a line of its own; the flow
+			// list's own line comment stays on its key's line.
+			list.Style = 0
+			if k := keyOf(root, sec, key); k != nil && k.LineComment == "" {
+				k.LineComment, list.LineComment = list.LineComment, ""
+			}
+		}
 		list.Content = append(list.Content, item)
 		added++
 	}
@@ -94,6 +101,20 @@ func listAt(root *yaml.Node, sec, key string) (*yaml.Node, error) {
 		return nil, errors.New(sec + "." + key + " is not a list")
 	}
 	return l, nil
+}
+
+// keyOf is the key node of sec.key in root, or nil.
+func keyOf(root *yaml.Node, sec, key string) *yaml.Node {
+	m := getKey(root, sec)
+	if m == nil {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i]
+		}
+	}
+	return nil
 }
 
 func getKey(m *yaml.Node, k string) *yaml.Node {
@@ -179,12 +200,12 @@ func Diff(old, new []byte) string {
 			ops = append(ops, op{' ', a[i]})
 			i++
 			j++
-		case j < m && (i == n || lcs[i][j+1] >= lcs[i+1][j]):
+		case i < n && (j == m || lcs[i+1][j] >= lcs[i][j+1]):
+			ops = append(ops, op{'-', a[i]}) // what goes, before what comes
+			i++
+		default:
 			ops = append(ops, op{'+', b[j]})
 			j++
-		default:
-			ops = append(ops, op{'-', a[i]})
-			i++
 		}
 	}
 	const ctx = 2

@@ -243,7 +243,8 @@ func TestMergeKeepsTheFileAndAddsUnderComments(t *testing.T) {
 		t.Errorf("merged file reads as %+v", sp.Network)
 	}
 	d := Diff(file, out)
-	if !strings.Contains(d, "+ ") || !strings.Contains(out2(out), "# 2 records: network deny ×2") || !strings.Contains(string(out), "# my settings") {
+	if !strings.Contains(d, "+ ") || !strings.Contains(out2(out), "# 2 records: network deny ×2") || !strings.Contains(string(out), "# my settings") ||
+		!strings.Contains(string(out), "  allow_hosts: # python\n    - pypi.org\n") || !strings.Contains(string(out), "\nlimits:\n") {
 		t.Errorf("diff:\n%s\nfile:\n%s", d, out)
 	}
 	if _, _, err := Merge("p.yaml", []byte("network: [x]\n"), "/src/app", entries); err == nil {
@@ -302,5 +303,17 @@ func TestAnEndpointForAHostWithoutRulesInTheFilesSaysItWouldLimitIt(t *testing.T
 	_, out := suggestFrom(t, log, Current{AllowHosts: []string{"api.github.com"}, Endpoints: []string{"api.github.com GET /repos/*"}})
 	if want := "the config files have no endpoint rules for api.github.com (the run's came from flags), so this one alone would limit it to what is listed\n    - api.github.com POST /graphql\n"; !strings.Contains(out, want) {
 		t.Errorf("output lacks %q:\n%s", want, out)
+	}
+}
+
+func TestDiffShowsWhatGoesThenWhatComesWithContext(t *testing.T) {
+	old := "a\nb\nc\nd\ne\nf\ng\nh\n"
+	new := "a\nb\nc\nd\nE\nf\ng\nh\ni\n"
+	want := "  c\n  d\n- e\n+ E\n  f\n  g\n  h\n+ i\n"
+	if got := Diff([]byte(old), []byte(new)); got != want {
+		t.Errorf("Diff =\n%s\nwant\n%s", got, want)
+	}
+	if got := Diff(nil, []byte("x\n")); got != "+ x\n" {
+		t.Errorf("Diff from nothing = %q", got)
 	}
 }
