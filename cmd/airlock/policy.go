@@ -11,9 +11,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/audit"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/state"
@@ -154,8 +156,18 @@ func policySuggestRun(o *policySuggestOptions) error {
 		}
 		return out
 	}
-	cur := suggest.Current{AllowHosts: union(sp.Network.AllowHosts, rn.AllowHosts), TunnelHosts: union(sp.Network.TunnelHosts, rn.TunnelHosts),
-		DenyHosts: union(sp.Network.DenyHosts, rn.DenyHosts), Endpoints: union(sp.Network.Endpoints, rn.Endpoints),
+	// Saved decisions hold in every run: a saved deny is a deny, a saved
+	// allow already allows.
+	var savedAllow, savedDeny []string
+	if l.Dir != "" {
+		store, err := approval.OpenStore(l.Dir)
+		if err != nil {
+			return fmt.Errorf("policy suggest: %w", err)
+		}
+		savedAllow, savedDeny = approval.HostRules(store.Rules(l.Project), time.Now())
+	}
+	cur := suggest.Current{AllowHosts: union(union(sp.Network.AllowHosts, rn.AllowHosts), savedAllow), TunnelHosts: union(sp.Network.TunnelHosts, rn.TunnelHosts),
+		DenyHosts: union(union(sp.Network.DenyHosts, rn.DenyHosts), savedDeny), Endpoints: union(sp.Network.Endpoints, rn.Endpoints),
 		FileEndpoints: sp.Network.Endpoints, HostExecDeny: union(sp.HostExec.AutoDeny, ran.Config.HostExec.AutoDeny),
 		Origin: func(key, rule string) string {
 			var list []string
@@ -169,6 +181,9 @@ func policySuggestRun(o *policySuggestOptions) error {
 				if r == rule && i < len(l.Origins[key]) {
 					return l.Origins[key][i].String()
 				}
+			}
+			if key == "network.deny_hosts" && slices.Contains(savedDeny, rule) {
+				return "a saved decision: airlock approvals --decisions"
 			}
 			return "the run's"
 		}}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/config"
 )
 
@@ -197,5 +198,42 @@ func TestPolicySuggestHostCommands(t *testing.T) {
 	}
 	if _, err := os.Stat(witness); err != nil {
 		t.Errorf("the auto_deny'd rm ran: %v", err)
+	}
+}
+
+// Saved approval decisions hold in every run: a name a saved decision
+// denies is never suggested, one it now allows is not suggested again.
+func TestPolicySuggestHonoursSavedDecisions(t *testing.T) {
+	e := newEnv(t)
+	r := e.run("run", "-q", "--keep", "--name", "s", "--allow-host", "proxy.golang.org", "--", "sh", "-c",
+		"for h in saved-deny.example.net saved-allow.example.org free.example.org; do curl -s -m 5 -o /dev/null http://$h/; done; true")
+	if r.code != 0 {
+		t.Fatalf("run: %v", r)
+	}
+	now := time.Now().UTC()
+	data, err := approval.MarshalRules([]approval.Rule{
+		{ID: approval.NewRuleID(), Host: "saved-deny.example.net", Allow: false, Scope: approval.Global, Created: now, By: "cli"},
+		{ID: approval.NewRuleID(), Host: "saved-allow.example.org", Allow: true, Scope: approval.Global, Created: now, By: "cli"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(e.home, ".config", "airlock")
+	os.MkdirAll(dir, 0o700)
+	if err := os.WriteFile(filepath.Join(dir, approval.StoreFile), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = e.run("policy", "suggest", "s")
+	for _, want := range []string{
+		"    - free.example.org\n",
+		"saved-deny.example.net: deny rule saved-deny.example.net (a saved decision: airlock approvals --decisions) forbids it",
+		"saved-allow.example.org: allowed now by saved-allow.example.org",
+	} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("policy suggest lacks %q: %v", want, r)
+		}
+	}
+	if strings.Contains(r.stdout, "- saved-") {
+		t.Errorf("suggested a name a saved decision covers: %s", r.stdout)
 	}
 }
