@@ -3,6 +3,7 @@ package config
 import (
 	"bytes"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -231,4 +232,51 @@ func TestAgentsFromARepositoryFileNeedTrust(t *testing.T) {
 	if err != nil || hosts(l) != "global.example.com" || l.Spec.Agents.Default != "" {
 		t.Fatalf("changed: %+v, %v; want the global file's agents only", l.Spec.Agents, err)
 	}
+}
+
+// FuzzAgentsSection parses an agents section: whatever parses merges, and
+// config show writes it back as text that parses to the same settings.
+func FuzzAgentsSection(f *testing.F) {
+	f.Add("default: claude\nclaude: {hosts: [a.example.com], limits: {memory: 4g}}\n")
+	f.Add("codex: {args: [--full-auto, -m, o3], backend: docker, image: x:1}\n")
+	f.Add("claude: {keys: [ANTHROPIC_API_KEY], budget: {usd: 2.5, tokens: 100}}\n")
+	f.Fuzz(func(t *testing.T, body string) {
+		text := "agents:\n" + indent(body)
+		l, err := Parse("/f.yaml", []byte(text), SourceGlobal)
+		if err != nil {
+			return
+		}
+		sp, _ := Merge(l)
+		var b bytes.Buffer
+		if err := Show(&b, sp, nil); err != nil {
+			t.Fatalf("Show: %v", err)
+		}
+		l2, err := Parse("/again.yaml", b.Bytes(), SourceGlobal)
+		if err != nil {
+			t.Fatalf("Show's output does not parse: %v\n%s\nfrom\n%s", err, b.String(), text)
+		}
+		again, _ := Merge(l2)
+		if !reflect.DeepEqual(normAgents(again.Agents), normAgents(sp.Agents)) {
+			t.Fatalf("read back as %+v, want %+v\n%s", again.Agents, sp.Agents, b.String())
+		}
+	})
+}
+
+func indent(s string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(s, "\n") {
+		b.WriteString("  " + l + "\n")
+	}
+	return b.String()
+}
+
+// normAgents drops agents with no settings (Show writes nothing for them).
+func normAgents(a Agents) Agents {
+	out := Agents{Default: a.Default, By: map[string]*Agent{}}
+	for n, x := range a.By {
+		if !reflect.DeepEqual(*x, Agent{}) {
+			out.By[n] = x
+		}
+	}
+	return out
 }
