@@ -90,7 +90,8 @@ airlock get ID what it spent (--keep=false to drop it; airlock rm ID).`,
   OPENAI_API_KEY=... airlock agent run codex -- exec "fix the build"
   airlock agent run gemini --workspace-mode overlay     # review before apply
   airlock agent run claude --ask                        # unknown hosts wait for you
-  airlock agent run claude --resume last -- -p "now the docs"`,
+  airlock agent run claude --resume last -- -p "now the docs"
+  airlock agent run -- -p "fix the lint"               # the agent config's agents.default names`,
 		Args: func(c *cobra.Command, args []string) error {
 			if d := c.ArgsLenAtDash(); len(args) > 1 && d != 1 && d != 0 {
 				return usageError{fmt.Sprintf("unexpected argument %q: the agent's own arguments go after --, as in airlock agent run %s -- -p \"PROMPT\"", args[1], args[0])}

@@ -27,7 +27,10 @@ func newPolicyCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "policy",
 		Short: "Make a policy from what a run needed",
-		Args:  noArgs,
+		Long: `Make a policy from what a run needed: airlock policy suggest ID reads the
+run's audit log and prints the smallest config that would have allowed what
+it was refused; --write merges it into the project's file after asking.`,
+		Args: noArgs,
 	}
 	c.AddCommand(newPolicySuggestCmd(nil))
 	return c
