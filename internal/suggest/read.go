@@ -100,8 +100,8 @@ type Needs struct {
 
 var errEnough = errors.New("suggest: enough records")
 
-// readLimit is MaxRecords (a test lowers it).
-var readLimit = MaxRecords
+// readLimit and byteLimit are MaxRecords and MaxBytes (a test lowers them).
+var readLimit, byteLimit = MaxRecords, int64(MaxBytes)
 
 // Read reads audit records (JSON lines, one or several files' worth) and
 // collects what was refused: connections and DNS names no rule covered,
@@ -114,7 +114,7 @@ func (ns *Needs) Read(r io.Reader) error {
 		ns.byKey = map[string]*Need{}
 		ns.saidNo = map[string]bool{}
 	}
-	lr := &io.LimitedReader{R: r, N: MaxBytes - ns.bytes}
+	lr := &io.LimitedReader{R: r, N: byteLimit - ns.bytes}
 	err := audit.Read(lr, func(rec audit.Record) error {
 		if ns.Records >= readLimit {
 			ns.Truncated = true
@@ -124,7 +124,7 @@ func (ns *Needs) Read(r io.Reader) error {
 		ns.add(rec)
 		return nil
 	}, func(int, error) {})
-	ns.bytes = MaxBytes - lr.N
+	ns.bytes = byteLimit - lr.N
 	if lr.N <= 0 {
 		ns.Truncated = true
 	}

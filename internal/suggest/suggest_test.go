@@ -200,6 +200,19 @@ func TestAHugeAuditLogIsReadInPart(t *testing.T) {
 	if !ns.Truncated || ns.Records > readLimit {
 		t.Errorf("read %d records, truncated %v; want at most %d and truncated", ns.Records, ns.Truncated, readLimit)
 	}
+	// The bytes are bounded over every file of a run, as the records are.
+	readLimit = MaxRecords
+	byteLimit = 64 << 10
+	var nb Needs
+	for range 3 { // three rotated files' worth
+		if err := nb.Read(&endless{line: []byte(line)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !nb.Truncated || int64(nb.Records*len(line)) > byteLimit {
+		t.Errorf("read %d records (%d bytes) from endless files, truncated %v; want at most %d bytes in all", nb.Records, nb.Records*len(line), nb.Truncated, byteLimit)
+	}
+	byteLimit = MaxBytes
 	// Distinct names past MaxNeeds are counted, not kept.
 	var many strings.Builder
 	for i := range MaxNeeds + 10 {
