@@ -63,10 +63,61 @@ type Spec struct {
 	// counts it.
 	Budget Budget `json:"budget,omitzero"`
 
-	// Reserved sections: parsed from config files and passed through, not yet
-	// interpreted (decoded YAML: maps, lists, strings, numbers, bools).
+	// MCPServers is parsed from config files and passed through to the MCP
+	// proxy, which reads it (decoded YAML: maps, lists, strings, numbers, bools).
 	MCPServers any `json:"mcp_servers,omitempty"`
-	Agents     any `json:"agents,omitempty"`
+
+	// Agents are the agents section: settings per agent for airlock agent
+	// run, and which agent runs when none is named.
+	Agents Agents `json:"agents,omitzero"`
+}
+
+// Agents is the agents section of config.
+type Agents struct {
+	Default string            `json:"default,omitempty"` // the agent airlock agent run runs when none is named
+	By      map[string]*Agent `json:"by,omitempty"`      // by agent name (claude, codex...)
+}
+
+// Agent is one agent's settings: what its runs add to the config, or
+// replace in it (a flag on the command line still wins).
+type Agent struct {
+	// Keys are the profile's key variables given to the agent (each a
+	// placeholder inside, swapped toward its provider); the others stay on
+	// the host. Empty: all of them.
+	Keys  []string `json:"keys,omitempty"`
+	Hosts []string `json:"hosts,omitempty"` // added to network.allow_hosts for its runs
+	Args  []string `json:"args,omitempty"`  // the agent's own arguments, before those after --
+	// Limits, Budget, Backend and Image replace the top-level settings for
+	// its runs where set.
+	Limits  AgentLimits `json:"limits,omitzero"`
+	Budget  AgentBudget `json:"budget,omitzero"`
+	Backend string      `json:"backend,omitempty"`
+	Image   string      `json:"image,omitempty"`
+}
+
+// AgentLimits are the limits an agent's settings may set (see Limits).
+type AgentLimits struct {
+	MemoryBytes int64         `json:"memory_bytes,omitempty"`
+	CPUs        float64       `json:"cpus,omitempty"`
+	Pids        int64         `json:"pids,omitempty"`
+	Timeout     time.Duration `json:"timeout,omitempty"`
+}
+
+// AgentBudget is the budget an agent's settings may set (see Budget).
+type AgentBudget struct {
+	Tokens int64   `json:"tokens,omitempty"`
+	USD    float64 `json:"usd,omitempty"`
+}
+
+// agent is a's settings for name, made when first asked for.
+func (a *Agents) agent(name string) *Agent {
+	if a.By == nil {
+		a.By = map[string]*Agent{}
+	}
+	if a.By[name] == nil {
+		a.By[name] = &Agent{}
+	}
+	return a.By[name]
 }
 
 // Budget bounds LLM usage seen at the gateway; zero means no bound. Once a
