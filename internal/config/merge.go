@@ -26,7 +26,13 @@ func Defaults() *Layer {
 	l := NewLayer(SourceDefault, "")
 	o := Origin{Source: SourceDefault}
 	for _, f := range schema {
-		if f.def != nil {
+		if list, ok := f.def.([]string); ok {
+			st := &setting{origin: o}
+			for _, v := range list {
+				st.items = append(st.items, item{value: v, origin: o})
+			}
+			l.vals[f.key] = st
+		} else if f.def != nil {
 			l.vals[f.key] = &setting{v: f.def, origin: o}
 		}
 	}
@@ -131,6 +137,14 @@ func (l *Layer) SetFlag(key, flag string, values []string) error {
 // key by key under each agent's name. Workspace.Path is left for the caller.
 func Merge(layers ...*Layer) (Spec, Origins) {
 	eff := map[string]*setting{}
+	// Without the built-in hide patterns (--no-hide), the ones the user
+	// gave stay, even one equal to a built-in.
+	hideDefaults := true
+	for _, l := range layers {
+		if s, ok := l.lookup("filesystem.hide_defaults"); ok {
+			hideDefaults = s.v == true
+		}
+	}
 	for _, l := range layers {
 		if l == nil {
 			continue
@@ -139,6 +153,9 @@ func Merge(layers ...*Layer) (Spec, Origins) {
 			f := &schema[i]
 			for _, key := range keysOf(f, l.vals) {
 				s := l.vals[key]
+				if key == "filesystem.hide" && l.Source == SourceDefault && !hideDefaults {
+					continue
+				}
 				switch f.kind {
 				case kPrices:
 					// A later layer's price for a glob replaces the earlier one's.
@@ -274,4 +291,13 @@ func addItem(items []item, it item) []item {
 		}
 	}
 	return append(items, it)
+}
+
+// lookup is l's setting of key, if l is a layer and sets it.
+func (l *Layer) lookup(key string) (*setting, bool) {
+	if l == nil {
+		return nil, false
+	}
+	s, ok := l.vals[key]
+	return s, ok
 }

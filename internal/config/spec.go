@@ -42,12 +42,13 @@ type Spec struct {
 	Backend string `json:"backend,omitempty"` // BackendNative ("" too), BackendDocker or BackendVM
 	Image   string `json:"image,omitempty"`   // docker: the image (default DefaultImage)
 
-	Workspace Workspace `json:"workspace"`
-	Home      string    `json:"home,omitempty"` // host dir kept as the sandbox's home; "" = a private tmpfs
-	RO        []string  `json:"ro,omitempty"`   // extra paths shown read-only
-	RW        []string  `json:"rw,omitempty"`   // extra paths made writable
-	Limits    Limits    `json:"limits"`
-	Network   Network   `json:"network,omitempty"`
+	Workspace  Workspace  `json:"workspace"`
+	Filesystem Filesystem `json:"filesystem,omitzero"`
+	Home       string     `json:"home,omitempty"` // host dir kept as the sandbox's home; "" = a private tmpfs
+	RO         []string   `json:"ro,omitempty"`   // extra paths shown read-only
+	RW         []string   `json:"rw,omitempty"`   // extra paths made writable
+	Limits     Limits     `json:"limits"`
+	Network    Network    `json:"network,omitempty"`
 	// Env are --env entries: NAME takes the host's value, NAME=VALUE sets one.
 	Env   []string `json:"env,omitempty"`
 	Audit Audit    `json:"audit,omitempty"`
@@ -138,6 +139,19 @@ type Price struct {
 }
 
 // Workspace is the directory the sandbox may change and how it is shown.
+// Filesystem is what the sandbox never sees of the host's files.
+type Filesystem struct {
+	// Hide are gitignore-style patterns relative to the workspace, or
+	// absolute host paths (DefaultHide are built in).
+	Hide []string `json:"hide,omitempty"`
+	// HideDefaults keeps DefaultHide in Hide (--no-hide drops them).
+	HideDefaults bool `json:"hide_defaults,omitempty"`
+}
+
+// DefaultHide is what every sandbox hides in its workspace unless told not
+// to (--no-hide): where a project's secrets usually sit.
+var DefaultHide = []string{".env", ".env.*", "*.pem", "*.key", "id_*"}
+
 type Workspace struct {
 	Path       string   `json:"path"`
 	Mode       string   `json:"mode,omitempty"` // WorkspaceBind ("" too), WorkspaceOverlay, WorkspaceCopy
