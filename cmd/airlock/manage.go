@@ -29,13 +29,16 @@ import (
 type lsOptions struct {
 	IO      *ioStreams
 	Running bool // only running sandboxes
+	All     bool // also runs that ended and left only an undo record
 	JSON    bool
+	// Undo reads the undo store (airlock undo).
+	Undo func() (workspace.UndoStore, error)
 	// List reads every sandbox from the state dir.
 	List func() ([]state.Entry, error)
 }
 
 func newLsCmd(runF func(*lsOptions) error) *cobra.Command {
-	o := &lsOptions{IO: systemIO(), List: func() ([]state.Entry, error) {
+	o := &lsOptions{IO: systemIO(), Undo: undoStore, List: func() ([]state.Entry, error) {
 		store, err := openStore()
 		if err != nil {
 			return nil, err
@@ -57,6 +60,7 @@ func newLsCmd(runF func(*lsOptions) error) *cobra.Command {
 	}
 	c.Flags().BoolVar(&o.Running, "running", false, "only running sandboxes")
 	c.Flags().BoolVar(&o.JSON, "json", false, "print JSON")
+	c.Flags().BoolVarP(&o.All, "all", "a", false, "also list ended runs that can be undone (airlock undo ID)")
 	return c
 }
 
@@ -71,16 +75,37 @@ func lsRun(o *lsOptions) error {
 			shown = append(shown, e)
 		}
 	}
+	// Which runs can be undone: the undo store's records, by ID.
+	undo := map[string]string{}
+	var ended []*workspace.UndoRecord
+	if o.Undo != nil {
+		if store, err := o.Undo(); err == nil {
+			runs, _ := store.Runs()
+			listed := map[string]bool{}
+			for _, e := range entries {
+				listed[e.Record.ID] = true
+			}
+			for _, r := range runs {
+				undo[r.ID] = store.Undoable(r)
+				if o.All && !o.Running && !listed[r.ID] {
+					ended = append(ended, r)
+				}
+			}
+		}
+	}
 	if o.JSON {
 		return writeJSON(o.IO.Out, listing(shown))
 	}
 	// Buffered: the tabwriter writes every cell on its own.
 	out := bufio.NewWriterSize(o.IO.Out, 64<<10)
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tNAME\tSTATUS\tCREATED\tFROM\tCOMMAND\tWORKSPACE")
+	fmt.Fprintln(w, "ID\tNAME\tSTATUS\tCREATED\tFROM\tCOMMAND\tBRANCH\tUNDO\tWORKSPACE")
 	for _, e := range shown {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Record.ID, dash(e.Record.Name), statusText(e.Status),
-			ago(e.Record.CreatedAt), origin(e.Record), dash(shorten(strings.Join(e.Record.Command, " "), 40)), e.Record.Workspace)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Record.ID, dash(e.Record.Name), statusText(e.Status),
+			ago(e.Record.CreatedAt), origin(e.Record), dash(shorten(strings.Join(e.Record.Command, " "), 40)), dash(e.Record.Branch), dash(undo[e.Record.ID]), e.Record.Workspace)
+	}
+	for _, r := range ended {
+		fmt.Fprintf(w, "%s\t-\tended\t%s\t-\t-\t-\t%s\t%s\n", r.ID, ago(r.Ended), undo[r.ID], r.Root)
 	}
 	if err := w.Flush(); err != nil {
 		return err

@@ -1,0 +1,324 @@
+package workspace
+
+// A workspace that is a `git worktree` (one the user made, or one airlock
+// made for --branch): its `.git` file names an admin dir,
+// COMMON/worktrees/ID, outside the workspace, and a commit there writes
+// three places outside the workspace: the admin dir (HEAD, index, logs),
+// the repository's objects, and the branch's ref and reflog. The rest of
+// COMMON (config, hooks, info, packed-refs, other branches' refs, other
+// worktrees) stays read-only, as the host's filesystem is inside. So:
+//
+//   - the admin dir is writable, bound onto itself (it cannot be renamed
+//     or replaced), but its commondir, gitdir and config.worktree, which
+//     point the host's git elsewhere or make it run programs, are
+//     read-only (an empty config.worktree is made where there was none);
+//   - objects is writable, bound onto itself; objects/info (alternates:
+//     objects read from elsewhere) is read-only;
+//   - the directory holding the branch's ref (refs/heads, or refs/heads/a
+//     for a/b) and its reflog's are writable, as git makes NAME.lock
+//     beside them, with every other entry in them read-only: other
+//     branches cannot be moved or removed.
+//
+// At exit the admin dir is reviewed (links and names git does not make
+// there are defused, HEAD is put back on the branch) and refs the run
+// made beside its branch are removed; both are reported.
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// maxRefSiblings bounds the read-only binds kept over the refs beside the
+// branch's (a repository with more is asked to pack them).
+const maxRefSiblings = 200
+
+// Worktree is a linked worktree's layout, as read from its `.git` file.
+type Worktree struct {
+	Root   string `json:"root"`             // the checkout
+	Admin  string `json:"admin"`            // COMMON/worktrees/ID
+	Common string `json:"common"`           // the repository's git dir
+	Branch string `json:"branch,omitempty"` // HEAD's branch (refs/heads/BRANCH); "" when detached
+}
+
+// FindWorktree reads root's `.git` file and checks that it is a linked
+// worktree of the usual shape: the admin dir lies in COMMON/worktrees, its
+// commondir names COMMON and its gitdir names root's `.git`; no link on
+// the way. Anything else is not treated as a worktree.
+func FindWorktree(root string) (*Worktree, error) {
+	admin, err := readGitdirFile(filepath.Join(root, ".git"))
+	if err != nil {
+		return nil, err
+	}
+	if !noLinks(admin) || filepath.Base(filepath.Dir(admin)) != "worktrees" {
+		return nil, fmt.Errorf("%s is not a worktree's admin dir", admin)
+	}
+	common := filepath.Dir(filepath.Dir(admin))
+	b, err := readBounded(admin, "commondir", maxGitFileRead)
+	if err != nil {
+		return nil, fmt.Errorf("%s: commondir: %w", admin, err)
+	}
+	cd := strings.TrimSpace(string(b))
+	if !filepath.IsAbs(cd) {
+		cd = filepath.Join(admin, cd)
+	}
+	if filepath.Clean(cd) != common || !noLinks(common) {
+		return nil, fmt.Errorf("%s: commondir does not name %s", admin, common)
+	}
+	b, err = readBounded(admin, "gitdir", maxGitFileRead)
+	if err != nil || filepath.Clean(strings.TrimSpace(string(b))) != filepath.Join(root, ".git") {
+		return nil, fmt.Errorf("%s: gitdir does not name %s", admin, filepath.Join(root, ".git"))
+	}
+	for _, d := range []string{"objects", "refs"} {
+		if st, err := os.Lstat(filepath.Join(common, d)); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("%s has no %s directory", common, d)
+		}
+	}
+	w := &Worktree{Root: root, Admin: admin, Common: common}
+	if b, err := readBounded(admin, "HEAD", maxGitFileRead); err == nil {
+		if ref, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "ref: refs/heads/"); ok && ValidBranch(ref) {
+			w.Branch = ref
+		}
+	}
+	return w, nil
+}
+
+// ValidBranch reports whether b is a branch name safe to use as a path
+// under refs/heads: git's check-ref-format rules that matter for that.
+func ValidBranch(b string) bool {
+	if b == "" || len(b) > 200 || strings.HasPrefix(b, "-") || strings.HasSuffix(b, "/") || strings.HasSuffix(b, ".") ||
+		strings.Contains(b, "..") || strings.Contains(b, "@{") || strings.Contains(b, "//") || b == "@" {
+		return false
+	}
+	for _, r := range b {
+		if r < 0x20 || r == 0x7f || strings.ContainsRune(" ~^:?*[\\", r) {
+			return false
+		}
+	}
+	for _, part := range strings.Split(b, "/") {
+		if part == "" || strings.HasPrefix(part, ".") || strings.HasSuffix(part, ".lock") {
+			return false
+		}
+	}
+	return true
+}
+
+// guard lists what a sandbox in w needs: ro read-only, rw writable (bound
+// onto itself). It makes the empty config.worktree and the branch's ref
+// directories where missing. A branch with more refs beside it than
+// maxRefSiblings is an error (its ref stays read-only: commits fail).
+func (w *Worktree) guard() (ro, rw []string, err error) {
+	rw = append(rw, w.Admin)
+	cw := filepath.Join(w.Admin, "config.worktree")
+	if _, err := os.Lstat(cw); errors.Is(err, os.ErrNotExist) {
+		writeNew(cw, "")
+	}
+	for _, n := range []string{"commondir", "gitdir", "config.worktree"} {
+		if st, err := os.Lstat(filepath.Join(w.Admin, n)); err == nil && st.Mode().IsRegular() {
+			ro = append(ro, filepath.Join(w.Admin, n))
+		}
+	}
+	objects := filepath.Join(w.Common, "objects")
+	rw = append(rw, objects)
+	info := filepath.Join(objects, "info")
+	os.Mkdir(info, 0o755)
+	if noLinks(info) {
+		ro = append(ro, info)
+	}
+	if w.Branch == "" {
+		return ro, rw, nil
+	}
+	for _, top := range []string{"refs/heads", "logs/refs/heads"} {
+		dir := filepath.Join(w.Common, top, filepath.Dir(w.Branch))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, nil, fmt.Errorf("workspace: make %s: %w", dir, err)
+		}
+		if !noLinks(dir) {
+			return nil, nil, fmt.Errorf("workspace: %s is reached through a symlink", dir)
+		}
+		names, err := dirNames(dir)
+		if err != nil {
+			return nil, nil, fmt.Errorf("workspace: %w", err)
+		}
+		if len(names) > maxRefSiblings {
+			return nil, nil, fmt.Errorf("%s holds %d refs beside %s, more than airlock guards one by one (%d): pack them with git pack-refs --all", dir, len(names), w.Branch, maxRefSiblings)
+		}
+		rw = append(rw, dir)
+		for _, n := range names {
+			if n != filepath.Base(w.Branch) {
+				ro = append(ro, filepath.Join(dir, n))
+			}
+		}
+	}
+	return ro, rw, nil
+}
+
+// WorktreeGuard is GitGuard's part for a workspace that is a linked
+// worktree: ro and rw as guard lists them; nothing when root is not one.
+func WorktreeGuard(root string) (ro, rw []string, err error) {
+	w, err := FindWorktree(root)
+	if err != nil {
+		return nil, nil, nil
+	}
+	return w.guard()
+}
+
+func dirNames(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(maxRefSiblings + 1)
+	if err != nil && len(names) == 0 {
+		return nil, nil
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// worktreeStart is what the exit review compares with: the names in the
+// admin dir and beside the branch's ref at start.
+type worktreeStart struct {
+	Worktree
+	AdminNames []string `json:"admin_names"`
+	RefNames   []string `json:"ref_names"`
+}
+
+const worktreeFile = "worktree.json"
+
+// snapshotWorktree notes what the exit review needs, when the workspace is
+// a linked worktree.
+func (s *Session) snapshotWorktree() error {
+	w, err := FindWorktree(s.m.Root)
+	if err != nil {
+		return nil
+	}
+	st := worktreeStart{Worktree: *w}
+	st.AdminNames, _ = dirNames(w.Admin)
+	if w.Branch != "" {
+		st.RefNames, _ = dirNames(filepath.Join(w.Common, "refs/heads", filepath.Dir(w.Branch)))
+	}
+	return writeJSONFile(s.path(worktreeFile), st)
+}
+
+// worktreeOwnName reports whether git makes name at a worktree admin dir's top.
+func worktreeOwnName(name string) bool {
+	switch name {
+	case "gitdir", "commondir", "config.worktree", "locked", "ORIG_HEAD", "FETCH_HEAD", "AUTO_MERGE", "REBASE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD":
+		return true
+	case "config", "hooks", "info", "modules", "worktrees", "remotes", "branches", "packed-refs", "objects":
+		return false // shared parts: git reads them from the common dir, a copy here is no business of a worktree
+	}
+	return gitOwnName(name)
+}
+
+// reviewWorktree defuses what the run left in the worktree's admin dir
+// that the host's git would follow or run, puts HEAD back on the branch,
+// and removes refs the run made beside its branch.
+func (s *Session) reviewWorktree() []Defused {
+	b, err := os.ReadFile(s.path(worktreeFile))
+	if err != nil {
+		return nil
+	}
+	var st worktreeStart
+	if json.Unmarshal(b, &st) != nil || st.Admin == "" {
+		return nil
+	}
+	var out []Defused
+	admin := st.Admin
+	names, _ := dirNames(admin)
+	for _, n := range names {
+		var lst unix.Stat_t
+		if unix.Lstat(filepath.Join(admin, n), &lst) != nil {
+			continue
+		}
+		switch {
+		case lst.Mode&unix.S_IFMT == unix.S_IFLNK:
+			out = append(out, defuseAt(admin, n, "a link in the worktree's git directory: git would read or write what it points at"))
+		case !worktreeOwnName(n) && !slices.Contains(st.AdminNames, n):
+			out = append(out, defuseAt(admin, n, "a name git does not make, in the worktree's git directory"))
+		case n == "rebase-merge" || n == "rebase-apply" || n == "sequencer":
+			if !slices.Contains(st.AdminNames, n) {
+				out = append(out, defuseAt(admin, n, "an operation in progress: its exec lines and merge strategy run when you --continue it"))
+			}
+		}
+	}
+	// Links further down (logs/, refs/ of the worktree's own).
+	out = append(out, defuseLinks(admin, 4, 2000)...)
+	// An empty config.worktree is the placeholder; anything else the
+	// sandbox could not have written (read-only inside).
+	if fi, err := os.Lstat(filepath.Join(admin, "config.worktree")); err == nil && fi.Mode().IsRegular() && fi.Size() == 0 && !slices.Contains(st.AdminNames, "config.worktree") {
+		os.Remove(filepath.Join(admin, "config.worktree"))
+	}
+	if st.Branch != "" {
+		want := "ref: refs/heads/" + st.Branch + "\n"
+		if head, err := readBounded(admin, "HEAD", maxGitFileRead); err != nil || !bytes.Equal(head, []byte(want)) {
+			var old string
+			if err := writeFileBeneath(admin, "HEAD", []byte(want), 0o644, &old); err == nil {
+				out = append(out, Defused{Path: filepath.Join(admin, "HEAD"), Why: "the worktree's HEAD left its branch " + st.Branch,
+					Action: "put back on " + st.Branch + keptAs(old)})
+			}
+		}
+		dir := filepath.Join(st.Common, "refs/heads", filepath.Dir(st.Branch))
+		now, _ := dirNames(dir)
+		for _, n := range now {
+			if n == filepath.Base(st.Branch) || slices.Contains(st.RefNames, n) {
+				continue
+			}
+			d := Defused{Path: filepath.Join(dir, n), Why: "a ref the run made beside its branch " + st.Branch}
+			if err := os.RemoveAll(filepath.Join(dir, n)); err != nil {
+				d.Action = "not removed: " + err.Error()
+			} else {
+				d.Action = "removed"
+			}
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// defuseLinks renames away the symlinks under dir (bounded depth and count).
+func defuseLinks(dir string, depth, budget int) []Defused {
+	var out []Defused
+	var walk func(rel string, d int)
+	walk = func(rel string, d int) {
+		if d > depth || budget <= 0 {
+			return
+		}
+		names, _ := dirNames(filepath.Join(dir, rel))
+		for _, n := range names {
+			budget--
+			p := filepath.Join(rel, n)
+			var st unix.Stat_t
+			if unix.Lstat(filepath.Join(dir, p), &st) != nil {
+				continue
+			}
+			switch st.Mode & unix.S_IFMT {
+			case unix.S_IFLNK:
+				if d > 0 { // the top's were done by the caller
+					out = append(out, defuseAt(dir, p, "a link in the worktree's git directory: git would read or write what it points at"))
+				}
+			case unix.S_IFDIR:
+				walk(p, d+1)
+			}
+		}
+	}
+	walk("", 0)
+	return out
+}
+
+// defuseAt is defuse with the path reported in full.
+func defuseAt(dir, rel, why string) Defused {
+	d := defuse(dir, rel, why)
+	d.Path = filepath.Join(dir, rel)
+	return d
+}
