@@ -108,8 +108,9 @@ airlock get ID what it spent (--keep=false to drop it; airlock rm ID).`,
 	return c
 }
 
-func agentRun(ao *agentRunOptions) error {
+func agentRun(ao *agentRunOptions) (err error) {
 	o := ao.Run
+	defer o.dropOnError(&err)
 	p, err := agents.Lookup(ao.Name)
 	if err != nil {
 		return usageError{err.Error()}

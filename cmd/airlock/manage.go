@@ -449,6 +449,9 @@ a message: review them (airlock diff, apply, discard) or pass -f to drop them.`,
 				if n, ok := pendingChanges(e); ok && !force {
 					return fmt.Errorf("its workspace changes (%s) were neither applied nor discarded: airlock diff %s, then airlock apply or discard %s; or rm -f to drop them", n, e.Record.ID, e.Record.ID)
 				}
+				if err := removeWorktree(e, force); err != nil {
+					return err
+				}
 				return remove(e)
 			})
 		},
@@ -456,6 +459,23 @@ a message: review them (airlock diff, apply, discard) or pass -f to drop them.`,
 	c.Flags().BoolVar(&stopped, "stopped", false, "remove every sandbox that is not running")
 	c.Flags().BoolVarP(&force, "force", "f", false, "kill running sandboxes first, and drop workspace changes nobody applied")
 	return c
+}
+
+// removeWorktree removes a --branch sandbox's worktree (its branch and
+// commits stay), refusing while it holds uncommitted changes unless force.
+// Only a worktree in the state dir's worktrees is airlock's to remove.
+func removeWorktree(e state.Entry, force bool) error {
+	if e.Record.Branch == "" {
+		return nil
+	}
+	root, err := state.Root()
+	if err != nil {
+		return err
+	}
+	if dir := filepath.Join(root, worktreesDir); filepath.Dir(e.Record.Workspace) != dir {
+		return nil
+	}
+	return workspace.RemoveBranchWorktree(e.Record.Workspace, force)
 }
 
 // remove deletes a stopped sandbox and whatever a crashed supervisor left.

@@ -191,6 +191,7 @@ type worktreeStart struct {
 	Worktree
 	AdminNames []string `json:"admin_names"`
 	RefNames   []string `json:"ref_names"`
+	LogNames   []string `json:"log_names"`
 }
 
 const worktreeFile = "worktree.json"
@@ -206,6 +207,7 @@ func (s *Session) snapshotWorktree() error {
 	st.AdminNames, _ = dirNames(w.Admin)
 	if w.Branch != "" {
 		st.RefNames, _ = dirNames(filepath.Join(w.Common, "refs/heads", filepath.Dir(w.Branch)))
+		st.LogNames, _ = dirNames(filepath.Join(w.Common, "logs/refs/heads", filepath.Dir(w.Branch)))
 	}
 	return writeJSONFile(s.path(worktreeFile), st)
 }
@@ -253,10 +255,10 @@ func (s *Session) reviewWorktree() []Defused {
 		}
 	}
 	// Links further down (logs/, refs/ of the worktree's own).
-	out = append(out, defuseLinks(admin, 4, 2000)...)
+	out = append(out, defuseLinks(admin, 4, 2000, true)...)
 	// An empty config.worktree is the placeholder; anything else the
 	// sandbox could not have written (read-only inside).
-	if fi, err := os.Lstat(filepath.Join(admin, "config.worktree")); err == nil && fi.Mode().IsRegular() && fi.Size() == 0 && !slices.Contains(st.AdminNames, "config.worktree") {
+	if fi, err := os.Lstat(filepath.Join(admin, "config.worktree")); err == nil && fi.Mode().IsRegular() && fi.Size() == 0 {
 		os.Remove(filepath.Join(admin, "config.worktree"))
 	}
 	if st.Branch != "" {
@@ -268,26 +270,51 @@ func (s *Session) reviewWorktree() []Defused {
 					Action: "put back on " + st.Branch + keptAs(old)})
 			}
 		}
-		dir := filepath.Join(st.Common, "refs/heads", filepath.Dir(st.Branch))
-		now, _ := dirNames(dir)
-		for _, n := range now {
-			if n == filepath.Base(st.Branch) || slices.Contains(st.RefNames, n) {
-				continue
+		for _, side := range []struct {
+			top, what string
+			had       []string
+		}{{"refs/heads", "ref", st.RefNames}, {"logs/refs/heads", "reflog", st.LogNames}} {
+			dir := filepath.Join(st.Common, side.top, filepath.Dir(st.Branch))
+			now, _ := dirNames(dir)
+			for _, n := range now {
+				if n == filepath.Base(st.Branch) {
+					// The branch's own: a regular file, or git would read
+					// (a symref) or append to (a reflog) what a link names.
+					var lst unix.Stat_t
+					if unix.Lstat(filepath.Join(dir, n), &lst) == nil && lst.Mode&unix.S_IFMT != unix.S_IFREG {
+						out = append(out, defuseAt(dir, n, "the branch's "+side.what+" is not a plain file: git would follow it"))
+					}
+					continue
+				}
+				if slices.Contains(side.had, n) || strings.HasSuffix(n, defusedSuffix) {
+					continue
+				}
+				d := Defused{Path: filepath.Join(dir, n), Why: "a " + side.what + " the run made beside its branch " + st.Branch}
+				if err := os.RemoveAll(filepath.Join(dir, n)); err != nil {
+					d.Action = "not removed: " + err.Error()
+				} else {
+					d.Action = "removed"
+				}
+				out = append(out, d)
 			}
-			d := Defused{Path: filepath.Join(dir, n), Why: "a ref the run made beside its branch " + st.Branch}
-			if err := os.RemoveAll(filepath.Join(dir, n)); err != nil {
-				d.Action = "not removed: " + err.Error()
-			} else {
-				d.Action = "removed"
-			}
-			out = append(out, d)
 		}
 	}
+	// objects: a link there would have the host's git write objects
+	// elsewhere, or read them from elsewhere.
+	objects := filepath.Join(st.Common, "objects")
+	names, _ = dirNames(objects)
+	for _, n := range names {
+		var lst unix.Stat_t
+		if unix.Lstat(filepath.Join(objects, n), &lst) == nil && lst.Mode&unix.S_IFMT == unix.S_IFLNK {
+			out = append(out, defuseAt(objects, n, "a link in the repository's objects: git would write or read objects where it points"))
+		}
+	}
+	out = append(out, defuseLinks(filepath.Join(objects, "pack"), 0, 10000, false)...)
 	return out
 }
 
 // defuseLinks renames away the symlinks under dir (bounded depth and count).
-func defuseLinks(dir string, depth, budget int) []Defused {
+func defuseLinks(dir string, depth, budget int, skipTop bool) []Defused {
 	var out []Defused
 	var walk func(rel string, d int)
 	walk = func(rel string, d int) {
@@ -304,7 +331,7 @@ func defuseLinks(dir string, depth, budget int) []Defused {
 			}
 			switch st.Mode & unix.S_IFMT {
 			case unix.S_IFLNK:
-				if d > 0 { // the top's were done by the caller
+				if d > 0 || !skipTop {
 					out = append(out, defuseAt(dir, p, "a link in the worktree's git directory: git would read or write what it points at"))
 				}
 			case unix.S_IFDIR:
