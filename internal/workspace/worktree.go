@@ -13,21 +13,30 @@ package workspace
 //     point the host's git elsewhere or make it run programs, are
 //     read-only (an empty config.worktree is made where there was none);
 //   - objects is writable, bound onto itself; objects/info (alternates:
-//     objects read from elsewhere) is read-only;
+//     objects read from elsewhere) and the packs there are read-only
+//     (at exit, an object the run wrote must hash to its name, a pack
+//     pass git verify-pack);
 //   - the directory holding the branch's ref (refs/heads, or refs/heads/a
 //     for a/b) and its reflog's are writable, as git makes NAME.lock
 //     beside them, with every other entry in them read-only: other
 //     branches cannot be moved or removed.
 //
 // At exit the admin dir is reviewed (links and names git does not make
-// there are defused, HEAD is put back on the branch) and refs the run
-// made beside its branch are removed; both are reported.
+// there are defused, HEAD is put back on the branch) and refs that
+// appeared beside its branch are reported (not removed: another sandbox
+// or the host may have made them meanwhile).
 
 import (
 	"bytes"
+	"compress/zlib"
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -116,13 +125,20 @@ func ValidBranch(b string) bool {
 // directories where missing. A branch with more refs beside it than
 // maxRefSiblings is an error (its ref stays read-only: commits fail).
 func (w *Worktree) guard() (ro, rw []string, err error) {
+	// The git dir itself, read-only: where the host's filesystem is not
+	// shown (a repository in the hidden home, or under /tmp) git inside
+	// still reads its config, HEAD and packed-refs, and can write no
+	// packed-refs of its own (pack-refs would drop the branch's loose
+	// ref on the host and keep the packed one inside).
+	ro = append(ro, w.Common)
 	rw = append(rw, w.Admin)
 	cw := filepath.Join(w.Admin, "config.worktree")
 	if _, err := os.Lstat(cw); errors.Is(err, os.ErrNotExist) {
 		writeNew(cw, "")
 	}
-	for _, n := range []string{"commondir", "gitdir", "config.worktree"} {
-		if st, err := os.Lstat(filepath.Join(w.Admin, n)); err == nil && st.Mode().IsRegular() {
+	// modules: the worktree's own submodules' git dirs (config, hooks).
+	for _, n := range []string{"commondir", "gitdir", "config.worktree", "modules"} {
+		if st, err := os.Lstat(filepath.Join(w.Admin, n)); err == nil && (st.Mode().IsRegular() || st.IsDir()) {
 			ro = append(ro, filepath.Join(w.Admin, n))
 		}
 	}
@@ -132,6 +148,15 @@ func (w *Worktree) guard() (ro, rw []string, err error) {
 	os.Mkdir(info, 0o755)
 	if noLinks(info) {
 		ro = append(ro, info)
+	}
+	// The packs (most of the history) cannot be removed or replaced:
+	// each is read-only, up to a bound.
+	if names, err := dirNames(filepath.Join(objects, "pack")); err == nil && len(names) <= maxRefSiblings {
+		for _, n := range names {
+			if strings.HasPrefix(n, "pack-") {
+				ro = append(ro, filepath.Join(objects, "pack", n))
+			}
+		}
 	}
 	if w.Branch == "" {
 		return ro, rw, nil
@@ -225,7 +250,7 @@ func worktreeOwnName(name string) bool {
 
 // reviewWorktree defuses what the run left in the worktree's admin dir
 // that the host's git would follow or run, puts HEAD back on the branch,
-// and removes refs the run made beside its branch.
+// and reports refs that appeared beside its branch.
 func (s *Session) reviewWorktree() []Defused {
 	b, err := os.ReadFile(s.path(worktreeFile))
 	if err != nil {
@@ -289,13 +314,10 @@ func (s *Session) reviewWorktree() []Defused {
 				if slices.Contains(side.had, n) || strings.HasSuffix(n, defusedSuffix) {
 					continue
 				}
-				d := Defused{Path: filepath.Join(dir, n), Why: "a " + side.what + " the run made beside its branch " + st.Branch}
-				if err := os.RemoveAll(filepath.Join(dir, n)); err != nil {
-					d.Action = "not removed: " + err.Error()
-				} else {
-					d.Action = "removed"
-				}
-				out = append(out, d)
+				// Not removed: another sandbox's --branch, or the host
+				// user, may have made it meanwhile.
+				out = append(out, Defused{Path: filepath.Join(dir, n), Why: "a " + side.what + " that appeared beside " + st.Branch + " during the run (made by the run, another sandbox or on the host)",
+					Action: "left as it is: if it is not yours, git branch -D " + strings.TrimPrefix(filepath.Join(filepath.Dir(st.Branch), n), "./")})
 			}
 		}
 	}
@@ -310,6 +332,7 @@ func (s *Session) reviewWorktree() []Defused {
 		}
 	}
 	out = append(out, defuseLinks(filepath.Join(objects, "pack"), 0, 10000, false)...)
+	out = append(out, verifyObjects(st.Common, s.m.Started.UnixNano())...)
 	return out
 }
 
@@ -348,4 +371,105 @@ func defuseAt(dir, rel, why string) Defused {
 	d := defuse(dir, rel, why)
 	d.Path = filepath.Join(dir, rel)
 	return d
+}
+
+// Bounds on the exit check of the objects a run wrote.
+const (
+	maxObjectScan   = 200000
+	maxObjectVerify = 20000
+)
+
+// verifyObjects checks what the run wrote in the repository's objects
+// (files with a ctime since start): a loose object must hash to its name
+// and a pack must pass git verify-pack, or another branch's content could
+// have been swapped under its name; one that does not is renamed away.
+func verifyObjects(common string, start int64) []Defused {
+	objects := filepath.Join(common, "objects")
+	var out []Defused
+	scanned, verified := 0, 0
+	names, _ := dirNames(objects)
+	for _, d := range names {
+		if len(d) != 2 || !isHex(d) {
+			continue
+		}
+		files, _ := dirNamesMax(filepath.Join(objects, d), maxObjectScan)
+		for _, f := range files {
+			if scanned++; scanned > maxObjectScan || verified >= maxObjectVerify {
+				return out
+			}
+			var st unix.Stat_t
+			p := filepath.Join(objects, d, f)
+			if !isHex(f) || unix.Lstat(p, &st) != nil || st.Ctim.Nano() < start {
+				continue
+			}
+			verified++
+			if st.Mode&unix.S_IFMT != unix.S_IFREG || !looseObjectOK(p, d+f) {
+				out = append(out, defuseAt(filepath.Join(objects, d), f, "an object whose content does not match its name: it would stand in for another"))
+			}
+		}
+	}
+	pack := filepath.Join(objects, "pack")
+	files, _ := dirNames(pack)
+	for _, f := range files {
+		idx, ok := strings.CutSuffix(f, ".pack")
+		if !ok {
+			continue
+		}
+		var st, ist unix.Stat_t
+		if unix.Lstat(filepath.Join(pack, f), &st) != nil || unix.Lstat(filepath.Join(pack, idx+".idx"), &ist) != nil ||
+			st.Ctim.Nano() < start && ist.Ctim.Nano() < start {
+			continue
+		}
+		if _, err := HostGit(common, "verify-pack", filepath.Join(pack, idx+".idx")); err != nil {
+			out = append(out, defuseAt(pack, f, "a pack git verify-pack refuses: its objects could stand in for others"))
+			out = append(out, defuseAt(pack, idx+".idx", "the index of a pack git verify-pack refuses"))
+		}
+	}
+	return out
+}
+
+func isHex(s string) bool {
+	for _, r := range s {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func dirNamesMax(dir string, n int) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(n)
+}
+
+// looseObjectOK reports whether the loose object at p inflates to bytes
+// whose hash (SHA-1, or SHA-256 for a 64-digit name) is name.
+func looseObjectOK(p, name string) bool {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	f := os.NewFile(uintptr(fd), p)
+	defer f.Close()
+	z, err := zlib.NewReader(f)
+	if err != nil {
+		return false
+	}
+	var h hash.Hash
+	switch len(name) {
+	case 40:
+		h = sha1.New()
+	case 64:
+		h = sha256.New()
+	default:
+		return false
+	}
+	if _, err := io.Copy(h, z); err != nil {
+		return false
+	}
+	return hex.EncodeToString(h.Sum(nil)) == name
 }
