@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-dev/airlock/internal/fakellm"
 	"github.com/airlock-dev/airlock/internal/testutil"
 )
 
@@ -299,5 +300,52 @@ func TestBranchSandboxCommitsInUserWorktree(t *testing.T) {
 	}
 	if got := gitIn(t, repo, "log", "-1", "--format=%s", "feat"); got != "inside" {
 		t.Errorf("feat's last commit is %q", got)
+	}
+}
+
+// branchAgentIP serves the fake Anthropic API for the --branch agent test.
+const branchAgentIP = "127.0.0.61"
+
+// TestAgentRunOnTwoBranches: the real Claude Code (pinned), against the
+// fake Anthropic API, runs with `airlock agent run claude --branch B`
+// twice, on two branches; each time the scripted model commits with the
+// Bash tool, and the commit is on that branch in the user's repository
+// while the main checkout stays as it was.
+func TestAgentRunOnTwoBranches(t *testing.T) {
+	a := newAgentTest(t, branchAgentIP, nil)
+	gitRepoAt(t, a.ws)
+	head := gitIn(t, a.ws, "rev-parse", "HEAD")
+	for _, b := range []string{"agent-a", "agent-b"} {
+		script := []fakellm.Step{
+			{Tool: "Bash", Args: map[string]any{
+				"command":     "echo " + b + " > " + b + ".txt && git add " + b + ".txt && git -c user.name=agent -c user.email=agent@example.com commit -q -m 'by " + b + "' && git log --oneline | head -1",
+				"description": "Commit the change",
+			}},
+			{Text: "Committed on " + b + "."},
+		}
+		a.fake.Set(func(s *fakellm.Server) { s.Script = script })
+		r := a.agent("claude", "ANTHROPIC_API_KEY", "api.anthropic.com", []string{"--branch", b, "--timeout", "4m"},
+			"-p", "commit a file", "--output-format", "json")
+		if r.code != 0 {
+			t.Fatalf("airlock agent run claude --branch %s: %v", b, r)
+		}
+		if res := parseClaudeResult(t, r); res.IsError || !strings.Contains(res.Result, "Committed on "+b) {
+			t.Errorf("claude's result on %s: %+v", b, res)
+		}
+		if got, err := hostGit(t, a.ws, "log", "-1", "--format=%s", b); err != nil || strings.TrimSpace(got) != "by "+b {
+			t.Errorf("branch %s's last commit: %q %v, want the agent's", b, got, err)
+		}
+	}
+	if got := gitIn(t, a.ws, "rev-parse", "HEAD"); got != head {
+		t.Errorf("the main checkout's HEAD moved")
+	}
+	if st := gitIn(t, a.ws, "status", "--short"); st != "" {
+		t.Errorf("the main checkout changed:\n%s", st)
+	}
+	ls := a.run("ls")
+	for _, b := range []string{"agent-a", "agent-b"} {
+		if !strings.Contains(ls.stdout, " "+b+" ") {
+			t.Errorf("ls does not show branch %s:\n%s", b, ls.stdout)
+		}
 	}
 }
