@@ -47,6 +47,9 @@ const undoWait = 3 * time.Second
 // maxUndoRecord bounds a run's record (its changes listed).
 const maxUndoRecord = 64 << 20
 
+// maxUndoRuns bounds the records kept: the oldest go first.
+const maxUndoRuns = 200
+
 // UndoRecord is what airlock undo needs of one run.
 type UndoRecord struct {
 	ID      string    `json:"id"`
@@ -266,7 +269,30 @@ func (s *Session) recordUndo(cs []Change) []string {
 		}
 	}
 	k.store.trim(keep)
+	k.store.trimRuns()
 	return warn
+}
+
+// trimRuns removes the oldest records beyond maxUndoRuns.
+func (u UndoStore) trimRuns() {
+	ents, err := os.ReadDir(filepath.Join(u.Dir, "runs"))
+	if err != nil || len(ents) <= maxUndoRuns {
+		return
+	}
+	type run struct {
+		name string
+		t    time.Time
+	}
+	var runs []run
+	for _, e := range ents {
+		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() {
+			runs = append(runs, run{e.Name(), fi.ModTime()})
+		}
+	}
+	sort.Slice(runs, func(i, j int) bool { return runs[i].t.Before(runs[j].t) })
+	for _, r := range runs[:max(0, len(runs)-maxUndoRuns)] {
+		os.Remove(filepath.Join(u.Dir, "runs", r.name))
+	}
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
