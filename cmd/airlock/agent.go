@@ -82,6 +82,7 @@ airlock get ID what it spent (--keep=false to drop it; airlock rm ID).`,
 		Example: `  ANTHROPIC_API_KEY=... airlock agent run claude -- -p "add a test for parse()"
   OPENAI_API_KEY=... airlock agent run codex -- exec "fix the build"
   airlock agent run gemini --workspace-mode overlay     # review before apply
+  airlock agent run claude --branch fix-login -- -p "fix the login"   # its own worktree and branch
   airlock agent run claude --ask                        # unknown hosts wait for you
   airlock agent run claude --resume last -- -p "now the docs"`,
 		Args: func(c *cobra.Command, args []string) error {

@@ -425,7 +425,9 @@ func newRmCmd() *cobra.Command {
 		Short:   "Remove stopped sandboxes from the state dir",
 		Long: `Remove stopped sandboxes from the state dir. A sandbox whose overlay or
 copy workspace still holds changes nobody applied or discarded is kept, with
-a message: review them (airlock diff, apply, discard) or pass -f to drop them.`,
+a message: review them (airlock diff, apply, discard) or pass -f to drop them.
+A --branch sandbox's worktree goes with it (its branch and commits stay),
+unless it holds uncommitted changes: commit them on the branch, or -f.`,
 		Args: func(c *cobra.Command, args []string) error {
 			if stopped != (len(args) == 0) {
 				return usageError{"name sandboxes to remove, or pass --stopped"}
@@ -522,7 +524,8 @@ func newPruneCmd() *cobra.Command {
 		Short: "Remove every stopped or crashed sandbox and what it left behind",
 		Long: `Remove every stopped or crashed sandbox and what it left behind, except
 those whose overlay or copy workspace holds changes nobody applied or
-discarded: those are named, and kept.`,
+discarded, and --branch sandboxes whose worktree holds uncommitted changes:
+those are named, and kept.`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			targets, err := pick(nil, true, func(e state.Entry) bool { return e.Status.State != state.Running })
@@ -534,6 +537,10 @@ discarded: those are named, and kept.`,
 				usesDocker = usesDocker || e.Record.Backend == config.BackendDocker
 				if k, ok := pendingChanges(e); ok {
 					fmt.Fprintf(c.ErrOrStderr(), "airlock: kept %s: its workspace changes (%s) wait for airlock apply or discard\n", e.Record.ID, k)
+					continue
+				}
+				if err := removeWorktree(e, false); err != nil {
+					fmt.Fprintf(c.ErrOrStderr(), "airlock: kept %s: %v\n", e.Record.ID, err)
 					continue
 				}
 				if err := remove(e); err != nil {

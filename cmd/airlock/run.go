@@ -105,6 +105,8 @@ Limits default to ` + strconv.Itoa(config.DefaultPids) + ` processes and half of
   airlock run --name fetch --allow-host example.com -- curl https://example.com; airlock audit fetch
   airlock run --secret ANTHROPIC_API_KEY@api.anthropic.com -- claude
   airlock run --workspace-mode overlay -- claude      # review, then apply
+  airlock run --branch fix-login -- ./agent.sh        # in a git worktree on fix-login; commits land there
+  airlock undo                                        # bind runs that can be put back; airlock undo ID
   airlock run -d --ask --allow-host api.anthropic.com -- claude   # unknown hosts wait: airlock approvals / airlock ui
   airlock run --workspace-mode copy --exclude node_modules --auto-apply -- ./agent
   airlock run -d --name dev          # idle background sandbox; then: airlock exec dev -- CMD`,
