@@ -349,3 +349,46 @@ func TestAgentRunOnTwoBranches(t *testing.T) {
 		}
 	}
 }
+
+// TestBranchAirlocksGitRunsNoHooks: airlock's own git commands (worktree
+// add, the uncommitted-changes check, worktree remove) run none of the
+// repository's hooks and no fsmonitor, where the same git commands run
+// plainly on the host do (the control).
+func TestBranchAirlocksGitRunsNoHooks(t *testing.T) {
+	arm := func(t *testing.T, dir, canary string) {
+		hook := filepath.Join(dir, ".git/hooks/post-checkout")
+		os.MkdirAll(filepath.Dir(hook), 0o755)
+		if err := os.WriteFile(hook, []byte("#!/bin/sh\ntouch "+canary+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		gitIn(t, dir, "config", "core.fsmonitor", "touch "+canary+"; echo")
+	}
+	ctl := filepath.Join(t.TempDir(), "ctl")
+	gitRepoAt(t, ctl)
+	ctlCanary := filepath.Join(t.TempDir(), "canary")
+	arm(t, ctl, ctlCanary)
+	wt := filepath.Join(t.TempDir(), "wt")
+	hostGit(t, ctl, "worktree", "add", "-q", "-b", "x", wt)
+	hostGit(t, wt, "status", "--porcelain")
+	if _, err := os.Stat(ctlCanary); err != nil {
+		t.Fatalf("control: git worktree add and status on the host run neither hook nor fsmonitor")
+	}
+
+	e := newEnv(t)
+	gitRepoAt(t, e.ws)
+	canary := filepath.Join(t.TempDir(), "canary")
+	arm(t, e.ws, canary)
+	r := e.sh("echo x > new.txt", "--branch", "x", "--name", "x")
+	if r.code != 0 {
+		t.Fatalf("run --branch x: %v", r)
+	}
+	if rm := e.run("rm", "x"); rm.code != 125 {
+		t.Fatalf("rm with an untracked file: %v", rm)
+	}
+	if rm := e.run("rm", "-f", "x"); rm.code != 0 {
+		t.Fatalf("rm -f: %v", rm)
+	}
+	if _, err := os.Stat(canary); err == nil {
+		t.Fatalf("airlock's own git ran the repository's hook or fsmonitor")
+	}
+}
