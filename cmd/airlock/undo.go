@@ -24,7 +24,7 @@ type undoOptions struct {
 func newUndoCmd(runF func(*undoOptions) error) *cobra.Command {
 	o := &undoOptions{IO: systemIO(), Store: undoStore}
 	c := &cobra.Command{
-		Use:   "undo [ID]",
+		Use:   "undo [ID|NAME]",
 		Short: "Put a bind-mode workspace back as it was before a run",
 		Long: `Put a bind-mode workspace back as it was before run ID: the files the run
 changed, created or deleted get their old content, mode or absence back.
@@ -70,7 +70,17 @@ func undoRun(o *undoOptions) error {
 	if o.ID == "" {
 		return undoList(o, store)
 	}
+	// A name, or the ID of a sandbox still listed: its record's ID.
+	var running bool
+	if st, serr := openStore(); serr == nil {
+		if e, rerr := st.Resolve(o.ID); rerr == nil {
+			o.ID, running = e.Record.ID, e.Status.State == state.Running
+		}
+	}
 	rec, err := store.LoadUndo(o.ID)
+	if errors.Is(err, fs.ErrNotExist) && running {
+		return fmt.Errorf("undo %s: the sandbox is still running: undo it once it has ended (airlock kill %s)", o.ID, o.ID)
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("undo %s: no record of that run (only bind-mode runs that changed files leave one): airlock undo lists the runs that can be undone", o.ID)
 	}

@@ -10,6 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/internal/testutil"
 )
 
 // lastRun is the newest run airlock undo lists.
@@ -165,5 +168,24 @@ func TestUndoBadInput(t *testing.T) {
 		if r.code != 125 || !strings.Contains(r.stderr, "no record of that run") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
 			t.Errorf("undo %s: %v, want one line and exit 125", id, r)
 		}
+	}
+}
+
+// TestUndoByNameOnceTheSandboxEnded: a named sandbox is undone by its
+// name; while it runs, undo says to wait (one line, 125) and changes
+// nothing.
+func TestUndoByNameOnceTheSandboxEnded(t *testing.T) {
+	e := newEnv(t)
+	writeFile(t, filepath.Join(e.ws, "a.txt"), "before\n", 0o644)
+	if r := e.run("run", "-d", "--name", "job", "--", "sh", "-c", "echo after > a.txt; sleep 2"); r.code != 0 {
+		t.Fatalf("run -d: %v", r)
+	}
+	testutil.WaitFor(t, 10*time.Second, func() bool { return readFile(t, filepath.Join(e.ws, "a.txt")) == "after\n" })
+	if r := e.run("undo", "job"); r.code != 125 || !strings.Contains(r.stderr, "still running") {
+		t.Fatalf("undo of a running sandbox: %v", r)
+	}
+	testutil.WaitFor(t, 30*time.Second, func() bool { return strings.Contains(e.run("ls").stdout, "exited (0)") })
+	if r := e.run("undo", "job"); r.code != 0 || readFile(t, filepath.Join(e.ws, "a.txt")) != "before\n" {
+		t.Fatalf("undo job once it ended: %v", r)
 	}
 }
