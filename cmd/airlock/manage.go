@@ -77,7 +77,7 @@ func lsRun(o *lsOptions) error {
 	}
 	// Which runs can be undone: the undo store's records, by ID.
 	undo := map[string]string{}
-	var ended []*workspace.UndoRecord
+	var ended []workspace.UndoSummary
 	if o.Undo != nil {
 		if store, err := o.Undo(); err == nil {
 			runs, _ := store.Runs()
@@ -86,7 +86,7 @@ func lsRun(o *lsOptions) error {
 				listed[e.Record.ID] = true
 			}
 			for _, r := range runs {
-				undo[r.ID] = store.Undoable(r)
+				undo[r.ID] = r.Undoable()
 				if o.All && !o.Running && !listed[r.ID] {
 					ended = append(ended, r)
 				}

@@ -112,7 +112,7 @@ func undoList(o *undoOptions, store workspace.UndoStore) error {
 	w := tabwriter.NewWriter(o.IO.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "RUN\tENDED\tCHANGES\tUNDO\tWORKSPACE")
 	for _, r := range runs {
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", r.ID, ago(r.Ended), len(r.Changes), store.Undoable(r), r.Root)
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", r.ID, ago(r.Ended), r.Changes, r.Undoable(), r.Root)
 	}
 	return w.Flush()
 }

@@ -62,6 +62,22 @@ type UndoRecord struct {
 	Undone *time.Time `json:"undone,omitempty"`
 }
 
+// UndoSummary is what ls and the undo list show of a run: kept beside its
+// record (runs/ID.sum), so listing reads no change list.
+type UndoSummary struct {
+	ID      string     `json:"id"`
+	Root    string     `json:"root"`
+	Ended   time.Time  `json:"ended"`
+	Changes int        `json:"changes"`
+	Lost    int        `json:"lost,omitempty"`
+	Evicted bool       `json:"evicted,omitempty"` // old content the store dropped since (its bound)
+	Undone  *time.Time `json:"undone,omitempty"`
+}
+
+func (r *UndoRecord) summary() UndoSummary {
+	return UndoSummary{ID: r.ID, Root: r.Root, Ended: r.Ended, Changes: len(r.Changes), Lost: len(r.Lost), Undone: r.Undone}
+}
+
 // UndoStore is the store's directory and its bound.
 type UndoStore struct {
 	Dir      string
@@ -74,6 +90,21 @@ func (u UndoStore) blob(sum string) string {
 
 func (u UndoStore) runFile(id string) string {
 	return filepath.Join(u.Dir, "runs", id+".json")
+}
+
+func (u UndoStore) sumFile(id string) string {
+	return filepath.Join(u.Dir, "runs", id+".sum")
+}
+
+// save writes rec and its summary (the summary last: a listed run has
+// its record).
+func (u UndoStore) save(rec *UndoRecord, evicted bool) error {
+	if err := writeJSONFile(u.runFile(rec.ID), rec); err != nil {
+		return err
+	}
+	sum := rec.summary()
+	sum.Evicted = evicted
+	return writeJSONFile(u.sumFile(rec.ID), sum)
 }
 
 func validSum(s string) bool {
@@ -258,7 +289,7 @@ func (s *Session) recordUndo(cs []Change) []string {
 		warn = append(warn, fmt.Sprintf("undo: the old content of %d file(s) was not kept (changed before airlock could copy it): %s", len(rec.Lost), shorten(strings.Join(rec.Lost, ", "), 200)))
 	}
 	if err := os.MkdirAll(filepath.Join(k.store.Dir, "runs"), 0o700); err == nil {
-		if err := writeJSONFile(k.store.runFile(rec.ID), rec); err != nil {
+		if err := k.store.save(&rec, false); err != nil {
 			warn = append(warn, "undo: record not written: "+err.Error())
 		}
 	}
@@ -276,7 +307,7 @@ func (s *Session) recordUndo(cs []Change) []string {
 // trimRuns removes the oldest records beyond maxUndoRuns.
 func (u UndoStore) trimRuns() {
 	ents, err := os.ReadDir(filepath.Join(u.Dir, "runs"))
-	if err != nil || len(ents) <= maxUndoRuns {
+	if err != nil || len(ents) <= 2*maxUndoRuns {
 		return
 	}
 	type run struct {
@@ -285,13 +316,15 @@ func (u UndoStore) trimRuns() {
 	}
 	var runs []run
 	for _, e := range ents {
-		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() {
-			runs = append(runs, run{e.Name(), fi.ModTime()})
+		id, ok := strings.CutSuffix(e.Name(), ".json")
+		if fi, err := e.Info(); ok && err == nil && fi.Mode().IsRegular() {
+			runs = append(runs, run{id, fi.ModTime()})
 		}
 	}
 	sort.Slice(runs, func(i, j int) bool { return runs[i].t.Before(runs[j].t) })
 	for _, r := range runs[:max(0, len(runs)-maxUndoRuns)] {
-		os.Remove(filepath.Join(u.Dir, "runs", r.name))
+		os.Remove(u.sumFile(r.name))
+		os.Remove(u.runFile(r.name))
 	}
 }
 
@@ -326,12 +359,39 @@ func (u UndoStore) trim(keep map[string]bool) {
 		}
 		return all[i].used.Before(all[j].used)
 	})
+	gone := map[string]bool{}
 	for _, b := range all {
 		if total <= u.MaxBytes {
 			break
 		}
 		if os.Remove(b.path) == nil {
 			total -= b.size
+			gone[filepath.Base(b.path)] = true
+		}
+	}
+	u.markEvicted(gone)
+}
+
+// markEvicted notes in their summaries the runs whose old content went
+// (read in full only when the bound removed something).
+func (u UndoStore) markEvicted(gone map[string]bool) {
+	if len(gone) == 0 {
+		return
+	}
+	sums, _ := u.Runs()
+	for _, sm := range sums {
+		if sm.Evicted || sm.Undone != nil {
+			continue
+		}
+		rec, err := u.LoadUndo(sm.ID)
+		if err != nil {
+			continue
+		}
+		for _, c := range rec.Changes {
+			if needsOld(c) && gone[c.Before.SHA256] {
+				u.save(rec, true)
+				break
+			}
 		}
 	}
 }
@@ -353,8 +413,8 @@ func (u UndoStore) LoadUndo(id string) (*UndoRecord, error) {
 	return &rec, nil
 }
 
-// Runs lists the recorded runs, newest first.
-func (u UndoStore) Runs() ([]*UndoRecord, error) {
+// Runs lists the recorded runs' summaries, newest first.
+func (u UndoStore) Runs() ([]UndoSummary, error) {
 	ents, err := os.ReadDir(filepath.Join(u.Dir, "runs"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -362,39 +422,33 @@ func (u UndoStore) Runs() ([]*UndoRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []*UndoRecord
+	var out []UndoSummary
 	for _, e := range ents {
-		id, ok := strings.CutSuffix(e.Name(), ".json")
-		if !ok {
+		if !strings.HasSuffix(e.Name(), ".sum") {
 			continue
 		}
-		if r, err := u.LoadUndo(id); err == nil {
-			out = append(out, r)
+		b, err := readBounded(filepath.Join(u.Dir, "runs"), e.Name(), 64<<10)
+		var sm UndoSummary
+		if err == nil && json.Unmarshal(b, &sm) == nil {
+			out = append(out, sm)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Ended.After(out[j].Ended) })
 	return out, nil
 }
 
-// Undoable says whether rec can be undone: "yes", "partly" (some old
-// content is gone), "undone", or "no".
-func (u UndoStore) Undoable(rec *UndoRecord) string {
-	if rec.Undone != nil {
-		return "undone"
-	}
-	missing := len(rec.Lost)
-	for _, c := range rec.Changes {
-		if needsOld(c) && !u.has(c.Before.SHA256) && !contains(rec.Lost, c.Path) {
-			missing++
-		}
-	}
+// Undoable says whether a run can be undone: "yes", "partly" (some old
+// content was not kept, or is gone), "undone", or "no".
+func (sm UndoSummary) Undoable() string {
 	switch {
-	case missing == 0:
-		return "yes"
-	case missing < len(rec.Changes):
+	case sm.Undone != nil:
+		return "undone"
+	case sm.Lost > 0 && sm.Lost >= sm.Changes:
+		return "no"
+	case sm.Lost > 0 || sm.Evicted:
 		return "partly"
 	}
-	return "no"
+	return "yes"
 }
 
 func contains(s []string, v string) bool {
@@ -469,7 +523,7 @@ func (u UndoStore) Undo(rec *UndoRecord) (UndoResult, error) {
 	if len(res.Refused) == 0 && aerr == nil {
 		now := time.Now().UTC()
 		rec.Undone = &now
-		writeJSONFile(u.runFile(rec.ID), rec)
+		u.save(rec, false)
 	}
 	return res, aerr
 }

@@ -32,7 +32,19 @@ func TestUndoStoreTrimDropsTheLeastRecentlyUsedButTheRunsOwn(t *testing.T) {
 	own := putBlob(t, u, strings.Repeat("b", 100), now.Add(-2*time.Hour))
 	older := putBlob(t, u, strings.Repeat("c", 100), now.Add(-1*time.Hour))
 	newest := putBlob(t, u, strings.Repeat("d", 100), now)
+	os.MkdirAll(filepath.Join(u.Dir, "runs"), 0o700)
+	before := &Entry{Type: TypeFile, SHA256: oldest, Size: 100}
+	rec := &UndoRecord{ID: "r1", Root: "/w", Changes: []Change{{Path: "f", Kind: Deleted, Before: before}}}
+	if err := u.save(rec, false); err != nil {
+		t.Fatal(err)
+	}
+	if runs, _ := u.Runs(); len(runs) != 1 || runs[0].Undoable() != "yes" {
+		t.Fatalf("before the trim, Runs() = %+v, want r1 undoable", runs)
+	}
 	u.trim(map[string]bool{own: true})
+	if runs, _ := u.Runs(); len(runs) != 1 || runs[0].Undoable() != "partly" {
+		t.Errorf("after its content was trimmed, Runs() = %+v, want r1 partly undoable", runs)
+	}
 	for sum, want := range map[string]bool{oldest: false, older: false, own: true, newest: true} {
 		if got := u.has(sum); got != want {
 			t.Errorf("after trim, has(%s) = %v, want %v", sum[:8], got, want)
