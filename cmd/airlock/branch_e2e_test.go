@@ -392,3 +392,50 @@ func TestBranchAirlocksGitRunsNoHooks(t *testing.T) {
 		t.Fatalf("airlock's own git ran the repository's hook or fsmonitor")
 	}
 }
+
+// TestBranchSymrefAndPackSideFilesAreDefused: a branch ref turned into a
+// symbolic ref to the main branch (so the host's next commit in the
+// worktree would move main) and a multi-pack-index written beside the
+// packs are defused at exit; without a sandbox the symref does move main
+// (the control).
+func TestBranchSymrefAndPackSideFilesAreDefused(t *testing.T) {
+	const attack = `C=$(git rev-parse --path-format=absolute --git-common-dir)
+M=$(sed 's,ref: refs/heads/,,' "$C/HEAD"); B=$(git symbolic-ref --short HEAD)
+echo "ref: refs/heads/$M" > "$C/refs/heads/$B"
+echo junk > "$C/objects/pack/multi-pack-index"`
+	ctl := filepath.Join(t.TempDir(), "ctl")
+	gitRepoAt(t, ctl)
+	ctlMain := gitIn(t, ctl, "rev-parse", "HEAD")
+	ctlWT := filepath.Join(t.TempDir(), "wt")
+	gitIn(t, ctl, "worktree", "add", "-q", "-b", "side", ctlWT)
+	c := exec.Command("sh", "-c", attack)
+	c.Dir = ctlWT
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("control: %v\n%s", err, out)
+	}
+	hostGit(t, ctlWT, "commit", "-q", "--allow-empty", "-m", "host")
+	if gitIn(t, ctl, "rev-parse", "HEAD") == ctlMain {
+		t.Fatalf("control: the host's commit in the worktree did not move the main branch")
+	}
+
+	e := newEnv(t)
+	gitRepoAt(t, e.ws)
+	mainSHA := gitIn(t, e.ws, "rev-parse", "HEAD")
+	r := e.run("run", "--branch", "side", "--", "sh", "-c", attack)
+	if r.code != 0 {
+		t.Fatalf("run: %v", r)
+	}
+	for _, want := range []string{"holds no object id", "multi-pack-index"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("the exit review does not report %q:\n%s", want, r.stderr)
+		}
+	}
+	wt := worktreeOf(t, e.ws, "side")
+	hostGit(t, wt, "commit", "-q", "--allow-empty", "-m", "host")
+	if got := gitIn(t, e.ws, "rev-parse", "HEAD"); got != mainSHA {
+		t.Errorf("the host's commit in the worktree moved the main branch")
+	}
+	if out, err := hostGit(t, e.ws, "fsck"); err != nil {
+		t.Errorf("git fsck after the run: %v\n%s", err, out)
+	}
+}

@@ -136,8 +136,9 @@ func (w *Worktree) guard() (ro, rw []string, err error) {
 	if _, err := os.Lstat(cw); errors.Is(err, os.ErrNotExist) {
 		writeNew(cw, "")
 	}
-	// modules: the worktree's own submodules' git dirs (config, hooks).
-	for _, n := range []string{"commondir", "gitdir", "config.worktree", "modules"} {
+	// modules: the worktree's own submodules' git dirs (config, hooks);
+	// an operation in progress: its exec lines run on --continue.
+	for _, n := range []string{"commondir", "gitdir", "config.worktree", "modules", "rebase-merge", "rebase-apply", "sequencer"} {
 		if st, err := os.Lstat(filepath.Join(w.Admin, n)); err == nil && (st.Mode().IsRegular() || st.IsDir()) {
 			ro = append(ro, filepath.Join(w.Admin, n))
 		}
@@ -149,13 +150,12 @@ func (w *Worktree) guard() (ro, rw []string, err error) {
 	if noLinks(info) {
 		ro = append(ro, info)
 	}
-	// The packs (most of the history) cannot be removed or replaced:
-	// each is read-only, up to a bound.
+	// The packs (most of the history) and what finds objects in them
+	// (indexes, a multi-pack-index) cannot be removed or replaced: each
+	// is read-only, up to a bound.
 	if names, err := dirNames(filepath.Join(objects, "pack")); err == nil && len(names) <= maxRefSiblings {
 		for _, n := range names {
-			if strings.HasPrefix(n, "pack-") {
-				ro = append(ro, filepath.Join(objects, "pack", n))
-			}
+			ro = append(ro, filepath.Join(objects, "pack", n))
 		}
 	}
 	if w.Branch == "" {
@@ -304,10 +304,14 @@ func (s *Session) reviewWorktree() []Defused {
 			for _, n := range now {
 				if n == filepath.Base(st.Branch) {
 					// The branch's own: a regular file, or git would read
-					// (a symref) or append to (a reflog) what a link names.
+					// (a symref) or append to (a reflog) what a link names;
+					// the ref an object id, or "ref: other" would have the
+					// host's commits on the branch move another.
 					var lst unix.Stat_t
 					if unix.Lstat(filepath.Join(dir, n), &lst) == nil && lst.Mode&unix.S_IFMT != unix.S_IFREG {
 						out = append(out, defuseAt(dir, n, "the branch's "+side.what+" is not a plain file: git would follow it"))
+					} else if side.what == "ref" && !objectIDFile(dir, n) {
+						out = append(out, defuseAt(dir, n, "the branch's ref holds no object id (a symbolic ref would move another branch)"))
 					}
 					continue
 				}
@@ -413,6 +417,13 @@ func verifyObjects(common string, start int64) []Defused {
 	for _, f := range files {
 		idx, ok := strings.CutSuffix(f, ".pack")
 		if !ok {
+			// A side file written during the run (a multi-pack-index,
+			// a reverse index, a bitmap): git trusts it to find objects,
+			// and nothing here checks it.
+			var st unix.Stat_t
+			if !strings.HasSuffix(f, ".idx") && !strings.Contains(f, defusedSuffix) && unix.Lstat(filepath.Join(pack, f), &st) == nil && st.Ctim.Nano() >= start {
+				out = append(out, defuseAt(pack, f, "a file the run wrote beside the packs: git trusts it to find objects"))
+			}
 			continue
 		}
 		var st, ist unix.Stat_t
@@ -472,4 +483,14 @@ func looseObjectOK(p, name string) bool {
 		return false
 	}
 	return hex.EncodeToString(h.Sum(nil)) == name
+}
+
+// objectIDFile reports whether dir/name holds an object id and a newline.
+func objectIDFile(dir, name string) bool {
+	b, err := readBounded(dir, name, 128)
+	if err != nil {
+		return false
+	}
+	id := strings.TrimSuffix(string(b), "\n")
+	return (len(id) == 40 || len(id) == 64) && isHex(id)
 }
