@@ -94,7 +94,11 @@ func lsRun(o *lsOptions) error {
 		}
 	}
 	if o.JSON {
-		return writeJSON(o.IO.Out, listing(shown))
+		l := listing(shown)
+		for i := range l {
+			l[i].Undo = undo[l[i].ID]
+		}
+		return writeJSON(o.IO.Out, l)
 	}
 	// Buffered: the tabwriter writes every cell on its own.
 	out := bufio.NewWriterSize(o.IO.Out, 64<<10)
@@ -130,6 +134,9 @@ type entryJSON struct {
 	state.Record
 	Status state.Status `json:"status"`
 	Dir    string       `json:"state_dir"`
+	// Undo is whether airlock undo can put the run's changes back (ls
+	// only): yes, partly, no, undone; absent when it left no record.
+	Undo string `json:"undo,omitempty"`
 	// LLM is what the gateway counted of the sandbox's LLM API use (get
 	// only; absent when there was none).
 	LLM *llmusage.Totals `json:"llm,omitempty"`
