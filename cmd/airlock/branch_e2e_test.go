@@ -273,11 +273,14 @@ func TestBranchHostileSandbox(t *testing.T) {
 	if v, _ := hostGit(t, e.ws, "config", "--get", "core.fsmonitor"); strings.TrimSpace(v) != "" {
 		t.Errorf("the sandbox's fsmonitor is in the repository's config: %q", v)
 	}
-	blob, _ := hostGit(t, e.ws, "cat-file", "-p", mainSHA+":README")
-	if strings.Contains(blob, "evil") {
-		t.Errorf("the forged object stands in for the main branch's README: %q", blob)
+	// The forged object is taken out and the original put back.
+	if blob, err := hostGit(t, e.ws, "cat-file", "-p", mainSHA+":README"); err != nil || blob != "hello\n" {
+		t.Errorf("the main branch's README after the run: %q %v, want its own bytes back", blob, err)
 	}
-	for _, want := range []string{"an object whose content does not match its name", "objects/zz", "logs/evil", "made-inside"} {
+	if out, err := hostGit(t, e.ws, "fsck"); err != nil {
+		t.Errorf("git fsck after the run: %v\n%s", err, out)
+	}
+	for _, want := range []string{"an object whose content does not match its name", "an object the run removed", "put back", "objects/zz", "logs/evil", "made-inside"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("the exit review does not report %q:\n%s", want, r.stderr)
 		}

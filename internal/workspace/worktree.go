@@ -15,7 +15,8 @@ package workspace
 //   - objects is writable, bound onto itself; objects/info (alternates:
 //     objects read from elsewhere) and the packs there are read-only
 //     (at exit, an object the run wrote must hash to its name, a pack
-//     pass git verify-pack);
+//     pass git verify-pack; the loose objects, linked into the session
+//     at start, are put back where the run removed them);
 //   - the directory holding the branch's ref (refs/heads, or refs/heads/a
 //     for a/b) and its reflog's are writable, as git makes NAME.lock
 //     beside them, with every other entry in them read-only: other
@@ -42,6 +43,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -217,6 +219,10 @@ type worktreeStart struct {
 	AdminNames []string `json:"admin_names"`
 	RefNames   []string `json:"ref_names"`
 	LogNames   []string `json:"log_names"`
+	// Since is when what the run writes begins (ns): after the links
+	// keepLooseObjects made (a link changes an object's ctime), less the
+	// timestamps' coarseness.
+	Since int64 `json:"since"`
 }
 
 const worktreeFile = "worktree.json"
@@ -234,7 +240,81 @@ func (s *Session) snapshotWorktree() error {
 		st.RefNames, _ = dirNames(filepath.Join(w.Common, "refs/heads", filepath.Dir(w.Branch)))
 		st.LogNames, _ = dirNames(filepath.Join(w.Common, "logs/refs/heads", filepath.Dir(w.Branch)))
 	}
+	keepLooseObjects(filepath.Join(w.Common, "objects"), s.path(keptObjects))
+	st.Since = max(s.m.Started.UnixNano(), time.Now().Add(-settled).UnixNano())
 	return writeJSONFile(s.path(worktreeFile), st)
+}
+
+// keptObjects holds links to the repository's loose objects, taken at start.
+const keptObjects = "objects-kept"
+
+// maxKeptObjects bounds the loose objects linked at start.
+const maxKeptObjects = 100000
+
+// keepLooseObjects links each loose object in objects into dir (where both
+// are on one filesystem): a link keeps the object's bytes if the sandbox
+// removes its name, so the exit review can put it back.
+func keepLooseObjects(objects, dir string) {
+	names, _ := dirNames(objects)
+	n := 0
+	for _, d := range names {
+		if len(d) != 2 || !isHex(d) {
+			continue
+		}
+		files, _ := dirNamesMax(filepath.Join(objects, d), maxKeptObjects)
+		made := false
+		for _, f := range files {
+			if n++; n > maxKeptObjects {
+				return
+			}
+			if !isHex(f) {
+				continue
+			}
+			if !made {
+				if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+					return
+				}
+				made = true
+			}
+			if err := unix.Linkat(unix.AT_FDCWD, filepath.Join(objects, d, f), unix.AT_FDCWD, filepath.Join(dir, d, f), 0); errors.Is(err, unix.EXDEV) {
+				os.RemoveAll(dir) // another filesystem: nothing to keep this way
+				return
+			}
+		}
+	}
+}
+
+// restoreLooseObjects links back each kept object whose name the run
+// removed (or whose forgery verifyObjects renamed away), if its bytes
+// still hash to its name, and reports it; then drops the links.
+func restoreLooseObjects(objects, dir string) []Defused {
+	defer os.RemoveAll(dir)
+	var out []Defused
+	names, _ := dirNames(dir)
+	for _, d := range names {
+		files, _ := dirNamesMax(filepath.Join(dir, d), maxKeptObjects)
+		for _, f := range files {
+			p := filepath.Join(objects, d, f)
+			if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			kept := filepath.Join(dir, d, f)
+			rep := Defused{Path: p, Why: "an object the run removed"}
+			switch {
+			case !looseObjectOK(kept, d+f):
+				rep.Action = "lost: its bytes were changed in place too (git fsck shows what is missing)"
+			case os.MkdirAll(filepath.Dir(p), 0o755) != nil || unix.Linkat(unix.AT_FDCWD, kept, unix.AT_FDCWD, p, 0) != nil:
+				rep.Action = "not put back"
+			default:
+				rep.Action = "put back"
+			}
+			out = append(out, rep)
+			if len(out) >= maxDefused {
+				return out
+			}
+		}
+	}
+	return out
 }
 
 // worktreeOwnName reports whether git makes name at a worktree admin dir's top.
@@ -336,7 +416,8 @@ func (s *Session) reviewWorktree() []Defused {
 		}
 	}
 	out = append(out, defuseLinks(filepath.Join(objects, "pack"), 0, 10000, false)...)
-	out = append(out, verifyObjects(st.Common, s.m.Started.UnixNano())...)
+	out = append(out, verifyObjects(st.Common, max(st.Since, s.m.Started.UnixNano()))...)
+	out = append(out, restoreLooseObjects(objects, s.path(keptObjects))...)
 	return out
 }
 
