@@ -89,6 +89,7 @@ airlock get ID what it spent (--keep=false to drop it; airlock rm ID).`,
 		Example: `  ANTHROPIC_API_KEY=... airlock agent run claude -- -p "add a test for parse()"
   OPENAI_API_KEY=... airlock agent run codex -- exec "fix the build"
   airlock agent run gemini --workspace-mode overlay     # review before apply
+  airlock agent run claude --branch fix-login -- -p "fix the login"   # its own worktree and branch
   airlock agent run claude --ask                        # unknown hosts wait for you
   airlock agent run claude --resume last -- -p "now the docs"
   airlock agent run -- -p "fix the lint"               # the agent config's agents.default names`,
@@ -116,11 +117,11 @@ airlock get ID what it spent (--keep=false to drop it; airlock rm ID).`,
 	return c
 }
 
-func agentRun(ao *agentRunOptions) error {
+func agentRun(ao *agentRunOptions) (err error) {
 	o := ao.Run
+	defer o.dropOnError(&err)
 	var p *agents.Profile
 	if ao.Name != "" {
-		var err error
 		if p, err = agents.Lookup(ao.Name); err != nil {
 			return usageError{err.Error()}
 		}

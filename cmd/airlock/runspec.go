@@ -17,6 +17,7 @@ import (
 // file and line.
 func runSpec(l *config.Loaded, o *runOptions, args []string) (engine.Spec, error) {
 	s := engine.Spec{Origin: engine.OriginCLI, Config: l.Spec, HostIDs: o.noIDMap, Workdir: o.workdir}
+	s.Branch = o.branch
 	c := &s.Config
 	if o.workdir != "" && !filepath.IsAbs(o.workdir) {
 		return s, usageError{fmt.Sprintf("--workdir %q: give an absolute path inside the sandbox", o.workdir)}

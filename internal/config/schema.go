@@ -87,6 +87,7 @@ var schema = []field{
 	{key: "workspace.exclude", kind: kList, help: "a list of names or paths", to: func(s *Spec) any { return &s.Workspace.Exclude }, flag: "exclude", usage: "leave `PATTERN` out of the copy, the manifest and the apply: a name (node_modules, *.o) or a path from the workspace root (build/out) (repeatable)"},
 	{key: "workspace.protect_git", kind: kBool, always: true, to: func(s *Spec) any { return &s.Workspace.ProtectGit }, flag: "protect-git", usage: "bind: pin .git and keep what git reads to run or read elsewhere read-only inside; after exit restore it and defuse git dirs the run made or changed", def: true},
 	{key: "workspace.no_delete", kind: kBool, always: true, to: func(s *Spec) any { return &s.Workspace.NoDelete }, flag: "no-delete", usage: "forbid deleting or renaming files in the workspace (needs Landlock; a workspace inside /tmp or the home makes those no-delete too)", def: false},
+	{key: "workspace.undo_size", kind: kSize, help: "a size such as 512m or 4g", to: func(s *Spec) any { return &s.Workspace.UndoBytes }},
 	{key: "workspace.auto_apply", kind: kBool, always: true, to: func(s *Spec) any { return &s.Workspace.AutoApply }, flag: "auto-apply", usage: "overlay and copy: apply the changes at exit without asking, except risky ones", def: false},
 	{key: "workspace.apply_risky", kind: kBool, always: true, to: func(s *Spec) any { return &s.Workspace.ApplyRisky }, flag: "apply-risky", usage: "with --auto-apply: apply risky changes too", def: false},
 	{key: "filesystem", kind: kSection},

@@ -160,6 +160,9 @@ type Workspace struct {
 	NoDelete   bool     `json:"no_delete,omitempty"`
 	AutoApply  bool     `json:"auto_apply,omitempty"`
 	ApplyRisky bool     `json:"apply_risky,omitempty"`
+	// UndoBytes bounds the store of what bind runs overwrote and deleted
+	// (airlock undo); 0 is the default, 1 GiB.
+	UndoBytes int64 `json:"undo_size,omitempty"`
 }
 
 // Limits bound the sandbox's resources; zero means the default (memory:
