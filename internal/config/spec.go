@@ -62,10 +62,20 @@ type Spec struct {
 	// counts it.
 	Budget Budget `json:"budget,omitzero"`
 
+	// Terminal: the keys airlock itself reads from a -t command's terminal.
+	Terminal Terminal `json:"terminal,omitzero"`
+
 	// Reserved sections: parsed from config files and passed through, not yet
 	// interpreted (decoded YAML: maps, lists, strings, numbers, bools).
 	MCPServers any `json:"mcp_servers,omitempty"`
 	Agents     any `json:"agents,omitempty"`
+}
+
+// Terminal are the key sequences (term.ParseKeys) airlock reads on a -t
+// command's terminal instead of passing them on.
+type Terminal struct {
+	DetachKeys string `json:"detach_keys,omitempty"` // leave airlock attach (default ctrl-p,ctrl-q)
+	AskKeys    string `json:"ask_keys,omitempty"`    // open the approval prompt (default ctrl-p,ctrl-a)
 }
 
 // Budget bounds LLM usage seen at the gateway; zero means no bound. Once a

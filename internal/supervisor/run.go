@@ -43,6 +43,7 @@ type supervisor struct {
 	stopOnce sync.Once
 	stop     chan string    // why the sandbox is being stopped from outside
 	sigs     chan os.Signal // term.Forwarded, from watchStart on
+	cons     *console       // a detached -t command's terminal, for airlock attach
 }
 
 // Options are what a host hands Run beside the spec.
@@ -70,6 +71,10 @@ func Run(h *state.Handle, spec engine.Spec, stdio term.IO, ro Options) (int, err
 	}
 	if len(spec.Command) > 0 {
 		o.First = sv.command()
+		if spec.Detached && spec.TTY {
+			sv.cons = newConsole()
+			o.Console = sv.cons
+		}
 	}
 	defer signal.Stop(sv.sigs)
 	ctx, early := sv.watchStart(&o)
@@ -251,7 +256,10 @@ func (sv *supervisor) main() (int, string) {
 	}
 	drain := func() {}
 	var t *term.Terminal
-	if p.PTY != nil {
+	if p.PTY != nil && sv.cons != nil {
+		defer p.PTY.Close()
+		sv.cons.start(p.PTY, p.Signal)
+	} else if p.PTY != nil {
 		t = term.Open(sv.io.Stdin, sv.io.Stdout)
 		defer t.Restore()
 		defer p.PTY.Close()
@@ -271,13 +279,20 @@ func (sv *supervisor) main() (int, string) {
 		select {
 		case r := <-exited:
 			drain()
+			if sv.cons != nil {
+				e := r.e
+				if r.err != nil {
+					e = &proto.Exit{Code: ExitAirlock}
+				}
+				sv.cons.end(e)
+			}
 			if r.err != nil {
 				return ExitAirlock, "the sandbox's agent exited unexpectedly"
 			}
 			return r.e.Code, ""
 		case s := <-sigs:
 			if s == syscall.SIGWINCH {
-				if p.PTY != nil {
+				if t != nil {
 					t.Resize(p.PTY)
 				}
 				continue
@@ -298,6 +313,9 @@ func (sv *supervisor) command() *engine.Command {
 	req := &proto.Exec{Argv: sv.spec.Command, Dir: sv.spec.Workdir, TTY: sv.spec.TTY, Last: true}
 	if sv.spec.TTY {
 		req.Rows, req.Cols = term.Size(sv.io.Stdin)
+		if sv.spec.Detached && req.Rows == 0 { // airlock attach gives it the client's
+			req.Rows, req.Cols = defaultRows, defaultCols
+		}
 		return &engine.Command{Req: req}
 	}
 	req.Stdio = proto.StdioFDs
