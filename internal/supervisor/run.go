@@ -16,6 +16,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/backend"
+	"github.com/airlock-dev/airlock/internal/control"
 	"github.com/airlock-dev/airlock/internal/engine"
 	"github.com/airlock-dev/airlock/internal/memtrim"
 	"github.com/airlock-dev/airlock/internal/proto"
@@ -44,6 +45,8 @@ type supervisor struct {
 	stop     chan string    // why the sandbox is being stopped from outside
 	sigs     chan os.Signal // term.Forwarded, from watchStart on
 	cons     *console       // a detached -t command's terminal, for airlock attach
+	status   *statusSurface // a foreground -t --ask command's relay, with the prompt
+	line     bool           // the line prompt asks (no -t)
 }
 
 // Options are what a host hands Run beside the spec.
@@ -100,6 +103,9 @@ func Run(h *state.Handle, spec engine.Spec, stdio term.IO, ro Options) (int, err
 	// command, its agent's next request): give back what waiting needs not.
 	defer memtrim.Periodically(time.Second, 10*time.Second)()
 	if q := sb.Approvals(); q != nil && !spec.Detached {
+		if stop := sv.prompt(q); stop != nil {
+			defer stop()
+		}
 		events, cancel := q.Subscribe(64)
 		defer cancel()
 		go sv.announce(events)
@@ -264,7 +270,11 @@ func (sv *supervisor) main() (int, string) {
 		defer t.Restore()
 		defer p.PTY.Close()
 		t.Resize(p.PTY) // the size it was given was read before the start
-		drain = t.Relay(p.PTY)
+		if sv.status != nil {
+			drain = sv.status.relay(p.PTY)
+		} else {
+			drain = t.Relay(p.PTY)
+		}
 	}
 	type result struct {
 		e   *proto.Exit
@@ -322,12 +332,55 @@ func (sv *supervisor) command() *engine.Command {
 	return &engine.Command{Req: req, Files: []*os.File{sv.io.Stdin, sv.io.Stdout, sv.io.Stderr}}
 }
 
+// prompt asks on the run's own terminal (see prompter): a line without
+// -t, the status row with it. It returns how to stop, or nil when the
+// terminal cannot ask (announce's line then says where to answer).
+func (sv *supervisor) prompt(q control.Approvals) (stop func()) {
+	name := sv.h.Name()
+	if name == "" {
+		name = sv.h.ID()
+	}
+	if sv.spec.TTY {
+		if !term.IsTerminal(sv.io.Stdin) || !term.IsTerminal(sv.io.Stdout) {
+			return nil
+		}
+		keys, err := term.ParseKeys(sv.spec.Config.Terminal.AskKeys)
+		if err != nil {
+			keys, _ = term.ParseKeys(term.DefaultAskKeys)
+		}
+		sv.status = newStatusSurface(sv.io.Stdin, sv.io.Stdout, keys)
+		events, cancel := q.Subscribe(64)
+		go (&prompter{q: q, s: sv.status, sbName: name}).run(events)
+		return cancel
+	}
+	if !term.IsTerminal(sv.io.Stderr) {
+		return nil
+	}
+	l := openLineSurface(sv.io.Stderr)
+	if l == nil {
+		return nil
+	}
+	sv.line = true
+	events, cancel := q.Subscribe(64)
+	done := make(chan struct{})
+	go func() {
+		(&prompter{q: q, s: l, auto: true, sbName: name}).run(events)
+		close(done)
+	}()
+	return func() {
+		cancel()
+		<-done
+		l.close()
+	}
+}
+
 // announce tells the user a request waits: one line on stderr when it is a
 // terminal the command does not own (a -t command's full-screen display
 // would be corrupted: there, and always, a desktop notification where
 // notify-send exists).
 func (sv *supervisor) announce(events <-chan approval.Event) {
-	line := term.IsTerminal(sv.io.Stderr) && !sv.spec.TTY
+	// The prompt (when up) says it itself.
+	line := term.IsTerminal(sv.io.Stderr) && !sv.spec.TTY && !sv.line
 	notify, _ := exec.LookPath("notify-send")
 	if os.Getenv("DISPLAY") == "" && os.Getenv("WAYLAND_DISPLAY") == "" {
 		notify = ""
