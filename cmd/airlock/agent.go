@@ -114,9 +114,6 @@ func agentRun(ao *agentRunOptions) error {
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	if o.detach {
-		return usageError{"airlock agent run does not detach yet (its keys are handed over in memory): run it in the foreground, e.g. in tmux"}
-	}
 	cfg, err := ao.Config()
 	if err != nil {
 		return err
@@ -159,6 +156,9 @@ func agentRun(ao *agentRunOptions) error {
 	code, err := launch(spec, o, pr.Env, pr.Secrets)
 	if err != nil {
 		return err
+	}
+	if o.detach { // its keys went to the background supervisor, in memory
+		return nil
 	}
 	agentrun.RecordSession(p, pr.Project, sc.Workspace.Path, pr.Home, started, code, ao.IO.ErrOut, o.quiet)
 	return exitError{code}

@@ -236,11 +236,7 @@ func launch(spec engine.Spec, o *runOptions, env []string, secs []*secrets.Secre
 	}
 	trace.Mark("env made")
 	if o.detach {
-		if len(secs) > 0 {
-			h.Remove()
-			return 0, errors.New("secrets given by value cannot go to a detached sandbox")
-		}
-		if err := supervisor.Detach(h, spec, "", superviseCmd); err != nil {
+		if err := supervisor.Detach(h, spec, "", superviseCmd, secs); err != nil {
 			return 0, err
 		}
 		fmt.Println(h.ID())
