@@ -103,7 +103,9 @@ Limits default to ` + strconv.Itoa(config.DefaultPids) + ` processes and half of
   airlock run --workspace-mode overlay -- claude      # review, then apply
   airlock run -d --ask --allow-host api.anthropic.com -- claude   # unknown hosts wait: airlock approvals / airlock ui
   airlock run --workspace-mode copy --exclude node_modules --auto-apply -- ./agent
-  airlock run -d --name dev          # idle background sandbox; then: airlock exec dev -- CMD`,
+  airlock run -d --name dev          # idle background sandbox; then: airlock exec dev -- CMD
+  airlock run -t -d --name sh -- bash   # a terminal in the background: airlock attach sh (Ctrl-P Ctrl-Q leaves it)
+  airlock run --ask -- npm install   # a host no rule covers is asked about here: a key answers`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 && !o.detach {
 				return usageError{"no command given: use airlock run [flags] -- CMD [ARGS...]"}
