@@ -119,6 +119,15 @@ func (c *console) end(e *proto.Exit) {
 
 // Attach implements control.Console.
 func (c *console) Attach(rows, cols uint16) (*os.File, control.Attachment, error) {
+	f, a, err := c.attach()
+	if err != nil {
+		return nil, nil, err
+	}
+	c.redraw(rows, cols)
+	return f, a, nil
+}
+
+func (c *console) attach() (*os.File, control.Attachment, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.exit != nil || c.master == nil {
@@ -141,7 +150,6 @@ func (c *console) Attach(rows, cols uint16) (*os.File, control.Attachment, error
 	}
 	go a.write()
 	go a.read(c.master)
-	c.redraw(rows, cols)
 	// The stream's other end is sent blocking, as the client expects.
 	unix.SetNonblock(fds[1], false)
 	return theirs, a, nil
