@@ -28,6 +28,7 @@ type ptySession struct {
 	out  []byte
 	from int // expect looks from here
 	done chan struct{}
+	read chan struct{} // the reader saw the pty's end
 	code int
 }
 
@@ -38,7 +39,7 @@ func (e *env) startPTY(rows, cols uint16, args ...string) *ptySession {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	s := &ptySession{t: e.t, c: c, ptm: ptm, done: make(chan struct{})}
+	s := &ptySession{t: e.t, c: c, ptm: ptm, done: make(chan struct{}), read: make(chan struct{})}
 	go func() {
 		buf := make([]byte, 4096)
 		for {
@@ -50,6 +51,7 @@ func (e *env) startPTY(rows, cols uint16, args ...string) *ptySession {
 				break
 			}
 		}
+		close(s.read)
 	}()
 	go func() {
 		err := c.Wait()
@@ -103,6 +105,10 @@ func (s *ptySession) exit() int {
 	s.t.Helper()
 	select {
 	case <-s.done:
+		select { // what it wrote last is read
+		case <-s.read:
+		case <-time.After(2 * time.Second):
+		}
 		return s.code
 	case <-time.After(15 * time.Second):
 		s.t.Fatalf("still running after 15s; the terminal showed %q", s.output())

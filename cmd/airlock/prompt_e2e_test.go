@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestAskOnTheRunsOwnTerminal: a foreground --ask run without -t asks on
@@ -22,6 +23,13 @@ func TestAskOnTheRunsOwnTerminal(t *testing.T) {
 	s.expect("rc-keyed=0")
 	s.expect("asks for network example.com")
 	s.send("x") // no answer: the prompt stays
+	// What a terminal types by itself, answering a query the sandbox could
+	// have written (a colour, holding 'g' for allow everywhere), and a
+	// paste: neither answers.
+	s.send("\x1b]10;rgb:gggg/gggg/gggg\x07")
+	s.send("gg")
+	time.Sleep(600 * time.Millisecond)
+	pendingIn(t, e, "example.com")
 	s.send("d")
 	s.expect("denied example.com (once)")
 	s.expect("rc-denied=")

@@ -28,7 +28,7 @@ const (
 func keyDecision(k byte) (d approval.Decision, ok, later bool) {
 	d.By = "terminal"
 	switch k {
-	case 'a', 'y':
+	case 'a':
 		d.Allow, d.Scope = true, approval.Once
 	case 's':
 		d.Allow, d.Scope = true, approval.Session
@@ -36,7 +36,7 @@ func keyDecision(k byte) (d approval.Decision, ok, later bool) {
 		d.Allow, d.Scope = true, approval.Project
 	case 'g':
 		d.Allow, d.Scope = true, approval.Global
-	case 'd', 'D', 'n':
+	case 'd', 'D':
 		d.Scope = approval.Once
 	case 'S':
 		d.Scope = approval.Session

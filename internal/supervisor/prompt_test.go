@@ -3,6 +3,7 @@ package supervisor
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/airlock-dev/airlock/internal/approval"
 )
@@ -52,6 +53,41 @@ func TestWhatThePromptShows(t *testing.T) {
 			got, whole := what(tc.r)
 			if !strings.HasPrefix(got, tc.want) || whole != tc.whole {
 				t.Errorf("what(%+v) = %q, %v; want %q…, %v", tc.r, got, whole, tc.want, tc.whole)
+			}
+		})
+	}
+}
+
+// TestKeyFilterTakesOnlyAHumansKey: what the terminal sends itself (the
+// answer to a query the sandbox wrote) answers nothing, even in pieces.
+func TestKeyFilterTakesOnlyAHumansKey(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	for name, tc := range map[string]struct {
+		reads [][]byte
+		gaps  time.Duration
+		want  []byte
+	}{
+		"a key alone is a key":                    {reads: [][]byte{[]byte("a")}, want: []byte("a")},
+		"a colour query's answer is no key":       {reads: [][]byte{[]byte("\x1b]10;rgb:ffff/ffff/ffff\x07")}},
+		"nor its tail in a read of its own":       {reads: [][]byte{[]byte("\x1b]10;rgb:ffff/"), []byte("g"), []byte("\x07")}, gaps: 10 * time.Millisecond},
+		"a cursor report ending in a letter":      {reads: [][]byte{[]byte("\x1b[12;1"), []byte("R")}, gaps: 5 * time.Millisecond},
+		"a paste is no key":                       {reads: [][]byte{[]byte("gg")}},
+		"a key well after an escape counts again": {reads: [][]byte{[]byte("\x1b"), []byte("d")}, gaps: time.Second, want: []byte("d")},
+		"an arrow key answers nothing":            {reads: [][]byte{[]byte("\x1b[A")}},
+		"keys one by one are keys":                {reads: [][]byte{[]byte("x"), []byte("g")}, gaps: 50 * time.Millisecond, want: []byte("xg")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var f keyFilter
+			var got []byte
+			now := t0
+			for _, r := range tc.reads {
+				if k, ok := f.key(r, now); ok {
+					got = append(got, k)
+				}
+				now = now.Add(tc.gaps)
+			}
+			if string(got) != string(tc.want) {
+				t.Errorf("keys from %q = %q, want %q", tc.reads, got, tc.want)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +16,28 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/term"
 )
+
+// keyFilter tells a human's key from what the terminal itself sends: the
+// sandbox can write a query (cursor position, colours, title) whose answer
+// the terminal types, and an answer holds letters ('g' in "rgb:...") that
+// must not answer the prompt. A key is a read of one byte that is not an
+// escape; a read of several (an answer, a paste) answers nothing, and
+// after an escape nothing does for a moment (an answer's tail may come
+// in a read of its own).
+type keyFilter struct{ quietUntil time.Time }
+
+const escapeQuiet = 300 * time.Millisecond
+
+func (f *keyFilter) key(b []byte, now time.Time) (byte, bool) {
+	if bytes.IndexByte(b, 0x1b) >= 0 {
+		f.quietUntil = now.Add(escapeQuiet)
+		return 0, false
+	}
+	if len(b) != 1 || now.Before(f.quietUntil) {
+		return 0, false
+	}
+	return b[0], true
+}
 
 // lineSurface is the prompt of a run without -t: a line on stderr, keys
 // read one at a time from the controlling terminal (never from the
@@ -54,14 +77,15 @@ func (l *lineSurface) foreground() bool {
 }
 
 func (l *lineSurface) read() {
-	b := make([]byte, 1)
+	b := make([]byte, 256)
+	var f keyFilter
 	for range l.wake {
 		for l.armed.Load() {
 			l.tty.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
 			n, err := l.tty.Read(b)
-			if n == 1 && l.armed.Load() {
+			if k, ok := f.key(b[:n], time.Now()); n > 0 && ok && l.armed.Load() {
 				select {
-				case l.k <- b[0]:
+				case l.k <- k:
 				default:
 				}
 			}
@@ -168,14 +192,15 @@ func (s *statusSurface) relay(master *os.File) (drain func()) {
 	s.mu.Unlock()
 	go func() { // ends when the process exits and master is closed
 		buf := make([]byte, 4096)
+		var f keyFilter
 		for {
 			n, err := s.in.Read(buf)
 			b := buf[:n]
 			for len(b) > 0 {
 				if s.up.Load() {
-					for _, c := range b {
+					if k, ok := f.key(b, time.Now()); ok {
 						select {
-						case s.k <- c:
+						case s.k <- k:
 						default:
 						}
 					}
