@@ -22,7 +22,9 @@ func newAttachCmd() *cobra.Command {
 		Long: `Connect this terminal to the main command of a sandbox started with
 airlock run -t -d (or airlock agent run -d): what it last wrote is shown
 again and it is told the size of this terminal (a full-screen program draws
-its screen again). Keys go to the command, ^C included; SIGWINCH resizes it.
+its screen again). Keys go to the command, ^C included; resizing this
+terminal resizes the command's; signals sent to airlock attach go to the
+command, but SIGHUP (this terminal went away), which detaches.
 
 The detach keys (Ctrl-P Ctrl-Q unless --detach-keys, or the sandbox's
 terminal.detach_keys setting, says otherwise) leave the command running:

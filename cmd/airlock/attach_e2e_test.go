@@ -117,13 +117,14 @@ func (s *ptySession) exit() int {
 }
 
 // echoTTY reads lines from its terminal and answers each, reports its size
-// on SIGWINCH (and on "size"), and exits 7 on "quit".
+// on SIGWINCH (and on "size"), says when SIGUSR1 came, and exits 7 on "quit".
 const echoTTY = `
 import os, signal, sys
 def size(*_):
     r = os.get_terminal_size(0)
     print("size:%dx%d" % (r.lines, r.columns), flush=True)
 signal.signal(signal.SIGWINCH, size)
+signal.signal(signal.SIGUSR1, lambda *_: print("got-usr1", flush=True))
 print("READY", flush=True)
 for line in sys.stdin:
     line = line.strip()
@@ -172,6 +173,9 @@ func TestAttachToADetachedTerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.expect("size:40x120")
+	// A signal to airlock attach reaches the command.
+	a.c.Process.Signal(syscall.SIGUSR1)
+	a.expect("got-usr1")
 
 	// A second terminal is refused while the first is attached, with one
 	// line; the first goes on working.
