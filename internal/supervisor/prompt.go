@@ -142,20 +142,23 @@ func (p *prompter) run(events <-chan approval.Event) {
 	for {
 		select {
 		case <-tick.C:
-			if shown.ID == "" {
+			if len(pending) == 0 {
 				continue
 			}
-			still := false
+			live := map[string]bool{}
 			for _, r := range p.q.Pending() {
-				still = still || r.ID == shown.ID
+				live[r.ID] = true
 			}
-			if !still {
-				for i, r := range pending {
-					if r.ID == shown.ID {
-						pending = append(pending[:i], pending[i+1:]...)
-						break
-					}
+			kept := pending[:0]
+			for _, r := range pending {
+				if live[r.ID] {
+					kept = append(kept, r)
+				} else {
+					delete(later, r.ID)
 				}
+			}
+			pending = kept
+			if shown.ID != "" && !live[shown.ID] {
 				p.s.hide()
 				shown = approval.Request{}
 				p.s.note("airlock: the request was answered elsewhere")
