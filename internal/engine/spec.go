@@ -72,7 +72,7 @@ func (s *Spec) Validate(where func(key string) string) error {
 			continue
 		}
 		if _, err := term.ParseKeys(keys); err != nil {
-			return &SettingError{Key: key, Where: where(key), Msg: " " + err.Error()}
+			return &SettingError{Key: key, Where: where(key), Msg: ": " + err.Error()}
 		}
 	}
 	if c.Approvals.Decisions != "" && !c.Approvals.Ask() {

@@ -22,7 +22,7 @@ const maxKeys = 8
 // ctrl-X for X one of a-z, @, [, \, ], ^ and _.
 func ParseKeys(s string) ([]byte, error) {
 	if s == "" {
-		return nil, fmt.Errorf("keys %q: empty: give keys such as %s", s, DefaultDetachKeys)
+		return nil, fmt.Errorf("no keys given: give keys such as %s", DefaultDetachKeys)
 	}
 	var out []byte
 	for _, k := range strings.Split(s, ",") {
@@ -40,14 +40,14 @@ func ParseKeys(s string) ([]byte, error) {
 			case c == '@', c == '[', c == '\\', c == ']', c == '^', c == '_':
 				out = append(out, c-'@')
 			default:
-				return nil, fmt.Errorf("keys %q: %q is no control key: use ctrl- with a-z, @, [, \\, ], ^ or _", s, k)
+				return nil, fmt.Errorf("%q is no control key: use ctrl- with a-z, @, [, \\, ], ^ or _", k)
 			}
 		default:
-			return nil, fmt.Errorf("keys %q: %q is no key: use one character or ctrl-X, separated by commas (e.g. %s)", s, k, DefaultDetachKeys)
+			return nil, fmt.Errorf("%q is no key: use one character or ctrl-X, separated by commas (e.g. %s)", k, DefaultDetachKeys)
 		}
 	}
 	if len(out) > maxKeys {
-		return nil, fmt.Errorf("keys %q: at most %d keys", s, maxKeys)
+		return nil, fmt.Errorf("%q: at most %d keys", s, maxKeys)
 	}
 	return out, nil
 }
