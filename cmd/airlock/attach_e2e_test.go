@@ -302,3 +302,20 @@ func vmRSS(t *testing.T, pid int) int64 {
 	t.Fatal("no VmRSS")
 	return 0
 }
+
+// TestKillEndsAnAttach: airlock kill of a sandbox someone is attached to
+// ends their attach with the killed command's status, not an error.
+func TestKillEndsAnAttach(t *testing.T) {
+	e := newEnv(t)
+	if r := e.run("run", "-q", "-t", "-d", "--name", "k", "--", "sh", "-c", "echo UP; read x"); r.code != 0 {
+		t.Fatalf("run -t -d: %v", r)
+	}
+	a := e.startPTY(24, 80, "attach", "k")
+	a.expect("UP")
+	if r := e.run("kill", "k"); r.code != 0 {
+		t.Fatalf("kill: %v", r)
+	}
+	if code := a.exit(); code != 137 {
+		t.Fatalf("attach after kill: exit %d, %q; want 137", code, a.output())
+	}
+}

@@ -41,15 +41,27 @@ type console struct {
 	att     *attachment
 	exit    *proto.Exit // the command's, once it ended
 	eof     chan struct{}
+	// begun is closed once the command's terminal is there, or the
+	// command is over: an attach right after run -d returns waits for it.
+	begun     chan struct{}
+	beginOnce sync.Once
 }
 
-func newConsole() *console { return &console{eof: make(chan struct{})} }
+// attachWait bounds how long an attach waits for the command to start.
+const attachWait = 10 * time.Second
+
+func newConsole() *console {
+	return &console{eof: make(chan struct{}), begun: make(chan struct{})}
+}
+
+func (c *console) begin() { c.beginOnce.Do(func() { close(c.begun) }) }
 
 // start takes the command's pty master and begins reading it.
 func (c *console) start(master *os.File, signal func(syscall.Signal) error) {
 	c.mu.Lock()
 	c.master, c.signal = master, signal
 	c.mu.Unlock()
+	c.begin()
 	go func() {
 		buf := make([]byte, readChunk)
 		for {
@@ -102,15 +114,18 @@ func (c *console) replay() []byte {
 
 // end is called once the command exited: its last output is read (for a
 // moment: a background process may hold the pty), then the attached
-// client gets the exit.
-func (c *console) end(e *proto.Exit) {
-	select {
-	case <-c.eof:
-	case <-time.After(consoleDrain):
+// client gets the exit. drain false: airlock is ending it, no moment.
+func (c *console) end(e *proto.Exit, drain bool) {
+	if drain {
+		select {
+		case <-c.eof:
+		case <-time.After(consoleDrain):
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.exit = e
+	c.begin()
 	if c.att != nil {
 		c.att.finish(e, nil)
 		c.att = nil
@@ -119,6 +134,10 @@ func (c *console) end(e *proto.Exit) {
 
 // Attach implements control.Console.
 func (c *console) Attach(rows, cols uint16) (*os.File, control.Attachment, error) {
+	select {
+	case <-c.begun:
+	case <-time.After(attachWait):
+	}
 	f, a, err := c.attach()
 	if err != nil {
 		return nil, nil, err

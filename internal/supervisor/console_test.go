@@ -94,7 +94,7 @@ func TestConsoleAttachesOneClientAndCutsOffOneThatStopsReading(t *testing.T) {
 	defer f2.Close()
 	go io.Copy(io.Discard, f2)
 	pts.Close()
-	c.end(&proto.Exit{Code: 3})
+	c.end(&proto.Exit{Code: 3}, true)
 	if e, err := a2.Wait(); err != nil || e.Code != 3 {
 		t.Fatalf("Wait = %v, %v; want the exit", e, err)
 	}

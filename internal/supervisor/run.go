@@ -252,11 +252,15 @@ func (sv *supervisor) main() (int, string) {
 
 	p, err := sv.sb.First()
 	if err != nil {
+		sv.ended(ExitAirlock)
 		return ExitAirlock, err.Error()
 	}
 	trace.Mark("supervisor: command started")
 	if p.PID == 0 && sv.spec.TTY { // never started; the reason had no terminal to go to
 		e, _ := p.Wait()
+		if e != nil {
+			sv.ended(e.Code)
+		}
 		fmt.Fprintf(sv.io.Stderr, "airlock: %s\n", e.Reason)
 		return e.Code, ""
 	}
@@ -294,7 +298,7 @@ func (sv *supervisor) main() (int, string) {
 				if r.err != nil {
 					e = &proto.Exit{Code: ExitAirlock}
 				}
-				sv.cons.end(e)
+				sv.cons.end(e, true)
 			}
 			if r.err != nil {
 				return ExitAirlock, "the sandbox's agent exited unexpectedly"
@@ -309,10 +313,19 @@ func (sv *supervisor) main() (int, string) {
 			}
 			p.Signal(s.(syscall.Signal))
 		case <-timeout:
+			sv.ended(ExitTimeout)
 			return ExitTimeout, timedOut
 		case why := <-sv.stop:
+			sv.ended(128 + int(syscall.SIGKILL))
 			return 128 + int(syscall.SIGKILL), why
 		}
+	}
+}
+
+// ended tells an attached terminal the command is being ended with code.
+func (sv *supervisor) ended(code int) {
+	if sv.cons != nil {
+		sv.cons.end(&proto.Exit{Code: code}, false)
 	}
 }
 
