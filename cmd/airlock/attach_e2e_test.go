@@ -260,7 +260,7 @@ func TestAttachBadInput(t *testing.T) {
 // the queue: the client is cut off, the command never waits.
 func TestAttachBoundsMemory(t *testing.T) {
 	e := newEnv(t)
-	flood := `read go; head -c 300000000 /dev/zero | tr '\0' x; echo; touch ` + filepath.Join(e.ws, "flooded") + `; read x`
+	flood := `read go; head -c 100000000 /dev/zero | tr '\0' x; echo; touch ` + filepath.Join(e.ws, "flooded") + `; read x`
 	if r := e.run("run", "-q", "-t", "-d", "--name", "flood", "--", "sh", "-c", flood); r.code != 0 {
 		t.Fatalf("run -t -d: %v", r)
 	}
@@ -279,9 +279,9 @@ func TestAttachBoundsMemory(t *testing.T) {
 		t.Fatalf("a client that stopped reading: exit %d (want 125, cut off)", code)
 	}
 	if rss := vmRSS(t, pid); rss > 120<<20 {
-		t.Fatalf("the supervisor's resident memory is %d MiB after 300 MB of output", rss>>20)
+		t.Fatalf("the supervisor's resident memory is %d MiB after 100 MB of output", rss>>20)
 	} else {
-		t.Logf("supervisor resident memory after 300 MB of output: %d MiB", rss>>20)
+		t.Logf("supervisor resident memory after 100 MB of output: %d MiB", rss>>20)
 	}
 	s := e.startPTY(24, 80, "attach", "flood")
 	s.send("\r")
