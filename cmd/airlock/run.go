@@ -109,7 +109,9 @@ Limits default to ` + strconv.Itoa(config.DefaultPids) + ` processes and half of
   airlock undo                                        # bind runs that can be put back; airlock undo ID
   airlock run -d --ask --allow-host api.anthropic.com -- claude   # unknown hosts wait: airlock approvals / airlock ui
   airlock run --workspace-mode copy --exclude node_modules --auto-apply -- ./agent
-  airlock run -d --name dev          # idle background sandbox; then: airlock exec dev -- CMD`,
+  airlock run -d --name dev          # idle background sandbox; then: airlock exec dev -- CMD
+  airlock run -t -d --name sh -- bash   # a terminal in the background: airlock attach sh (Ctrl-P Ctrl-Q leaves it)
+  airlock run --ask -- npm install   # a host no rule covers is asked about here: a key answers`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 && !o.detach {
 				return usageError{"no command given: use airlock run [flags] -- CMD [ARGS...]"}
@@ -244,11 +246,7 @@ func launch(spec engine.Spec, o *runOptions, env []string, secs []*secrets.Secre
 	}
 	trace.Mark("env made")
 	if o.detach {
-		if len(secs) > 0 {
-			h.Remove()
-			return 0, errors.New("secrets given by value cannot go to a detached sandbox")
-		}
-		if err := supervisor.Detach(h, spec, "", superviseCmd); err != nil {
+		if err := supervisor.Detach(h, spec, "", superviseCmd, secs); err != nil {
 			return 0, err
 		}
 		fmt.Println(h.ID())

@@ -63,6 +63,9 @@ type Spec struct {
 	// counts it.
 	Budget Budget `json:"budget,omitzero"`
 
+	// Terminal: the keys airlock itself reads from a -t command's terminal.
+	Terminal Terminal `json:"terminal,omitzero"`
+
 	// MCPServers is parsed from config files and passed through to the MCP
 	// proxy, which reads it (decoded YAML: maps, lists, strings, numbers, bools).
 	MCPServers any `json:"mcp_servers,omitempty"`
@@ -118,6 +121,13 @@ func (a *Agents) agent(name string) *Agent {
 		a.By[name] = &Agent{}
 	}
 	return a.By[name]
+}
+
+// Terminal are the key sequences (term.ParseKeys) airlock reads on a -t
+// command's terminal instead of passing them on.
+type Terminal struct {
+	DetachKeys string `json:"detach_keys,omitempty"` // leave airlock attach (default ctrl-p,ctrl-q)
+	AskKeys    string `json:"ask_keys,omitempty"`    // open the approval prompt (default ctrl-p,ctrl-a)
 }
 
 // Budget bounds LLM usage seen at the gateway; zero means no bound. Once a

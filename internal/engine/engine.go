@@ -103,6 +103,9 @@ type Options struct {
 	Hooks gateway.Hooks
 	// OnStop is called when `airlock kill` asks the sandbox to stop.
 	OnStop func(why string)
+	// Console, if set, is the main command's terminal as airlock attach
+	// reaches it (a detached -t sandbox's).
+	Console control.Console
 	// NobodyToAsk says no surface can answer approvals (a headless run
 	// with a prepared decisions file): what it does not cover is denied.
 	NobodyToAsk bool
@@ -1172,6 +1175,8 @@ func (s *Sandbox) writable() []string {
 func (s *Sandbox) Approvals() control.Approvals { return s.ask.Control() }
 
 func (t *controlTarget) Approvals() control.Approvals { return (*Sandbox)(t).Approvals() }
+
+func (t *controlTarget) Console() control.Console { return t.o.Console }
 
 // closeAudit records the sandbox's end and closes the audit stream.
 func (s *Sandbox) closeAudit() {
