@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -21,6 +22,24 @@ func params[T any](req *Request, into *T) error {
 	}
 	if err := json.Unmarshal(req.Params, into); err != nil {
 		return &Error{Code: CodeInvalidParams, Message: fmt.Sprintf("invalid params for %s: %v", req.Method, cleanJSONErr(err)), Data: &errorData{Kind: sandbox.KindInvalidParams}}
+	}
+	return nil
+}
+
+// strictParams is params refusing keys the type does not have, so that a
+// misspelt setting fails instead of being ignored.
+func strictParams[T any](req *Request, into *T) error {
+	if len(req.Params) == 0 {
+		return nil
+	}
+	d := json.NewDecoder(bytes.NewReader(req.Params))
+	d.DisallowUnknownFields()
+	if err := d.Decode(into); err != nil {
+		msg := cleanJSONErr(err)
+		if k, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			msg = "unknown key " + k + ": see airlock rpc --help for create's keys"
+		}
+		return &Error{Code: CodeInvalidParams, Message: fmt.Sprintf("invalid params for %s: %s", req.Method, msg), Data: &errorData{Kind: sandbox.KindInvalidParams}}
 	}
 	return nil
 }
@@ -247,7 +266,7 @@ func (s *Server) create(req *Request, done chan struct{}) (any, error) {
 	}
 	s.mu.Unlock()
 	var c sandbox.Config
-	if err := params(req, &c); err != nil {
+	if err := strictParams(req, &c); err != nil {
 		s.mu.Lock()
 		unclaim()
 		s.mu.Unlock()
