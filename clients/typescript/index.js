@@ -211,9 +211,38 @@ export class Sandbox {
     return (await this.call('list_files', { path })).files;
   }
 
-  /** Call handler for every event (type network, file or exec). */
+  /**
+   * Call handler for every event: type network, file, exec, approval, or
+   * another audit kind (mcp, hostexec, llm, workspace, lifecycle) whose
+   * fields are in record.
+   */
   onEvent(handler) {
     this.eventHandlers.push(handler);
+  }
+
+  /**
+   * Call handler for each approval request: a connection waiting for
+   * approve or deny (a sandbox created with approvals: { mode: 'ask' }).
+   * @param {(approval: any) => void} handler
+   */
+  onApproval(handler) {
+    this.eventHandlers.push((/** @type {any} */ e) => {
+      if (e?.type === 'approval' && e.approval?.phase === 'request') handler(e.approval);
+    });
+  }
+
+  /**
+   * Let approval request id through; scope once (the default), session,
+   * project or global; wildcard widens a remembered answer to subdomains.
+   * @param {string} id @param {{scope?: string, wildcard?: boolean}} [opts]
+   */
+  async approve(id, opts = {}) {
+    await this.call('approve', decision(id, opts));
+  }
+
+  /** Refuse approval request id. @param {string} id @param {{scope?: string}} [opts] */
+  async deny(id, opts = {}) {
+    await this.call('deny', decision(id, opts));
   }
 
   /** End the sandbox and wait for airlock rpc to exit. */
@@ -226,6 +255,15 @@ export class Sandbox {
       clearTimeout(timer);
     }
   }
+}
+
+/** @param {string} id @param {{scope?: string, wildcard?: boolean}} opts */
+function decision(id, opts) {
+  /** @type {any} */
+  const p = { id };
+  if (opts.scope) p.scope = opts.scope;
+  if (opts.wildcard) p.wildcard = true;
+  return p;
 }
 
 function execParams(command, workingDir, opts) {

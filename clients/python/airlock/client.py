@@ -256,9 +256,42 @@ class Sandbox:
         return self._call("list_files", {"path": path})["files"]
 
     def on_event(self, handler):
-        """Call handler(event) for every event notification (a dict with
-        type network, file or exec)."""
+        """Call handler(event) for every event notification: a dict with
+        type network, file, exec, approval, or another audit kind (mcp,
+        hostexec, llm, workspace, lifecycle) whose fields are in "record"."""
         self._event_handlers.append(handler)
+
+    def on_approval(self, handler):
+        """Call handler(approval) for each approval event whose phase is
+        "request": a connection waiting for approve or deny (a dict with id,
+        subject, host, port). A sandbox asks only when created with
+        {"approvals": {"mode": "ask"}}. Each call has its own thread, so
+        the handler may call approve or deny (or take its time)."""
+
+        def on(e):
+            a = e.get("approval") if e.get("type") == "approval" else None
+            if a and a.get("phase") == "request":
+                threading.Thread(target=handler, args=(a,), daemon=True).start()
+
+        self._event_handlers.append(on)
+
+    def approve(self, request_id, scope=None, wildcard=False):
+        """Let approval request_id through. scope: once (the default),
+        session, project or global; wildcard widens a remembered answer to
+        the host's subdomains."""
+        params = {"id": request_id}
+        if scope:
+            params["scope"] = scope
+        if wildcard:
+            params["wildcard"] = True
+        self._call("approve", params)
+
+    def deny(self, request_id, scope=None):
+        """Refuse approval request_id (scope as for approve)."""
+        params = {"id": request_id}
+        if scope:
+            params["scope"] = scope
+        self._call("deny", params)
 
     def close(self):
         """End the sandbox and wait for airlock rpc to exit."""
