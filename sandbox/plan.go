@@ -370,3 +370,9 @@ func copyDirect(m map[string]DirectMount) map[string]DirectMount {
 	}
 	return out
 }
+
+// Check reports what Create would refuse in c, without making anything.
+func Check(c *Config) error {
+	_, err := plan(c)
+	return err
+}

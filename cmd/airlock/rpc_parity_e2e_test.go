@@ -2,7 +2,10 @@ package main
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -60,5 +63,69 @@ func TestRPCCloseWaitsForAPipelinedExec(t *testing.T) {
 	}
 	if err := p.cmd.Wait(); err != nil {
 		t.Fatalf("airlock rpc after close: %v", err)
+	}
+}
+
+// curlThroughRPC creates a sandbox with params on p and curls url in it;
+// it returns curl's exit code.
+func curlThroughRPC(t *testing.T, p *rpcProc, params, url string) int {
+	t.Helper()
+	p.send(`{"jsonrpc":"2.0","method":"create","params":` + params + `,"id":1}`)
+	if r := p.reply(1); r["error"] != nil {
+		t.Fatalf("create: %v", r["error"])
+	}
+	p.send(`{"jsonrpc":"2.0","method":"exec","params":{"command":"curl -sS --max-time 20 ` + url + `"},"id":2}`)
+	r := p.reply(2)
+	res, _ := r["result"].(map[string]any)
+	if res == nil {
+		t.Fatalf("exec: %v", r)
+	}
+	code, _ := res["exit_code"].(float64)
+	return int(code)
+}
+
+// TestRPCConfigFlagsAreCreateDefaults: airlock rpc --config FILE
+// --allow-host H: the file (the config file format, its parser) and the
+// flag are defaults under every create, so create {} reaches the host (the
+// upstream's log shows it); the same create without them is refused (the
+// log lacks it); a key create has no param for, or a bad default, is
+// refused at start, one line, exit 125.
+func TestRPCConfigFlagsAreCreateDefaults(t *testing.T) {
+	u := testUpstream(t)
+	e := newEnv(t)
+	ip := strings.Split(u.addr, ":")[0]
+	cfg := e.ws + "/rpc.yaml"
+	os.WriteFile(cfg, []byte("network:\n  add_hosts: [\"example.com:"+ip+"\"]\n  upstream_ca: "+u.caFile+"\n"), 0o644)
+	ok := fmt.Sprintf("/rpc-config-%d", time.Now().UnixNano())
+	p := startRPC(t, e, "--config", cfg, "--allow-host", "example.com")
+	if code := curlThroughRPC(t, p, `{}`, "https://example.com"+ok); code != 0 || !strings.Contains(readFile(t, u.logFile), ok) {
+		t.Fatalf("with --config and --allow-host: curl exit %d, upstream log has %s: %v", code, ok, strings.Contains(readFile(t, u.logFile), ok))
+	}
+	no := ok + "-without"
+	p = startRPC(t, e)
+	if code := curlThroughRPC(t, p, `{}`, "https://example.com"+no); code == 0 || strings.Contains(readFile(t, u.logFile), no) {
+		t.Fatalf("without the defaults the request went out (exit %d)", code)
+	}
+	bad := e.ws + "/bad.yaml"
+	for name, tc := range map[string]struct {
+		file string
+		args []string
+		want string
+	}{
+		"a key create has no param for": {"mcp_servers: {}\n", nil, "mcp_servers is not a create setting"},
+		"a misspelt key":                {"network:\n  allow_hostz: [x]\n", nil, "did you mean allow_hosts"},
+		"an image native cannot run":    {"", []string{"--image", "ubuntu"}, `image "ubuntu"`},
+	} {
+		args := []string{"rpc"}
+		if tc.file != "" {
+			os.WriteFile(bad, []byte(tc.file), 0o644)
+			args = append(args, "--config", bad)
+		}
+		c := e.cmd(append(args, tc.args...)...)
+		out, err := c.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 125 || !strings.Contains(string(out), tc.want) {
+			t.Errorf("%s: %v, output %q; want exit 125 saying %q", name, err, out, tc.want)
+		}
 	}
 }

@@ -285,6 +285,7 @@ func (s *Server) create(req *Request, done chan struct{}) (any, error) {
 		s.mu.Unlock()
 		return nil, &sandbox.Error{Kind: sandbox.KindInvalidConfig, Message: "network.block_private_ips: false is not supported: private addresses are reachable only when allowed_hosts names them (IP or host:port)"}
 	}
+	withDefaults(&c, s.opts.Defaults)
 	c.Origin = "rpc"
 	sb, err := s.opts.Create(s.ctx, &c)
 	s.mu.Lock()

@@ -60,6 +60,9 @@ const (
 type Options struct {
 	// Create makes the sandbox; default sandbox.Create.
 	Create func(context.Context, *sandbox.Config) (*sandbox.Sandbox, error)
+	// Defaults are filled in under every create's config (airlock rpc
+	// --config, --image, --allow-host).
+	Defaults *sandbox.Config
 	// MaxLine overrides MaxLine (tests).
 	MaxLine int
 	// WriteStall overrides writeStall (tests).
