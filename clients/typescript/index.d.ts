@@ -146,6 +146,8 @@ export declare class SandboxError extends Error {
 export declare class Sandbox {
   private constructor();
   static create(config?: Config, options?: { binary?: string; env?: NodeJS.ProcessEnv }): Promise<Sandbox>;
+  /** airlock rpc with no sandbox of its own: list, get, kill. */
+  static manage(options?: { binary?: string; env?: NodeJS.ProcessEnv }): Promise<Sandbox>;
   readonly info: CreateResult;
   readonly id: string;
   readonly env: Record<string, string>;
@@ -160,9 +162,23 @@ export declare class Sandbox {
   readFile(path: string): Promise<Buffer>;
   listFiles(path: string): Promise<FileInfo[]>;
   onEvent(handler: (event: Event) => void): void;
+  list(): Promise<SandboxEntry[]>;
+  get(ref: string): Promise<SandboxEntry>;
+  kill(ref: string): Promise<void>;
   onApproval(handler: (approval: ApprovalEvent) => void): void;
   approve(id: string, opts?: { scope?: 'once' | 'session' | 'project' | 'global'; wildcard?: boolean }): Promise<void>;
   deny(id: string, opts?: { scope?: 'once' | 'session' | 'project' | 'global' }): Promise<void>;
   close(): Promise<void>;
   call<T = any>(method: string, params?: object): Promise<T>;
+}
+
+/** A sandbox as list and get give it (airlock ls --json's shape). */
+export interface SandboxEntry {
+  id: string;
+  name?: string;
+  origin?: string;
+  backend?: string;
+  status: { state: string; [k: string]: unknown };
+  state_dir: string;
+  [k: string]: unknown;
 }

@@ -89,6 +89,30 @@ export class Sandbox {
     return sb;
   }
 
+  /**
+   * Start `airlock rpc` with no sandbox of its own: list, get and kill the
+   * sandboxes in the state dir.
+   * @param {{binary?: string, env?: NodeJS.ProcessEnv}} [options]
+   */
+  static async manage(options = {}) {
+    return new Sandbox(options.binary ?? process.env.AIRLOCK_BIN ?? 'airlock', options);
+  }
+
+  /** Every sandbox in the state dir, as airlock ls --json gives them. */
+  async list() {
+    return (await this.call('list')).sandboxes;
+  }
+
+  /** One sandbox, by id or name, as airlock get gives it. @param {string} ref */
+  async get(ref) {
+    return this.call('get', { id: ref });
+  }
+
+  /** Stop a running sandbox, by id or name, as airlock kill does. @param {string} ref */
+  async kill(ref) {
+    await this.call('kill', { id: ref });
+  }
+
   /** @private */
   readLines() {
     /** @type {Buffer[]} */

@@ -15,6 +15,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/rpc"
+	"github.com/airlock-dev/airlock/internal/state"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
@@ -31,7 +32,9 @@ line (also: airlock --rpc). Clients in Go (sandbox/client), Python
 Methods: create (the sandbox's config: resources, network, vfs, env),
 exec, exec_stream (several responses with the request's id; the last one
 has exit_code), write_file, read_file, list_files (byte payloads in
-base64), approve and deny (an approval's id), close. Notifications: event
+base64), approve and deny (an approval's id), close; and, with no create
+needed, list, get and kill ({"id": ID or name}) of every sandbox in the
+state dir, as airlock ls --json, get and kill. Notifications: event
 (type network, file, exec, approval, or another audit kind (mcp,
 hostexec, llm, workspace, lifecycle) with the record in "record").
 create refuses a key it does not know (-32602 naming it).
@@ -139,6 +142,46 @@ func rpcDefaults(file, image, backend string, hosts []string) (*sandbox.Config, 
 	return d, nil
 }
 
+// rpcManager serves list, get and kill as airlock ls --json, get and kill
+// do, with the same JSON.
+func rpcManager() *rpc.Manager {
+	notFound := func(err error) error {
+		return &sandbox.Error{Kind: sandbox.KindNotFound, Message: err.Error()}
+	}
+	return &rpc.Manager{
+		List: func() (any, error) {
+			store, err := openStore()
+			if err != nil {
+				return nil, err
+			}
+			es, err := store.List()
+			if err != nil {
+				return nil, err
+			}
+			return listing(es), nil
+		},
+		Get: func(ref string) (any, error) {
+			e, err := resolve(ref)
+			if err != nil {
+				return nil, notFound(err)
+			}
+			out := listing([]state.Entry{e})[0]
+			out.LLM = llmTotals(e)
+			return out, nil
+		},
+		Kill: func(ref string) error {
+			e, err := resolve(ref)
+			if err != nil {
+				return notFound(err)
+			}
+			if err := kill(e); err != nil {
+				return &sandbox.Error{Kind: sandbox.KindIO, Message: fmt.Sprintf("kill %s: %v", ref, err)}
+			}
+			return nil
+		},
+	}
+}
+
 func nonEmpty(s string) []string {
 	if s == "" {
 		return nil
@@ -152,5 +195,5 @@ func serveRPC(d *sandbox.Config) error {
 	// A client that goes away must not kill us with SIGPIPE before the
 	// sandbox is torn down: writes fail instead, and the session ends.
 	signal.Ignore(syscall.SIGPIPE)
-	return rpc.Serve(ctx, os.Stdin, os.Stdout, rpc.Options{Defaults: d})
+	return rpc.Serve(ctx, os.Stdin, os.Stdout, rpc.Options{Defaults: d, Manager: rpcManager()})
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -9,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/sandbox/client"
 )
 
 // TestRPCCloseWaitsForAPipelinedExec: create, exec and close written at
@@ -127,5 +131,53 @@ func TestRPCConfigFlagsAreCreateDefaults(t *testing.T) {
 		if !errors.As(err, &ee) || ee.ExitCode() != 125 || !strings.Contains(string(out), tc.want) {
 			t.Errorf("%s: %v, output %q; want exit 125 saying %q", name, err, out, tc.want)
 		}
+	}
+}
+
+// TestRPCGoClientManager: a session with no sandbox of its own lists,
+// gets and kills one another session made; the killed one's next exec
+// fails closed, and the state dir no longer shows it running.
+func TestRPCGoClientManager(t *testing.T) {
+	e := newEnv(t)
+	sb := newRPCClient(t, e, &sandbox.Config{})
+	m, err := client.Manage(client.Options{Binary: airlockBin, Env: e.environ()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	running := func() bool {
+		l, err := m.List(ctx)
+		if err != nil {
+			t.Fatalf("list: %v", err)
+		}
+		for _, x := range l {
+			if x["id"] == sb.ID() {
+				st, _ := x["status"].(map[string]any)
+				return st["state"] == "running"
+			}
+		}
+		return false
+	}
+	if !running() {
+		t.Fatalf("list does not show %s running", sb.ID())
+	}
+	if g, err := m.Get(ctx, sb.ID()); err != nil || g["id"] != sb.ID() {
+		t.Fatalf("get %s: %v %v", sb.ID(), g, err)
+	}
+	if _, err := m.Get(ctx, "no-such-sandbox"); !errors.Is(err, &sandbox.Error{Kind: sandbox.KindNotFound}) {
+		t.Errorf("get of no such sandbox: %v, want kind not_found", err)
+	}
+	if err := m.Kill(ctx, ""); err == nil || !strings.Contains(err.Error(), "id is required") {
+		t.Errorf("kill without an id: %v", err)
+	}
+	if err := m.Kill(ctx, sb.ID()); err != nil {
+		t.Fatalf("kill: %v", err)
+	}
+	if _, err := sb.Exec("true"); !errors.Is(err, sandbox.ErrClosed) {
+		t.Errorf("exec in the killed sandbox: %v, want closed", err)
+	}
+	if running() {
+		t.Error("the killed sandbox is still listed running")
 	}
 }

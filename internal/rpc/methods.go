@@ -140,6 +140,59 @@ var methods = []method{
 	})},
 	{name: "approve", call: on(nil, decide)},
 	{name: "deny", call: on(nil, decide)},
+	// The manager's methods: every sandbox in the state dir, no create needed.
+	{name: "list", call: func(s *Server, req *Request) (any, error) {
+		m, err := s.manager(req, nil)
+		if err != nil {
+			return nil, err
+		}
+		l, err := m.List()
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"sandboxes": l}, nil
+	}},
+	{name: "get", call: func(s *Server, req *Request) (any, error) {
+		var p refParams
+		m, err := s.manager(req, &p)
+		if err != nil {
+			return nil, err
+		}
+		return m.Get(p.ID)
+	}},
+	{name: "kill", call: func(s *Server, req *Request) (any, error) {
+		var p refParams
+		m, err := s.manager(req, &p)
+		if err != nil {
+			return nil, err
+		}
+		if err := m.Kill(p.ID); err != nil {
+			return nil, err
+		}
+		return map[string]any{"id": p.ID}, nil
+	}},
+}
+
+// refParams name a sandbox by id or name.
+type refParams struct {
+	ID string `json:"id"`
+}
+
+// manager checks req's params (into p, if any: an id is required) and
+// returns the manager.
+func (s *Server) manager(req *Request, p *refParams) (*Manager, error) {
+	if p != nil {
+		if err := strictParams(req, p); err != nil {
+			return nil, err
+		}
+		if p.ID == "" {
+			return nil, &Error{Code: CodeInvalidParams, Message: "invalid params for " + req.Method + ": id is required (a sandbox's id or name, as airlock ls shows)", Data: &errorData{Kind: sandbox.KindInvalidParams}}
+		}
+	}
+	if s.opts.Manager == nil {
+		return nil, &sandbox.Error{Kind: sandbox.KindInvalidParams, Message: req.Method + ": this server manages no sandboxes"}
+	}
+	return s.opts.Manager, nil
 }
 
 type pathParams struct {

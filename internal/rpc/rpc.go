@@ -63,10 +63,21 @@ type Options struct {
 	// Defaults are filled in under every create's config (airlock rpc
 	// --config, --image, --allow-host).
 	Defaults *sandbox.Config
+	// Manager serves list, get and kill (sandboxes in the state dir,
+	// whatever made them); nil refuses them.
+	Manager *Manager
 	// MaxLine overrides MaxLine (tests).
 	MaxLine int
 	// WriteStall overrides writeStall (tests).
 	WriteStall time.Duration
+}
+
+// Manager is what airlock ls, get and kill do, for the methods of the
+// same names; they need no create.
+type Manager struct {
+	List func() (any, error)
+	Get  func(ref string) (any, error)
+	Kill func(ref string) error
 }
 
 // Server is one JSON-RPC session.

@@ -15,6 +15,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from airlock import (  # noqa: E402
     InvalidParams,
+    Manager,
     MethodNotFound,
     NotFound,
     PermissionDenied,
@@ -106,6 +107,29 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(InvalidParams) as cm:
             Sandbox({"network": tunnel}, binary=BIN)
         self.assertIn("a tunnel cannot swap secrets in", str(cm.exception))
+
+
+    def test_manager_lists_gets_and_kills(self):
+        sb = Sandbox(binary=BIN)
+        try:
+            with Manager(binary=BIN) as m:
+                listed = {e["id"]: e for e in m.list()}
+                self.assertIn(sb.id, listed)
+                self.assertEqual(listed[sb.id]["status"]["state"], "running")
+                self.assertEqual(listed[sb.id]["origin"], "rpc")
+                self.assertEqual(m.get(sb.id)["id"], sb.id)
+                with self.assertRaises(NotFound):
+                    m.get("no-such-sandbox")
+                m.kill(sb.id)
+                # Gone from the state dir (nothing left to review), or stopped.
+                try:
+                    self.assertNotEqual(m.get(sb.id)["status"]["state"], "running")
+                except NotFound:
+                    pass
+            with self.assertRaises(SandboxClosed):
+                sb.exec("true", timeout=20)
+        finally:
+            sb.close()
 
 
 UPSTREAM = os.environ.get("AIRLOCK_TEST_UPSTREAM")  # host:port of an HTTPS server on loopback

@@ -101,3 +101,23 @@ test('approve lets a waiting request through; deny refuses it', { skip: skipUp }
     await sb.close();
   }
 });
+
+test('the manager lists, gets and kills a sandbox', { skip }, async () => {
+  const sb = await Sandbox.create({});
+  const m = await Sandbox.manage();
+  try {
+    const mine = (await m.list()).find((e) => e.id === sb.id);
+    assert.ok(mine, `list lacks ${sb.id}`);
+    assert.equal(mine.status.state, 'running');
+    assert.equal((await m.get(sb.id)).id, sb.id);
+    await assert.rejects(m.get('no-such-sandbox'), (e) => e instanceof SandboxError && e.kind === 'not_found');
+    await m.kill(sb.id);
+    // Gone from the state dir (nothing left to review), or stopped.
+    const after = await m.get(sb.id).catch((e) => (e.kind === 'not_found' ? null : Promise.reject(e)));
+    assert.notEqual(after?.status?.state, 'running');
+    await assert.rejects(sb.exec('true'), (e) => e.kind === 'closed');
+  } finally {
+    await m.close();
+    await sb.close();
+  }
+});
