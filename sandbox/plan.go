@@ -61,7 +61,10 @@ func plan(c *Config) (*planned, error) {
 			p.spec.Config.Image = c.Image
 		}
 	default:
-		return nil, invalid("backend %q: use native or docker", c.Backend)
+		// vm is not offered yet: a VM boots and runs commands, but a write
+		// to the API's workspace share hangs there (see the README's API
+		// section); airlock run --backend vm is the way to a VM today.
+		return nil, invalid("backend %q: use native or docker (the vm backend is airlock run --backend vm's for now)", c.Backend)
 	}
 	r := Resources{}
 	if c.Resources != nil {
