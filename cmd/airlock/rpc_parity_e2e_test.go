@@ -18,17 +18,20 @@ import (
 // TestRPCCloseWaitsForAPipelinedExec: create, exec and close written at
 // once on one connection: the exec runs to its end (all its output, its
 // exit code) before close ends the sandbox, and the audit log's other kinds
-// (here lifecycle) arrive as events before close's reply.
+// (here lifecycle) arrive as events before close's reply; a request sent
+// after close is refused, kind closed.
 func TestRPCCloseWaitsForAPipelinedExec(t *testing.T) {
 	e := newEnv(t)
 	p := startRPC(t, e)
 	p.send(`{"jsonrpc":"2.0","method":"create","params":{},"id":1}` + "\n" +
 		`{"jsonrpc":"2.0","method":"exec","params":{"command":"for i in $(seq 1 50); do echo line$i; done; sleep 1; echo last; exit 7"},"id":2}` + "\n" +
-		`{"jsonrpc":"2.0","method":"close","id":3}`)
+		`{"jsonrpc":"2.0","method":"close","id":3}` + "\n" +
+		`{"jsonrpc":"2.0","method":"exec","params":{"command":"echo after close"},"id":4}`)
 	var order []string
 	var exec2 map[string]any
 	lifecycleStop := false
 	deadline := time.After(60 * time.Second)
+	var after map[string]any
 	for len(order) < 3 {
 		select {
 		case m, ok := <-p.lines:
@@ -41,6 +44,10 @@ func TestRPCCloseWaitsForAPipelinedExec(t *testing.T) {
 				if params["type"] == "lifecycle" && rec != nil && rec["op"] == "stop" {
 					lifecycleStop = true
 				}
+				continue
+			}
+			if fmt.Sprint(m["id"]) == "4" {
+				after = m
 				continue
 			}
 			order = append(order, fmt.Sprint(m["id"]))
@@ -61,6 +68,9 @@ func TestRPCCloseWaitsForAPipelinedExec(t *testing.T) {
 	out, _ := base64.StdEncoding.DecodeString(fmt.Sprint(res["stdout"]))
 	if code, _ := res["exit_code"].(float64); code != 7 || !strings.Contains(string(out), "line1\n") || !strings.HasSuffix(string(out), "line50\nlast\n") {
 		t.Fatalf("the exec pipelined before close: exit %v, output %q", res["exit_code"], out)
+	}
+	if _, kind := errCode(after); kind != "closed" {
+		t.Errorf("a request sent after close: %v, want kind closed", after)
 	}
 	if !lifecycleStop {
 		t.Error("no lifecycle stop event before close's reply")

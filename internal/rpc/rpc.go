@@ -203,8 +203,9 @@ loop:
 	return readErr
 }
 
-// awaitInFlight waits for the requests being served, until the context or
-// the input ends; requests read meanwhile (sent after close) are refused.
+// awaitInFlight waits for the requests being served, until the context
+// ends or, eofGrace after the input ends; requests read meanwhile (sent
+// after close) are refused.
 func (s *Server) awaitInFlight(wg *sync.WaitGroup, lines <-chan lineOrErr) {
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
@@ -216,6 +217,12 @@ func (s *Server) awaitInFlight(wg *sync.WaitGroup, lines <-chan lineOrErr) {
 			return
 		case l := <-lines:
 			if l.err != nil {
+				// The input ended too: the usual grace, then teardown.
+				select {
+				case <-done:
+				case <-s.ctx.Done():
+				case <-time.After(eofGrace):
+				}
 				return
 			}
 			if req, rerr := DecodeRequest(l.line); rerr == nil && req.ID != nil {
