@@ -29,7 +29,8 @@ func newRPCCmd() *cobra.Command {
 line (also: airlock --rpc). Clients in Go (sandbox/client), Python
 (clients/python) and TypeScript (clients/typescript) drive it.
 
-Methods: create (the sandbox's config: resources, network, vfs, env),
+Methods: create (the sandbox's config: backend, image, resources,
+network, vfs, env, approvals),
 exec, exec_stream (several responses with the request's id; the last one
 has exit_code), write_file, read_file, list_files (byte payloads in
 base64), approve and deny (an approval's id), close; and, with no create

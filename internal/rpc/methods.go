@@ -37,7 +37,7 @@ func strictParams[T any](req *Request, into *T) error {
 	if err := d.Decode(into); err != nil {
 		msg := cleanJSONErr(err)
 		if k, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			msg = "unknown key " + k + ": see airlock rpc --help for create's keys"
+			msg = "unknown key " + k + " (airlock rpc --help lists the methods; README: Programmatic API)"
 		}
 		return &Error{Code: CodeInvalidParams, Message: fmt.Sprintf("invalid params for %s: %s", req.Method, msg), Data: &errorData{Kind: sandbox.KindInvalidParams}}
 	}
