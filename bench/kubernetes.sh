@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# The kubernetes backend, side by side in one run on the same cluster (the
+# single-node test cluster of .ci/kube-up unless KUBECONFIG says otherwise):
+#   1. time to a finished sandbox, p50/p95 over RUNS: `airlock run --backend
+#      kubernetes -- true` beside `kubectl run --restart=Never` of the same
+#      image, waited for until the Pod has Succeeded (create, schedule, start,
+#      exit, status back through the API server); deletion not timed
+#   2. 50 at once (PAR): wall time until all 50 finished and how many failed,
+#      each way; then 50 detached sandboxes: the supervisors' memory (RSS)
+#      per sandbox, and the API server's and kubelet's growth with them
+#   3. an HTTPS download through the gateway from a Pod beside the same
+#      download from the native backend (bench/gateway.sh's section 1, each
+#      row paired with a direct download on the host)
+# The airlock rows need `airlock run --backend kubernetes`; where this build
+# has none they print "skipped: backend not available" and the kubectl rows
+# still run. Needs root (the cluster's containerd, port 443 for 3), jq, curl.
+#
+#   .ci/kube-up && bench/kubernetes.sh
+#   RUNS=50 PAR=100 IMAGE=airlock/minimal:latest bench/kubernetes.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+RUNS=${RUNS:-20}
+PAR=${PAR:-50}
+IMAGE=${IMAGE:-airlock/minimal:latest}
+SIZE_MB=${SIZE_MB:-256}
+export KUBECONFIG=${KUBECONFIG:-/var/lib/airlock-kube/admin.kubeconfig}
+KUBECTL=${KUBECTL:-$(ls /var/cache/airlock-kube/v*/bin/kubectl 2>/dev/null | tail -n 1)}
+CTR_SOCK=/run/airlock-kube/containerd/containerd.sock
+NS=${NS:-default}
+need jq jq
+need curl curl
+[ -x "${KUBECTL:-}" ] || KUBECTL=$(command -v kubectl) || { echo "bench: no kubectl: run .ci/kube-up (it builds one) or set KUBECTL" >&2; exit 1; }
+k() { "$KUBECTL" --request-timeout=30s -n "$NS" "$@"; }
+k get --raw /readyz >/dev/null 2>&1 || { echo "bench: no cluster answers at $KUBECONFIG: run .ci/kube-up" >&2; exit 1; }
+
+# The image, in the cluster's containerd (imported from docker when missing).
+if [ -S "$CTR_SOCK" ]; then
+	ref=$IMAGE
+	[[ ${ref%%/*} == *.* ]] || ref=docker.io/$ref
+	if ! ctr -a "$CTR_SOCK" -n k8s.io images ls -q | grep -qx "$ref"; then
+		.ci/kube-import "$IMAGE"
+	fi
+fi
+
+work=$(mktemp -d /tmp/airlock-kubebench.XXXXXX)
+chmod 755 "$work"
+export AIRLOCK_STATE_DIR=$work/state
+run_id=kb$$
+cleanup() {
+	"$work/airlock" kill --all >/dev/null 2>&1 || true
+	"$work/airlock" prune >/dev/null 2>&1 || true
+	k delete pods -l "airlock-bench=$run_id" --wait=false --grace-period=0 --force >/dev/null 2>&1 || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+build_airlock "$work/airlock"
+mkdir -p "$work/ws" && chmod 777 "$work/ws"
+
+# The airlock side exists once the backend does.
+kflags=(--backend kubernetes --image "$IMAGE")
+have_backend=0
+if (cd "$work/ws" && timeout 300 "$work/airlock" run -q "${kflags[@]}" -- true) >"$work/probe.log" 2>&1; then
+	have_backend=1
+else
+	echo "airlock --backend kubernetes: skipped: backend not available ($(head -c 200 "$work/probe.log" | tr '\n' ' '))"
+fi
+
+ms() { echo $(($(date +%s%N) / 1000000)); }
+# pct LABEL: p50/p95/mean of the numbers on stdin (ms)
+pct() { sort -n | awk -v l="$1" '{a[NR]=$1; s+=$1} END{if (NR == 0) {printf "%-34s no samples\n", l; exit} i95=int(NR*0.95+0.5); if (i95 < 1) i95=1; if (i95 > NR) i95=NR; printf "%-34s p50 %6d  p95 %6d  mean %6.0f ms  (n=%d)\n", l, a[int((NR+1)/2)], a[i95], s/NR, NR}'; }
+kubectl_once() { # NAME: create, wait until Succeeded; prints ms or FAIL
+	local t
+	t=$(ms)
+	if k run "$1" --image="$IMAGE" --image-pull-policy=Never --restart=Never -l "airlock-bench=$run_id" \
+		--overrides='{"spec":{"automountServiceAccountToken":false,"terminationGracePeriodSeconds":0}}' \
+		--command -- true >/dev/null 2>"$work/$1.err" &&
+		k wait "pod/$1" --for=jsonpath='{.status.phase}'=Succeeded --timeout=120s >/dev/null 2>>"$work/$1.err"; then
+		echo $(($(ms) - t))
+	else
+		echo FAIL
+	fi
+}
+airlock_once() {
+	local t
+	t=$(ms)
+	if (cd "$work/ws" && "$work/airlock" run -q "${kflags[@]}" -- true) >/dev/null 2>>"$work/airlock.err"; then
+		echo $(($(ms) - t))
+	else
+		echo FAIL
+	fi
+}
+
+echo "== 1. time to a finished sandbox of $IMAGE, $RUNS runs each (one at a time)"
+: >"$work/k1" && : >"$work/a1"
+for i in $(seq "$RUNS"); do
+	kubectl_once "kb-$run_id-s$i" >>"$work/k1"
+	[ $have_backend = 0 ] || airlock_once >>"$work/a1"
+done
+k delete pods -l "airlock-bench=$run_id" --wait=false >/dev/null 2>&1 || true
+grep -v FAIL "$work/k1" | pct "kubectl run --restart=Never + wait"
+if [ $have_backend = 1 ]; then
+	grep -v FAIL "$work/a1" | pct "airlock run --backend kubernetes"
+	a=$(grep -v FAIL "$work/a1" | sort -n | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}')
+	b=$(grep -v FAIL "$work/k1" | sort -n | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}')
+	awk -v a="$a" -v b="$b" 'BEGIN{if (b > 0) printf "ratio airlock / kubectl run (p50): %.2fx\n", a/b}'
+fi
+echo "failures: kubectl $(grep -c FAIL "$work/k1" || true)$([ $have_backend = 0 ] || echo ", airlock $(grep -c FAIL "$work/a1" || true)")"
+
+rss_of() { ps -o rss= -p "$1" 2>/dev/null | awk '{s+=$1} END{print s+0}'; } # KiB
+comp_rss() { rss_of "$(cat /run/airlock-kube/"$1".pid 2>/dev/null || echo 0)"; }
+
+echo "== 2. $PAR at once"
+api0=$(comp_rss kube-apiserver) kubelet0=$(comp_rss kubelet)
+t=$(ms)
+for i in $(seq "$PAR"); do kubectl_once "kb-$run_id-p$i" >"$work/kp$i" & done
+wait
+wall=$(($(ms) - t))
+fails=$(cat "$work"/kp* | grep -c FAIL || true)
+printf '%-34s wall %6d ms, %d of %d failed\n' "kubectl run x$PAR + wait" "$wall" "$fails" "$PAR"
+k delete pods -l "airlock-bench=$run_id" --wait=false >/dev/null 2>&1 || true
+if [ $have_backend = 1 ]; then
+	t=$(ms)
+	for i in $(seq "$PAR"); do airlock_once >"$work/ap$i" & done
+	wait
+	wall=$(($(ms) - t))
+	fails=$(cat "$work"/ap* | grep -c FAIL || true)
+	printf '%-34s wall %6d ms, %d of %d failed\n' "airlock run x$PAR" "$wall" "$fails" "$PAR"
+	[ "$fails" = 0 ] || { echo "  first errors:"; head -n 5 "$work/airlock.err" | sed 's/^/  /'; }
+
+	# Detached: every supervisor (with its gateway and API streams) stays.
+	ids=()
+	for i in $(seq "$PAR"); do
+		(cd "$work/ws" && "$work/airlock" run -d -q "${kflags[@]}" -- sleep 600) >"$work/d$i" 2>>"$work/airlock.err" &
+	done
+	wait
+	for i in $(seq "$PAR"); do id=$(cat "$work/d$i"); [ -z "$id" ] || ids+=("$id"); done
+	sleep 2
+	total=0
+	for id in "${ids[@]}"; do
+		pid=$("$work/airlock" get "$id" 2>/dev/null | jq -r '.pid // empty')
+		[ -z "$pid" ] || total=$((total + $(rss_of "$pid")))
+	done
+	api1=$(comp_rss kube-apiserver) kubelet1=$(comp_rss kubelet)
+	if [ ${#ids[@]} -gt 0 ]; then
+		awk -v n=${#ids[@]} -v s="$total" -v a0="$api0" -v a1="$api1" -v k0="$kubelet0" -v k1="$kubelet1" 'BEGIN{
+			printf "%d detached sandboxes: supervisor RSS %.1f MiB per sandbox (%.0f MiB in all)\n", n, s/n/1024, s/1024
+			printf "  kube-apiserver RSS %+.1f MiB, kubelet RSS %+.1f MiB while they run (%.2f / %.2f MiB per sandbox)\n", (a1-a0)/1024, (k1-k0)/1024, (a1-a0)/1024/n, (k1-k0)/1024/n}'
+	fi
+	"$work/airlock" kill --all >/dev/null 2>&1 || true
+fi
+
+echo "== 3. HTTPS download of $SIZE_MB MiB through the gateway: a Pod beside the native backend"
+echo "-- native"
+SIZE_MB=$SIZE_MB DOWNLOAD_ONLY=1 MODES=${NATIVE_MODES:-transparent} bench/gateway.sh | grep -v '^== ' | grep '^gateway' || true
+if [ $have_backend = 1 ]; then
+	echo "-- kubernetes"
+	SIZE_MB=$SIZE_MB DOWNLOAD_ONLY=1 MODES=${KUBE_MODES:-proxy} RUN_FLAGS="${kflags[*]}" bench/gateway.sh | grep -v '^== ' | grep '^gateway' || true
+else
+	echo "kubernetes: skipped: backend not available"
+fi
