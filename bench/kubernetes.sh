@@ -8,7 +8,10 @@
 #   2. 50 at once (PAR): wall time until all 50 finished and how many failed,
 #      each way; then 50 detached sandboxes: the supervisors' memory (RSS)
 #      per sandbox, and the API server's and kubelet's growth with them
-#   3. an HTTPS download through the gateway from a Pod beside the same
+#   3. the API server as a data path: bytes out of a Pod through `kubectl
+#      exec` (the stream a relay to the gateway rides), MB/s and the API
+#      server's and kubelet's CPU per GiB
+#   4. an HTTPS download through the gateway from a Pod beside the same
 #      download from the native backend (bench/gateway.sh's section 1, each
 #      row paired with a direct download on the host)
 # The airlock rows need `airlock run --backend kubernetes`; where this build
@@ -91,6 +94,7 @@ airlock_once() {
 	fi
 }
 
+echo "== load average at start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 echo "== 1. time to a finished sandbox of $IMAGE, $RUNS runs each (one at a time)"
 : >"$work/k1" && : >"$work/a1"
 for i in $(seq "$RUNS"); do
@@ -118,6 +122,18 @@ wait
 wall=$(($(ms) - t))
 fails=$(cat "$work"/kp* | grep -c FAIL || true)
 printf '%-34s wall %6d ms, %d of %d failed\n' "kubectl run x$PAR + wait" "$wall" "$fails" "$PAR"
+k delete pods -l "airlock-bench=$run_id" --wait=false >/dev/null 2>&1 || true
+# The cluster alone, without $PAR kubectl processes starting: one create of
+# $PAR Pods and one wait for them all.
+for i in $(seq "$PAR"); do
+	printf '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"kb-%s-l%d","labels":{"airlock-bench":"%s","airlock-bench-list":"1"}},"spec":{"restartPolicy":"Never","automountServiceAccountToken":false,"terminationGracePeriodSeconds":0,"containers":[{"name":"c","image":"%s","imagePullPolicy":"Never","command":["true"]}]}}\n' "$run_id" "$i" "$run_id" "$IMAGE"
+done | jq -s '{apiVersion: "v1", kind: "List", items: .}' >"$work/list.json"
+t=$(ms)
+if k create -f "$work/list.json" >/dev/null && k wait pods -l "airlock-bench=$run_id,airlock-bench-list=1" --for=jsonpath='{.status.phase}'=Succeeded --timeout=300s >/dev/null; then
+	printf '%-34s wall %6d ms\n' "one create of $PAR Pods + one wait" "$(($(ms) - t))"
+else
+	echo "one create of $PAR Pods + one wait: FAILED after $(($(ms) - t)) ms"
+fi
 k delete pods -l "airlock-bench=$run_id" --wait=false >/dev/null 2>&1 || true
 if [ $have_backend = 1 ]; then
 	t=$(ms)
@@ -150,7 +166,24 @@ if [ $have_backend = 1 ]; then
 	"$work/airlock" kill --all >/dev/null 2>&1 || true
 fi
 
-echo "== 3. HTTPS download of $SIZE_MB MiB through the gateway: a Pod beside the native backend"
+echo "== 3. the API server as a data path: $SIZE_MB MiB out of a Pod through \`kubectl exec\` (what a relay over an exec stream carries)"
+cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; } # clock ticks
+k run "kb-$run_id-x" --image="$IMAGE" --image-pull-policy=Never --restart=Never -l "airlock-bench=$run_id" \
+	--overrides='{"spec":{"automountServiceAccountToken":false,"terminationGracePeriodSeconds":0}}' --command -- sleep 600 >/dev/null
+if k wait "pod/kb-$run_id-x" --for=condition=Ready --timeout=60s >/dev/null; then
+	apid=$(cat /run/airlock-kube/kube-apiserver.pid 2>/dev/null || echo 0)
+	kpid=$(cat /run/airlock-kube/kubelet.pid 2>/dev/null || echo 0)
+	c0=$(cpu_of "$apid") l0=$(cpu_of "$kpid")
+	t=$(ms)
+	n=$(k exec "kb-$run_id-x" -- head -c $((SIZE_MB << 20)) /dev/zero | wc -c)
+	dt=$(($(ms) - t))
+	c1=$(cpu_of "$apid") l1=$(cpu_of "$kpid")
+	awk -v n="$n" -v dt="$dt" -v a=$((c1 - c0)) -v l=$((l1 - l0)) -v hz="$(getconf CLK_TCK)" 'BEGIN{
+		printf "kubectl exec stream: %d MiB in %d ms = %.0f MB/s; CPU per GiB: kube-apiserver %.2f s, kubelet %.2f s\n", n/1048576, dt, n/dt/1000, a/hz/(n/1073741824), l/hz/(n/1073741824)}'
+fi
+k delete pod "kb-$run_id-x" --wait=false --grace-period=0 --force >/dev/null 2>&1 || true
+
+echo "== 4. HTTPS download of $SIZE_MB MiB through the gateway: a Pod beside the native backend"
 echo "-- native"
 SIZE_MB=$SIZE_MB DOWNLOAD_ONLY=1 MODES=${NATIVE_MODES:-transparent} bench/gateway.sh | grep -v '^== ' | grep '^gateway' || true
 if [ $have_backend = 1 ]; then
