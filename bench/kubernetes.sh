@@ -20,6 +20,7 @@
 #
 #   .ci/kube-up && bench/kubernetes.sh
 #   RUNS=50 PAR=100 IMAGE=airlock/minimal:latest bench/kubernetes.sh
+#   SECTIONS=2 bench/kubernetes.sh          # only section 2 (any of 1234)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -27,6 +28,7 @@ RUNS=${RUNS:-20}
 PAR=${PAR:-50}
 IMAGE=${IMAGE:-airlock/minimal:latest}
 SIZE_MB=${SIZE_MB:-256}
+SECTIONS=${SECTIONS:-1234}
 export KUBECONFIG=${KUBECONFIG:-/var/lib/airlock-kube/admin.kubeconfig}
 KUBECTL=${KUBECTL:-$(ls /var/cache/airlock-kube/v*/bin/kubectl 2>/dev/null | tail -n 1)}
 CTR_SOCK=/run/airlock-kube/containerd/containerd.sock
@@ -59,6 +61,29 @@ cleanup() {
 trap cleanup EXIT
 build_airlock "$work/airlock"
 mkdir -p "$work/ws" && chmod 777 "$work/ws"
+
+# The guest image (kubernetes.image: an image whose /airlock is this very
+# binary, so host and guest speak one protocol), made here as a one-layer
+# docker archive and imported under a tag of this run, named in a config
+# file of this run. GUEST_IMAGE names one already in the cluster instead.
+guest=${GUEST_IMAGE:-}
+if [ -z "$guest" ] && [ -S "$CTR_SOCK" ]; then
+	guest=airlock.local/guest:bench-$run_id
+	mkdir -p "$work/guest/root" && cp "$work/airlock" "$work/guest/root/airlock"
+	tar --owner=0 --group=0 --numeric-owner -C "$work/guest/root" -cf "$work/guest/layer.tar" airlock
+	printf '{"architecture":"amd64","os":"linux","config":{},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]}}' \
+		"$(sha256sum "$work/guest/layer.tar" | cut -d' ' -f1)" >"$work/guest/config.json"
+	printf '[{"Config":"config.json","RepoTags":["%s"],"Layers":["layer.tar"]}]' "$guest" >"$work/guest/manifest.json"
+	tar -C "$work/guest" -cf - manifest.json config.json layer.tar | ctr -a "$CTR_SOCK" -n k8s.io images import - >/dev/null
+	trap 'cleanup; ctr -a "$CTR_SOCK" -n k8s.io images rm "$guest" >/dev/null 2>&1 || true' EXIT
+fi
+if [ -n "$guest" ]; then
+	mkdir -p "$work/config/airlock"
+	# A long ready timeout: section 2 measures how long the node takes to
+	# start PAR sandboxes, not whether they fit the default 90 s.
+	printf 'kubernetes:\n  image: %s\n  ready_timeout: %s\n' "$guest" "${READY_TIMEOUT:-5m}" >"$work/config/airlock/config.yaml"
+	export XDG_CONFIG_HOME=$work/config
+fi
 
 # The airlock side exists once the backend does.
 kflags=(--backend kubernetes --image "$IMAGE")
@@ -95,6 +120,7 @@ airlock_once() {
 }
 
 echo "== load average at start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
+if [[ $SECTIONS == *1* ]]; then
 echo "== 1. time to a finished sandbox of $IMAGE, $RUNS runs each (one at a time)"
 : >"$work/k1" && : >"$work/a1"
 for i in $(seq "$RUNS"); do
@@ -110,10 +136,12 @@ if [ $have_backend = 1 ]; then
 	awk -v a="$a" -v b="$b" 'BEGIN{if (b > 0) printf "ratio airlock / kubectl run (p50): %.2fx\n", a/b}'
 fi
 echo "failures: kubectl $(grep -c FAIL "$work/k1" || true)$([ $have_backend = 0 ] || echo ", airlock $(grep -c FAIL "$work/a1" || true)")"
+fi
 
 rss_of() { ps -o rss= -p "$1" 2>/dev/null | awk '{s+=$1} END{print s+0}'; } # KiB
 comp_rss() { rss_of "$(cat /run/airlock-kube/"$1".pid 2>/dev/null || echo 0)"; }
 
+if [[ $SECTIONS == *2* ]]; then
 echo "== 2. $PAR at once"
 api0=$(comp_rss kube-apiserver) kubelet0=$(comp_rss kubelet)
 t=$(ms)
@@ -146,10 +174,14 @@ if [ $have_backend = 1 ]; then
 
 	# Detached: every supervisor (with its gateway and API streams) stays.
 	ids=()
+	: >"$work/detached.err"
+	t=$(ms)
 	for i in $(seq "$PAR"); do
-		(cd "$work/ws" && "$work/airlock" run -d -q "${kflags[@]}" -- sleep 600) >"$work/d$i" 2>>"$work/airlock.err" &
+		(cd "$work/ws" && "$work/airlock" run -d -q "${kflags[@]}" -- sleep 600) >"$work/d$i" 2>>"$work/detached.err" &
 	done
 	wait
+	printf '%-34s wall %6d ms, %d of %d failed\n' "airlock run -d x$PAR" "$(($(ms) - t))" "$(grep -c . "$work/detached.err" || true)" "$PAR"
+	[ ! -s "$work/detached.err" ] || { echo "  first errors:"; head -n 3 "$work/detached.err" | sed 's/^/  /'; }
 	for i in $(seq "$PAR"); do id=$(cat "$work/d$i"); [ -z "$id" ] || ids+=("$id"); done
 	sleep 2
 	total=0
@@ -165,8 +197,10 @@ if [ $have_backend = 1 ]; then
 	fi
 	"$work/airlock" kill --all >/dev/null 2>&1 || true
 fi
+fi
 
-echo "== 3. the API server as a data path: $SIZE_MB MiB out of a Pod through \`kubectl exec\` (what a relay over an exec stream carries)"
+if [[ $SECTIONS == *3* ]]; then
+echo "== 3. the API server as a data path: $SIZE_MB MiB out of a Pod through \`kubectl exec\` (the kind of stream a relay rides: exec here, port-forward alike)"
 cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; } # clock ticks
 k run "kb-$run_id-x" --image="$IMAGE" --image-pull-policy=Never --restart=Never -l "airlock-bench=$run_id" \
 	--overrides='{"spec":{"automountServiceAccountToken":false,"terminationGracePeriodSeconds":0}}' --command -- sleep 600 >/dev/null
@@ -182,7 +216,9 @@ if k wait "pod/kb-$run_id-x" --for=condition=Ready --timeout=60s >/dev/null; the
 		printf "kubectl exec stream: %d MiB in %d ms = %.0f MB/s; CPU per GiB: kube-apiserver %.2f s, kubelet %.2f s\n", n/1048576, dt, n/dt/1000, a/hz/(n/1073741824), l/hz/(n/1073741824)}'
 fi
 k delete pod "kb-$run_id-x" --wait=false --grace-period=0 --force >/dev/null 2>&1 || true
+fi
 
+if [[ $SECTIONS == *4* ]]; then
 echo "== 4. HTTPS download of $SIZE_MB MiB through the gateway: a Pod beside the native backend"
 echo "-- native"
 SIZE_MB=$SIZE_MB DOWNLOAD_ONLY=1 MODES=${NATIVE_MODES:-transparent} bench/gateway.sh | grep -v '^== ' | grep '^gateway' || true
@@ -191,4 +227,5 @@ if [ $have_backend = 1 ]; then
 	SIZE_MB=$SIZE_MB DOWNLOAD_ONLY=1 MODES=${KUBE_MODES:-proxy} RUN_FLAGS="${kflags[*]}" bench/gateway.sh | grep -v '^== ' | grep '^gateway' || true
 else
 	echo "kubernetes: skipped: backend not available"
+fi
 fi
