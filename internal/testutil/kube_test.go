@@ -5,9 +5,13 @@ import (
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,11 +21,13 @@ import (
 )
 
 // probeSource is the one program in the test image: "exit N" prints a
-// line and exits with N; "sleep" waits to be killed (for exec).
+// line and exits with N; "sleep" waits to be killed (for exec); "dial
+// ADDR..." says which addresses take a TCP connection.
 const probeSource = `package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"time"
@@ -35,6 +41,16 @@ func main() {
 		os.Exit(n)
 	case "sleep":
 		time.Sleep(time.Hour)
+	case "dial":
+		for _, a := range os.Args[2:] {
+			c, err := net.DialTimeout("tcp", a, 3*time.Second)
+			if err != nil {
+				fmt.Println(a, "unreachable")
+				continue
+			}
+			c.Close()
+			fmt.Println(a, "connected")
+		}
 	}
 }
 `
@@ -191,4 +207,97 @@ func importProbeImage(t *testing.T, sock, image string) {
 	t.Cleanup(func() {
 		exec.Command("ctr", "-a", sock, "-n", "k8s.io", "images", "rm", image).Run()
 	})
+}
+
+// TestKubernetesTestClusterKeepsItsControlPlaneFromPods: the cluster's
+// API server and etcd listen on the host's loopback only, so a Pod on the
+// bridge reaches neither, at the node's address or the bridge's gateway;
+// the kubelet, which a Pod does reach on the node's address (the positive
+// control that the Pod has a way to the host at all), answers nobody
+// without a client certificate of the cluster (checked from the host).
+func TestKubernetesTestClusterKeepsItsControlPlaneFromPods(t *testing.T) {
+	kubeconfig := Kubeconfig(t)
+	if kubeconfig != "/var/lib/airlock-kube/admin.kubeconfig" {
+		t.Skipf("%s is not the cluster of .ci/kube-up, whose layout this checks", kubeconfig)
+	}
+	kubectl := Kubectl(t)
+	sock := KubeContainerd(t)
+	if _, err := exec.LookPath("ctr"); err != nil {
+		t.Skip("ctr not installed (apt-get install containerd)")
+	}
+	kc := func(args ...string) string {
+		t.Helper()
+		c := exec.Command(kubectl, append([]string{"--kubeconfig", kubeconfig, "--request-timeout=20s", "-n", "default"}, args...)...)
+		out, err := c.CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	node := kc("get", "nodes", "-o", `jsonpath={.items[0].status.addresses[?(@.type=="InternalIP")].address}`)
+	if net.ParseIP(node) == nil {
+		t.Fatalf("node address %q", node)
+	}
+	nonce := make([]byte, 6)
+	rand.Read(nonce)
+	id := hex.EncodeToString(nonce)
+	image := "airlock.local/kubeprobe:" + id
+	importProbeImage(t, sock, image)
+
+	targets := map[string]string{
+		net.JoinHostPort(node, "16443"): "unreachable", // the API server
+		"10.244.0.1:16443":              "unreachable", // the same, at the bridge's gateway
+		net.JoinHostPort(node, "12379"): "unreachable", // etcd
+		"10.96.0.1:443":                 "unreachable", // the kubernetes Service (no kube-proxy)
+		net.JoinHostPort(node, "10250"): "connected",   // the kubelet: the positive control
+	}
+	var addrs []string
+	for a := range targets {
+		addrs = append(addrs, a)
+	}
+	b, _ := json.Marshal(append([]string{"dial"}, addrs...))
+	name := "probe-dial-" + id
+	c := exec.Command(kubectl, "--kubeconfig", kubeconfig, "-n", "default", "create", "-f", "-")
+	c.Stdin = strings.NewReader(fmt.Sprintf(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":%q},
+"spec":{"restartPolicy":"Never","automountServiceAccountToken":false,"terminationGracePeriodSeconds":0,
+"containers":[{"name":"probe","image":%q,"imagePullPolicy":"Never","command":["/probe"],"args":%s,
+"securityContext":{"allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]},"runAsNonRoot":true,"runAsUser":65534}}]}}`, name, image, b))
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl create: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		exec.Command(kubectl, "--kubeconfig", kubeconfig, "-n", "default", "delete", "pod", name, "--wait=false", "--grace-period=0", "--force").Run()
+	})
+	kc("wait", "pod/"+name, "--for=jsonpath={.status.phase}=Succeeded", "--timeout=90s")
+	got := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(kc("logs", name)), "\n") {
+		if a, v, ok := strings.Cut(l, " "); ok {
+			got[a] = v
+		}
+	}
+	for a, want := range targets {
+		if got[a] != want {
+			t.Errorf("from a Pod, %s: %q, want %q", a, got[a], want)
+		}
+	}
+
+	// From the host: the kubelet refuses a caller without a client
+	// certificate (TLS verified against the cluster's CA).
+	ca, err := os.ReadFile("/var/lib/airlock-kube/pki/ca.crt")
+	if err != nil {
+		t.Skipf("the cluster's CA: %v", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		t.Fatal("no certificate in the cluster's CA file")
+	}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := hc.Get("https://" + net.JoinHostPort(node, "10250") + "/pods")
+	if err != nil {
+		t.Fatalf("kubelet without a client certificate: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("kubelet without a client certificate: %s, want 401", resp.Status)
+	}
 }
