@@ -52,6 +52,8 @@ var rules = []rule{
 		"ghapp mints GitHub App tokens on the host and imports nothing of ours but the regfile leaf: the secrets package stays a leaf that never makes a request, and egress wires the two"},
 	{[]string{"internal/cleanup", "internal/watch"}, []string{"internal/", "sandbox", "cmd/"},
 		"the engine's rooms of its own are leaves: the cleanup stack knows no step, the file watcher only directories, so each is tested alone"},
+	{[]string{"internal/childspec"}, []string{"internal/", "sandbox", "cmd/", "!internal/config", "!internal/secrets"},
+		"a child sandbox's spec is config's data on the wire: hostexec and the MCP proxy make one without knowing the engine or the CLI that reads it"},
 	{[]string{"internal/asker"}, []string{"internal/engine", "internal/egress", "internal/backend", "internal/workspace", "internal/supervisor", "sandbox", "cmd/"},
 		"the approvals asker meets the gateway through its Gate and the audit stream through a function: it knows no engine, egress, backend or workspace, so its decisions are tested without a sandbox"},
 }
@@ -127,6 +129,7 @@ func TestRulesCatchWhatTheyForbid(t *testing.T) {
 		{"internal/supervisor", "cmd/airlock"},
 		{"internal/agentrun", "github.com/spf13/cobra"},
 		{"internal/supervisor", "github.com/spf13/pflag"},
+		{"internal/childspec", "internal/engine"},
 	}
 	for _, c := range cases {
 		caught := false
