@@ -22,7 +22,6 @@ import (
 	"github.com/airlock-dev/airlock/internal/engine"
 	"github.com/airlock-dev/airlock/internal/llmusage"
 	"github.com/airlock-dev/airlock/internal/state"
-	"github.com/airlock-dev/airlock/internal/workspace"
 )
 
 // lsOptions is what airlock ls needs.
@@ -433,25 +432,16 @@ a message: review them (airlock diff, apply, discard) or pass -f to drop them.`,
 	return c
 }
 
-// remove deletes a stopped sandbox and whatever a crashed supervisor left.
+// remove deletes a stopped sandbox and whatever a crashed supervisor left,
+// through the engine's teardown for a sandbox whose host is gone.
 func remove(e state.Entry) error {
-	if err := cgroup.Remove(e.Record.Cgroups); err != nil {
-		return err
-	}
-	if err := workspace.Release(engine.WorkspaceDir(e.Dir)); err != nil {
-		return err
-	}
 	store, err := openStore()
 	if err != nil {
 		return err
 	}
-	if e.Record.Backend == config.BackendDocker {
-		id := e.Record.ID
-		if _, err := pruneContainers(store, func(other string) bool { return other != id }); err != nil {
-			return err
-		}
-	}
-	return store.Delete(e.Record.ID)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return engine.Remove(ctx, store, e)
 }
 
 // pruneContainers removes the docker backend's containers of this state dir
