@@ -8,9 +8,9 @@ import (
 
 // subcommands are airlock's commands, in the order help lists them.
 var subcommands = []subcommand{
-	{"run", newRunCmd}, {"exec", newExecCmd}, {"ls", func() *cobra.Command { return newLsCmd(nil) }}, {"get", func() *cobra.Command { return newGetCmd(nil) }}, {"logs", func() *cobra.Command { return newLogsCmd(nil) }},
+	{"run", newRunCmd}, {"exec", func() *cobra.Command { return newExecCmd(nil) }}, {"ls", func() *cobra.Command { return newLsCmd(nil) }}, {"get", func() *cobra.Command { return newGetCmd(nil) }}, {"logs", func() *cobra.Command { return newLogsCmd(nil) }},
 	{"kill", func() *cobra.Command { return newKillCmd(nil) }}, {"rm", newRmCmd}, {"prune", newPruneCmd}, {"diff", func() *cobra.Command { return newDiffCmd(nil) }}, {"apply", newApplyCmd},
-	{"discard", func() *cobra.Command { return newDiscardCmd(nil) }}, {"audit", newAuditCmd}, {"ca", newCACmd}, {"doctor", newDoctorCmd},
+	{"discard", func() *cobra.Command { return newDiscardCmd(nil) }}, {"audit", func() *cobra.Command { return newAuditCmd(nil) }}, {"ca", newCACmd}, {"doctor", newDoctorCmd},
 	{"gateway", newGatewayCmd}, {"images", newImagesCmd}, {"rpc", newRPCCmd}, {"config", newConfigCmd},
 	{"trust", newTrustCmd}, {"approvals", newApprovalsCmd}, {"agent", newAgentCmd},
 	{"approve", func() *cobra.Command { return newDecideCmd(true) }},
