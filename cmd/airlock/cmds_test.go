@@ -2,12 +2,14 @@ package main
 
 import (
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/airlock-dev/airlock/internal/state"
+	"github.com/airlock-dev/airlock/internal/workspace"
 )
 
 func TestExecParsesTheSandboxTheCommandAndItsFlags(t *testing.T) {
@@ -59,5 +61,83 @@ func TestAuditRunPrintsTheLogOrSaysThereIsNone(t *testing.T) {
 	o.JSON = true
 	if err := auditRun(o); err != nil || !strings.HasPrefix(out.String(), `{"time":"2026-01-02T03:04:05Z","sandbox":"abc"`) {
 		t.Errorf("audit --json = %q, %v", out.String(), err)
+	}
+}
+
+func TestRmParsesSandboxesOrStoppedButNotBoth(t *testing.T) {
+	var got *rmOptions
+	if err := parse(t, newRmCmd(func(o *rmOptions) error { got = o; return nil }), "-f", "a", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if got == nil || strings.Join(got.Refs, ",") != "a,b" || !got.Force || got.Stopped {
+		t.Errorf("rm -f a b gave %+v", got)
+	}
+	var ue usageError
+	for _, args := range [][]string{{}, {"--stopped", "a"}} {
+		if err := parse(t, newRmCmd(func(*rmOptions) error { return nil }), args...); !errors.As(err, &ue) {
+			t.Errorf("rm %q = %v, want a usage error", args, err)
+		}
+	}
+}
+
+// rm keeps a running sandbox and one with changes to review unless -f,
+// which kills first; what it removes it names.
+func TestRmRunKeepsWhatIsRunningOrUnreviewedUnlessForced(t *testing.T) {
+	entries := map[string]state.Entry{
+		"run":  {Record: state.Record{ID: "run"}, Status: state.Status{State: state.Running}},
+		"rev":  {Record: state.Record{ID: "rev"}, Status: state.Status{State: state.Exited}},
+		"done": {Record: state.Record{ID: "done"}, Status: state.Status{State: state.Exited}},
+	}
+	var killed, removed []string
+	ios, out, _ := testIO()
+	o := &rmOptions{IO: ios, Refs: []string{"run", "rev", "done"},
+		Pick: func(refs []string, _ bool) ([]state.Entry, error) {
+			var es []state.Entry
+			for _, r := range refs {
+				es = append(es, entries[r])
+			}
+			return es, nil
+		},
+		Kill:    func(e state.Entry) error { killed = append(killed, e.Record.ID); return nil },
+		Pending: func(e state.Entry) (workspace.Counts, bool) { return workspace.Counts{Modified: 1}, e.Record.ID == "rev" },
+		Remove:  func(e state.Entry) error { removed = append(removed, e.Record.ID); return nil },
+	}
+	err := rmRun(o)
+	if err == nil || !strings.Contains(err.Error(), "run: running") || !strings.Contains(err.Error(), "rev: its workspace changes") {
+		t.Errorf("rm = %v, want run and rev refused", err)
+	}
+	if out.String() != "done\n" || strings.Join(removed, ",") != "done" || len(killed) != 0 {
+		t.Errorf("rm printed %q, removed %q, killed %q: want done alone", out.String(), removed, killed)
+	}
+	out.Reset()
+	removed = nil
+	o.Force = true
+	if err := rmRun(o); err != nil || strings.Join(removed, ",") != "run,rev,done" || strings.Join(killed, ",") != "run" {
+		t.Errorf("rm -f = %v, removed %q, killed %q", err, removed, killed)
+	}
+}
+
+func TestPruneRunKeepsUnreviewedChangesAndSweeps(t *testing.T) {
+	ios, out, errOut := testIO()
+	swept := false
+	o := &pruneOptions{IO: ios,
+		Stopped: func() ([]state.Entry, error) {
+			return []state.Entry{{Record: state.Record{ID: "a"}}, {Record: state.Record{ID: "b"}}, {Record: state.Record{ID: "c"}}}, nil
+		},
+		Pending: func(e state.Entry) (workspace.Counts, bool) { return workspace.Counts{Created: 2}, e.Record.ID == "b" },
+		Remove: func(e state.Entry) error {
+			if e.Record.ID == "c" {
+				return errors.New("busy")
+			}
+			return nil
+		},
+		Sweep: func(io.Writer, io.Writer, bool) error { swept = true; return nil },
+	}
+	if err := pruneRun(o); err != nil || out.String() != "removed 1 sandbox(es)\n" || !swept ||
+		!strings.Contains(errOut.String(), "kept b") || !strings.Contains(errOut.String(), "c: busy") {
+		t.Errorf("prune = %v, out %q, stderr %q, swept %v", err, out.String(), errOut.String(), swept)
+	}
+	if err := parse(t, newPruneCmd(func(*pruneOptions) error { return nil }), "x"); err == nil {
+		t.Error("prune x: no error")
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/engine"
 	"github.com/airlock-dev/airlock/internal/llmusage"
 	"github.com/airlock-dev/airlock/internal/state"
+	"github.com/airlock-dev/airlock/internal/workspace"
 )
 
 // lsOptions is what airlock ls needs.
@@ -391,8 +392,24 @@ func pick(refs []string, all bool, match func(state.Entry) bool) ([]state.Entry,
 	return out, nil
 }
 
-func newRmCmd() *cobra.Command {
-	var stopped, force bool
+// rmOptions is what airlock rm needs.
+type rmOptions struct {
+	IO      *ioStreams
+	Refs    []string // sandboxes by ID or name
+	Stopped bool     // every stopped sandbox instead
+	Force   bool     // kill running ones first, drop changes nobody applied
+	// Pick resolves Refs, or with Stopped every sandbox not running.
+	Pick    func(refs []string, stopped bool) ([]state.Entry, error)
+	Kill    func(state.Entry) error
+	Pending func(state.Entry) (workspace.Counts, bool) // workspace changes nobody applied or discarded
+	Remove  func(state.Entry) error
+}
+
+func newRmCmd(runF func(*rmOptions) error) *cobra.Command {
+	o := &rmOptions{IO: systemIO(), Kill: kill, Pending: pendingChanges, Remove: remove,
+		Pick: func(refs []string, stopped bool) ([]state.Entry, error) {
+			return pick(refs, stopped, func(e state.Entry) bool { return e.Status.State != state.Running })
+		}}
 	c := &cobra.Command{
 		Use:     "rm ID|NAME... | --stopped",
 		Aliases: []string{"remove"},
@@ -401,35 +418,44 @@ func newRmCmd() *cobra.Command {
 copy workspace still holds changes nobody applied or discarded is kept, with
 a message: review them (airlock diff, apply, discard) or pass -f to drop them.`,
 		Args: func(c *cobra.Command, args []string) error {
-			if stopped != (len(args) == 0) {
+			if o.Stopped != (len(args) == 0) {
 				return usageError{"name sandboxes to remove, or pass --stopped"}
 			}
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			targets, err := pick(args, stopped, func(e state.Entry) bool { return e.Status.State != state.Running })
-			if err != nil {
-				return err
+			o.Refs = args
+			o.IO.Out = c.OutOrStdout()
+			if runF != nil {
+				return runF(o)
 			}
-			return forEach(c.OutOrStdout(), targets, func(e state.Entry) error {
-				if e.Status.State == state.Running {
-					if !force {
-						return fmt.Errorf("running: stop it with airlock kill %s, or use rm -f", e.Record.ID)
-					}
-					if err := kill(e); err != nil {
-						return err
-					}
-				}
-				if n, ok := pendingChanges(e); ok && !force {
-					return fmt.Errorf("its workspace changes (%s) were neither applied nor discarded: airlock diff %s, then airlock apply or discard %s; or rm -f to drop them", n, e.Record.ID, e.Record.ID)
-				}
-				return remove(e)
-			})
+			return rmRun(o)
 		},
 	}
-	c.Flags().BoolVar(&stopped, "stopped", false, "remove every sandbox that is not running")
-	c.Flags().BoolVarP(&force, "force", "f", false, "kill running sandboxes first, and drop workspace changes nobody applied")
+	c.Flags().BoolVar(&o.Stopped, "stopped", false, "remove every sandbox that is not running")
+	c.Flags().BoolVarP(&o.Force, "force", "f", false, "kill running sandboxes first, and drop workspace changes nobody applied")
 	return c
+}
+
+func rmRun(o *rmOptions) error {
+	targets, err := o.Pick(o.Refs, o.Stopped)
+	if err != nil {
+		return err
+	}
+	return forEach(o.IO.Out, targets, func(e state.Entry) error {
+		if e.Status.State == state.Running {
+			if !o.Force {
+				return fmt.Errorf("running: stop it with airlock kill %s, or use rm -f", e.Record.ID)
+			}
+			if err := o.Kill(e); err != nil {
+				return err
+			}
+		}
+		if n, ok := o.Pending(e); ok && !o.Force {
+			return fmt.Errorf("its workspace changes (%s) were neither applied nor discarded: airlock diff %s, then airlock apply or discard %s; or rm -f to drop them", n, e.Record.ID, e.Record.ID)
+		}
+		return o.Remove(e)
+	})
 }
 
 // remove deletes a stopped sandbox and whatever a crashed supervisor left,
@@ -461,7 +487,24 @@ func liveIn(store *state.Store) func(id string) bool {
 	}
 }
 
-func newPruneCmd() *cobra.Command {
+// pruneOptions is what airlock prune needs.
+type pruneOptions struct {
+	IO *ioStreams
+	// Stopped lists every sandbox not running.
+	Stopped func() ([]state.Entry, error)
+	Pending func(state.Entry) (workspace.Counts, bool) // workspace changes nobody applied or discarded
+	Remove  func(state.Entry) error
+	// Sweep removes what no record names: stale cgroups, leftover
+	// containers (usesDocker: an error there is worth telling), an older
+	// airlock's cache; it reports on errOut.
+	Sweep func(out, errOut io.Writer, usesDocker bool) error
+}
+
+func newPruneCmd(runF func(*pruneOptions) error) *cobra.Command {
+	o := &pruneOptions{IO: systemIO(), Pending: pendingChanges, Remove: remove, Sweep: sweep,
+		Stopped: func() ([]state.Entry, error) {
+			return pick(nil, true, func(e state.Entry) bool { return e.Status.State != state.Running })
+		}}
 	return &cobra.Command{
 		Use:   "prune",
 		Short: "Remove every stopped or crashed sandbox and what it left behind",
@@ -470,44 +513,57 @@ those whose overlay or copy workspace holds changes nobody applied or
 discarded: those are named, and kept.`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			targets, err := pick(nil, true, func(e state.Entry) bool { return e.Status.State != state.Running })
-			if err != nil {
-				return err
+			o.IO.Out, o.IO.ErrOut = c.OutOrStdout(), c.ErrOrStderr()
+			if runF != nil {
+				return runF(o)
 			}
-			n, usesDocker := 0, false
-			for _, e := range targets {
-				usesDocker = usesDocker || e.Record.Backend == config.BackendDocker
-				if k, ok := pendingChanges(e); ok {
-					fmt.Fprintf(c.ErrOrStderr(), "airlock: kept %s: its workspace changes (%s) wait for airlock apply or discard\n", e.Record.ID, k)
-					continue
-				}
-				if err := remove(e); err != nil {
-					fmt.Fprintf(c.ErrOrStderr(), "airlock: %s: %v\n", e.Record.ID, err)
-					continue
-				}
-				n++
-			}
-			fmt.Fprintf(c.OutOrStdout(), "removed %d sandbox(es)\n", n)
-			// Cgroups no record names: a supervisor killed before it
-			// registered the sandbox left its group behind.
-			cgroup.SweepStale("airlock-")
-			// Containers whose records are gone (a crash between the two),
-			// when there is an engine to ask.
-			store, err := openStore()
-			if err != nil {
-				return err
-			}
-			if k, err := pruneContainers(store, liveIn(store)); err != nil && usesDocker {
-				fmt.Fprintf(c.ErrOrStderr(), "airlock: %v\n", err)
-			} else if k > 0 {
-				fmt.Fprintf(c.OutOrStdout(), "removed %d leftover container(s)\n", k)
-			}
-			// The full binary an older airlock (the lean front) cached
-			// there, ~23 MB per build: nothing runs it any more.
-			if err := os.RemoveAll(filepath.Join(store.Root(), "full")); err != nil {
-				fmt.Fprintf(c.ErrOrStderr(), "airlock: %v\n", err)
-			}
-			return nil
+			return pruneRun(o)
 		},
 	}
+}
+
+func pruneRun(o *pruneOptions) error {
+	targets, err := o.Stopped()
+	if err != nil {
+		return err
+	}
+	n, usesDocker := 0, false
+	for _, e := range targets {
+		usesDocker = usesDocker || e.Record.Backend == config.BackendDocker
+		if k, ok := o.Pending(e); ok {
+			fmt.Fprintf(o.IO.ErrOut, "airlock: kept %s: its workspace changes (%s) wait for airlock apply or discard\n", e.Record.ID, k)
+			continue
+		}
+		if err := o.Remove(e); err != nil {
+			fmt.Fprintf(o.IO.ErrOut, "airlock: %s: %v\n", e.Record.ID, err)
+			continue
+		}
+		n++
+	}
+	fmt.Fprintf(o.IO.Out, "removed %d sandbox(es)\n", n)
+	return o.Sweep(o.IO.Out, o.IO.ErrOut, usesDocker)
+}
+
+// sweep removes what no record names.
+func sweep(out, errOut io.Writer, usesDocker bool) error {
+	// Cgroups no record names: a supervisor killed before it
+	// registered the sandbox left its group behind.
+	cgroup.SweepStale("airlock-")
+	// Containers whose records are gone (a crash between the two),
+	// when there is an engine to ask.
+	store, err := openStore()
+	if err != nil {
+		return err
+	}
+	if k, err := pruneContainers(store, liveIn(store)); err != nil && usesDocker {
+		fmt.Fprintf(errOut, "airlock: %v\n", err)
+	} else if k > 0 {
+		fmt.Fprintf(out, "removed %d leftover container(s)\n", k)
+	}
+	// The full binary an older airlock (the lean front) cached
+	// there, ~23 MB per build: nothing runs it any more.
+	if err := os.RemoveAll(filepath.Join(store.Root(), "full")); err != nil {
+		fmt.Fprintf(errOut, "airlock: %v\n", err)
+	}
+	return nil
 }
