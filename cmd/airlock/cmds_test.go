@@ -98,9 +98,11 @@ func TestRmRunKeepsWhatIsRunningOrUnreviewedUnlessForced(t *testing.T) {
 			}
 			return es, nil
 		},
-		Kill:    func(e state.Entry) error { killed = append(killed, e.Record.ID); return nil },
-		Pending: func(e state.Entry) (workspace.Counts, bool) { return workspace.Counts{Modified: 1}, e.Record.ID == "rev" },
-		Remove:  func(e state.Entry) error { removed = append(removed, e.Record.ID); return nil },
+		Kill: func(e state.Entry) error { killed = append(killed, e.Record.ID); return nil },
+		Pending: func(e state.Entry) (workspace.Counts, bool) {
+			return workspace.Counts{Modified: 1}, e.Record.ID == "rev"
+		},
+		Remove: func(e state.Entry) error { removed = append(removed, e.Record.ID); return nil },
 	}
 	err := rmRun(o)
 	if err == nil || !strings.Contains(err.Error(), "run: running") || !strings.Contains(err.Error(), "rev: its workspace changes") {
