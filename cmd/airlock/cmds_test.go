@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+
 	"github.com/airlock-dev/airlock/internal/state"
 	"github.com/airlock-dev/airlock/internal/workspace"
 )
@@ -141,5 +143,64 @@ func TestPruneRunKeepsUnreviewedChangesAndSweeps(t *testing.T) {
 	}
 	if err := parse(t, newPruneCmd(func(*pruneOptions) error { return nil }), "x"); err == nil {
 		t.Error("prune x: no error")
+	}
+}
+
+func TestGatewayParsesItsRulesAndNeedsListen(t *testing.T) {
+	var got *gatewayOptions
+	run := func(o *gatewayOptions) error { got = o; return nil }
+	if err := parse(t, newGatewayCmd(run), "--listen", "tcp:127.0.0.1:0", "--allow-host", "a.com", "--secret", "K@a.com", "--deny-host", "b.com"); err != nil {
+		t.Fatal(err)
+	}
+	if got == nil || got.Listen != "tcp:127.0.0.1:0" || strings.Join(got.Flags.AllowHosts, ",") != "a.com" || strings.Join(got.Secrets, ",") != "K@a.com" {
+		t.Errorf("gateway flags gave %+v", got)
+	}
+	var ue usageError
+	if err := parse(t, newGatewayCmd(run), "--allow-host", "a.com"); !errors.As(err, &ue) {
+		t.Errorf("gateway without --listen = %v, want a usage error", err)
+	}
+}
+
+// The file's rules come first, the flags add to them; a bad secret flag is
+// an error naming it.
+func TestGatewayNetworkIsTheFileThenTheFlags(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "gw.json")
+	os.WriteFile(file, []byte(`{"allow_hosts": ["file.com"], "secrets": ["F@file.com"]}`), 0o600)
+	o := &gatewayOptions{ConfigFile: file, Secrets: []string{"K@flag.com"}}
+	o.Flags.AllowHosts = []string{"flag.com"}
+	n, err := gatewayNetwork(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(n.AllowHosts, ",") != "file.com,flag.com" || len(n.Secrets) != 2 || n.Secrets[1].String() != "K@flag.com" {
+		t.Errorf("gatewayNetwork = %+v", n)
+	}
+	o.Secrets = []string{"NOHOST"}
+	if _, err := gatewayNetwork(o); err == nil || !strings.Contains(err.Error(), "--secret") {
+		t.Errorf("a secret without a host = %v", err)
+	}
+}
+
+func TestUIDoctorAndRPCParseTheirFlags(t *testing.T) {
+	var ui *uiOptions
+	if err := parse(t, newUICmd(func(o *uiOptions) error { ui = o; return nil }), "--listen", "127.0.0.1:8765", "--open"); err != nil || ui == nil || ui.Listen != "127.0.0.1:8765" || !ui.Open {
+		t.Errorf("ui --listen --open = %v, %+v", err, ui)
+	}
+	var doc *doctorOptions
+	if err := parse(t, newDoctorCmd(func(o *doctorOptions) error { doc = o; return nil }), "--json", "--fix"); err != nil || doc == nil || !doc.JSON || !doc.Fix {
+		t.Errorf("doctor --json --fix = %v, %+v", err, doc)
+	}
+	called := false
+	if err := parse(t, newRPCCmd(func(*rpcOptions) error { called = true; return nil })); err != nil || !called {
+		t.Errorf("rpc = %v, called %v", err, called)
+	}
+	for name, c := range map[string]*cobra.Command{
+		"ui":     newUICmd(func(*uiOptions) error { return nil }),
+		"doctor": newDoctorCmd(func(*doctorOptions) error { return nil }),
+		"rpc":    newRPCCmd(func(*rpcOptions) error { return nil }),
+	} {
+		if err := parse(t, c, "extra"); err == nil {
+			t.Errorf("%s extra: no error", name)
+		}
 	}
 }

@@ -10,12 +10,12 @@ import (
 var subcommands = []subcommand{
 	{"run", newRunCmd}, {"exec", func() *cobra.Command { return newExecCmd(nil) }}, {"ls", func() *cobra.Command { return newLsCmd(nil) }}, {"get", func() *cobra.Command { return newGetCmd(nil) }}, {"logs", func() *cobra.Command { return newLogsCmd(nil) }},
 	{"kill", func() *cobra.Command { return newKillCmd(nil) }}, {"rm", func() *cobra.Command { return newRmCmd(nil) }}, {"prune", func() *cobra.Command { return newPruneCmd(nil) }}, {"diff", func() *cobra.Command { return newDiffCmd(nil) }}, {"apply", newApplyCmd},
-	{"discard", func() *cobra.Command { return newDiscardCmd(nil) }}, {"audit", func() *cobra.Command { return newAuditCmd(nil) }}, {"ca", newCACmd}, {"doctor", newDoctorCmd},
-	{"gateway", newGatewayCmd}, {"images", newImagesCmd}, {"rpc", newRPCCmd}, {"config", newConfigCmd},
+	{"discard", func() *cobra.Command { return newDiscardCmd(nil) }}, {"audit", func() *cobra.Command { return newAuditCmd(nil) }}, {"ca", newCACmd}, {"doctor", func() *cobra.Command { return newDoctorCmd(nil) }},
+	{"gateway", func() *cobra.Command { return newGatewayCmd(nil) }}, {"images", newImagesCmd}, {"rpc", func() *cobra.Command { return newRPCCmd(nil) }}, {"config", newConfigCmd},
 	{"trust", newTrustCmd}, {"approvals", newApprovalsCmd}, {"agent", newAgentCmd},
 	{"approve", func() *cobra.Command { return newDecideCmd(true) }},
 	{"deny", func() *cobra.Command { return newDecideCmd(false) }},
-	{"revoke", newRevokeCmd}, {"ui", newUICmd}, {"mcp-bridge", newMCPBridgeCmd}, {"hostexec", newHostexecCmd},
+	{"revoke", newRevokeCmd}, {"ui", func() *cobra.Command { return newUICmd(nil) }}, {"mcp-bridge", newMCPBridgeCmd}, {"hostexec", newHostexecCmd},
 	{"version", newVersionCmd},
 }
 
