@@ -204,3 +204,43 @@ func TestUIDoctorAndRPCParseTheirFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestConfigAndTrustParseTheirFlags(t *testing.T) {
+	var show *configShowOptions
+	if err := parse(t, newConfigShowCmd(func(o *configShowOptions) error { show = o; return nil }), "--origin", "--json", "-w", "/src"); err != nil || show == nil || !show.Origin || !show.JSON || show.Workspace != "/src" {
+		t.Errorf("config show --origin --json -w /src = %v, %+v", err, show)
+	}
+	var edit *configEditOptions
+	if err := parse(t, newConfigEditCmd(func(o *configEditOptions) error { edit = o; return nil }), "-w", "/src"); err != nil || edit == nil || edit.Workspace != "/src" {
+		t.Errorf("config edit -w /src = %v, %+v", err, edit)
+	}
+	var tr *trustOptions
+	if err := parse(t, newTrustCmd(func(o *trustOptions) error { tr = o; return nil }), "--revoke", "/src"); err != nil || tr == nil || !tr.Revoke || tr.Dir != "/src" {
+		t.Errorf("trust --revoke /src = %v, %+v", err, tr)
+	}
+	if err := parse(t, newTrustCmd(func(*trustOptions) error { return nil }), "a", "b"); err == nil {
+		t.Error("trust a b: no error")
+	}
+}
+
+// trust shows the file it trusts and records it; a file that does not
+// parse is not trusted; --revoke forgets it.
+func TestTrustRunShowsTrustsAndRevokes(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	dir := t.TempDir()
+	ios, out, _ := testIO()
+	o := &trustOptions{IO: ios, Dir: dir}
+	os.WriteFile(filepath.Join(dir, ".airlock.yaml"), []byte("network:\n  alow_hosts: [x.com]\n"), 0o644)
+	if err := trustRun(o); err == nil || !strings.Contains(err.Error(), "not trusted") {
+		t.Errorf("trust of a bad file = %v", err)
+	}
+	os.WriteFile(filepath.Join(dir, ".airlock.yaml"), []byte("network:\n  allow_hosts: [x.com]\n"), 0o644)
+	if err := trustRun(o); err != nil || !strings.Contains(out.String(), "allow_hosts: [x.com]") || !strings.Contains(out.String(), "airlock: trusted") {
+		t.Errorf("trust = %v, printed %q", err, out.String())
+	}
+	out.Reset()
+	o.Revoke = true
+	if err := trustRun(o); err != nil || !strings.Contains(out.String(), "is no longer trusted") {
+		t.Errorf("trust --revoke = %v, printed %q", err, out.String())
+	}
+}
