@@ -48,7 +48,8 @@ func TestConfigRunFlagKeys(t *testing.T) {
 	notSettings := map[string]bool{"workspace": true, "tty": true, "detach": true, "name": true, "keep": true, "quiet": true, "help": true, "watch-files": true, "scratch": true, "ask": true, "no-config-files": true,
 		"hide":     true, // what another part of airlock hides (an MCP server's sandbox), one run at a time
 		"no-idmap": true, // an unsafe opt-out for one run, never from a file
-		"workdir":  true} // where one command starts
+		"workdir":  true, // where one command starts
+		"spec-fd":  true} // the whole spec from elsewhere (internal/childspec), no other flag beside it
 	mapped := map[string]bool{}
 	l := config.NewLayer(config.SourceFlag, "")
 	for _, fk := range runFlagKeys {
