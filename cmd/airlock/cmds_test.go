@@ -244,3 +244,33 @@ func TestTrustRunShowsTrustsAndRevokes(t *testing.T) {
 		t.Errorf("trust --revoke = %v, printed %q", err, out.String())
 	}
 }
+
+func TestApproveDenyAndRevokeParseTheirDecision(t *testing.T) {
+	var got *decideOptions
+	run := func(o *decideOptions) error { got = o; return nil }
+	if err := parse(t, newDecideCmd(true, run), "--scope", "project", "--wildcard", "--expires", "24h", "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if d := got.Decision; got.ID != "r1" || got.Verb != "approve" || !d.Allow || d.Scope != "project" || !d.Wildcard || d.By != "cli" || d.Expires.IsZero() {
+		t.Errorf("approve --scope project --wildcard --expires 24h r1 gave %+v", got)
+	}
+	got = nil
+	if err := parse(t, newDecideCmd(false, run), "r2"); err != nil || got == nil || got.Decision.Allow || got.Decision.Scope != "once" || got.Verb != "deny" {
+		t.Errorf("deny r2 = %v, %+v", err, got)
+	}
+	var ue usageError
+	for _, args := range [][]string{{}, {"--scope", "forever", "r"}, {"--expires", "1h", "r"}, {"--expires", "-1h", "--scope", "global", "r"}} {
+		got = nil
+		if err := parse(t, newDecideCmd(true, run), args...); !errors.As(err, &ue) || got != nil {
+			t.Errorf("approve %q = %v (ran: %v), want a usage error before running", args, err, got != nil)
+		}
+	}
+	var rv *revokeOptions
+	if err := parse(t, newRevokeCmd(func(o *revokeOptions) error { rv = o; return nil }), "rule1"); err != nil || rv == nil || rv.ID != "rule1" {
+		t.Errorf("revoke rule1 = %v, %+v", err, rv)
+	}
+	var ap *approvalsOptions
+	if err := parse(t, newApprovalsCmd(func(o *approvalsOptions) error { ap = o; return nil }), "--decisions", "--json"); err != nil || ap == nil || !ap.Decisions || !ap.JSON || ap.Follow {
+		t.Errorf("approvals --decisions --json = %v, %+v", err, ap)
+	}
+}
