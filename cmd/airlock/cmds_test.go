@@ -274,3 +274,31 @@ func TestApproveDenyAndRevokeParseTheirDecision(t *testing.T) {
 		t.Errorf("approvals --decisions --json = %v, %+v", err, ap)
 	}
 }
+
+func TestImagesBuildLsAndRmParse(t *testing.T) {
+	var got *imagesBuildOptions
+	run := func(o *imagesBuildOptions) error { got = o; return nil }
+	if err := parse(t, newImagesBuildCmd(run), "--format", "vm", "--variant", "standard", "--kernel-only"); err != nil {
+		t.Fatal(err)
+	}
+	if got == nil || got.Format != "vm" || got.Build.Variant != "standard" || !got.Build.KernelOnly {
+		t.Errorf("images build --format vm --variant standard --kernel-only gave %+v", got)
+	}
+	var ue usageError
+	for _, args := range [][]string{{"--variant", "huge"}, {"--format", "iso"}, {"--kernel-only"}} {
+		got = nil
+		if err := parse(t, newImagesBuildCmd(run), args...); !errors.As(err, &ue) || got != nil {
+			t.Errorf("images build %q = %v (ran: %v), want a usage error before running", args, err, got != nil)
+		}
+	}
+	var rm *imagesRmOptions
+	if err := parse(t, newImagesRmCmd(func(o *imagesRmOptions) error { rm = o; return nil }), "vm:minimal", "airlock/agents"); err != nil || rm == nil || strings.Join(rm.Refs, ",") != "vm:minimal,airlock/agents" {
+		t.Errorf("images rm = %v, %+v", err, rm)
+	}
+	if err := parse(t, newImagesRmCmd(func(*imagesRmOptions) error { return nil })); !errors.As(err, &ue) {
+		t.Errorf("images rm without an image = %v, want a usage error", err)
+	}
+	if err := parse(t, newImagesLsCmd(func(*imagesLsOptions) error { return nil }), "x"); err == nil {
+		t.Error("images ls x: no error")
+	}
+}
