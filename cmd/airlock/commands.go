@@ -2,8 +2,6 @@ package main
 
 import (
 	"github.com/spf13/cobra"
-
-	"github.com/airlock-dev/airlock/internal/guest"
 )
 
 // subcommands are airlock's commands, in the order help lists them.
@@ -17,12 +15,4 @@ var subcommands = []subcommand{
 	{"deny", func() *cobra.Command { return newDecideCmd(false, nil) }},
 	{"revoke", func() *cobra.Command { return newRevokeCmd(nil) }}, {"ui", func() *cobra.Command { return newUICmd(nil) }}, {"mcp-bridge", newMCPBridgeCmd}, {"hostexec", newHostexecCmd},
 	{"version", newVersionCmd},
-}
-
-// vmInit boots a VM's guest when the kernel runs this binary as its /init
-// (the vm backend copies in this binary); it then never returns.
-func vmInit() {
-	if guest.IsVMInit() {
-		guest.VMInit()
-	}
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/airlock-dev/airlock/internal/audit"
-	"github.com/airlock-dev/airlock/internal/cgroup"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/control"
 	"github.com/airlock-dev/airlock/internal/engine"
@@ -548,7 +547,7 @@ func pruneRun(o *pruneOptions) error {
 func sweep(out, errOut io.Writer, usesDocker bool) error {
 	// Cgroups no record names: a supervisor killed before it
 	// registered the sandbox left its group behind.
-	cgroup.SweepStale("airlock-")
+	sweepStaleCgroups()
 	// Containers whose records are gone (a crash between the two),
 	// when there is an engine to ask.
 	store, err := openStore()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/airlock-dev/airlock/internal/cgroup"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/state"
 	"github.com/airlock-dev/airlock/internal/workspace"
@@ -21,7 +20,7 @@ func Remove(ctx context.Context, store *state.Store, e state.Entry) error {
 	if st := e.Status.State; st == state.Running || st == state.Creating {
 		return fmt.Errorf("engine: remove %s: %w", id, state.ErrRunning) // nothing of it touched
 	}
-	if err := cgroup.Remove(e.Record.Cgroups); err != nil {
+	if err := removeCgroups(e.Record.Cgroups); err != nil {
 		return fmt.Errorf("engine: remove %s: cgroups: %w", id, err)
 	}
 	if n := e.Record.Backend; n != "" && n != config.BackendNative {
