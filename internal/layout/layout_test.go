@@ -34,6 +34,8 @@ var rules = []rule{
 		"the VFS is a low layer the VM backend and the RPC file methods both use: providers and the FUSE server know no engine, backend or workspace session (audit only for its record type)"},
 	{[]string{"internal/timerslack"}, []string{"internal/", "sandbox", "cmd/"},
 		"timerslack is a leaf the guest calls first thing: it imports nothing of ours"},
+	{[]string{"internal/beneath"}, []string{"internal/", "sandbox", "cmd/"},
+		"beneath is the one way to open a path under a root someone else writes (workspace, agent homes, host commands' directories): a leaf that imports nothing of ours"},
 	{[]string{"internal/regfile"}, []string{"internal/", "sandbox", "cmd/"},
 		"regfile is the one way to read a file someone else may have placed (config, secrets, App keys): a leaf that imports nothing of ours"},
 	{[]string{"internal/config"}, []string{"internal/", "sandbox", "cmd/", "!internal/policy", "!internal/secrets", "!internal/regfile"},
@@ -130,6 +132,7 @@ func TestRulesCatchWhatTheyForbid(t *testing.T) {
 		{"internal/agentrun", "github.com/spf13/cobra"},
 		{"internal/supervisor", "github.com/spf13/pflag"},
 		{"internal/childspec", "internal/engine"},
+		{"internal/beneath", "internal/workspace"},
 	}
 	for _, c := range cases {
 		caught := false
