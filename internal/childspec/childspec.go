@@ -50,9 +50,10 @@ const Fd = 3
 
 // Command is exe (an airlock binary) running s in a sandbox of its own, as
 // exec.CommandContext makes it with ctx:
-// `exe run --spec-fd 3`, the spec in an unlinked file at descriptor 3 (a
-// file, not a pipe: no writer to keep alive, whoever starts the command and
-// whatever its size). The caller closes the file once the command started
+// `exe run --spec-fd 3`, the spec in a file no path names at descriptor 3
+// (a file, not a pipe: no writer to keep alive, whoever starts the command
+// and whatever its size; on Linux a sealed memfd, elsewhere an unlinked
+// temporary file). The caller closes the file once the command started
 // (Close(cmd)).
 func Command(ctx context.Context, exe string, s Spec) (*exec.Cmd, error) {
 	b, err := json.Marshal(s)
@@ -62,17 +63,8 @@ func Command(ctx context.Context, exe string, s Spec) (*exec.Cmd, error) {
 	if len(b) > MaxSize {
 		return nil, fmt.Errorf("childspec: the spec is %d bytes, more than %d", len(b), MaxSize)
 	}
-	f, err := os.CreateTemp("", "airlock-childspec-")
+	f, err := specFile(b)
 	if err != nil {
-		return nil, fmt.Errorf("childspec: %w", err)
-	}
-	os.Remove(f.Name())
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("childspec: write: %w", err)
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		f.Close()
 		return nil, fmt.Errorf("childspec: %w", err)
 	}
 	cmd := exec.CommandContext(ctx, exe, "run", "--spec-fd", fmt.Sprint(Fd))

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -79,19 +80,29 @@ func TestASecretsValueNeverTravels(t *testing.T) {
 	}
 }
 
-// The spec file is unlinked and private: nothing on disk names it.
-func TestTheSpecFileHasNoName(t *testing.T) {
+// The spec file has no path, and on Linux it is sealed: its holder can
+// neither write nor truncate it.
+func TestTheSpecFileHasNoNameAndCannotChange(t *testing.T) {
 	cmd, err := Command(context.Background(), "airlock", New("true"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer Close(cmd)
-	st, err := cmd.ExtraFiles[0].Stat()
-	if err != nil {
-		t.Fatal(err)
+	f := cmd.ExtraFiles[0]
+	if _, err := os.Stat(f.Name()); !os.IsNotExist(err) {
+		t.Errorf("spec file %s: stat err %v, want no such path", f.Name(), err)
 	}
-	if _, err := os.Stat(cmd.ExtraFiles[0].Name()); !os.IsNotExist(err) || st.Mode().Perm()&0o077 != 0 {
-		t.Errorf("spec file %s: stat err %v, mode %v: want gone, private", cmd.ExtraFiles[0].Name(), err, st.Mode())
+	if runtime.GOOS != "linux" {
+		return
+	}
+	if _, err := f.WriteAt([]byte("{}"), 0); err == nil {
+		t.Error("the spec was rewritten")
+	}
+	if err := f.Truncate(0); err == nil {
+		t.Error("the spec was truncated")
+	}
+	if s, err := Read(f); err != nil || len(s.Command) != 1 {
+		t.Errorf("the control: the spec reads back: %+v, %v", s, err)
 	}
 }
 
