@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // End-to-end tests: the real airlock binary on the real kernel, one test per

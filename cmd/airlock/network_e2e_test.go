@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // Network tests: real clients inside the sandbox (curl, python3, git) reach

@@ -39,6 +39,7 @@ type runOptions struct {
 	// dropBranch removes the --branch worktree made for a run that then
 	// did not start (nothing half-made).
 	dropBranch func()
+	specFD     int // --spec-fd: the whole spec on this descriptor (internal/childspec)
 }
 
 const (
@@ -113,16 +114,26 @@ Limits default to ` + strconv.Itoa(config.DefaultPids) + ` processes and half of
   airlock run -t -d --name sh -- bash   # a terminal in the background: airlock attach sh (Ctrl-P Ctrl-Q leaves it)
   airlock run --ask -- npm install   # a host no rule covers is asked about here: a key answers`,
 		Args: func(c *cobra.Command, args []string) error {
+			if o.specFD >= 0 {
+				return nil // checked by runChild
+			}
 			if len(args) == 0 && !o.detach {
 				return usageError{"no command given: use airlock run [flags] -- CMD [ARGS...]"}
 			}
 			return nil
 		},
-		RunE: func(c *cobra.Command, args []string) error { return run(c, o, args) },
+		RunE: func(c *cobra.Command, args []string) error {
+			if o.specFD >= 0 {
+				return runChild(c, o, args)
+			}
+			return run(c, o, args)
+		},
 	}
 	c.Flags().SetInterspersed(false) // everything after CMD belongs to CMD
 	addRunFlags(c.Flags(), o)
 	c.Flags().StringVar(&o.workdir, "workdir", "", "run CMD in `DIR`, an absolute path inside (default: the workspace)")
+	c.Flags().IntVar(&o.specFD, "spec-fd", -1, "read the whole spec as JSON from descriptor `N` (how airlock starts a host command's or an MCP server's sandbox)")
+	c.Flags().MarkHidden("spec-fd")
 	return c
 }
 

@@ -248,13 +248,13 @@ type HostExec struct {
 // each (Ask; else it runs at once), and what the command's sandbox may
 // reach besides the workspace.
 type HostCommand struct {
-	Match      string   `json:"match" yaml:"match"`
-	Ask        bool     `json:"ask,omitempty" yaml:"ask,omitempty"`
-	AllowHosts []string `json:"allow_hosts,omitempty" yaml:"allow_hosts,omitempty"`
-	Secrets    []string `json:"secrets,omitempty" yaml:"secrets,omitempty"` // --secret form
-	RO         []string `json:"ro,omitempty" yaml:"ro,omitempty"`           // absolute host paths
-	RW         []string `json:"rw,omitempty" yaml:"rw,omitempty"`           // absolute host paths
-	SSHAgent   bool     `json:"ssh_agent,omitempty" yaml:"ssh_agent,omitempty"`
+	Match      string         `json:"match" yaml:"match"`
+	Ask        bool           `json:"ask,omitempty" yaml:"ask,omitempty"`
+	AllowHosts []string       `json:"allow_hosts,omitempty" yaml:"allow_hosts,omitempty"`
+	Secrets    []secrets.Spec `json:"secrets,omitempty" yaml:"secrets,omitempty"` // parsed once; JSON in --secret form
+	RO         []string       `json:"ro,omitempty" yaml:"ro,omitempty"`           // absolute host paths
+	RW         []string       `json:"rw,omitempty" yaml:"rw,omitempty"`           // absolute host paths
+	SSHAgent   bool           `json:"ssh_agent,omitempty" yaml:"ssh_agent,omitempty"`
 }
 
 // Enabled reports whether any host command could run.

@@ -26,7 +26,6 @@ import (
 	"github.com/airlock-dev/airlock/internal/audit"
 	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/backend/guestclient"
-	"github.com/airlock-dev/airlock/internal/backend/native"
 	"github.com/airlock-dev/airlock/internal/cleanup"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/control"
@@ -182,18 +181,6 @@ type Sandbox struct {
 
 	first *Command     // Options.First, until Sandbox.First takes it
 	caps  backend.Caps // the backend's, as Start found them
-}
-
-// backendFor is the only place a backend is chosen by name: native, or one
-// of otherBackends.
-func backendFor(name, exe string) (backend.Backend, error) {
-	if name == config.BackendNative {
-		return native.Backend{Options: native.Options{Exe: exe, GuestCache: guestCache(exe)}}, nil
-	}
-	if open := otherBackends[name]; open != nil {
-		return open(exe)
-	}
-	return nil, fmt.Errorf("backend %q: use native, docker or vm", name)
 }
 
 // Prepare starts preparing a sandbox of spec's backend and limits early (a
@@ -601,15 +588,6 @@ func (s *Sandbox) LLMUsage() llmusage.Totals {
 		return llmusage.Totals{}
 	}
 	return s.eg.Usage()
-}
-
-// NetworkMode says which door a native sandbox would get here, and why.
-func NetworkMode() (mode, why string) {
-	caps := native.Backend{}.Caps()
-	if caps.NoLink != "" {
-		return config.ModeProxy, caps.NoLink
-	}
-	return config.ModeTransparent, "every packet goes through the gateway's network stack"
 }
 
 func limitsOf(c *config.Spec) backend.Limits {

@@ -34,6 +34,8 @@ var rules = []rule{
 		"the VFS is a low layer the VM backend and the RPC file methods both use: providers and the FUSE server know no engine, backend or workspace session (audit only for its record type)"},
 	{[]string{"internal/timerslack"}, []string{"internal/", "sandbox", "cmd/"},
 		"timerslack is a leaf the guest calls first thing: it imports nothing of ours"},
+	{[]string{"internal/beneath"}, []string{"internal/", "sandbox", "cmd/"},
+		"beneath is the one way to open a path under a root someone else writes (workspace, agent homes, host commands' directories): a leaf that imports nothing of ours"},
 	{[]string{"internal/regfile"}, []string{"internal/", "sandbox", "cmd/"},
 		"regfile is the one way to read a file someone else may have placed (config, secrets, App keys): a leaf that imports nothing of ours"},
 	{[]string{"internal/config"}, []string{"internal/", "sandbox", "cmd/", "!internal/policy", "!internal/secrets", "!internal/regfile"},
@@ -54,6 +56,8 @@ var rules = []rule{
 		"the engine's rooms of its own are leaves: the cleanup stack knows no step, the file watcher only directories, so each is tested alone"},
 	{[]string{"internal/suggest"}, []string{"internal/", "sandbox", "cmd/", "!internal/audit", "!internal/policy", "!internal/config", "!internal/secrets", "!internal/regfile"},
 		"suggest turns audit records into config as data: it reads the records, checks rules with policy and config, and does no I/O of its own, so it is table-tested and fuzzed"},
+	{[]string{"internal/childspec"}, []string{"internal/", "sandbox", "cmd/", "!internal/config", "!internal/secrets"},
+		"a child sandbox's spec is config's data on the wire: hostexec and the MCP proxy make one without knowing the engine or the CLI that reads it"},
 	{[]string{"internal/asker"}, []string{"internal/engine", "internal/egress", "internal/backend", "internal/workspace", "internal/supervisor", "sandbox", "cmd/"},
 		"the approvals asker meets the gateway through its Gate and the audit stream through a function: it knows no engine, egress, backend or workspace, so its decisions are tested without a sandbox"},
 }
@@ -130,6 +134,8 @@ func TestRulesCatchWhatTheyForbid(t *testing.T) {
 		{"internal/agentrun", "github.com/spf13/cobra"},
 		{"internal/supervisor", "github.com/spf13/pflag"},
 		{"internal/suggest", "internal/state"},
+		{"internal/childspec", "internal/engine"},
+		{"internal/beneath", "internal/workspace"},
 	}
 	for _, c := range cases {
 		caught := false
