@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/doctor"
 	"github.com/airlock-dev/airlock/internal/engine"
 )
@@ -27,6 +28,17 @@ func newDoctorCmd() *cobra.Command {
 			ok, detail, impact := engine.VMCheck(ctx)
 			cancel()
 			row := doctor.Check{Name: "vm backend (QEMU)", Status: doctor.StatusOK, Detail: detail, Impact: impact}
+			if !ok {
+				row.Status = doctor.StatusMissing
+			} else if impact != "" {
+				row.Status = doctor.StatusDegraded
+			}
+			r.Checks = append(r.Checks, row)
+			// The kubernetes backend's row: optional too.
+			ctx, cancel = context.WithTimeout(c.Context(), 20*time.Second)
+			ok, detail, impact = engine.KubernetesCheck(ctx, doctorConfig())
+			cancel()
+			row = doctor.Check{Name: "kubernetes backend", Status: doctor.StatusOK, Detail: detail, Impact: impact}
 			if !ok {
 				row.Status = doctor.StatusMissing
 			} else if impact != "" {
@@ -61,4 +73,14 @@ func newDoctorCmd() *cobra.Command {
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	c.Flags().BoolVar(&fix, "fix", false, "repair what can be repaired first (as root: reserve the id range for sandboxes in /etc/subuid and /etc/subgid)")
 	return c
+}
+
+// doctorConfig is the config of the current directory's project, quietly:
+// the kubernetes row names the cluster a run here would use.
+func doctorConfig() *config.Spec {
+	l, err := loadConfig("", nil, true, false)
+	if err != nil {
+		return &config.Spec{}
+	}
+	return &l.Spec
 }

@@ -180,21 +180,25 @@ type Sandbox struct {
 
 // backendFor is the only place a backend is chosen by name: native, or one
 // of otherBackends.
-func backendFor(name, exe string) (backend.Backend, error) {
+// c, if not nil, is the sandbox's config (a kubernetes sandbox's cluster).
+func backendFor(name, exe string, c *config.Spec) (backend.Backend, error) {
 	if name == config.BackendNative {
 		return native.Backend{Options: native.Options{Exe: exe, GuestCache: guestCache(exe)}}, nil
 	}
-	if open := otherBackends[name]; open != nil {
-		return open(exe)
+	if c == nil {
+		c = &config.Spec{}
 	}
-	return nil, fmt.Errorf("backend %q: use native, docker or vm", name)
+	if open := otherBackends[name]; open != nil {
+		return open(exe, c)
+	}
+	return nil, fmt.Errorf("backend %q: use native, docker, vm or kubernetes", name)
 }
 
 // Prepare starts preparing a sandbox of spec's backend and limits early (a
 // native guest's namespaces come up meanwhile); pass the result to Start
 // in Options.Pending, or Close it.
 func Prepare(spec *Spec, exe string) (backend.Pending, error) {
-	be, err := backendFor(spec.Config.BackendName(), exe)
+	be, err := backendFor(spec.Config.BackendName(), exe, &spec.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -208,11 +212,11 @@ func Prepare(spec *Spec, exe string) (backend.Pending, error) {
 func Prune(ctx context.Context, stateRoot string, running func(id string) bool, docker bool) ([]string, error) {
 	names := []string{config.BackendNative, config.BackendVM}
 	if docker {
-		names = append(names, config.BackendDocker)
+		names = append(names, config.BackendDocker, config.BackendKubernetes)
 	}
 	var removed []string
 	for _, n := range names {
-		be, err := backendFor(n, "")
+		be, err := backendFor(n, "", nil)
 		if err != nil {
 			return removed, err
 		}
@@ -283,7 +287,7 @@ func (s *Sandbox) checkSpec(context.Context, *cleanup.Stack) (err error) {
 		return err
 	}
 	if s.be == nil {
-		if s.be, err = backendFor(spec.Config.BackendName(), s.guestExe); err != nil {
+		if s.be, err = backendFor(spec.Config.BackendName(), s.guestExe, &spec.Config); err != nil {
 			return err
 		}
 	}

@@ -9,19 +9,24 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/backend/docker"
+	"github.com/airlock-dev/airlock/internal/backend/kubernetes"
 	"github.com/airlock-dev/airlock/internal/backend/vm"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/mcpproxy"
 )
 
 // otherBackends are the backends besides native, by name.
-var otherBackends = map[string]func(exe string) (backend.Backend, error){
-	config.BackendDocker: func(string) (backend.Backend, error) { return docker.Backend{}, nil },
-	config.BackendVM: func(exe string) (backend.Backend, error) {
+var otherBackends = map[string]func(exe string, c *config.Spec) (backend.Backend, error){
+	config.BackendDocker: func(string, *config.Spec) (backend.Backend, error) { return docker.Backend{}, nil },
+	config.BackendKubernetes: func(_ string, c *config.Spec) (backend.Backend, error) {
+		return kubernetes.Backend{Options: kubeOptions(c.Kubernetes)}, nil
+	},
+	config.BackendVM: func(exe string, _ *config.Spec) (backend.Backend, error) {
 		dataDir, err := config.DataDir()
 		if err != nil {
 			return nil, err
@@ -54,6 +59,12 @@ func VMCheck(ctx context.Context) (ok bool, detail, impact string) {
 	return vm.Check(ctx, vm.Options{DataDir: dataDir})
 }
 
+// KubernetesCheck is `airlock doctor`'s row for the kubernetes backend
+// with c's cluster settings (see kubernetes.Check).
+func KubernetesCheck(ctx context.Context, c *config.Spec) (ok bool, detail, impact string) {
+	return kubernetes.Check(ctx, kubeOptions(c.Kubernetes))
+}
+
 // CommandUser is the uid and gid a sandbox of backend runs its commands as
 // for workspace: the caller's own (a native sandbox of root is uid 0
 // inside, mapped), or, in a container, the one docker.User picks.
@@ -64,4 +75,22 @@ func CommandUser(backendName, workspace string) (uid, gid int) {
 		}
 	}
 	return os.Geteuid(), os.Getegid()
+}
+
+// kubeOptions is the kubernetes backend's view of config's section.
+func kubeOptions(k config.Kubernetes) kubernetes.Options {
+	kv := func(l []string) map[string]string {
+		if len(l) == 0 {
+			return nil
+		}
+		m := map[string]string{}
+		for _, e := range l {
+			if k, v, ok := strings.Cut(e, "="); ok {
+				m[k] = v
+			}
+		}
+		return m
+	}
+	return kubernetes.Options{Context: k.Context, Namespace: k.Namespace, RuntimeClass: k.RuntimeClass,
+		Image: k.Image, NodeSelector: kv(k.NodeSelector), Labels: kv(k.Labels)}
 }

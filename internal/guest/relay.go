@@ -1,7 +1,9 @@
 package guest
 
 import (
+	"io"
 	"net"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -16,6 +18,9 @@ func startRelay(r *proto.Relay) error {
 	ln, err := net.Listen("tcp", r.Listen)
 	if err != nil {
 		return err
+	}
+	if r.Back != "" {
+		return startBackRelay(ln, r.Back)
 	}
 	go func() {
 		for {
@@ -48,4 +53,86 @@ func handOver(c net.Conn, socket string) {
 	raw.Control(func(fd uintptr) {
 		up.WriteMsgUnix([]byte{0}, unix.UnixRights(int(fd)), nil)
 	})
+}
+
+// Bounds of the back relay: idle connections the host may keep open, and
+// how long a connection to the door waits for one.
+const (
+	maxBack  = 64
+	backWait = 15 * time.Second
+)
+
+// startBackRelay joins every connection to the door ln to an idle one the
+// host opened to back (see proto.Relay.Back). Anything inside may connect
+// to back too: it is then joined to the sandbox's own door connections,
+// which it could reach anyway, and never to the host.
+func startBackRelay(ln net.Listener, back string) error {
+	bl, err := net.Listen("tcp", back)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	idle := make(chan net.Conn, maxBack)
+	go func() {
+		for {
+			c, err := bl.Accept()
+			if err != nil {
+				return
+			}
+			select {
+			case idle <- c:
+			default:
+				c.Close()
+			}
+		}
+	}()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go joinBack(c, idle)
+		}
+	}()
+	return nil
+}
+
+// joinBack announces c on an idle back connection (one byte) and copies
+// both ways until either side ends.
+func joinBack(c net.Conn, idle <-chan net.Conn) {
+	defer c.Close()
+	t := time.NewTimer(backWait)
+	defer t.Stop()
+	var up net.Conn
+	for up == nil {
+		select {
+		case b := <-idle:
+			if _, err := b.Write([]byte{1}); err != nil {
+				b.Close() // the host let it go: take the next
+				continue
+			}
+			up = b
+		case <-t.C:
+			return
+		}
+	}
+	defer up.Close()
+	done := make(chan struct{}, 2)
+	go func() {
+		io.Copy(up, c)
+		if tc, ok := up.(*net.TCPConn); ok {
+			tc.CloseWrite()
+		}
+		done <- struct{}{}
+	}()
+	go func() {
+		io.Copy(c, up)
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.CloseWrite()
+		}
+		done <- struct{}{}
+	}()
+	<-done
+	<-done
 }
