@@ -40,6 +40,8 @@ type Kubernetes struct {
 	Image        string   `json:"image,omitempty"`         // the image holding airlock's binary (the init container's)
 	NodeSelector []string `json:"node_selector,omitempty"` // KEY=VALUE
 	Labels       []string `json:"labels,omitempty"`        // KEY=VALUE, added to the Pod's
+	// ReadyTimeout bounds the wait for the Pod to run (default 90s).
+	ReadyTimeout time.Duration `json:"ready_timeout,omitempty"`
 }
 
 // Workspace modes.

@@ -24,7 +24,7 @@ import (
 var otherBackends = map[string]func(exe string, c *config.Spec) (backend.Backend, error){
 	config.BackendDocker: func(string, *config.Spec) (backend.Backend, error) { return docker.Backend{}, nil },
 	config.BackendKubernetes: func(_ string, c *config.Spec) (backend.Backend, error) {
-		return kubernetes.Backend{Options: kubeOptions(c.Kubernetes)}, nil
+		return kubernetes.Backend{Options: kubeOptions(c.Kubernetes), ReadyTimeout: c.Kubernetes.ReadyTimeout}, nil
 	},
 	config.BackendVM: func(exe string, _ *config.Spec) (backend.Backend, error) {
 		dataDir, err := config.DataDir()

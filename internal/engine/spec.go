@@ -57,7 +57,7 @@ func (s *Spec) Validate(where func(key string) string) error {
 		for _, kv := range [][]string{c.Kubernetes.NodeSelector, c.Kubernetes.Labels} {
 			for _, e := range kv {
 				if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
-					return bad("kubernetes", ": %q: want KEY: VALUE", e)
+					return bad("kubernetes", ": %q: want KEY=VALUE", e)
 				}
 			}
 		}

@@ -1,0 +1,538 @@
+package main
+
+// Kubernetes backend tests, against the real single-node cluster .ci/kube-up
+// brings up (AIRLOCK_TEST_KUBECONFIG names its admin kubeconfig; without it
+// they skip saying so). The images come from the local dockerd, imported
+// into the cluster's containerd: the sandbox image, and a guest image made
+// here from the airlock binary under test (so the guest in the Pod speaks
+// exactly this binary's protocol). Isolation is judged from inside a Pod and
+// by what arrives on the host: a listener on the node's own address, the
+// upstream's request log.
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/internal/testutil"
+)
+
+const kubeContainerdSock = "/run/airlock-kube/containerd/containerd.sock"
+
+var (
+	kubeImagesOnce sync.Once
+	kubeGuestImage string
+	kubeImagesErr  error
+)
+
+// kubeEnv is a test env whose runs use the test cluster.
+type kubeEnv struct {
+	*env
+	kubeconfig, kubectl string
+}
+
+// kubeOnly skips without the test cluster, and makes sure its images are
+// there.
+func kubeOnly(t *testing.T) *kubeEnv {
+	t.Helper()
+	kc := os.Getenv("AIRLOCK_TEST_KUBECONFIG")
+	if kc == "" {
+		t.Skip("no test cluster: AIRLOCK_TEST_KUBECONFIG is unset (run .ci/kube-up as root and export AIRLOCK_TEST_KUBECONFIG=/var/lib/airlock-kube/admin.kubeconfig)")
+	}
+	if f, err := os.Open(kc); err != nil {
+		t.Skipf("no test cluster here: %v", err)
+	} else {
+		f.Close()
+	}
+	if os.Getuid() != 0 {
+		t.Skip("importing images into the test cluster's containerd needs root")
+	}
+	kubeImagesOnce.Do(func() { kubeGuestImage, kubeImagesErr = kubeImages() })
+	if kubeImagesErr != nil {
+		t.Fatal(kubeImagesErr)
+	}
+	kubectl := os.Getenv("AIRLOCK_TEST_KUBECTL")
+	if kubectl == "" {
+		if m, _ := filepath.Glob("/var/cache/airlock-kube/v*/bin/kubectl"); len(m) > 0 {
+			kubectl = m[len(m)-1]
+		}
+	}
+	e := &kubeEnv{env: newEnv(t), kubeconfig: kc, kubectl: kubectl}
+	cfg := filepath.Join(e.home, ".config", "airlock")
+	if err := os.MkdirAll(cfg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cfg, "config.yaml"), []byte("kubernetes:\n  image: "+kubeGuestImage+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Whatever a test leaves in the cluster is deleted (its own state
+	// dir's Pods), after newEnv's kill and prune.
+	t.Cleanup(func() {
+		if pods := e.pods(); pods != "" {
+			t.Errorf("pods left in the cluster: %s", pods)
+			e.kube("delete", "pods", "--wait=false", "-l", "airlock.dev/sandbox").Run()
+		}
+	})
+	return e
+}
+
+// kubeImages builds the guest image from the binary under test and imports
+// it, with the sandbox image, into the cluster's containerd.
+func kubeImages() (string, error) {
+	b, err := os.ReadFile(airlockBin)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	img := "airlock/guest:test-" + hex.EncodeToString(sum[:6])
+	dir, err := os.MkdirTemp("", "airlock-guest-image-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	if err := os.WriteFile(filepath.Join(dir, "airlock"), b, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM scratch\nCOPY airlock /airlock\n"), 0o644); err != nil {
+		return "", err
+	}
+	if out, err := exec.Command("docker", "build", "-q", "-t", img, dir).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("docker build the guest image: %v: %s", err, out)
+	}
+	for _, name := range []string{img, testImage} {
+		if out, err := exec.Command("sh", "-c", "ctr -a "+kubeContainerdSock+" -n k8s.io images ls -q | grep -qx 'docker.io/"+name+"' || docker save "+name+" | ctr -a "+kubeContainerdSock+" -n k8s.io images import -").CombinedOutput(); err != nil {
+			return "", fmt.Errorf("import %s into the cluster: %v: %s", name, err, out)
+		}
+	}
+	return img, nil
+}
+
+func (e *kubeEnv) environ(extra ...string) []string {
+	return append(e.env.environ(extra...), "KUBECONFIG="+e.kubeconfig)
+}
+
+// krun runs airlock with the cluster's kubeconfig; a run gets --backend
+// kubernetes.
+func (e *kubeEnv) krun(args ...string) result {
+	e.t.Helper()
+	return e.runCmd(e.kcmd(args...))
+}
+
+func (e *kubeEnv) kcmd(args ...string) *exec.Cmd {
+	if len(args) > 0 && args[0] == "run" {
+		args = append([]string{"run", "--backend", "kubernetes"}, args[1:]...)
+	}
+	c := exec.Command(airlockBin, args...)
+	c.Env = e.environ()
+	c.Dir = e.ws
+	return c
+}
+
+func (e *kubeEnv) kube(args ...string) *exec.Cmd {
+	if e.kubectl == "" {
+		e.t.Skip("no kubectl: set AIRLOCK_TEST_KUBECTL")
+	}
+	c := exec.Command(e.kubectl, args...)
+	c.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig)
+	return c
+}
+
+// pods lists the Pods of this env's state dir, as NAME=PHASE, by label.
+func (e *kubeEnv) pods() string {
+	e.t.Helper()
+	sum := sha256.Sum256([]byte(e.state))
+	out, err := e.kube("get", "pods", "-A", "-l", "airlock.dev/state="+hex.EncodeToString(sum[:10]), "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.phase} {end}").CombinedOutput()
+	if err != nil {
+		e.t.Fatalf("kubectl get pods: %v: %s", err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func TestKubeRunUname(t *testing.T) {
+	e := kubeOnly(t)
+	r := e.krun("run", "-q", "--", "uname", "-a")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "Linux airlock-") {
+		t.Fatalf("run uname -a: %v", r)
+	}
+	for _, c := range []int{0, 3, 42} {
+		if r := e.krun("run", "-q", "--", "sh", "-c", fmt.Sprintf("exit %d", c)); r.code != c {
+			t.Errorf("exit %d: got %v", c, r)
+		}
+	}
+	if r := e.krun("run", "-q", "--", "no-such-command"); r.code != 127 {
+		t.Errorf("a missing command: %v", r)
+	}
+	if pods := e.pods(); pods != "" {
+		t.Errorf("pods left after the runs: %s", pods)
+	}
+}
+
+// nodeIP is the cluster node's InternalIP, an address of this machine.
+func (e *kubeEnv) nodeIP() string {
+	out, err := e.kube("get", "nodes", "-o", "jsonpath={.items[0].status.addresses[?(@.type==\"InternalIP\")].address}").Output()
+	ip := strings.TrimSpace(string(out))
+	if err != nil || net.ParseIP(ip) == nil {
+		e.t.Fatalf("node address: %q, %v", out, err)
+	}
+	return ip
+}
+
+// canary listens on addr and counts the connections it gets.
+func canary(t *testing.T, addr string) (port string, got *atomic.Int32) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	got = &atomic.Int32{}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			got.Add(1)
+			io.WriteString(c, "canary\n")
+			c.Close()
+		}
+	}()
+	_, port, _ = net.SplitHostPort(ln.Addr().String())
+	return port, got
+}
+
+// TestKubeOnlyWayOutIsTheGateway checks from inside a Pod of the cluster:
+// no interface but lo, no route, no capability, no DNS, neither the API
+// server's service address nor the node reachable, while an allowed host
+// through the gateway answers and gets the real secret. The node's own
+// canary proves a plain Pod does reach it (the positive control), and that
+// the sandbox's attempt never arrived.
+func TestKubeOnlyWayOutIsTheGateway(t *testing.T) {
+	e := kubeOnly(t)
+	u := testUpstream(t)
+	ip := e.nodeIP()
+	port, got := canary(t, net.JoinHostPort(ip, "0"))
+	// The positive control: a plain Pod of the same image reaches it.
+	name := fmt.Sprintf("airlock-control-%d", time.Now().UnixNano()%1e6)
+	out, err := e.kube("run", name, "--rm", "-i", "--restart=Never", "--image="+testImage, "--image-pull-policy=Never", "--quiet",
+		"--", "sh", "-c", "curl -s -m 5 --http0.9 http://"+net.JoinHostPort(ip, port)+"/ || echo FAILED").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "canary") {
+		t.Fatalf("a plain Pod cannot reach the node's canary, so its absence below would prove nothing: %v: %s", err, out)
+	}
+	before := got.Load()
+	script := `set +e
+echo "ifaces: $(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\n' ' ')"
+echo "routes: $(tail -n +2 /proc/net/route | wc -l) $(tail -n +1 /proc/net/ipv6_route 2>/dev/null | grep -vc ' lo$')"
+grep -E '^Cap(Prm|Eff|Bnd|Amb|Inh)' /proc/self/status | tr '\t' ' '
+getent hosts kubernetes.default.svc.cluster.local >/dev/null; echo "dns: $?"
+curl -s -m 5 -o /dev/null --noproxy '*' -k https://10.96.0.1/; echo "apiserver: $?"
+curl -s -m 5 -o /dev/null --http0.9 --noproxy '*' http://` + net.JoinHostPort(ip, port) + `/; echo "node: $?"
+ls /var/run/secrets/kubernetes.io 2>/dev/null | wc -l | sed 's/^/sa: /'
+curl -sS -H "Authorization: Bearer $API_TOKEN" https://example.com/k8s-secret
+curl -s -o /dev/null -w "refused: %{http_connect} %{exitcode}\n" https://other.test/ 2>/dev/null
+true
+`
+	c := e.kcmd(append(u.flags("--allow-host", "example.com", "--secret", "API_TOKEN@example.com"), "--", "sh", "-c", script)...)
+	c.Env = append(c.Env, "API_TOKEN=real-kube-secret-42")
+	r := e.runCmd(c)
+	if r.code != 0 {
+		t.Fatalf("run: %v", r)
+	}
+	want := []string{
+		"ifaces: lo \n", "routes: 0 0\n",
+		"CapPrm: 0000000000000000", "CapEff: 0000000000000000", "CapBnd: 0000000000000000", "CapAmb: 0000000000000000", "CapInh: 0000000000000000",
+		"dns: 2\n", "apiserver: 7\n", "node: 7\n", "sa: 0\n",
+		// The upstream echoes what it got; the gateway swaps the value back.
+		"echo Bearer airlock-ph-", "refused: 403 56\n",
+	}
+	for _, w := range want {
+		if !strings.Contains(r.stdout, w) {
+			t.Errorf("inside the Pod: want %q in:\n%s\n%s", w, r.stdout, r.stderr)
+		}
+	}
+	if n := got.Load() - before; n != 0 {
+		t.Errorf("the node's canary got %d connections from the sandbox", n)
+	}
+	if log := u.received(t); !strings.Contains(log, "GET /k8s-secret Bearer real-kube-secret-42") {
+		t.Errorf("the upstream did not get the swapped secret: %s", log)
+	}
+	if strings.Contains(r.stdout, "real-kube-secret-42") {
+		t.Errorf("the secret's value is inside: %s", r.stdout)
+	}
+}
+
+// TestKubeSecretNeverInThePod checks that the Pod's spec and the sandbox's
+// environment hold the placeholder, never the value.
+func TestKubeSecretNeverInThePod(t *testing.T) {
+	e := kubeOnly(t)
+	u := testUpstream(t)
+	c := e.kcmd(append(u.flags("-d", "--allow-host", "example.com", "--secret", "API_TOKEN@example.com"), "--", "sleep", "300")...)
+	c.Env = append(c.Env, "API_TOKEN=real-kube-secret-77")
+	r := e.runCmd(c)
+	id := strings.TrimSpace(r.stdout)
+	if r.code != 0 || id == "" {
+		t.Fatalf("run -d: %v", r)
+	}
+	spec, err := e.kube("get", "pod", "airlock-"+id, "-o", "yaml").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl get pod: %v: %s", err, spec)
+	}
+	if strings.Contains(string(spec), "real-kube-secret-77") {
+		t.Error("the secret's value is in the Pod's spec")
+	}
+	r = e.krun("exec", id, "--", "sh", "-c", "echo $API_TOKEN; cat /proc/1/environ 2>&1 | tr '\\0' '\\n' | grep -c real-kube || true")
+	if r.code != 0 || strings.Contains(r.stdout, "real-kube-secret-77") || !strings.Contains(r.stdout, "airlock") {
+		t.Errorf("inside: %v", r)
+	}
+	if r := e.krun("kill", id); r.code != 0 {
+		t.Errorf("kill: %v", r)
+	}
+}
+
+func TestKubeWorkspaceRoundTrip(t *testing.T) {
+	e := kubeOnly(t)
+	for name, body := range map[string]string{"keep.txt": "kept\n", "edit.txt": "old\n", "gone.txt": "bye\n", "sub/deep.txt": "deep\n"} {
+		p := filepath.Join(e.ws, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := e.krun("run", "-q", "--auto-apply", "--apply-risky", "--", "sh", "-c", "pwd; cat sub/deep.txt; echo new > edit.txt; rm gone.txt; mkdir -p made/dir && echo made > made/dir/f; chmod +x made/dir/f")
+	if r.code != 0 || !strings.Contains(r.stdout, e.ws+"\ndeep\n") {
+		t.Fatalf("run: %v", r)
+	}
+	check := func(name, want string) {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(e.ws, name))
+		if want == "" {
+			if err == nil {
+				t.Errorf("%s is still on the host", name)
+			}
+			return
+		}
+		if string(b) != want {
+			t.Errorf("%s = %q, %v; want %q", name, b, err, want)
+		}
+	}
+	check("keep.txt", "kept\n")
+	check("edit.txt", "new\n")
+	check("gone.txt", "")
+	check("made/dir/f", "made\n")
+	if st, err := os.Stat(filepath.Join(e.ws, "made/dir/f")); err != nil || st.Mode()&0o100 == 0 {
+		t.Errorf("made/dir/f lost its mode: %v %v", st, err)
+	}
+	// Without --auto-apply the changes wait for review: the host is untouched.
+	r = e.krun("run", "--", "sh", "-c", "echo changed > keep.txt")
+	_, id, _ := strings.Cut(r.stderr, "airlock diff ")
+	id, _, _ = strings.Cut(id, ";")
+	if r.code != 0 || id == "" {
+		t.Fatalf("run: %v", r)
+	}
+	check("keep.txt", "kept\n")
+	if r := e.krun("diff", id); !strings.Contains(r.stdout, "keep.txt") || !strings.Contains(r.stdout, "+changed") {
+		t.Errorf("diff: %v", r)
+	}
+	if r := e.krun("apply", "--yes", id); r.code != 0 {
+		t.Errorf("apply: %v", r)
+	}
+	check("keep.txt", "changed\n")
+}
+
+func TestKubeDetachedExecKillLs(t *testing.T) {
+	e := kubeOnly(t)
+	r := e.krun("run", "-d", "--", "sleep", "300")
+	id := strings.TrimSpace(r.stdout)
+	if r.code != 0 || id == "" {
+		t.Fatalf("run -d: %v", r)
+	}
+	if r := e.krun("exec", id, "--", "sh", "-c", "echo from-exec; exit 5"); r.code != 5 || r.stdout != "from-exec\n" {
+		t.Errorf("exec: %v", r)
+	}
+	if r := e.krun("ls"); !strings.Contains(r.stdout, id) || !strings.Contains(r.stdout, "kubernetes") {
+		t.Errorf("ls: %v", r)
+	}
+	if p := e.pods(); !strings.Contains(p, "airlock-"+id+"=Running") {
+		t.Errorf("pods: %q", p)
+	}
+	if r := e.krun("kill", id); r.code != 0 {
+		t.Errorf("kill: %v", r)
+	}
+	waitNoPods(t, e)
+}
+
+func waitNoPods(t *testing.T, e *kubeEnv) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		p := e.pods()
+		if p == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pods left: %s", p)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func TestKubeTimeout(t *testing.T) {
+	e := kubeOnly(t)
+	start := time.Now()
+	r := e.krun("run", "-q", "--timeout", "3s", "--", "sleep", "60")
+	if r.code != 124 || time.Since(start) > 40*time.Second {
+		t.Errorf("run --timeout 3s: %v after %s", r, time.Since(start))
+	}
+}
+
+// TestKubeCrashedSupervisorsPodIsPruned kills a detached sandbox's
+// supervisor outright: its Pod stays in the cluster until prune finds it
+// by label.
+func TestKubeCrashedSupervisorsPodIsPruned(t *testing.T) {
+	e := kubeOnly(t)
+	r := e.krun("run", "-d", "--name", "victim", "--", "sleep", "300")
+	id := strings.TrimSpace(r.stdout)
+	if r.code != 0 || id == "" {
+		t.Fatalf("run -d: %v", r)
+	}
+	var got struct {
+		PID int `json:"pid"`
+	}
+	json.Unmarshal([]byte(e.krun("get", "victim").stdout), &got)
+	if got.PID == 0 {
+		t.Fatal("no supervisor pid")
+	}
+	syscall.Kill(got.PID, syscall.SIGKILL)
+	testutil.WaitFor(t, 10*time.Second, func() bool { return strings.Contains(e.krun("ls").stdout, "crashed") })
+	if p := e.pods(); !strings.Contains(p, "airlock-"+id) {
+		t.Fatalf("the crashed supervisor's Pod is already gone (%q): nothing to prune", p)
+	}
+	if r := e.krun("prune"); r.code != 0 {
+		t.Errorf("prune: %v", r)
+	}
+	waitNoPods(t, e)
+}
+
+// TestKubeBadInput: each way a start can fail is one line naming what
+// failed and what to do, exit 125, and no Pod left in the cluster.
+func TestKubeBadInput(t *testing.T) {
+	e := kubeOnly(t)
+	dir := t.TempDir()
+	unreachable := filepath.Join(dir, "unreachable")
+	cfg, err := os.ReadFile(e.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(unreachable, []byte(replaceServer(string(cfg), "https://127.0.0.1:1")), 0o600)
+	forbidden := forbiddenKubeconfig(t, e, dir)
+	cases := map[string]struct {
+		env   []string
+		flags []string
+		want  string
+	}{
+		"no kubeconfig":                   {env: []string{"KUBECONFIG=" + filepath.Join(dir, "none")}, want: "no kubeconfig"},
+		"an unreachable API server":       {env: []string{"KUBECONFIG=" + unreachable}, want: "cannot be reached"},
+		"a namespace that is absent":      {flags: []string{"--kube-namespace", "no-such-ns"}, want: `namespace "no-such-ns" does not exist`},
+		"a forbidden namespace":           {env: []string{"KUBECONFIG=" + forbidden}, want: "forbidden in namespace"},
+		"an image not on the node":        {flags: []string{"--image", "airlock/no-such-image:1"}, want: "cannot be pulled"},
+		"a context not in the kubeconfig": {flags: []string{"--kube-context", "elsewhere"}, want: `context "elsewhere"`},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			cmd := e.kcmd(append(append([]string{"run", "-q"}, c.flags...), "--", "true")...)
+			cmd.Env = append(cmd.Env, c.env...)
+			r := e.runCmd(cmd)
+			checkBadInput(t, r, c.want)
+		})
+	}
+	t.Run("a RuntimeClass that does not exist", func(t *testing.T) {
+		writeKubeConfig(t, e, "  runtime_class: no-such-class\n")
+		checkBadInput(t, e.krun("run", "-q", "--", "true"), `RuntimeClass "no-such-class" does not exist`)
+	})
+	t.Run("a Pod that never becomes ready", func(t *testing.T) {
+		writeKubeConfig(t, e, "  ready_timeout: 5s\n  node_selector: [airlock.dev/no-such-node=x]\n")
+		checkBadInput(t, e.krun("run", "-q", "--", "true"), "did not start within 5s")
+	})
+	writeKubeConfig(t, e, "")
+	if p := e.pods(); p != "" {
+		t.Errorf("pods left: %s", p)
+	}
+	// The positive control: the same env runs.
+	if r := e.krun("run", "-q", "--", "true"); r.code != 0 {
+		t.Errorf("the same env without the bad input: %v", r)
+	}
+}
+
+func checkBadInput(t *testing.T, r result, want string) {
+	t.Helper()
+	t.Log(strings.TrimSpace(r.stderr))
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	if r.code != 125 || len(lines) != 1 || !strings.Contains(r.stderr, want) {
+		t.Errorf("want exit 125 and one line with %q: %v", want, r)
+	}
+}
+
+func writeKubeConfig(t *testing.T, e *kubeEnv, extra string) {
+	t.Helper()
+	p := filepath.Join(e.home, ".config", "airlock", "config.yaml")
+	if err := os.WriteFile(p, []byte("kubernetes:\n  image: "+kubeGuestImage+"\n"+extra), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func replaceServer(cfg, server string) string {
+	var out []string
+	for _, l := range strings.Split(cfg, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "server:") {
+			l = l[:strings.Index(l, "server:")] + "server: " + server
+		}
+		out = append(out, l)
+	}
+	return strings.Join(out, "\n")
+}
+
+// forbiddenKubeconfig is a kubeconfig of a user the cluster knows (a client
+// certificate its CA signed) and has granted nothing.
+func forbiddenKubeconfig(t *testing.T, e *kubeEnv, dir string) string {
+	t.Helper()
+	pki := "/var/lib/airlock-kube/pki"
+	ca, key := filepath.Join(pki, "ca.crt"), filepath.Join(pki, "ca.key")
+	if _, err := os.Stat(key); err != nil {
+		t.Skipf("the cluster's CA key is not at %s: %v", key, err)
+	}
+	k, csr, crt := filepath.Join(dir, "u.key"), filepath.Join(dir, "u.csr"), filepath.Join(dir, "u.crt")
+	for _, args := range [][]string{
+		{"genrsa", "-out", k, "2048"},
+		{"req", "-new", "-key", k, "-subj", "/CN=airlock-test-nobody/O=airlock-test", "-out", csr},
+		{"x509", "-req", "-in", csr, "-CA", ca, "-CAkey", key, "-CAcreateserial", "-CAserial", filepath.Join(dir, "ca.srl"), "-days", "1", "-out", crt},
+	} {
+		if out, err := exec.Command("openssl", args...).CombinedOutput(); err != nil {
+			t.Fatalf("openssl %v: %v: %s", args, err, out)
+		}
+	}
+	p := filepath.Join(dir, "forbidden")
+	cp := exec.Command("cp", e.kubeconfig, p)
+	if out, err := cp.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	for _, args := range [][]string{
+		{"config", "--kubeconfig", p, "set-credentials", "nobody", "--client-certificate", crt, "--client-key", k, "--embed-certs"},
+		{"config", "--kubeconfig", p, "set-context", "--current", "--user", "nobody"},
+	} {
+		if out, err := e.kube(args...).CombinedOutput(); err != nil {
+			t.Fatalf("kubectl %v: %v: %s", args, err, out)
+		}
+	}
+	return p
+}
