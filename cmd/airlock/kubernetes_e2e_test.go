@@ -360,8 +360,9 @@ func TestKubeDetachedExecKillLs(t *testing.T) {
 	if r := e.krun("exec", id, "--", "sh", "-c", "echo from-exec; exit 5"); r.code != 5 || r.stdout != "from-exec\n" {
 		t.Errorf("exec: %v", r)
 	}
-	if r := e.krun("ls"); !strings.Contains(r.stdout, id) || !strings.Contains(r.stdout, "kubernetes") {
-		t.Errorf("ls: %v", r)
+	node, _ := e.kube("get", "nodes", "-o", "jsonpath={.items[0].metadata.name}").Output()
+	if r := e.krun("ls"); !strings.Contains(r.stdout, "POD") || !strings.Contains(r.stdout, "default/airlock-"+id+"  "+string(node)) {
+		t.Errorf("ls does not show the Pod and its node %s: %v", node, r)
 	}
 	if p := e.pods(); !strings.Contains(p, "airlock-"+id+"=Running") {
 		t.Errorf("pods: %q", p)

@@ -71,16 +71,33 @@ func lsRun(o *lsOptions) error {
 			shown = append(shown, e)
 		}
 	}
+	pods := kubePods(shown)
 	if o.JSON {
-		return writeJSON(o.IO.Out, listing(shown))
+		l := listing(shown)
+		for i := range l {
+			if p, ok := pods[l[i].ID]; ok {
+				l[i].Kube = &p
+			}
+		}
+		return writeJSON(o.IO.Out, l)
 	}
 	// Buffered: the tabwriter writes every cell on its own.
 	out := bufio.NewWriterSize(o.IO.Out, 64<<10)
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tNAME\tSTATUS\tCREATED\tFROM\tCOMMAND\tWORKSPACE")
+	// Where kubernetes sandboxes are listed, their Pod and node too.
+	podCols := func(id string) string { return "" }
+	head := "ID\tNAME\tSTATUS\tCREATED\tFROM\tCOMMAND\tWORKSPACE"
+	if pods != nil {
+		head += "\tPOD\tNODE"
+		podCols = func(id string) string {
+			p := pods[id]
+			return "\t" + dash(p.Pod) + "\t" + dash(p.Node)
+		}
+	}
+	fmt.Fprintln(w, head)
 	for _, e := range shown {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Record.ID, dash(e.Record.Name), statusText(e.Status),
-			ago(e.Record.CreatedAt), origin(e.Record), dash(shorten(strings.Join(e.Record.Command, " "), 40)), e.Record.Workspace)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s%s\n", e.Record.ID, dash(e.Record.Name), statusText(e.Status),
+			ago(e.Record.CreatedAt), origin(e.Record), dash(shorten(strings.Join(e.Record.Command, " "), 40)), e.Record.Workspace, podCols(e.Record.ID))
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -108,6 +125,30 @@ type entryJSON struct {
 	// LLM is what the gateway counted of the sandbox's LLM API use (get
 	// only; absent when there was none).
 	LLM *llmusage.Totals `json:"llm,omitempty"`
+	// Kube is a kubernetes sandbox's Pod and node (ls only, while the Pod
+	// is there).
+	Kube *engine.KubePod `json:"kubernetes,omitempty"`
+}
+
+// kubePods asks the cluster where the kubernetes sandboxes among es run;
+// nil when there are none (or the cluster does not answer: ls still lists).
+func kubePods(es []state.Entry) map[string]engine.KubePod {
+	root := ""
+	for _, e := range es {
+		if e.Record.Backend == config.BackendKubernetes {
+			root = filepath.Dir(filepath.Dir(e.Dir))
+		}
+	}
+	if root == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	pods, err := engine.KubernetesPods(ctx, root)
+	if err != nil {
+		return map[string]engine.KubePod{}
+	}
+	return pods
 }
 
 func listing(es []state.Entry) []entryJSON {
@@ -445,7 +486,7 @@ func remove(e state.Entry) error {
 	if err != nil {
 		return err
 	}
-	if e.Record.Backend == config.BackendDocker {
+	if e.Record.Backend == config.BackendDocker || e.Record.Backend == config.BackendKubernetes {
 		id := e.Record.ID
 		if _, err := pruneContainers(store, func(other string) bool { return other != id }); err != nil {
 			return err
@@ -486,7 +527,7 @@ discarded: those are named, and kept.`,
 			}
 			n, usesDocker := 0, false
 			for _, e := range targets {
-				usesDocker = usesDocker || e.Record.Backend == config.BackendDocker
+				usesDocker = usesDocker || e.Record.Backend == config.BackendDocker || e.Record.Backend == config.BackendKubernetes
 				if k, ok := pendingChanges(e); ok {
 					fmt.Fprintf(c.ErrOrStderr(), "airlock: kept %s: its workspace changes (%s) wait for airlock apply or discard\n", e.Record.ID, k)
 					continue

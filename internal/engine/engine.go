@@ -215,18 +215,21 @@ func Prune(ctx context.Context, stateRoot string, running func(id string) bool, 
 		names = append(names, config.BackendDocker, config.BackendKubernetes)
 	}
 	var removed []string
+	var errs []error
 	for _, n := range names {
 		be, err := backendFor(n, "", nil)
 		if err != nil {
 			return removed, err
 		}
+		// One backend's engine or cluster out of reach keeps none of the
+		// others from being pruned.
 		r, err := be.Prune(ctx, stateRoot, running)
-		if err != nil {
-			return removed, err
-		}
 		removed = append(removed, r...)
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
-	return removed, nil
+	return removed, errors.Join(errs...)
 }
 
 // Start makes the sandbox spec describes, registered in h, and returns once

@@ -65,6 +65,30 @@ func KubernetesCheck(ctx context.Context, c *config.Spec) (ok bool, detail, impa
 	return kubernetes.Check(ctx, kubeOptions(c.Kubernetes))
 }
 
+// KubePod is where a kubernetes sandbox runs.
+type KubePod struct {
+	Pod  string `json:"pod"` // namespace/name
+	Node string `json:"node,omitempty"`
+}
+
+// KubernetesPods finds the Pods of stateRoot's sandboxes in the cluster of
+// the kubeconfig's current context, by sandbox ID.
+func KubernetesPods(ctx context.Context, stateRoot string) (map[string]KubePod, error) {
+	c, err := kubernetes.Connect("", "")
+	if err != nil {
+		return nil, err
+	}
+	pods, err := kubernetes.List(ctx, c, stateRoot)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]KubePod{}
+	for _, p := range pods {
+		out[p.Sandbox] = KubePod{Pod: p.Namespace + "/" + p.Pod, Node: p.Node}
+	}
+	return out, nil
+}
+
 // CommandUser is the uid and gid a sandbox of backend runs its commands as
 // for workspace: the caller's own (a native sandbox of root is uid 0
 // inside, mapped), or, in a container, the one docker.User picks.

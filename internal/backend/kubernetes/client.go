@@ -145,8 +145,12 @@ func (c *Client) GetPod(ctx context.Context, name string) (*corev1.Pod, error) {
 // DeletePod deletes Pod name at once (no grace period: its guest holds
 // nothing to save); a Pod already gone is no error.
 func (c *Client) DeletePod(ctx context.Context, name string) error {
+	return c.deletePodIn(ctx, c.Namespace, name)
+}
+
+func (c *Client) deletePodIn(ctx context.Context, namespace, name string) error {
 	zero := int64(0)
-	err := c.rc.Delete().Namespace(c.Namespace).Resource("pods").Name(name).
+	err := c.rc.Delete().Namespace(namespace).Resource("pods").Name(name).
 		Body(&metav1.DeleteOptions{GracePeriodSeconds: &zero}).Do(ctx).Error()
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -158,6 +162,17 @@ func (c *Client) DeletePod(ctx context.Context, name string) error {
 func (c *Client) ListPods(ctx context.Context, selector string) ([]corev1.Pod, error) {
 	out := &corev1.PodList{}
 	err := c.rc.Get().Namespace(c.Namespace).Resource("pods").Param("labelSelector", selector).Do(ctx).Into(out)
+	return out.Items, err
+}
+
+// ListAllPods lists the Pods matching the label selector in every
+// namespace the user may list, else in the client's.
+func (c *Client) ListAllPods(ctx context.Context, selector string) ([]corev1.Pod, error) {
+	out := &corev1.PodList{}
+	err := c.rc.Get().Resource("pods").Param("labelSelector", selector).Do(ctx).Into(out)
+	if apierrors.IsForbidden(err) {
+		return c.ListPods(ctx, selector)
+	}
 	return out.Items, err
 }
 

@@ -91,9 +91,19 @@ type stream struct {
 	errMsg atomic.Value
 	failed chan struct{}
 	once   sync.Once
+	// onEnd, if set, runs once when a read fails: the Pod's end seen from
+	// here (set before the first read).
+	onEnd   func()
+	endOnce sync.Once
 }
 
-func (s *stream) Read(p []byte) (int, error)  { return s.data.Read(p) }
+func (s *stream) Read(p []byte) (int, error) {
+	n, err := s.data.Read(p)
+	if err != nil && s.onEnd != nil {
+		s.endOnce.Do(s.onEnd)
+	}
+	return n, err
+}
 func (s *stream) Write(p []byte) (int, error) { return s.data.Write(p) }
 
 // CloseWrite ends what is sent; reads go on.

@@ -88,18 +88,19 @@ func haveKubeconfig() bool {
 
 // Leftover is a Pod airlock made for a sandbox.
 type Leftover struct {
-	Sandbox, Pod, Node, Phase string
+	Sandbox, Namespace, Pod, Node, Phase string
 }
 
-// List returns the Pods of stateRoot's sandboxes, running or not.
+// List returns the Pods of stateRoot's sandboxes, running or not, in every
+// namespace the user may list (else the client's).
 func List(ctx context.Context, c *Client, stateRoot string) ([]Leftover, error) {
-	pods, err := c.ListPods(ctx, Selector(stateRoot))
+	pods, err := c.ListAllPods(ctx, Selector(stateRoot))
 	if err != nil {
 		return nil, c.apiError("list pods", err)
 	}
 	out := make([]Leftover, 0, len(pods))
 	for _, p := range pods {
-		out = append(out, Leftover{Sandbox: p.Labels[LabelSandbox], Pod: p.Name, Node: p.Spec.NodeName, Phase: string(p.Status.Phase)})
+		out = append(out, Leftover{Sandbox: p.Labels[LabelSandbox], Namespace: p.Namespace, Pod: p.Name, Node: p.Spec.NodeName, Phase: string(p.Status.Phase)})
 	}
 	return out, nil
 }
@@ -117,7 +118,7 @@ func Prune(ctx context.Context, c *Client, stateRoot string, running func(id str
 		if running(p.Sandbox) {
 			continue
 		}
-		if err := c.DeletePod(ctx, p.Pod); err != nil {
+		if err := c.deletePodIn(ctx, p.Namespace, p.Pod); err != nil {
 			if firstErr == nil {
 				firstErr = c.apiError("delete pod "+p.Pod, err)
 			}
@@ -255,15 +256,20 @@ func start(ctx context.Context, b Backend, spec *backend.Spec, register func([]s
 	if s.ctl, err = s.connect(setupCtx); err != nil {
 		return nil, err
 	}
+	// The guest's end (its Pod gone, the stream reset) or the API
+	// server's is the sandbox's end.
+	var endOnce sync.Once
+	end := func() { endOnce.Do(func() { close(s.exited) }) }
+	s.ctl.onEnd = end
+	go func() {
+		<-s.fw.Closed()
+		end()
+	}()
 	s.conn = proto.StreamConn(s.ctl)
 	if err := s.init(setupCtx, spec); err != nil {
 		return nil, err
 	}
 	s.client = guestclient.New(s.conn)
-	go func() {
-		<-s.fw.Closed()
-		close(s.exited)
-	}()
 	if spec.Relay != nil {
 		sock := hostSocket(spec)
 		if sock == "" {
