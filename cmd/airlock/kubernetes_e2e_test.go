@@ -537,3 +537,47 @@ func forbiddenKubeconfig(t *testing.T, e *kubeEnv, dir string) string {
 	}
 	return p
 }
+
+// TestKubeGuestPortsServeNothingInside: the guest's control listener is
+// closed once the host connected, and what connects to the relay's back
+// door from inside, without the token the plan carried, is dropped: junk
+// sent there reaches no gateway, is paired with no door connection, and the
+// door works after.
+func TestKubeGuestPortsServeNothingInside(t *testing.T) {
+	e := kubeOnly(t)
+	u := testUpstream(t)
+	script := `set +e
+python3 - <<'PY'
+import socket
+for port in (7070, 7071):
+    s = socket.socket()
+    s.settimeout(3)
+    try:
+        s.connect(("127.0.0.1", port))
+        s.sendall(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
+        try:
+            got = s.recv(100)
+        except socket.timeout:
+            got = b"(nothing)"
+        print(port, "open", got)
+    except OSError as e:
+        print(port, "refused", e.errno)
+PY
+for i in 1 2 3 4 5 6 7 8; do curl -sS https://example.com/after-probe-$i; done
+`
+	r := e.krun(append(u.flags("--allow-host", "example.com"), "--", "sh", "-c", script)...)
+	if r.code != 0 {
+		t.Fatalf("run: %v", r)
+	}
+	if !strings.Contains(r.stdout, "7070 refused") {
+		t.Errorf("the guest's control port answers inside: %v", r)
+	}
+	if strings.Contains(r.stdout, "7071 open b'HTTP") {
+		t.Errorf("a connection to the back door from inside reached the gateway: %v", r)
+	}
+	// More requests than the host keeps idle streams: none is paired with
+	// the probe's connection.
+	if strings.Count(r.stdout, "echo \n") != 8 || !strings.Contains(u.received(t), "GET /after-probe-8") {
+		t.Errorf("the door does not work after the probe: %v", r)
+	}
+}

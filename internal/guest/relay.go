@@ -1,6 +1,8 @@
 package guest
 
 import (
+	"crypto/subtle"
+	"errors"
 	"io"
 	"net"
 	"time"
@@ -20,7 +22,7 @@ func startRelay(r *proto.Relay) error {
 		return err
 	}
 	if r.Back != "" {
-		return startBackRelay(ln, r.Back)
+		return startBackRelay(ln, r.Back, r.Token)
 	}
 	go func() {
 		for {
@@ -64,15 +66,20 @@ const (
 
 // startBackRelay joins every connection to the door ln to an idle one the
 // host opened to back (see proto.Relay.Back). Anything inside may connect
-// to back too: it is then joined to the sandbox's own door connections,
-// which it could reach anyway, and never to the host.
-func startBackRelay(ln net.Listener, back string) error {
+// to back too: only a connection that opens with token (which only the
+// plan carried) is taken for the host's.
+func startBackRelay(ln net.Listener, back string, token []byte) error {
+	if len(token) < 16 {
+		ln.Close()
+		return errors.New("the relay's back door has no token")
+	}
 	bl, err := net.Listen("tcp", back)
 	if err != nil {
 		ln.Close()
 		return err
 	}
 	idle := make(chan net.Conn, maxBack)
+	checking := make(chan struct{}, maxBack)
 	go func() {
 		for {
 			c, err := bl.Accept()
@@ -80,10 +87,26 @@ func startBackRelay(ln net.Listener, back string) error {
 				return
 			}
 			select {
-			case idle <- c:
+			case checking <- struct{}{}:
 			default:
 				c.Close()
+				continue
 			}
+			go func() {
+				defer func() { <-checking }()
+				c.SetReadDeadline(time.Now().Add(backWait))
+				got := make([]byte, len(token))
+				if _, err := io.ReadFull(c, got); err != nil || subtle.ConstantTimeCompare(got, token) != 1 {
+					c.Close()
+					return
+				}
+				c.SetReadDeadline(time.Time{})
+				select {
+				case idle <- c:
+				default:
+					c.Close()
+				}
+			}()
 		}
 	}()
 	go func() {

@@ -76,6 +76,9 @@ type Relay struct {
 	// accepted connection is joined to one of them, announced by one byte,
 	// and its bytes copied both ways.
 	Back string `cbor:"3,keyasint,omitempty"`
+	// Token opens every back connection, sent by the host first: anything
+	// inside may connect to Back too, and is not taken for the host.
+	Token []byte `cbor:"4,keyasint,omitempty"`
 }
 
 // Mount kinds.

@@ -9,6 +9,7 @@ package kubernetes
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -167,17 +168,18 @@ type Sandbox struct {
 	Node     string
 	Warnings []string
 
-	c         *Client
-	fw        *forwarder
-	ctl       *stream
-	conn      *proto.Conn
-	client    *guestclient.Client
-	relay     *hostRelay
-	ws        *syncState // the workspace as uploaded
-	spec      *backend.Spec
-	exited    chan struct{}
-	closeOnce sync.Once
-	closeErr  error
+	c          *Client
+	fw         *forwarder
+	ctl        *stream
+	conn       *proto.Conn
+	client     *guestclient.Client
+	relay      *hostRelay
+	ws         *syncState // the workspace as uploaded
+	relayToken []byte     // opens each back connection (proto.Relay.Token)
+	spec       *backend.Spec
+	exited     chan struct{}
+	closeOnce  sync.Once
+	closeErr   error
 }
 
 func start(ctx context.Context, b Backend, spec *backend.Spec, register func([]string) error) (_ *Sandbox, err error) {
@@ -275,7 +277,7 @@ func start(ctx context.Context, b Backend, spec *backend.Spec, register func([]s
 		if sock == "" {
 			return nil, errors.New("kubernetes: the proxy door's socket is not among the sandbox's files")
 		}
-		s.relay = startHostRelay(s.fw, sock)
+		s.relay = startHostRelay(s.fw, sock, s.relayToken)
 	}
 	ws, warnings, err := upload(setupCtx, s.client, spec.WorkspaceSource, spec.Workspace)
 	if err != nil {
@@ -433,7 +435,11 @@ func (s *Sandbox) init(ctx context.Context, spec *backend.Spec) error {
 		Rlimits:   []proto.Rlimit{{Resource: 4 /* RLIMIT_CORE */}},
 	}
 	if spec.Relay != nil {
-		in.Relay = &proto.Relay{Listen: spec.Relay.Listen, Back: fmt.Sprintf("127.0.0.1:%d", backPort)}
+		s.relayToken = make([]byte, 32)
+		if _, err := rand.Read(s.relayToken); err != nil {
+			return fmt.Errorf("kubernetes: relay token: %w", err)
+		}
+		in.Relay = &proto.Relay{Listen: spec.Relay.Listen, Back: fmt.Sprintf("127.0.0.1:%d", backPort), Token: s.relayToken}
 	}
 	files, err := podFiles(spec)
 	if err != nil {

@@ -25,6 +25,7 @@ const (
 type hostRelay struct {
 	fw     *forwarder
 	socket string // the gateway's handover socket
+	token  []byte // sent first on each stream (proto.Relay.Token)
 
 	mu    sync.Mutex
 	ln    *net.TCPListener // for the TCP pairs, on 127.0.0.1
@@ -34,8 +35,8 @@ type hostRelay struct {
 	wg    sync.WaitGroup
 }
 
-func startHostRelay(fw *forwarder, socket string) *hostRelay {
-	r := &hostRelay{fw: fw, socket: socket, slots: make(chan struct{}, relayActive), done: make(chan struct{})}
+func startHostRelay(fw *forwarder, socket string, token []byte) *hostRelay {
+	r := &hostRelay{fw: fw, socket: socket, token: token, slots: make(chan struct{}, relayActive), done: make(chan struct{})}
 	for range relayIdle {
 		r.spawn()
 	}
@@ -61,7 +62,11 @@ func (r *hostRelay) spawn() {
 				return // the connection is gone
 			}
 			var b [1]byte
-			if _, err := io.ReadFull(st, b[:]); err != nil || b[0] != 1 {
+			_, err = st.Write(r.token)
+			if err == nil {
+				_, err = io.ReadFull(st, b[:])
+			}
+			if err != nil || b[0] != 1 {
 				st.Close()
 				<-r.slots
 				select {
