@@ -11,6 +11,7 @@ package main
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -580,4 +581,60 @@ for i in 1 2 3 4 5 6 7 8; do curl -sS https://example.com/after-probe-$i; done
 	if strings.Count(r.stdout, "echo \n") != 8 || !strings.Contains(u.received(t), "GET /after-probe-8") {
 		t.Errorf("the door does not work after the probe: %v", r)
 	}
+}
+
+// TestKubeThroughTheRPC creates a kubernetes sandbox with airlock rpc, runs
+// a command in its Pod and writes and reads a file there.
+func TestKubeThroughTheRPC(t *testing.T) {
+	e := kubeOnly(t)
+	c := e.kcmd("rpc")
+	in, err := c.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Wait()
+	dec := json.NewDecoder(out)
+	call := func(id int, method, params string) map[string]any {
+		t.Helper()
+		fmt.Fprintf(in, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`+"\n", id, method, params)
+		for {
+			var m map[string]any
+			if err := dec.Decode(&m); err != nil {
+				t.Fatalf("%s: %v", method, err)
+			}
+			if m["id"] == float64(id) {
+				if m["error"] != nil {
+					t.Fatalf("%s: %v", method, m["error"])
+				}
+				return m["result"].(map[string]any)
+			}
+		}
+	}
+	call(1, "create", `{"backend":"kubernetes","kubernetes":{"image":"`+kubeGuestImage+`"}}`)
+	r := call(2, "exec", `{"command":"uname -n; pwd; echo from-pod > f"}`)
+	if r["exit_code"] != float64(0) || !strings.Contains(decodeB64(t, r["stdout"]), "airlock-") {
+		t.Errorf("exec: %v", r)
+	}
+	if r := call(3, "read_file", `{"path":"/workspace/f"}`); decodeB64(t, r["content"]) != "from-pod\n" {
+		t.Errorf("read_file: %v", r)
+	}
+	call(4, "close", `{}`)
+	in.Close()
+	waitNoPods(t, e)
+}
+
+func decodeB64(t *testing.T, v any) string {
+	s, _ := v.(string)
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		t.Errorf("base64 %q: %v", s, err)
+	}
+	return string(b)
 }
