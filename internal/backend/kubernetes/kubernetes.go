@@ -535,7 +535,12 @@ func (s *Sandbox) Close() error {
 		if s.client != nil && s.ws != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			if err := download(ctx, s.client, s.ws, s.spec.WorkspaceSource); err != nil {
-				errs = append(errs, fmt.Errorf("kubernetes: bring the workspace back from pod %s: %w", s.Pod, err))
+				err = fmt.Errorf("kubernetes: bring the workspace back from pod %s: %w", s.Pod, err)
+				// The engine does not wait for Close's error (it may overlap
+				// the review): the user must still hear that the copy under
+				// review is not all the sandbox made.
+				fmt.Fprintf(os.Stderr, "airlock: warning: %v\n", err)
+				errs = append(errs, err)
 			}
 			cancel()
 		}

@@ -176,6 +176,7 @@ func download(ctx context.Context, c *guestclient.Client, st *syncState, dst str
 		}
 	}
 	var total int64
+	var tooLarge []string
 	for _, p := range sortedShallowFirst(now) {
 		e := now[p]
 		was, had := st.pod[p]
@@ -196,6 +197,10 @@ func download(ctx context.Context, c *guestclient.Client, st *syncState, dst str
 				return err
 			}
 		case e.mode.IsRegular():
+			if e.size > maxFile {
+				tooLarge = append(tooLarge, p)
+				continue
+			}
 			if total += e.size; total > maxDownloadBytes {
 				return fmt.Errorf("the workspace grew past %d GiB", maxDownloadBytes>>30)
 			}
@@ -228,6 +233,9 @@ func download(ctx context.Context, c *guestclient.Client, st *syncState, dst str
 			root.Chmod(hp, e.mode.Perm())
 		}
 		// Sockets, FIFOs and devices made inside are not brought back.
+	}
+	if len(tooLarge) > 0 {
+		return fmt.Errorf("%d files larger than %d MiB were not brought back (%s…); the rest was", len(tooLarge), maxFile>>20, tooLarge[0])
 	}
 	return nil
 }
