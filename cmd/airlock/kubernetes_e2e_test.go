@@ -638,3 +638,33 @@ func decodeB64(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// TestKubeInterruptedStartLeavesNothing interrupts runs while their Pods
+// are being made, scheduled and connected to: nothing may stay in the
+// cluster.
+func TestKubeInterruptedStartLeavesNothing(t *testing.T) {
+	e := kubeOnly(t)
+	if r := e.krun("prune"); r.code != 0 {
+		t.Fatalf("airlock prune: %v", r)
+	}
+	for _, delay := range []time.Duration{100 * time.Millisecond, 400 * time.Millisecond, 1200 * time.Millisecond} {
+		c := e.kcmd("run", "--", "sleep", "30")
+		var stderr lockedBuffer
+		c.Stderr = &stderr
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(delay)
+		c.Process.Signal(syscall.SIGINT)
+		err := c.Wait()
+		// 125: interrupted while starting; 130: started, and the signal
+		// reached the command.
+		if ee, ok := err.(*exec.ExitError); !ok || (ee.ExitCode() != 125 && ee.ExitCode() != 130) {
+			t.Errorf("after %s: %v, stderr %q", delay, err, stderr.String())
+		}
+		if p := e.pods(); p != "" {
+			// Deletion is asked for at once; the kubelet may take a moment.
+			waitNoPods(t, e)
+		}
+	}
+}

@@ -351,7 +351,7 @@ func podState(p *corev1.Pod) (running bool, why string, err error) {
 		for _, cs := range st {
 			if w := cs.State.Waiting; w != nil {
 				if what, ok := fatal[w.Reason]; ok {
-					hint := "fix the image name, or load it onto the node (a local image needs kubernetes.image / --image present there)"
+					hint := "fix --image, or load the image onto the nodes (without a registry: ctr -n k8s.io images import)"
 					if cs.Name == initName {
 						hint = "build it with `airlock images build --format kubernetes` and load it onto the nodes, or set kubernetes.image"
 					}
