@@ -668,3 +668,46 @@ func TestKubeInterruptedStartLeavesNothing(t *testing.T) {
 		}
 	}
 }
+
+// kubeEnvOf is what a run of the generic suite needs on the kubernetes
+// backend (see TestKubeBackend): the cluster's kubeconfig, and the guest
+// image named in e's config.
+func kubeEnvOf(e *env) []string {
+	cfg := filepath.Join(e.home, ".config", "airlock", "config.yaml")
+	if _, err := os.Stat(cfg); err != nil {
+		os.MkdirAll(filepath.Dir(cfg), 0o755)
+		os.WriteFile(cfg, []byte("kubernetes:\n  image: "+os.Getenv("AIRLOCK_TEST_KUBE_GUEST_IMAGE")+"\n"), 0o644)
+	}
+	return []string{"KUBECONFIG=" + os.Getenv("AIRLOCK_TEST_KUBECONFIG")}
+}
+
+// kubeSuite are the generic suite's sandbox cases TestKubeBackend runs
+// again on the kubernetes backend.
+var kubeSuite = []string{
+	"TestRunsCommandAndPropagatesExitStatus", "TestNoPrivilegeInside", "TestDetachedLifecycle", "TestDetachedLogsKeepOutput",
+	"TestSignalsReachTheCommand", "TestTimeoutStopsTheSandbox", "TestEnvironmentKeepsSecretsOut", "TestPTYRunsInteractiveShell",
+	"TestClientsInsideReachAllowedHostsThroughTheGateway", "TestSecretsNeverEnterTheSandbox", "TestHostNetworkInterfacesAreInvisible",
+	"TestWorkspaceCopyModeExcludesAndCopiesBack", "TestWorkspaceDiscard",
+}
+
+// TestKubeBackend re-runs kubeSuite with every `airlock run` on the
+// kubernetes backend, as root (the cluster's admin kubeconfig is root's).
+func TestKubeBackend(t *testing.T) {
+	if testBackend() != "" {
+		t.Skip("this is the re-run")
+	}
+	kubeOnly(t)
+	u := testUpstream(t)
+	c := exec.Command(os.Args[0], "-test.run", "^("+strings.Join(kubeSuite, "|")+")$", "-test.count=1", "-test.v")
+	c.Env = append(os.Environ(), append([]string{"AIRLOCK_TEST_BIN=" + airlockBin, "AIRLOCK_TEST_BACKEND=kubernetes",
+		"AIRLOCK_TEST_KUBE_GUEST_IMAGE=" + kubeGuestImage}, u.childEnv(t)...)...)
+	out, err := c.CombinedOutput()
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(l, "--- ") || strings.Contains(l, "_test.go:") {
+			t.Log(l)
+		}
+	}
+	if err != nil {
+		t.Errorf("the suite on the kubernetes backend: %v", err)
+	}
+}
