@@ -13,6 +13,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/spf13/cobra"
 
+	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/dockerengine"
 	"github.com/airlock-dev/airlock/internal/images"
@@ -44,7 +45,7 @@ func newImagesBuildCmd() *cobra.Command {
 	o := images.BuildOptions{}
 	format := "docker"
 	c := &cobra.Command{
-		Use:   "build [--variant minimal|standard|agents] [--format docker|vm]",
+		Use:   "build [--variant minimal|standard|agents] [--format docker|vm|kubernetes]",
 		Short: "Build a sandbox image with debootstrap (needs root)",
 		Long:  imagesBuildLong(),
 		Example: `  sudo airlock images build
@@ -68,8 +69,10 @@ func newImagesBuildCmd() *cobra.Command {
 				}
 			case "vm":
 				return buildVM(c, ctx, o)
+			case "kubernetes":
+				return buildGuest(c, ctx, o.Tag)
 			default:
-				return usageError{fmt.Sprintf("--format %q: use docker or vm", format)}
+				return usageError{fmt.Sprintf("--format %q: use docker, vm or kubernetes", format)}
 			}
 			cli, err := dockerengine.Connect(ctx)
 			if err != nil {
@@ -86,7 +89,7 @@ func newImagesBuildCmd() *cobra.Command {
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&format, "format", "docker", "docker (an image in the local engine) or vm (a kernel and a root filesystem image for --backend vm)")
+	f.StringVar(&format, "format", "docker", "docker (an image in the local engine), vm (a kernel and a root filesystem image for --backend vm) or kubernetes (the guest image "+images.GuestTag+": this airlock binary alone, for --backend kubernetes; load it where your nodes pull from)")
 	f.StringVar(&o.Variant, "variant", "minimal", strings.Join(images.Variants(), ", "))
 	f.BoolVar(&o.KernelOnly, "kernel-only", false, "with --format vm: fetch the kernel only (needs no root)")
 	f.StringVar(&o.RootFormat, "root-format", "", "with --format vm: the root image's filesystem, erofs or ext4 (default erofs when mkfs.erofs is installed)")
@@ -98,6 +101,30 @@ func newImagesBuildCmd() *cobra.Command {
 	f.StringVar(&o.CacheDir, "cache-dir", "/var/cache/airlock/debootstrap", "keep downloaded packages in `DIR` for the next build (npm's in DIR/npm; \"\" for none)")
 	f.StringVar(&o.Registry, "registry", "", "npm registry `URL` for the agents variant (default "+images.DefaultRegistry+")")
 	return c
+}
+
+// buildGuest builds the kubernetes backend's guest image from this binary.
+func buildGuest(c *cobra.Command, ctx context.Context, tag string) error {
+	if tag == "" {
+		tag = images.GuestTag
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if err := backend.CheckStatic("images build --format kubernetes", exe); err != nil {
+		return err
+	}
+	cli, err := dockerengine.Connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	if err := images.BuildGuest(ctx, cli, exe, tag); err != nil {
+		return err
+	}
+	fmt.Fprintln(c.OutOrStdout(), tag)
+	return nil
 }
 
 // buildVM builds the vm backend's kernel and root image into the data

@@ -89,7 +89,8 @@ func kubeOnly(t *testing.T) *kubeEnv {
 	return e
 }
 
-// kubeImages builds the guest image from the binary under test and imports
+// kubeImages builds the guest image from the binary under test (with
+// airlock images build --format kubernetes) and imports
 // it, with the sandbox image, into the cluster's containerd.
 func kubeImages() (string, error) {
 	b, err := os.ReadFile(airlockBin)
@@ -98,19 +99,9 @@ func kubeImages() (string, error) {
 	}
 	sum := sha256.Sum256(b)
 	img := "airlock/guest:test-" + hex.EncodeToString(sum[:6])
-	dir, err := os.MkdirTemp("", "airlock-guest-image-")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(dir)
-	if err := os.WriteFile(filepath.Join(dir, "airlock"), b, 0o755); err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM scratch\nCOPY airlock /airlock\n"), 0o644); err != nil {
-		return "", err
-	}
-	if out, err := exec.Command("docker", "build", "-q", "-t", img, dir).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("docker build the guest image: %v: %s", err, out)
+	// The way a user makes it.
+	if out, err := exec.Command(airlockBin, "images", "build", "--format", "kubernetes", "--tag", img).CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != img {
+		return "", fmt.Errorf("airlock images build --format kubernetes: %v: %s", err, out)
 	}
 	for _, name := range []string{img, testImage} {
 		if out, err := exec.Command("sh", "-c", "ctr -a "+kubeContainerdSock+" -n k8s.io images ls -q | grep -qx 'docker.io/"+name+"' || docker save "+name+" | ctr -a "+kubeContainerdSock+" -n k8s.io images import -").CombinedOutput(); err != nil {
