@@ -169,6 +169,10 @@ func TestKubeRunUname(t *testing.T) {
 	if pods := e.pods(); pods != "" {
 		t.Errorf("pods left after the runs: %s", pods)
 	}
+	// doctor names the cluster and the runtime its Pods get.
+	if r := e.krun("doctor"); !strings.Contains(r.stdout, "kubernetes backend") || !strings.Contains(r.stdout, "namespace default") || !strings.Contains(r.stdout, "RuntimeClass") {
+		t.Errorf("doctor: %v", r)
+	}
 }
 
 // nodeIP is the cluster node's InternalIP, an address of this machine.
