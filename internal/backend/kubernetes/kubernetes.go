@@ -176,6 +176,7 @@ type Sandbox struct {
 	relay      *hostRelay
 	ws         *syncState // the workspace as uploaded
 	relayToken []byte     // opens each back connection (proto.Relay.Token)
+	guestImage string
 	spec       *backend.Spec
 	exited     chan struct{}
 	closeOnce  sync.Once
@@ -216,6 +217,7 @@ func start(ctx context.Context, b Backend, spec *backend.Spec, register func([]s
 	if guestImage == "" {
 		guestImage = DefaultGuestImage
 	}
+	s.guestImage = guestImage
 	home := backend.SandboxHome(spec.HostHome)
 	pc := PodConfig{
 		ID: spec.ID, Namespace: c.Namespace, StateRoot: spec.StateRoot, Image: image, GuestImage: guestImage,
@@ -454,7 +456,12 @@ func (s *Sandbox) init(ctx context.Context, spec *backend.Spec) error {
 		m, files, err := s.conn.Recv()
 		proto.CloseFiles(files)
 		if err != nil {
-			m = &proto.Msg{Op: proto.OpError, Err: &proto.Error{Step: "start", Message: "the guest exited during setup" + s.logTail()}}
+			tail := s.logTail()
+			if strings.Contains(tail, "expected init message") {
+				// A guest of another airlock build reads the plan otherwise.
+				tail += " (the guest image " + s.guestImage + " holds another airlock build: make it from this one with `airlock images build --format kubernetes` and load it onto the nodes)"
+			}
+			m = &proto.Msg{Op: proto.OpError, Err: &proto.Error{Step: "start", Message: "the guest exited during setup" + tail}}
 		}
 		ready <- m
 	}()

@@ -185,9 +185,17 @@ func podSpec(c PodConfig) *corev1.Pod {
 				Command:         []string{guestInImg, "guest", "--install", installPath},
 				VolumeMounts:    []corev1.VolumeMount{{Name: "bin", MountPath: filepath.Dir(installPath)}},
 				SecurityContext: initSC,
-				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
-					corev1.ResourceMemory: resource.MustParse("64Mi"), corev1.ResourceCPU: resource.MustParse("500m"),
-				}},
+				// Requests of its own, small: without them they would be the
+				// limits, and the Pod's request the init container's (a
+				// whole half CPU per sandbox: four to a two-core node).
+				Resources: corev1.ResourceRequirements{
+					Limits: corev1.ResourceList{
+						corev1.ResourceMemory: resource.MustParse("64Mi"), corev1.ResourceCPU: resource.MustParse("500m"),
+					},
+					Requests: corev1.ResourceList{
+						corev1.ResourceMemory: resource.MustParse("16Mi"), corev1.ResourceCPU: resource.MustParse("10m"),
+					},
+				},
 			}},
 			Containers: []corev1.Container{{
 				Name: sandboxName, Image: c.Image, ImagePullPolicy: corev1.PullIfNotPresent,

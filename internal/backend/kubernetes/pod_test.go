@@ -115,6 +115,16 @@ func TestPodSpecShape(t *testing.T) {
 	if _, ok := paths["/tmp/x"]; ok {
 		t.Error("a --rw path under /tmp got a volume of its own")
 	}
+	// What the scheduler reserves per sandbox stays small, init container
+	// included (its requests would default to its limits).
+	for _, c := range append(append([]corev1.Container(nil), p.Spec.InitContainers...), p.Spec.Containers...) {
+		if cpu := c.Resources.Requests.Cpu().MilliValue(); cpu == 0 || cpu > 50 {
+			t.Errorf("%s requests %dm CPU", c.Name, cpu)
+		}
+		if mem := c.Resources.Requests.Memory().Value(); mem == 0 || mem > 64<<20 {
+			t.Errorf("%s requests %d bytes", c.Name, mem)
+		}
+	}
 	if p.Spec.RuntimeClassName != nil {
 		t.Errorf("runtime class %v, none named", *p.Spec.RuntimeClassName)
 	}
