@@ -361,7 +361,7 @@ func podState(p *corev1.Pod) (running bool, why string, err error) {
 				}
 			}
 			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
-				return fmt.Errorf("kubernetes: pod %s: %s %s exited with %d (%s %s); it was deleted", p.Name, kind, cs.Name, t.ExitCode, t.Reason, strings.TrimSpace(t.Message))
+				return fmt.Errorf("kubernetes: pod %s: %s %s exited with %d (%s %s); it was deleted", p.Name, kind, cs.Name, t.ExitCode, t.Reason, oneLine(t.Message))
 			}
 		}
 		return nil
@@ -378,7 +378,7 @@ func podState(p *corev1.Pod) (running bool, why string, err error) {
 	}
 	switch p.Status.Phase {
 	case corev1.PodFailed, corev1.PodSucceeded:
-		return false, "", fmt.Errorf("kubernetes: pod %s ended before its guest started (%s %s); it was deleted", p.Name, p.Status.Reason, p.Status.Message)
+		return false, "", fmt.Errorf("kubernetes: pod %s ended before its guest started (%s %s); it was deleted", p.Name, p.Status.Reason, oneLine(p.Status.Message))
 	}
 	for _, cs := range p.Status.ContainerStatuses {
 		if cs.Name == sandboxName && cs.State.Running != nil {
@@ -387,7 +387,7 @@ func podState(p *corev1.Pod) (running bool, why string, err error) {
 	}
 	for _, c := range p.Status.Conditions {
 		if c.Status != corev1.ConditionTrue && c.Message != "" {
-			why = c.Reason + ": " + c.Message
+			why = c.Reason + ": " + oneLine(c.Message)
 		}
 	}
 	for _, cs := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
@@ -514,19 +514,28 @@ func podFiles(spec *backend.Spec) ([]proto.File, error) {
 	return out, nil
 }
 
-// logTail is the end of the sandbox container's output (the guest's
-// diagnostics), one line, for an error.
-func (s *Sandbox) logTail() string {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	out := s.c.LogTail(ctx, s.Pod, sandboxName, 5)
+// oneLine is what a Pod says (its containers' output), hostile, as one
+// line of at most 300 printable characters.
+func oneLine(s string) string {
 	clean := strings.Map(func(r rune) rune {
 		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
 			return ' '
 		}
 		return r
-	}, strings.ToValidUTF8(out, "?"))
-	msg := strings.Join(strings.Fields(clean), " ")
+	}, strings.ToValidUTF8(s, "?"))
+	clean = strings.Join(strings.Fields(clean), " ")
+	if len(clean) > 300 {
+		clean = strings.ToValidUTF8(clean[:300], "") + "…"
+	}
+	return clean
+}
+
+// logTail is the end of the sandbox container's output (the guest's
+// diagnostics), one line, for an error.
+func (s *Sandbox) logTail() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	msg := oneLine(s.c.LogTail(ctx, s.Pod, sandboxName, 5))
 	if msg == "" {
 		return ""
 	}

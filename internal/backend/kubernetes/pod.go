@@ -182,9 +182,11 @@ func podSpec(c PodConfig) *corev1.Pod {
 			},
 			InitContainers: []corev1.Container{{
 				Name: initName, Image: c.GuestImage, ImagePullPolicy: corev1.PullIfNotPresent,
-				Command:         []string{guestInImg, "guest", "--install", installPath},
-				VolumeMounts:    []corev1.VolumeMount{{Name: "bin", MountPath: filepath.Dir(installPath)}},
-				SecurityContext: initSC,
+				Command: []string{guestInImg, "guest", "--install", installPath},
+				// Its error, in the Pod's status, names what went wrong.
+				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+				VolumeMounts:             []corev1.VolumeMount{{Name: "bin", MountPath: filepath.Dir(installPath)}},
+				SecurityContext:          initSC,
 				// Requests of its own, small: without them they would be the
 				// limits, and the Pod's request the init container's (a
 				// whole half CPU per sandbox: four to a two-core node).
@@ -199,12 +201,13 @@ func podSpec(c PodConfig) *corev1.Pod {
 			}},
 			Containers: []corev1.Container{{
 				Name: sandboxName, Image: c.Image, ImagePullPolicy: corev1.PullIfNotPresent,
-				Command:         []string{guestInside, "guest", "--listen", fmt.Sprintf("127.0.0.1:%d", ctlPort)},
-				Args:            []string{},
-				WorkingDir:      "/",
-				VolumeMounts:    mounts,
-				SecurityContext: sc,
-				Resources:       res,
+				Command:                  []string{guestInside, "guest", "--listen", fmt.Sprintf("127.0.0.1:%d", ctlPort)},
+				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+				Args:                     []string{},
+				WorkingDir:               "/",
+				VolumeMounts:             mounts,
+				SecurityContext:          sc,
+				Resources:                res,
 			}},
 			Volumes: vols,
 		},

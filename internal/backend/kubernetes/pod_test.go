@@ -146,6 +146,8 @@ func TestPodStateSaysWhyAPodCannotStart(t *testing.T) {
 		"a missing guest image names how to build it":  {init: []corev1.ContainerStatus{waiting(initName, "ImagePullBackOff")}, err: "airlock images build"},
 		"a failed init container fails the start": {init: []corev1.ContainerStatus{{Name: initName, State: corev1.ContainerState{
 			Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}}}, err: "exited with 1"},
+		"what a failed container printed comes as one clean line": {init: []corev1.ContainerStatus{{Name: initName, State: corev1.ContainerState{
+			Terminated: &corev1.ContainerStateTerminated{ExitCode: 2, Reason: "Error", Message: "exec format error\n\x1b]0;owned\x07\x1b[2J" + strings.Repeat("x", 5000)}}}}, err: "exec format error ]0;owned"},
 		"a Pod still initialising waits":    {init: []corev1.ContainerStatus{waiting(initName, "PodInitializing")}},
 		"a running sandbox container is up": {main: []corev1.ContainerStatus{{Name: sandboxName, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}, running: true},
 		"a Pod that ended fails":            {phase: corev1.PodFailed, err: "ended before its guest started"},
@@ -161,8 +163,8 @@ func TestPodStateSaysWhyAPodCannotStart(t *testing.T) {
 			if (err == nil) != (c.err == "") || (err != nil && !strings.Contains(err.Error(), c.err)) {
 				t.Errorf("err = %v, want %q", err, c.err)
 			}
-			if err != nil && strings.Contains(err.Error(), "\n") {
-				t.Errorf("err is more than one line: %q", err)
+			if err != nil && (strings.ContainsAny(err.Error(), "\n\x1b\x07") || len(err.Error()) > 600) {
+				t.Errorf("err is not one clean, bounded line: %q", err)
 			}
 		})
 	}
