@@ -69,7 +69,9 @@ func (b Backend) Prune(ctx context.Context, stateRoot string, running func(id st
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	// Every prune asks (a crashed supervisor leaves no record of which
+	// cluster it used): a cluster that does not answer soon is not waited for.
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	return Prune(ctx, c, stateRoot, running)
 }
