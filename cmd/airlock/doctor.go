@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/doctor"
 	"github.com/airlock-dev/airlock/internal/engine"
 )
@@ -56,6 +57,17 @@ func doctorRun(ctx context.Context, o *doctorOptions) error {
 		row.Status = doctor.StatusDegraded
 	}
 	r.Checks = append(r.Checks, row)
+	// The kubernetes backend's row: optional too.
+	kctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	ok, detail, impact = engine.KubernetesCheck(kctx, doctorConfig())
+	cancel()
+	row = doctor.Check{Name: "kubernetes backend", Status: doctor.StatusOK, Detail: detail, Impact: impact}
+	if !ok {
+		row.Status = doctor.StatusMissing
+	} else if impact != "" {
+		row.Status = doctor.StatusDegraded
+	}
+	r.Checks = append(r.Checks, row)
 	// The native guest's row: without the lean build it works, slower.
 	lean, detail, impact := engine.GuestCheck()
 	row = doctor.Check{Name: "native guest", Status: doctor.StatusOK, Detail: detail, Impact: impact}
@@ -79,4 +91,14 @@ func doctorRun(ctx context.Context, o *doctorOptions) error {
 		return exitError{1}
 	}
 	return nil
+}
+
+// doctorConfig is the config of the current directory's project, quietly:
+// the kubernetes row names the cluster a run here would use.
+func doctorConfig() *config.Spec {
+	l, err := loadConfig("", nil, true, false)
+	if err != nil {
+		return &config.Spec{}
+	}
+	return &l.Spec
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/spf13/cobra"
 
+	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/dockerengine"
 	"github.com/airlock-dev/airlock/internal/images"
@@ -52,7 +53,7 @@ func newImagesBuildCmd(runF func(*imagesBuildOptions) error) *cobra.Command {
 	bo := &imagesBuildOptions{IO: systemIO(), Format: "docker"}
 	o := &bo.Build
 	c := &cobra.Command{
-		Use:   "build [--variant minimal|standard|agents] [--format docker|vm]",
+		Use:   "build [--variant minimal|standard|agents] [--format docker|vm|kubernetes]",
 		Short: "Build a sandbox image with debootstrap (needs root)",
 		Long:  imagesBuildLong(),
 		Example: `  sudo airlock images build
@@ -73,8 +74,9 @@ func newImagesBuildCmd(runF func(*imagesBuildOptions) error) *cobra.Command {
 					return usageError{"--kernel-only goes with --format vm"}
 				}
 			case "vm":
+			case "kubernetes":
 			default:
-				return usageError{fmt.Sprintf("--format %q: use docker or vm", bo.Format)}
+				return usageError{fmt.Sprintf("--format %q: use docker, vm or kubernetes", bo.Format)}
 			}
 			bo.IO.Out, bo.IO.ErrOut = c.OutOrStdout(), c.ErrOrStderr()
 			if runF != nil {
@@ -84,7 +86,7 @@ func newImagesBuildCmd(runF func(*imagesBuildOptions) error) *cobra.Command {
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&bo.Format, "format", "docker", "docker (an image in the local engine) or vm (a kernel and a root filesystem image for --backend vm)")
+	f.StringVar(&bo.Format, "format", "docker", "docker (an image in the local engine), vm (a kernel and a root filesystem image for --backend vm) or kubernetes (the guest image "+images.GuestTag+": this airlock binary alone, for --backend kubernetes; load it where your nodes pull from)")
 	f.StringVar(&o.Variant, "variant", "minimal", strings.Join(images.Variants(), ", "))
 	f.BoolVar(&o.KernelOnly, "kernel-only", false, "with --format vm: fetch the kernel only (needs no root)")
 	f.StringVar(&o.RootFormat, "root-format", "", "with --format vm: the root image's filesystem, erofs or ext4 (default erofs when mkfs.erofs is installed)")
@@ -103,8 +105,11 @@ func imagesBuildRun(bo *imagesBuildOptions) error {
 	defer stop()
 	o := bo.Build
 	o.Progress = bo.IO.ErrOut
-	if bo.Format == "vm" {
+	switch bo.Format {
+	case "vm":
 		return buildVM(ctx, bo.IO.Out, o)
+	case "kubernetes":
+		return buildGuest(ctx, bo.IO.Out, o.Tag)
 	}
 	cli, err := dockerengine.Connect(ctx)
 	if err != nil {
@@ -116,6 +121,30 @@ func imagesBuildRun(bo *imagesBuildOptions) error {
 		return err
 	}
 	fmt.Fprintln(bo.IO.Out, tag)
+	return nil
+}
+
+// buildGuest builds the kubernetes backend's guest image from this binary.
+func buildGuest(ctx context.Context, out io.Writer, tag string) error {
+	if tag == "" {
+		tag = images.GuestTag
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if err := backend.CheckStatic("images build --format kubernetes", exe); err != nil {
+		return err
+	}
+	cli, err := dockerengine.Connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	if err := images.BuildGuest(ctx, cli, exe, tag); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, tag)
 	return nil
 }
 

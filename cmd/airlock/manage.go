@@ -92,23 +92,38 @@ func lsRun(o *lsOptions) error {
 			}
 		}
 	}
+	pods := kubePods(shown)
 	if o.JSON {
 		l := listing(shown)
 		for i := range l {
 			l[i].Undo = undo[l[i].ID]
+			if p, ok := pods[l[i].ID]; ok {
+				l[i].Kube = &p
+			}
 		}
 		return writeJSON(o.IO.Out, l)
 	}
 	// Buffered: the tabwriter writes every cell on its own.
 	out := bufio.NewWriterSize(o.IO.Out, 64<<10)
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tNAME\tSTATUS\tCREATED\tFROM\tCOMMAND\tBRANCH\tUNDO\tWORKSPACE")
+	// Where kubernetes sandboxes are listed, their Pod and node too.
+	podCols, noPod := func(id string) string { return "" }, ""
+	head := "ID\tNAME\tSTATUS\tCREATED\tFROM\tCOMMAND\tBRANCH\tUNDO\tWORKSPACE"
+	if pods != nil {
+		head += "\tPOD\tNODE"
+		noPod = "\t-\t-"
+		podCols = func(id string) string {
+			p := pods[id]
+			return "\t" + dash(p.Pod) + "\t" + dash(p.Node)
+		}
+	}
+	fmt.Fprintln(w, head)
 	for _, e := range shown {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Record.ID, dash(e.Record.Name), statusText(e.Status),
-			ago(e.Record.CreatedAt), origin(e.Record), dash(shorten(strings.Join(e.Record.Command, " "), 40)), dash(e.Record.Branch), dash(undo[e.Record.ID]), e.Record.Workspace)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\n", e.Record.ID, dash(e.Record.Name), statusText(e.Status),
+			ago(e.Record.CreatedAt), origin(e.Record), dash(shorten(strings.Join(e.Record.Command, " "), 40)), dash(e.Record.Branch), dash(undo[e.Record.ID]), e.Record.Workspace, podCols(e.Record.ID))
 	}
 	for _, r := range ended {
-		fmt.Fprintf(w, "%s\t-\tended\t%s\t-\t-\t-\t%s\t%s\n", r.ID, ago(r.Ended), undo[r.ID], r.Root)
+		fmt.Fprintf(w, "%s\t-\tended\t%s\t-\t-\t-\t%s\t%s%s\n", r.ID, ago(r.Ended), undo[r.ID], r.Root, noPod)
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -139,6 +154,30 @@ type entryJSON struct {
 	// LLM is what the gateway counted of the sandbox's LLM API use (get
 	// only; absent when there was none).
 	LLM *llmusage.Totals `json:"llm,omitempty"`
+	// Kube is a kubernetes sandbox's Pod and node (ls only, while the Pod
+	// is there).
+	Kube *engine.KubePod `json:"kubernetes,omitempty"`
+}
+
+// kubePods asks the cluster where the kubernetes sandboxes among es run;
+// nil when there are none (or the cluster does not answer: ls still lists).
+func kubePods(es []state.Entry) map[string]engine.KubePod {
+	root := ""
+	for _, e := range es {
+		if e.Record.Backend == config.BackendKubernetes {
+			root = filepath.Dir(filepath.Dir(e.Dir))
+		}
+	}
+	if root == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	pods, err := engine.KubernetesPods(ctx, root)
+	if err != nil {
+		return map[string]engine.KubePod{}
+	}
+	return pods
 }
 
 func listing(es []state.Entry) []entryJSON {
@@ -583,7 +622,7 @@ func pruneRun(o *pruneOptions) error {
 	}
 	n, usesDocker := 0, false
 	for _, e := range targets {
-		usesDocker = usesDocker || e.Record.Backend == config.BackendDocker
+		usesDocker = usesDocker || e.Record.Backend == config.BackendDocker || e.Record.Backend == config.BackendKubernetes
 		if k, ok := o.Pending(e); ok {
 			fmt.Fprintf(o.IO.ErrOut, "airlock: kept %s: its workspace changes (%s) wait for airlock apply or discard\n", e.Record.ID, k)
 			continue

@@ -214,6 +214,9 @@ func networkModes() []string {
 	if testBackend() == "vm" { // a VM always has its link; no proxy door reaches into it
 		return []string{config.ModeTransparent}
 	}
+	if testBackend() == "kubernetes" { // a Pod has only the proxy door, relayed
+		return []string{config.ModeProxy}
+	}
 	if mode, _ := engine.NetworkMode(); mode == config.ModeTransparent {
 		return []string{config.ModeTransparent, config.ModeProxy}
 	}

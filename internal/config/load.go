@@ -111,7 +111,7 @@ func ProjectTemplate(project string) []byte {
 version: 1
 project: ` + project + `
 
-# backend: native            # native, docker or vm
+# backend: native            # native, docker, vm or kubernetes
 # image: airlock/minimal:latest
 # home: ~/.local/share/airlock/home   # keep the sandbox's home across runs
 # env: [GOFLAGS, CI=1]

@@ -16,6 +16,9 @@ const (
 	BackendNative = "native"
 	BackendDocker = "docker"
 	BackendVM     = "vm"
+	// BackendKubernetes runs the sandbox as a Pod of a cluster (see
+	// internal/backend/kubernetes).
+	BackendKubernetes = "kubernetes"
 )
 
 // DefaultImage is the docker backend's image when none is named.
@@ -27,6 +30,19 @@ const (
 	ModeTransparent = "transparent" // a network interface into the gateway's netstack: every packet
 	ModeProxy       = "proxy"       // the explicit front door, relayed in, with proxy variables
 )
+
+// Kubernetes names the cluster, namespace and shape of a kubernetes
+// sandbox's Pod; the kubeconfig is read as kubectl reads it.
+type Kubernetes struct {
+	Context      string   `json:"context,omitempty"`       // the kubeconfig's context (default: its current one)
+	Namespace    string   `json:"namespace,omitempty"`     // default: the context's, else "default"
+	RuntimeClass string   `json:"runtime_class,omitempty"` // default: gVisor or Kata when the cluster offers one
+	Image        string   `json:"image,omitempty"`         // the image holding airlock's binary (the init container's)
+	NodeSelector []string `json:"node_selector,omitempty"` // KEY=VALUE
+	Labels       []string `json:"labels,omitempty"`        // KEY=VALUE, added to the Pod's
+	// ReadyTimeout bounds the wait for the Pod to run (default 90s).
+	ReadyTimeout time.Duration `json:"ready_timeout,omitempty"`
+}
 
 // Workspace modes.
 const (
@@ -40,7 +56,10 @@ const (
 // back from the state dir; nothing in it is a secret's value.
 type Spec struct {
 	Backend string `json:"backend,omitempty"` // BackendNative ("" too), BackendDocker or BackendVM
-	Image   string `json:"image,omitempty"`   // docker: the image (default DefaultImage)
+	Image   string `json:"image,omitempty"`   // docker, kubernetes: the image (default DefaultImage)
+
+	// Kubernetes is the cluster a kubernetes sandbox runs in.
+	Kubernetes Kubernetes `json:"kubernetes,omitzero"`
 
 	Workspace  Workspace  `json:"workspace"`
 	Filesystem Filesystem `json:"filesystem,omitzero"`

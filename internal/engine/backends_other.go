@@ -17,12 +17,12 @@ import (
 // Virtualization.framework) will plug in here.
 var errNoBackend = errors.New("engine: the native backend needs Linux, and so, in this build, do docker and vm: on this system no backend runs sandboxes yet")
 
-func backendFor(name, _ string) (backend.Backend, error) {
+func backendFor(name, _ string, _ *config.Spec) (backend.Backend, error) {
 	switch name {
-	case config.BackendNative, config.BackendDocker, config.BackendVM:
+	case config.BackendNative, config.BackendDocker, config.BackendVM, config.BackendKubernetes:
 		return nil, errNoBackend
 	}
-	return nil, errors.New("backend " + name + ": use native, docker or vm")
+	return nil, errors.New("backend " + name + ": use native, docker, vm or kubernetes")
 }
 
 // NetworkMode says no native sandbox runs here.
@@ -35,3 +35,11 @@ func VMCheck(context.Context) (ok bool, detail, impact string) {
 
 // CommandUser is the caller's own ids.
 func CommandUser(_, _ string) (uid, gid int) { return os.Geteuid(), os.Getegid() }
+
+// KubernetesCheck is `airlock doctor`'s row for the kubernetes backend: not here.
+func KubernetesCheck(context.Context, *config.Spec) (ok bool, detail, impact string) {
+	return false, "not Linux", "--backend kubernetes is unavailable: " + errNoBackend.Error()
+}
+
+// KubernetesPods finds no Pods here.
+func KubernetesPods(context.Context, string) (map[string]KubePod, error) { return nil, errNoBackend }

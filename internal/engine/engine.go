@@ -187,7 +187,7 @@ type Sandbox struct {
 // native guest's namespaces come up meanwhile); pass the result to Start
 // in Options.Pending, or Close it.
 func Prepare(spec *Spec, exe string) (backend.Pending, error) {
-	be, err := backendFor(spec.Config.BackendName(), exe)
+	be, err := backendFor(spec.Config.BackendName(), exe, &spec.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -201,21 +201,24 @@ func Prepare(spec *Spec, exe string) (backend.Pending, error) {
 func Prune(ctx context.Context, stateRoot string, running func(id string) bool, docker bool) ([]string, error) {
 	names := []string{config.BackendNative, config.BackendVM}
 	if docker {
-		names = append(names, config.BackendDocker)
+		names = append(names, config.BackendDocker, config.BackendKubernetes)
 	}
 	var removed []string
+	var errs []error
 	for _, n := range names {
-		be, err := backendFor(n, "")
+		be, err := backendFor(n, "", nil)
 		if err != nil {
 			return removed, err
 		}
+		// One backend's engine or cluster out of reach keeps none of the
+		// others from being pruned.
 		r, err := be.Prune(ctx, stateRoot, running)
-		if err != nil {
-			return removed, err
-		}
 		removed = append(removed, r...)
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
-	return removed, nil
+	return removed, errors.Join(errs...)
 }
 
 // Start makes the sandbox spec describes, registered in h, and returns once
@@ -276,7 +279,7 @@ func (s *Sandbox) checkSpec(context.Context, *cleanup.Stack) (err error) {
 		return err
 	}
 	if s.be == nil {
-		if s.be, err = backendFor(spec.Config.BackendName(), s.guestExe); err != nil {
+		if s.be, err = backendFor(spec.Config.BackendName(), s.guestExe, &spec.Config); err != nil {
 			return err
 		}
 	}

@@ -24,7 +24,7 @@ func Remove(ctx context.Context, store *state.Store, e state.Entry) error {
 		return fmt.Errorf("engine: remove %s: cgroups: %w", id, err)
 	}
 	if n := e.Record.Backend; n != "" && n != config.BackendNative {
-		be, err := backendFor(n, "")
+		be, err := backendFor(n, "", nil)
 		if err != nil {
 			return fmt.Errorf("engine: remove %s: %w", id, err)
 		}
