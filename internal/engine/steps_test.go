@@ -172,7 +172,7 @@ func TestStartsStepsAreNamedInTheirOrder(t *testing.T) {
 	for _, st := range (&Sandbox{}).steps() {
 		got = append(got, st.name)
 	}
-	want := []string{"check spec", "prepare backend", "open record", "prepare workspace", "start egress", "start backend", "attach link"}
+	want := []string{"check spec", "prepare backend", "open record", "prepare workspace", "start egress", "publish ports", "start backend", "attach link"}
 	if !slices.Equal(got, want) {
 		t.Errorf("steps %q, want %q", got, want)
 	}

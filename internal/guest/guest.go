@@ -393,6 +393,10 @@ func (g *guest) handle(m *proto.Msg, files []*os.File) {
 		}
 		go g.exec(m.ID, m.Exec, files)
 		return
+	case proto.OpDial:
+		proto.CloseFiles(files)
+		go g.dial(m.ID, m.Port)
+		return
 	case proto.OpStdin, proto.OpStdinClose, proto.OpSignal, proto.OpResize:
 		proto.CloseFiles(files)
 		g.mu.Lock()

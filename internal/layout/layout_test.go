@@ -54,6 +54,8 @@ var rules = []rule{
 		"the engine's rooms of its own are leaves: the cleanup stack knows no step, the file watcher only directories, so each is tested alone"},
 	{[]string{"internal/asker"}, []string{"internal/engine", "internal/egress", "internal/backend", "internal/workspace", "internal/supervisor", "sandbox", "cmd/"},
 		"the approvals asker meets the gateway through its Gate and the audit stream through a function: it knows no engine, egress, backend or workspace, so its decisions are tested without a sandbox"},
+	{[]string{"internal/publish"}, []string{"internal/", "sandbox", "cmd/", "!internal/audit", "!internal/config"},
+		"published ports meet the sandbox through a Dial function (the netstack's or the guest's, which the engine picks): the listeners know no engine, egress, netstack or backend, so they are tested with plain sockets"},
 }
 
 func matches(pkg string, prefixes []string) bool {
@@ -127,6 +129,7 @@ func TestRulesCatchWhatTheyForbid(t *testing.T) {
 		{"internal/supervisor", "cmd/airlock"},
 		{"internal/agentrun", "github.com/spf13/cobra"},
 		{"internal/supervisor", "github.com/spf13/pflag"},
+		{"internal/publish", "internal/netstack"},
 	}
 	for _, c := range cases {
 		caught := false
