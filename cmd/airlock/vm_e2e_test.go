@@ -24,7 +24,8 @@ import (
 // milliseconds (TCG boots in seconds).
 const vmTests = "TestClientsInsideReachAllowedHostsThroughTheGateway|TestSecretsNeverEnterTheSandbox|TestTransparent|TestVMOnly|" +
 	"TestGoClientStreamsEventsWebSocketsAndLargeBodies|TestHTTP2BetweenSandboxAndGateway|TestAllowEndpointThroughTheCLI|TestATunnelHostCarriesTheUpstreamsOwnTLS|" +
-	"TestRunsCommandAndPropagatesExitStatus|TestDetachedLifecycle|TestPTYRunsInteractiveShell|TestWorkspaceOverlayHostSeesNothingUntilApply|TestWritesOutsideTheWorkspaceFail"
+	"TestRunsCommandAndPropagatesExitStatus|TestDetachedLifecycle|TestPTYRunsInteractiveShell|TestWorkspaceOverlayHostSeesNothingUntilApply|TestWritesOutsideTheWorkspaceFail|" +
+	"TestPublishedPortReachesAPythonServerFromTheHostsCurl|TestAPublishedPortLetsNothingOut|TestDetachedSandboxServesItsPortsUntilItEnds"
 
 // vmDataDir is the data dir holding the VM assets, for the tests' private
 // HOMEs.
