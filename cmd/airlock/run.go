@@ -103,7 +103,8 @@ Limits default to ` + strconv.Itoa(config.DefaultPids) + ` processes and half of
   airlock run --workspace-mode overlay -- claude      # review, then apply
   airlock run -d --ask --allow-host api.anthropic.com -- claude   # unknown hosts wait: airlock approvals / airlock ui
   airlock run --workspace-mode copy --exclude node_modules --auto-apply -- ./agent
-  airlock run -d --name dev          # idle background sandbox; then: airlock exec dev -- CMD`,
+  airlock run -d --name dev          # idle background sandbox; then: airlock exec dev -- CMD
+  airlock run -p 8000:8000 --allow-host pypi.org -- python3 -m http.server 8000   # then: curl http://127.0.0.1:8000/`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 && !o.detach {
 				return usageError{"no command given: use airlock run [flags] -- CMD [ARGS...]"}
