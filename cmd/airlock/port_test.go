@@ -51,3 +51,18 @@ func TestPortRunListsTheRecordedPorts(t *testing.T) {
 		t.Errorf("port of an ended sandbox = %v", err)
 	}
 }
+
+func TestAgentRunTakesPublishedPortsIntoItsConfig(t *testing.T) {
+	var got *agentRunOptions
+	ws := t.TempDir()
+	if err := parse(t, newAgentRunCmd(func(o *agentRunOptions) error { got = o; return nil }), "claude", "--no-config-files", "-w", ws, "-p", "5173:5173", "-p", "3000"); err != nil {
+		t.Fatal(err)
+	}
+	l, err := got.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(l.Spec.Ports, " ") != "5173:5173 3000" {
+		t.Errorf("agent run -p 5173:5173 -p 3000: ports %q", l.Spec.Ports)
+	}
+}

@@ -280,7 +280,7 @@ func TestAPublishedPortLetsNothingOut(t *testing.T) {
 			t.Fatalf("probe answered %q: %v", body, err)
 		}
 		t.Logf("inside, the inbound connection came from %s; tries: %v", got.Peer, got.Tries)
-		if len(got.Tries) < 5 {
+		if len(got.Tries) < 7 {
 			t.Fatalf("tries %v", got.Tries)
 		}
 		for what, res := range got.Tries {
@@ -334,6 +334,7 @@ class H(http.server.BaseHTTPRequestHandler):
             "peer:its-own-port": reach(ip, port),
             "peer:published-port": reach(ip, PUBLISHED),
             "gateway:host-server": reach("10.0.2.2", HOST_SRV),
+            "gateway:published-port": reach("10.0.2.2", PUBLISHED),
             "loopback:host-server": reach("127.0.0.1", HOST_SRV),
             "loopback:published-port": reach("127.0.0.1", PUBLISHED),
         }
@@ -357,6 +358,17 @@ func TestPublishedPortOnEveryAddressWarns(t *testing.T) {
 	want := fmt.Sprintf("airlock: warning: -p 0.0.0.0:%d:8000: the sandbox's port 8000 is open to whoever can reach 0.0.0.0, not to this host alone", hp)
 	if !strings.Contains(stderr.String(), want) {
 		t.Errorf("stderr lacks the warning %q:\n%s", want, stderr.String())
+	}
+	// Detached, the run that started it says so too (the supervisor's
+	// own warnings go to its log).
+	hp2 := freePort(t)
+	r := e.run(append(append([]string{"run", "-d", "--name", "all-bg"}, serveFlags("", fmt.Sprintf("0.0.0.0:%d:8000", hp2))...), "--", "python3", "-m", "http.server", "8000")...)
+	want = fmt.Sprintf("airlock: warning: -p 0.0.0.0:%d:8000: the sandbox's port 8000 is open", hp2)
+	if r.code != 0 || !strings.Contains(r.stderr, want) {
+		t.Errorf("run -d: %v; want the warning %q", r, want)
+	}
+	if r := e.run("run", "-d", "-q", "--name", "lo-bg", "-p", strconv.Itoa(freePort(t))+":8000", "--allow-host", "example.com", "--", "sleep", "30"); r.code != 0 || r.stderr != "" {
+		t.Errorf("a loopback port warns of nothing: %v", r)
 	}
 }
 

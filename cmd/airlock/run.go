@@ -244,6 +244,11 @@ func launch(spec engine.Spec, o *runOptions, env []string, secs []*secrets.Secre
 		if err := supervisor.Detach(h, spec, "", superviseCmd); err != nil {
 			return 0, err
 		}
+		if ports, _ := spec.Published(); !spec.Quiet { // the supervisor's own warnings go to its log
+			for _, w := range engine.PublishWarnings(ports) {
+				fmt.Fprintf(os.Stderr, "airlock: warning: %s\n", w)
+			}
+		}
 		fmt.Println(h.ID())
 		return 0, nil
 	}

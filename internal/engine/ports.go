@@ -44,12 +44,20 @@ func (s *Sandbox) publishPorts(_ context.Context, cu *cleanup.Stack) error {
 	}
 	s.pub = srv
 	cu.Add(srv.Close)
-	for _, p := range srv.Ports() {
+	s.warnings = append(s.warnings, PublishWarnings(srv.Ports())...)
+	return nil
+}
+
+// PublishWarnings are the warnings ports earn: one for each open beyond
+// this host (an address other than loopback, which -p had to name).
+func PublishWarnings(ports []config.Published) []string {
+	var out []string
+	for _, p := range ports {
 		if !p.Loopback() {
-			s.warnings = append(s.warnings, fmt.Sprintf("-p %s: the sandbox's port %d is open to whoever can reach %s, not to this host alone", p, p.Sandbox, p.Host.Addr()))
+			out = append(out, fmt.Sprintf("-p %s: the sandbox's port %d is open to whoever can reach %s, not to this host alone", p, p.Sandbox, p.Host.Addr()))
 		}
 	}
-	return nil
+	return out
 }
 
 // servePorts starts serving the published ports: each connection goes to
