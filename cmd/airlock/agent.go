@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -60,7 +61,7 @@ func newAgentRunCmd(runF func(*agentRunOptions) error) *cobra.Command {
 	o := &runOptions{}
 	ao := &agentRunOptions{IO: systemIO(), Run: o}
 	c := &cobra.Command{
-		Use:   "run NAME [run flags] [-- AGENT ARGS...]",
+		Use:   "run [NAME] [run flags] [-- AGENT ARGS...]",
 		Short: "Run an agent in a sandbox with its profile applied",
 		Long: `Run the agent NAME (see airlock agent ls) in a new sandbox with its
 profile applied: its provider's hosts allowed, its keys held back (each key
@@ -75,6 +76,12 @@ Every flag of airlock run works here too and adds to the profile (--ask,
 after -- go to the agent. The agent's home is private and kept per project
 and agent under airlock's data dir (--home DIR to choose another).
 
+Without NAME, the agent named by agents.default in your config runs. The
+agents section of config sets, per agent, its keys (which of its key
+variables it gets), hosts (allowed besides its provider's), args (before
+those after --), limits, budget, backend and image; a flag still wins.
+airlock config show --origin shows them and where each was set.
+
 After the run, the agent's own session id is recorded: airlock agent
 sessions lists them, --resume ID (or --resume last) goes on with one. The
 sandbox is kept, so airlock audit ID shows what the agent reached and
@@ -83,18 +90,19 @@ airlock get ID what it spent (--keep=false to drop it; airlock rm ID).`,
   OPENAI_API_KEY=... airlock agent run codex -- exec "fix the build"
   airlock agent run gemini --workspace-mode overlay     # review before apply
   airlock agent run claude --ask                        # unknown hosts wait for you
-  airlock agent run claude --resume last -- -p "now the docs"`,
+  airlock agent run claude --resume last -- -p "now the docs"
+  airlock agent run -- -p "fix the lint"               # the agent config's agents.default names`,
 		Args: func(c *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return usageError{"which agent? known agents: " + strings.Join(agents.Names(), ", ")}
-			}
-			if d := c.ArgsLenAtDash(); len(args) > 1 && d != 1 {
+			if d := c.ArgsLenAtDash(); len(args) > 1 && d != 1 && d != 0 {
 				return usageError{fmt.Sprintf("unexpected argument %q: the agent's own arguments go after --, as in airlock agent run %s -- -p \"PROMPT\"", args[1], args[0])}
 			}
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			ao.Name, ao.Args = args[0], args[1:]
+			ao.Name, ao.Args = "", args
+			if len(args) > 0 && c.ArgsLenAtDash() != 0 {
+				ao.Name, ao.Args = args[0], args[1:] // else: the default agent, and every argument is its own
+			}
 			ao.KeepSet, ao.TTYSet = c.Flags().Changed("keep"), c.Flags().Changed("tty")
 			ao.Config = func() (*config.Loaded, error) { return runConfig(c, o) }
 			if runF != nil {
@@ -110,9 +118,12 @@ airlock get ID what it spent (--keep=false to drop it; airlock rm ID).`,
 
 func agentRun(ao *agentRunOptions) error {
 	o := ao.Run
-	p, err := agents.Lookup(ao.Name)
-	if err != nil {
-		return usageError{err.Error()}
+	var p *agents.Profile
+	if ao.Name != "" {
+		var err error
+		if p, err = agents.Lookup(ao.Name); err != nil {
+			return usageError{err.Error()}
+		}
 	}
 	if o.detach {
 		return usageError{"airlock agent run does not detach yet (its keys are handed over in memory): run it in the foreground, e.g. in tmux"}
@@ -121,8 +132,17 @@ func agentRun(ao *agentRunOptions) error {
 	if err != nil {
 		return err
 	}
+	if p == nil {
+		if p, err = defaultAgent(cfg); err != nil {
+			return err
+		}
+	}
+	p, args, err := applyAgentConfig(cfg, p, ao.Args)
+	if err != nil {
+		return err
+	}
 	sc := &cfg.Spec
-	pr, err := agentrun.Prepare(agentrun.Request{Profile: p, Spec: sc, Args: ao.Args, Resume: ao.Resume, Stderr: ao.IO.ErrOut, Quiet: o.quiet})
+	pr, err := agentrun.Prepare(agentrun.Request{Profile: p, Spec: sc, Args: args, Resume: ao.Resume, Stderr: ao.IO.ErrOut, Quiet: o.quiet})
 	var bad agentrun.ServersError
 	if errors.As(err, &bad) {
 		return usageError{err.Error()}
@@ -162,6 +182,53 @@ func agentRun(ao *agentRunOptions) error {
 	}
 	agentrun.RecordSession(p, pr.Project, sc.Workspace.Path, pr.Home, started, code, ao.IO.ErrOut, o.quiet)
 	return exitError{code}
+}
+
+// defaultAgent is the agent config's agents.default names, or a usage
+// error saying how to name one.
+func defaultAgent(cfg *config.Loaded) (*agents.Profile, error) {
+	name := cfg.Spec.Agents.Default
+	if name == "" {
+		return nil, usageError{"which agent? name one (airlock agent run claude) or set a default with airlock config edit (agents: {default: claude}); known agents: " + strings.Join(agents.Names(), ", ")}
+	}
+	p, err := agents.Lookup(name)
+	if err != nil {
+		return nil, usageError{fmt.Sprintf("%s: %v", cfg.AgentOrigin("default"), err)}
+	}
+	return p, nil
+}
+
+// applyAgentConfig makes cfg the config of p's run (config.ApplyAgent)
+// and returns p with only the keys its settings give it, and the agent's
+// arguments: its configured args, then those after --. Settings for an
+// agent airlock does not know are an error, as an unknown key is.
+func applyAgentConfig(cfg *config.Loaded, p *agents.Profile, args []string) (*agents.Profile, []string, error) {
+	for _, n := range cfg.Spec.Agents.Names() {
+		if _, err := agents.Lookup(n); err != nil {
+			return nil, nil, usageError{fmt.Sprintf("%s: %v", cfg.AgentOrigin(n), err)}
+		}
+	}
+	a := cfg.ApplyAgent(p.Name)
+	if a == nil {
+		return p, args, nil
+	}
+	if len(a.Keys) > 0 {
+		var have []string
+		for _, k := range p.Keys {
+			have = append(have, k.Env)
+		}
+		q := *p
+		q.Keys = nil
+		for _, want := range a.Keys {
+			i := slices.Index(have, want)
+			if i < 0 {
+				return nil, nil, usageError{fmt.Sprintf("%s: keys: %s is not one of %s's keys (%s)", cfg.AgentOrigin(p.Name), want, p.Display, strings.Join(have, ", "))}
+			}
+			q.Keys = append(q.Keys, p.Keys[i])
+		}
+		p = &q
+	}
+	return p, append(slices.Clone(a.Args), args...), nil
 }
 
 // agentLsOptions is what airlock agent ls needs.

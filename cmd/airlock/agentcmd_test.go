@@ -153,7 +153,12 @@ func TestAgentRunParsesTheAgentItsArgumentsAndResume(t *testing.T) {
 		t.Fatalf("agent run claude --resume last --keep=false -- -p 'fix it' gave %+v", got)
 	}
 	var ue usageError
-	for _, args := range [][]string{{}, {"claude", "fix"}} {
+	// No name: the default agent, with every argument after -- its own.
+	got = nil
+	if err := parse(t, newAgentRunCmd(run), "--", "-p", "fix it"); err != nil || got == nil || got.Name != "" || strings.Join(got.Args, " ") != "-p fix it" {
+		t.Errorf("agent run -- -p 'fix it' = %v, gave %+v; want no name and the arguments", err, got)
+	}
+	for _, args := range [][]string{{"claude", "fix"}} {
 		got = nil
 		if err := parse(t, newAgentRunCmd(run), args...); !errors.As(err, &ue) || got != nil {
 			t.Errorf("agent run %q = %v (ran: %v), want a usage error before running", args, err, got != nil)

@@ -13,7 +13,7 @@ var subcommands = []subcommand{
 	{"kill", func() *cobra.Command { return newKillCmd(nil) }}, {"rm", newRmCmd}, {"prune", newPruneCmd}, {"diff", func() *cobra.Command { return newDiffCmd(nil) }}, {"apply", newApplyCmd},
 	{"discard", func() *cobra.Command { return newDiscardCmd(nil) }}, {"audit", newAuditCmd}, {"ca", newCACmd}, {"doctor", newDoctorCmd},
 	{"gateway", newGatewayCmd}, {"images", newImagesCmd}, {"rpc", newRPCCmd}, {"config", newConfigCmd},
-	{"trust", newTrustCmd}, {"approvals", newApprovalsCmd}, {"agent", newAgentCmd},
+	{"trust", newTrustCmd}, {"policy", newPolicyCmd}, {"approvals", newApprovalsCmd}, {"agent", newAgentCmd},
 	{"approve", func() *cobra.Command { return newDecideCmd(true) }},
 	{"deny", func() *cobra.Command { return newDecideCmd(false) }},
 	{"revoke", newRevokeCmd}, {"ui", newUICmd}, {"mcp-bridge", newMCPBridgeCmd}, {"hostexec", newHostexecCmd},

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/airlock-dev/airlock/internal/agents"
 	"github.com/airlock-dev/airlock/internal/config"
 )
 
@@ -44,6 +45,7 @@ from any of them always applies.`,
 type configShowOptions struct {
 	workspace    string
 	origin, json bool
+	agent        string // show the config of this agent's runs
 }
 
 func newConfigShowCmd() *cobra.Command {
@@ -52,6 +54,7 @@ func newConfigShowCmd() *cobra.Command {
 		Use:   "show [--origin] [--json]",
 		Short: "Print the effective settings for the current project",
 		Example: `  airlock config show --origin
+  airlock config show --origin --agent claude     # what airlock agent run claude runs with
   airlock config show --json -w ~/src/app`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return configShow(o, c.OutOrStdout()) },
@@ -59,6 +62,7 @@ func newConfigShowCmd() *cobra.Command {
 	c.Flags().StringVarP(&o.workspace, "workspace", "w", "", "the workspace whose project to show (default: the current directory)")
 	c.Flags().BoolVar(&o.origin, "origin", false, "say where each value came from")
 	c.Flags().BoolVar(&o.json, "json", false, "print JSON: the spec, and with --origin each key's origins")
+	c.Flags().StringVar(&o.agent, "agent", "", "show the settings airlock agent run `NAME` runs with: its agents section applied")
 	return c
 }
 
@@ -66,6 +70,12 @@ func configShow(o *configShowOptions, w io.Writer) error {
 	l, err := loadConfig(o.workspace, nil, false, false)
 	if err != nil {
 		return err
+	}
+	if o.agent != "" {
+		if _, err := agents.Lookup(o.agent); err != nil {
+			return usageError{"--agent: " + err.Error()}
+		}
+		l.ApplyAgent(o.agent)
 	}
 	if o.json {
 		out := struct {

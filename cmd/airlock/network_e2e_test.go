@@ -102,6 +102,7 @@ func startUpstream() (*upstream, error) {
 		io.WriteString(w, "data: two\n\n")
 	})
 	mux.HandleFunc("/ws", wsEcho)
+	mux.Handle("/pypi/", pypiIndex()) // see runtimes_e2e_test.go
 	mux.HandleFunc("/bytes/", func(w http.ResponseWriter, r *http.Request) {
 		n, _ := strconv.ParseInt(strings.TrimPrefix(r.URL.Path, "/bytes/"), 10, 64)
 		w.Header().Set("Content-Length", strconv.FormatInt(n, 10))

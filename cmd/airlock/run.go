@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -30,7 +31,6 @@ type runOptions struct {
 	quiet     bool
 	watch     bool
 	scratch   []string
-	hide      []string
 	noConfig  bool
 	ask       bool
 	noIDMap   bool
@@ -133,7 +133,7 @@ func addRunFlags(f *pflag.FlagSet, o *runOptions) {
 	f.BoolVar(&o.noConfig, "no-config-files", false, "read no config file: defaults and these flags only")
 	f.BoolVar(&o.watch, "watch-files", false, "record every file created, written or deleted in the workspace and writable mounts in the audit log (airlock audit ID)")
 	f.StringArrayVar(&o.scratch, "scratch", nil, "an empty writable directory at `PATH` inside that lives as long as the sandbox (repeatable)")
-	f.StringArrayVar(&o.hide, "hide", nil, "never show host `PATH` inside: an empty directory or file covers it (repeatable)")
+	f.Bool("no-hide", false, "do not hide the built-in patterns ("+strings.Join(config.DefaultHide, " ")+"); --hide and filesystem.hide still apply")
 	f.BoolVar(&o.noIDMap, "no-idmap", false, "as root: run the sandbox as host root, without its own id range and idmapped mounts (unsafe: root-owned files that are not hidden become readable; for where those are unavailable)")
 }
 

@@ -46,6 +46,12 @@ func flagLayer(fs *pflag.FlagSet) (*config.Layer, error) {
 			return nil, usageError{err.Error()}
 		}
 	}
+	// --no-hide drops the built-in hide patterns (the user's stay).
+	if f := fs.Lookup("no-hide"); f != nil && f.Changed && f.Value.String() == "true" {
+		if err := l.SetFlag("filesystem.hide_defaults", "--no-hide", []string{"false"}); err != nil {
+			return nil, usageError{err.Error()}
+		}
+	}
 	return l, nil
 }
 

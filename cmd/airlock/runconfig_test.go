@@ -46,7 +46,7 @@ func TestConfigFlagLayerTakesOnlySetFlags(t *testing.T) {
 func TestConfigRunFlagKeys(t *testing.T) {
 	c := newRunCmd()
 	notSettings := map[string]bool{"workspace": true, "tty": true, "detach": true, "name": true, "keep": true, "quiet": true, "help": true, "watch-files": true, "scratch": true, "ask": true, "no-config-files": true,
-		"hide":     true, // what another part of airlock hides (an MCP server's sandbox), one run at a time
+		"no-hide":  true, // filesystem.hide_defaults: false, as --ask is approvals.mode ask
 		"no-idmap": true, // an unsafe opt-out for one run, never from a file
 		"workdir":  true} // where one command starts
 	mapped := map[string]bool{}

@@ -69,12 +69,6 @@ func runSpec(l *config.Loaded, o *runOptions, args []string) (engine.Spec, error
 		}
 		s.Scratch = append(s.Scratch, filepath.Clean(p))
 	}
-	for _, p := range o.hide {
-		if !filepath.IsAbs(p) {
-			return s, usageError{fmt.Sprintf("--hide %q: use an absolute host path", p)}
-		}
-		s.Hide = append(s.Hide, filepath.Clean(p))
-	}
 	// The config dir is hidden inside whatever XDG says it is.
 	if l.Dir != "" {
 		s.Hide = append(s.Hide, l.Dir)

@@ -46,10 +46,10 @@ func TestATunnelHostCarriesTheUpstreamsOwnTLS(t *testing.T) {
 	eachMode(t, func(t *testing.T, mode string) {
 		e := newEnv(t)
 		// In the workspace: the sandbox's /tmp is its own.
-		if err := os.WriteFile(filepath.Join(e.ws, "upstream.pem"), caPEM, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(e.ws, "upstream.crt"), caPEM, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		const caFile = "upstream.pem"
+		const caFile = "upstream.crt"
 		name := "tunnel-" + mode
 		script := `
 		curl -sS -v --cacert ` + caFile + ` https://example.com/ 2>/tmp/err; grep -o "issuer: .*" /tmp/err

@@ -114,8 +114,9 @@ func same(p string, data []byte) bool {
 	return err == nil && bytes.Equal(got, data)
 }
 
-// removeStaleBundles removes dir's other bundles unused for staleBundle,
-// and temporary files a crash left as long ago.
+// removeStaleBundles removes dir's other bundles (and their Java trust
+// stores) unused for staleBundle, and temporary files a crash left as long
+// ago.
 func removeStaleBundles(dir, keep string) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -123,8 +124,9 @@ func removeStaleBundles(dir, keep string) {
 	}
 	for _, de := range ents {
 		n := de.Name()
-		ours := strings.HasPrefix(n, bundlePrefix) && strings.HasSuffix(n, bundleSuffix) || strings.HasPrefix(n, tmpPrefix+"bundle-")
-		if n == keep || !ours {
+		ours := strings.HasPrefix(n, bundlePrefix) && strings.HasSuffix(n, bundleSuffix) || strings.HasPrefix(n, tmpPrefix+"bundle-") ||
+			strings.HasPrefix(n, trustStorePrefix) && strings.HasSuffix(n, trustStoreSuffix) || strings.HasPrefix(n, tmpPrefix+"truststore-")
+		if n == keep || n == trustStoreOf(keep) || !ours {
 			continue
 		}
 		if fi, err := de.Info(); err == nil && time.Since(fi.ModTime()) > staleBundle {

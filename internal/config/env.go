@@ -83,6 +83,25 @@ func ValidEnvName(k string) bool {
 	return true
 }
 
+// AppendOptions returns extra with its value of k (a list of options, such
+// as JAVA_TOOL_OPTIONS) put after base's, so that merging extra over base
+// keeps the user's options and adds airlock's (which win where both set
+// the same one: the JVM takes the last). An extra whose value already
+// holds base's (an environment handed back) is left as it is.
+func AppendOptions(base, extra []string, k string) []string {
+	b, ok := LookupEnv(base, k)
+	if !ok || strings.TrimSpace(b) == "" {
+		return extra
+	}
+	out := append([]string(nil), extra...)
+	for i, e := range out {
+		if v, ok := strings.CutPrefix(e, k+"="); ok && !strings.Contains(v, b) {
+			out[i] = k + "=" + b + " " + v
+		}
+	}
+	return out
+}
+
 // MergeEnv returns base with extra's NAME=VALUE entries set over it. git's
 // environment config (GIT_CONFIG_COUNT, GIT_CONFIG_KEY_n, GIT_CONFIG_VALUE_n)
 // is a numbered list, not one variable per setting: when both sides hold

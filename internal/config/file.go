@@ -278,11 +278,30 @@ func (p *parser) mapping(section string, n *yaml.Node) error {
 			}
 			return p.errorf(k, key, "%s", msg)
 		}
-		if err := p.value(f, k, v); err != nil {
+		if f.key == "agents.*" && !validAgentName(k.Value) {
+			return p.errorf(k, key, "not an agent's name: use lower-case letters, digits and -, such as claude (or default: NAME)")
+		}
+		if err := p.value(f, key, k, v); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// validAgentName reports whether n looks like an agent's name in the
+// agents section: a lower-case letter, then up to 31 lower-case letters,
+// digits and -. (No regular expression: this package's init is every
+// airlock start's, the guest's too.)
+func validAgentName(n string) bool {
+	if n == "" || len(n) > 32 || n[0] < 'a' || n[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(n); i++ {
+		if c := n[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // scalar returns n's text if it is a scalar of one of tags.
@@ -298,15 +317,16 @@ func scalar(n *yaml.Node, tags ...string) (string, bool) {
 	return "", false
 }
 
-func (p *parser) value(f *field, k, v *yaml.Node) error {
-	key := f.key
+// value reads key's value v; f is key's schema entry (agents.*.hosts for
+// agents.claude.hosts).
+func (p *parser) value(f *field, key string, k, v *yaml.Node) error {
 	if isNull(v) {
 		return nil // "key:" with nothing sets nothing
 	}
 	if f.kind == kSection {
 		// "approvals: ask" is short for "approvals: {mode: ask}".
 		if m := lookup(key + ".mode"); key == "approvals" && v.Kind == yaml.ScalarNode {
-			return p.value(m, k, v)
+			return p.value(m, key+".mode", k, v)
 		}
 		if v.Kind != yaml.MappingNode {
 			return p.errorf(v, key, "%s (%s)", f.expected(), strings.Join(children(key), ", "))
@@ -435,7 +455,11 @@ func (p *parser) value(f *field, k, v *yaml.Node) error {
 					return p.errorf(n, key, "%v", err)
 				}
 			}
-			if err := checkItem(key, t); err != nil {
+			ck := key
+			if f.wild() && f.host {
+				ck = "network.allow_hosts" // an agent's hosts are allow rules
+			}
+			if err := checkItem(ck, t); err != nil {
 				return p.errorf(n, key, "%q: %v", t, err)
 			}
 			s.items = append(s.items, item{value: t, origin: p.origin(n)})

@@ -63,7 +63,7 @@ approvals:
   timeout: 90s
 mcp_servers:
   github: {command: [github-mcp]}
-agents: {claude: {}}
+agents: {default: claude, claude: {hosts: [extra.example.com]}}
 `
 
 func TestParseFullFile(t *testing.T) {
@@ -95,15 +95,15 @@ func TestParseFullFile(t *testing.T) {
 		Approvals: Approvals{Mode: ApprovalsAsk, Timeout: 90 * time.Second},
 	}
 	mcp, agents := s.MCPServers, s.Agents
-	s.MCPServers, s.Agents = nil, nil
+	s.MCPServers, s.Agents = nil, Agents{}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("Merge(Parse(full)) =\n%+v\nwant\n%+v", s, want)
 	}
 	if a, _ := Merge(Defaults(), mustParse(t, "approvals: ask\n")); a.Approvals.Mode != ApprovalsAsk {
 		t.Errorf("approvals: ask gives %+v, want mode ask", a.Approvals)
 	}
-	if mcp == nil || agents == nil {
-		t.Errorf("mcp_servers = %v, agents = %v; want them passed through", mcp, agents)
+	if mcp == nil || agents.Default != "claude" || agents.By["claude"] == nil || len(agents.By["claude"].Hosts) != 1 {
+		t.Errorf("mcp_servers = %v, agents = %+v; want them read", mcp, agents)
 	}
 	if got := or["limits.memory"][0].String(); got != "/etc/proj/config.yaml:10" {
 		t.Errorf("origin of limits.memory = %q, want /etc/proj/config.yaml:10", got)

@@ -160,6 +160,16 @@ project: ` + project + `
 #   usd: 5                   # priced per model: a built-in table, then these
 #   prices:                  # USD per million tokens, by model glob
 #     "my-model-*": {input: 1, output: 4, cache_read: 0.1, cache_write: 1.25}
+# agents:                    # per agent, for its runs (a flag still wins)
+#   default: claude          # the agent run when none is named
+#   claude:
+#     keys: [ANTHROPIC_API_KEY]   # which of its key variables it gets (default: all)
+#     hosts: [docs.example.com]   # allowed besides its provider's
+#     args: [--model, opus]       # before the arguments after --
+#     limits: {memory: 4g, timeout: 1h}
+#     budget: {usd: 5}
+#     backend: docker
+#     image: airlock/agents:latest
 `)
 }
 

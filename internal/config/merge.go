@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -25,7 +26,13 @@ func Defaults() *Layer {
 	l := NewLayer(SourceDefault, "")
 	o := Origin{Source: SourceDefault}
 	for _, f := range schema {
-		if f.def != nil {
+		if list, ok := f.def.([]string); ok {
+			st := &setting{origin: o}
+			for _, v := range list {
+				st.items = append(st.items, item{value: v, origin: o})
+			}
+			l.vals[f.key] = st
+		} else if f.def != nil {
 			l.vals[f.key] = &setting{v: f.def, origin: o}
 		}
 	}
@@ -126,38 +133,50 @@ func (l *Layer) SetFlag(key, flag string, values []string) error {
 // value replaces an earlier one's, except lists: allow and deny hosts,
 // endpoints, mounts and excludes accumulate across every layer (so a deny,
 // once anywhere, stays), and an env var or secret of the same NAME is
-// replaced by the later layer's. Workspace.Path is left for the caller.
+// replaced by the later layer's. The agents section merges the same way,
+// key by key under each agent's name. Workspace.Path is left for the caller.
 func Merge(layers ...*Layer) (Spec, Origins) {
 	eff := map[string]*setting{}
+	// Without the built-in hide patterns (--no-hide), the ones the user
+	// gave stay, even one equal to a built-in.
+	hideDefaults := true
+	for _, l := range layers {
+		if s, ok := l.lookup("filesystem.hide_defaults"); ok {
+			hideDefaults = s.v == true
+		}
+	}
 	for _, l := range layers {
 		if l == nil {
 			continue
 		}
-		for _, f := range schema {
-			s, ok := l.vals[f.key]
-			if !ok {
-				continue
-			}
-			switch f.kind {
-			case kPrices:
-				// A later layer's price for a glob replaces the earlier one's.
-				merged := map[string]Price{}
-				if cur := eff[f.key]; cur != nil {
-					maps.Copy(merged, cur.v.(map[string]Price))
+		for i := range schema {
+			f := &schema[i]
+			for _, key := range keysOf(f, l.vals) {
+				s := l.vals[key]
+				if key == "filesystem.hide" && l.Source == SourceDefault && !hideDefaults {
+					continue
 				}
-				maps.Copy(merged, s.v.(map[string]Price))
-				eff[f.key] = &setting{v: merged, origin: s.origin}
-			case kList, kPathList, kEnv, kSecrets, kCommands:
-				cur := eff[f.key]
-				if cur == nil {
-					cur = &setting{}
-					eff[f.key] = cur
+				switch f.kind {
+				case kPrices:
+					// A later layer's price for a glob replaces the earlier one's.
+					merged := map[string]Price{}
+					if cur := eff[key]; cur != nil {
+						maps.Copy(merged, cur.v.(map[string]Price))
+					}
+					maps.Copy(merged, s.v.(map[string]Price))
+					eff[key] = &setting{v: merged, origin: s.origin}
+				case kList, kPathList, kEnv, kSecrets, kCommands:
+					cur := eff[key]
+					if cur == nil {
+						cur = &setting{}
+						eff[key] = cur
+					}
+					for _, it := range s.items {
+						cur.items = addItem(cur.items, it)
+					}
+				default:
+					eff[key] = s
 				}
-				for _, it := range s.items {
-					cur.items = addItem(cur.items, it)
-				}
-			default:
-				eff[f.key] = s
 			}
 		}
 	}
@@ -165,60 +184,98 @@ func Merge(layers ...*Layer) (Spec, Origins) {
 	or := Origins{}
 	for i := range schema {
 		f := &schema[i]
-		st := eff[f.key]
-		if f.to == nil || st == nil {
-			continue
-		}
-		if f.kind == kList || f.kind == kPathList || f.kind == kEnv || f.kind == kSecrets || f.kind == kCommands {
-			if len(st.items) == 0 {
-				continue
+		for _, key := range keysOf(f, eff) {
+			if os := assign(f, f.dest(&sp, key), eff[key]); os != nil {
+				or[key] = os
 			}
-			var os []Origin
-			for _, it := range st.items {
-				switch dst := f.to(&sp).(type) {
-				case *[]string:
-					*dst = append(*dst, it.value)
-				case *[]secrets.Spec:
-					sp, err := secrets.ParseSpec(it.value)
-					if err != nil { // checked by the parser (CheckSecret)
-						continue
-					}
-					*dst = append(*dst, sp)
-				case *[]HostCommand:
-					var c HostCommand
-					if json.Unmarshal([]byte(it.value), &c) != nil { // written by the parser
-						continue
-					}
-					*dst = append(*dst, c)
-				}
-				os = append(os, it.origin)
-			}
-			or[f.key] = os
-			continue
 		}
-		switch dst := f.to(&sp).(type) {
-		case *string:
-			*dst = st.v.(string)
-		case *bool:
-			*dst = st.v.(bool)
-		case *int64:
-			*dst = st.v.(int64)
-		case *int:
-			*dst = int(st.v.(int64))
-		case *float64:
-			*dst = st.v.(float64)
-		case *time.Duration:
-			*dst = st.v.(time.Duration)
-		case *map[string]Price:
-			*dst = st.v.(map[string]Price)
-		case *any:
-			*dst = st.v
-		default:
-			panic("config: schema key " + f.key + " has no known destination type")
-		}
-		or[f.key] = []Origin{st.origin}
 	}
 	return sp, or
+}
+
+// keysOf are the keys of vals f stands for: f.key itself, or for one of
+// agents.* the same key under each agent's name, sorted.
+func keysOf[V any](f *field, vals map[string]V) []string {
+	if !f.wild() {
+		if _, ok := vals[f.key]; ok {
+			return []string{f.key}
+		}
+		return nil
+	}
+	var out []string
+	for k := range vals {
+		if generic(k) == f.key && k != f.key {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// dest is where key's value goes in sp (nil for sections and file-only keys).
+func (f *field) dest(sp *Spec, key string) any {
+	if f.toAgent != nil {
+		return f.toAgent(sp.Agents.agent(agentOf(key)))
+	}
+	if f.to == nil {
+		return nil
+	}
+	return f.to(sp)
+}
+
+// assign puts st's value in dst and returns its origins (nil when nothing
+// was set).
+func assign(f *field, dst any, st *setting) []Origin {
+	if dst == nil || st == nil {
+		return nil
+	}
+	if f.kind == kList || f.kind == kPathList || f.kind == kEnv || f.kind == kSecrets || f.kind == kCommands {
+		if len(st.items) == 0 {
+			return nil
+		}
+		var os []Origin
+		for _, it := range st.items {
+			switch dst := dst.(type) {
+			case *[]string:
+				*dst = append(*dst, it.value)
+			case *[]secrets.Spec:
+				sp, err := secrets.ParseSpec(it.value)
+				if err != nil { // checked by the parser (CheckSecret)
+					continue
+				}
+				*dst = append(*dst, sp)
+			case *[]HostCommand:
+				var c HostCommand
+				if json.Unmarshal([]byte(it.value), &c) != nil { // written by the parser
+					continue
+				}
+				*dst = append(*dst, c)
+			}
+			os = append(os, it.origin)
+		}
+		return os
+	}
+	switch dst := dst.(type) {
+	case *string:
+		*dst = st.v.(string)
+	case *bool:
+		*dst = st.v.(bool)
+	case *int64:
+		*dst = st.v.(int64)
+	case *int:
+		*dst = int(st.v.(int64))
+	case *float64:
+		*dst = st.v.(float64)
+	case *time.Duration:
+		*dst = st.v.(time.Duration)
+	case *map[string]Price:
+		*dst = st.v.(map[string]Price)
+	case *any:
+		*dst = st.v
+	default:
+		panic("config: schema key " + f.key + " has no known destination type")
+	}
+	return []Origin{st.origin}
 }
 
 // addItem appends it, dropping an equal entry (or, for keyed entries, the
@@ -234,4 +291,13 @@ func addItem(items []item, it item) []item {
 		}
 	}
 	return append(items, it)
+}
+
+// lookup is l's setting of key, if l is a layer and sets it.
+func (l *Layer) lookup(key string) (*setting, bool) {
+	if l == nil {
+		return nil, false
+	}
+	s, ok := l.vals[key]
+	return s, ok
 }

@@ -40,6 +40,8 @@ type field struct {
 	// *int64, *int, *float64, *time.Duration, *[]string, *[]secrets.Spec, *[]HostCommand,
 	// *map[string]Price or *any (nil for sections and file-only keys).
 	to func(*Spec) any
+	// toAgent is to for an agents.* key: where in that agent's settings.
+	toAgent func(*Agent) any
 	// always: config show writes the key even at its zero value (a bool
 	// whose default is true).
 	always bool
@@ -88,6 +90,9 @@ var schema = []field{
 	{key: "workspace.no_delete", kind: kBool, always: true, to: func(s *Spec) any { return &s.Workspace.NoDelete }, flag: "no-delete", usage: "forbid deleting or renaming files in the workspace (needs Landlock; a workspace inside /tmp or the home makes those no-delete too)", def: false},
 	{key: "workspace.auto_apply", kind: kBool, always: true, to: func(s *Spec) any { return &s.Workspace.AutoApply }, flag: "auto-apply", usage: "overlay and copy: apply the changes at exit without asking, except risky ones", def: false},
 	{key: "workspace.apply_risky", kind: kBool, always: true, to: func(s *Spec) any { return &s.Workspace.ApplyRisky }, flag: "apply-risky", usage: "with --auto-apply: apply risky changes too", def: false},
+	{key: "filesystem", kind: kSection},
+	{key: "filesystem.hide", kind: kList, help: "a list of gitignore-style patterns relative to the workspace (.env, *.pem, config/*.key, **/prod/) or absolute paths", to: func(s *Spec) any { return &s.Filesystem.Hide }, flag: "hide", usage: "never show what matches `PATTERN` inside: a gitignore-style glob relative to the workspace (.env, *.pem, secrets/, **/prod/*.key) or an absolute host path; masked on every backend, never copied, diffed or applied (repeatable; built in: " + strings.Join(DefaultHide, " ") + ", see --no-hide)", def: DefaultHide},
+	{key: "filesystem.hide_defaults", kind: kBool, always: true, to: func(s *Spec) any { return &s.Filesystem.HideDefaults }, def: true},
 	{key: "audit", kind: kSection},
 	{key: "audit.max_size", kind: kSize, help: "a size such as 100m", to: func(s *Spec) any { return &s.Audit.MaxBytes }},
 	{key: "audit.keep", kind: kInt, help: "a number of rotated files", to: func(s *Spec) any { return &s.Audit.Keep }},
@@ -107,8 +112,61 @@ var schema = []field{
 	{key: "budget.usd", kind: kFloat, help: "an amount of US dollars such as 2.50", to: func(s *Spec) any { return &s.Budget.USD }, flag: "budget-usd", usage: "refuse LLM API requests once the sandbox has spent `X` US dollars, priced per model (config budget.prices over a built-in table; default: no limit)"},
 	{key: "budget.prices", kind: kPrices, help: "a mapping MODEL_GLOB: {input, output, cache_read, cache_write} in USD per million tokens", to: func(s *Spec) any { return &s.Budget.Prices }},
 	{key: "mcp_servers", kind: kRaw, to: func(s *Spec) any { return &s.MCPServers }},
-	{key: "agents", kind: kRaw, to: func(s *Spec) any { return &s.Agents }},
+	{key: "agents", kind: kSection, help: "a mapping of default: NAME and, per agent, NAME: {keys, hosts, args, limits, budget, backend, image}"},
+	{key: "agents.default", kind: kString, help: "an agent's name, such as claude", to: func(s *Spec) any { return &s.Agents.Default }},
+	// agents.* are one agent's settings (agents.claude.hosts); * stands for
+	// the agent's name. They apply to that agent's runs (see Loaded.ApplyAgent).
+	{key: "agents.*", kind: kSection},
+	{key: "agents.*.keys", kind: kList, help: "a list of the agent's key variables, such as ANTHROPIC_API_KEY", toAgent: func(a *Agent) any { return &a.Keys }},
+	{key: "agents.*.hosts", kind: kList, host: true, help: "a list of hosts: example.com, *.example.com, host:port", toAgent: func(a *Agent) any { return &a.Hosts }},
+	{key: "agents.*.args", kind: kList, help: "a list of the agent's own arguments", toAgent: func(a *Agent) any { return &a.Args }},
+	{key: "agents.*.limits", kind: kSection},
+	{key: "agents.*.limits.memory", kind: kSize, help: "a size such as 512m or 4g", toAgent: func(a *Agent) any { return &a.Limits.MemoryBytes }},
+	{key: "agents.*.limits.cpus", kind: kFloat, help: "a number of CPUs such as 1.5", toAgent: func(a *Agent) any { return &a.Limits.CPUs }},
+	{key: "agents.*.limits.pids", kind: kInt, help: "a number of processes", toAgent: func(a *Agent) any { return &a.Limits.Pids }},
+	{key: "agents.*.limits.timeout", kind: kDuration, help: "a duration such as 90s or 30m", toAgent: func(a *Agent) any { return &a.Limits.Timeout }},
+	{key: "agents.*.budget", kind: kSection},
+	{key: "agents.*.budget.tokens", kind: kInt, help: "a number of tokens", toAgent: func(a *Agent) any { return &a.Budget.Tokens }},
+	{key: "agents.*.budget.usd", kind: kFloat, help: "an amount of US dollars such as 2.50", toAgent: func(a *Agent) any { return &a.Budget.USD }},
+	{key: "agents.*.backend", kind: kEnum, enum: []string{BackendNative, BackendDocker, BackendVM}, toAgent: func(a *Agent) any { return &a.Backend }},
+	{key: "agents.*.image", kind: kString, help: "a docker image name", toAgent: func(a *Agent) any { return &a.Image }},
 }
+
+// agentKeys maps each agents.* setting to the top-level key it stands in
+// for in that agent's runs.
+var agentKeys = map[string]string{
+	"limits.memory": "limits.memory", "limits.cpus": "limits.cpus", "limits.pids": "limits.pids", "limits.timeout": "limits.timeout",
+	"budget.tokens": "budget.tokens", "budget.usd": "budget.usd", "backend": "backend", "image": "image",
+}
+
+// generic is key with an agent's name replaced by * (agents.claude.hosts
+// is agents.*.hosts); other keys are themselves.
+func generic(key string) string {
+	rest, ok := strings.CutPrefix(key, "agents.")
+	if !ok {
+		return key
+	}
+	name, tail, _ := strings.Cut(rest, ".")
+	if name == "default" || name == "*" {
+		return key
+	}
+	if tail == "" {
+		return "agents.*"
+	}
+	return "agents.*." + tail
+}
+
+// agentOf is the agent a concrete agents.NAME... key is about, or "".
+func agentOf(key string) string {
+	if generic(key) == key {
+		return ""
+	}
+	name, _, _ := strings.Cut(strings.TrimPrefix(key, "agents."), ".")
+	return name
+}
+
+// wild reports whether f is one of agents.*.
+func (f *field) wild() bool { return strings.HasPrefix(f.key, "agents.*") }
 
 // RunFlag is a run flag that sets a config key: its name, one-letter
 // short form, help, default as shown, and the kind of value it takes.
@@ -156,7 +214,7 @@ var fields = sync.OnceValue(func() map[string]*field {
 })
 
 // lookup returns the schema entry for a dotted key, or nil.
-func lookup(key string) *field { return fields()[key] }
+func lookup(key string) *field { return fields()[generic(key)] }
 
 // expected says what a key takes, for errors.
 func (f *field) expected() string {
@@ -183,13 +241,14 @@ func orList(s []string) string {
 
 // children are the keys directly under section ("" for the top level).
 func children(section string) []string {
+	section = generic(section)
 	var out []string
 	for _, f := range schema {
 		parent, name := "", f.key
 		if i := strings.LastIndexByte(f.key, '.'); i >= 0 {
 			parent, name = f.key[:i], f.key[i+1:]
 		}
-		if parent == section {
+		if parent == section && name != "*" {
 			out = append(out, name)
 		}
 	}

@@ -33,7 +33,7 @@ func flagsOf(ss []secrets.Spec) []string {
 
 // Spec fields that no config key sets: where the run is, not how it is
 // configured.
-var notSettings = []string{"Workspace.Path"}
+var notSettings = []string{"Workspace.Path", "Agents.By"}
 
 // A setting is one schema entry: each names a distinct place in the Spec of
 // a type Merge and Show know, and every place in the Spec is one entry's
@@ -76,6 +76,23 @@ func TestConfigSchemaCoversTheSpec(t *testing.T) {
 		}
 	}
 	walk(reflect.ValueOf(&s).Elem(), "")
+
+	// One agent's settings (Spec.Agents.By[NAME]) are the agents.* entries.
+	var a Agent
+	for _, f := range schema {
+		if f.toAgent == nil {
+			continue
+		}
+		if !f.wild() || f.to != nil {
+			t.Errorf("%s: toAgent is for agents.* keys alone", f.key)
+		}
+		p := reflect.ValueOf(f.toAgent(&a))
+		if other, dup := at[p.Pointer()]; dup {
+			t.Errorf("%s and %s set the same field", f.key, other)
+		}
+		at[p.Pointer()] = f.key
+	}
+	walk(reflect.ValueOf(&a).Elem(), ".Agents.By[NAME]")
 }
 
 // Every run flag sets a distinct key.

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -15,17 +16,15 @@ import (
 type lit string
 
 // values is s in the config file's shape, keyed as the schema is: each
-// key the schema puts in a Spec, unless it is unset.
-func values(s Spec) map[string]any {
+// key the schema puts in a Spec, unless it is unset; the keys in order.
+func values(s Spec) (map[string]any, []string) {
 	m := map[string]any{}
-	for i := range schema {
-		f := &schema[i]
-		if f.to == nil {
-			continue
-		}
+	var order []string
+	for _, kf := range showKeys(s) {
+		key, f := kf.key, kf.f
 		var v any
 		set := f.always
-		switch p := f.to(&s).(type) {
+		switch p := f.dest(&s, key).(type) {
 		case *string:
 			v, set = *p, set || *p != ""
 		case *[]string:
@@ -59,36 +58,73 @@ func values(s Spec) map[string]any {
 			v, set = prices, set || len(*p) > 0
 		case *any:
 			v, set = *p, set || *p != nil
+		default:
+			continue // a section
 		}
 		if set {
-			m[f.key] = v
+			m[key] = v
+			order = append(order, key)
 		}
 	}
-	return m
+	return m, order
+}
+
+type keyField struct {
+	key string
+	f   *field
+}
+
+// showKeys are the keys config show writes, in the schema's order; the
+// agents.* keys once per agent of s, by name, each agent's together.
+func showKeys(s Spec) []keyField {
+	var names []string
+	for n := range s.Agents.By {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []keyField
+	done := false
+	for i := range schema {
+		f := &schema[i]
+		if !f.wild() {
+			out = append(out, keyField{f.key, f})
+			continue
+		}
+		if done {
+			continue
+		}
+		done = true
+		for _, n := range names {
+			for j := range schema {
+				if g := &schema[j]; g.wild() {
+					out = append(out, keyField{"agents." + n + strings.TrimPrefix(g.key, "agents.*"), g})
+				}
+			}
+		}
+	}
+	return out
 }
 
 // Show writes s in the config file's form (YAML); with origins, each value
 // is followed by a comment saying where it came from.
 func Show(w io.Writer, s Spec, origins Origins) error {
-	vals := values(s)
+	vals, order := values(s)
 	var b strings.Builder
-	section := ""
-	for _, f := range schema {
-		v, ok := vals[f.key]
-		if !ok {
-			continue
+	var open []string // the sections written above, outermost first
+	for _, key := range order {
+		v := vals[key]
+		parts := strings.Split(key, ".")
+		name, sections := parts[len(parts)-1], parts[:len(parts)-1]
+		same := 0
+		for same < len(open) && same < len(sections) && open[same] == sections[same] {
+			same++
 		}
-		parent, name, indent := "", f.key, ""
-		if i := strings.LastIndexByte(f.key, '.'); i >= 0 {
-			parent, name, indent = f.key[:i], f.key[i+1:], "  "
+		for i := same; i < len(sections); i++ {
+			b.WriteString(strings.Repeat("  ", i) + sections[i] + ":\n")
 		}
-		if parent != section {
-			if parent != "" {
-				b.WriteString(parent + ":\n")
-			}
-			section = parent
-		}
-		org := origins[f.key]
+		open = sections
+		indent := strings.Repeat("  ", len(sections))
+		org := origins[key]
 		comment := func(i int) string {
 			if origins == nil || i >= len(org) {
 				return ""

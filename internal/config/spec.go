@@ -42,12 +42,13 @@ type Spec struct {
 	Backend string `json:"backend,omitempty"` // BackendNative ("" too), BackendDocker or BackendVM
 	Image   string `json:"image,omitempty"`   // docker: the image (default DefaultImage)
 
-	Workspace Workspace `json:"workspace"`
-	Home      string    `json:"home,omitempty"` // host dir kept as the sandbox's home; "" = a private tmpfs
-	RO        []string  `json:"ro,omitempty"`   // extra paths shown read-only
-	RW        []string  `json:"rw,omitempty"`   // extra paths made writable
-	Limits    Limits    `json:"limits"`
-	Network   Network   `json:"network,omitempty"`
+	Workspace  Workspace  `json:"workspace"`
+	Filesystem Filesystem `json:"filesystem,omitzero"`
+	Home       string     `json:"home,omitempty"` // host dir kept as the sandbox's home; "" = a private tmpfs
+	RO         []string   `json:"ro,omitempty"`   // extra paths shown read-only
+	RW         []string   `json:"rw,omitempty"`   // extra paths made writable
+	Limits     Limits     `json:"limits"`
+	Network    Network    `json:"network,omitempty"`
 	// Ports are published ports (-p), in ParsePublished's forms: ways in
 	// from the host, checked by the engine's Validate.
 	Ports []string `json:"ports,omitempty"`
@@ -65,10 +66,61 @@ type Spec struct {
 	// counts it.
 	Budget Budget `json:"budget,omitzero"`
 
-	// Reserved sections: parsed from config files and passed through, not yet
-	// interpreted (decoded YAML: maps, lists, strings, numbers, bools).
+	// MCPServers is parsed from config files and passed through to the MCP
+	// proxy, which reads it (decoded YAML: maps, lists, strings, numbers, bools).
 	MCPServers any `json:"mcp_servers,omitempty"`
-	Agents     any `json:"agents,omitempty"`
+
+	// Agents are the agents section: settings per agent for airlock agent
+	// run, and which agent runs when none is named.
+	Agents Agents `json:"agents,omitzero"`
+}
+
+// Agents is the agents section of config.
+type Agents struct {
+	Default string            `json:"default,omitempty"` // the agent airlock agent run runs when none is named
+	By      map[string]*Agent `json:"by,omitempty"`      // by agent name (claude, codex...)
+}
+
+// Agent is one agent's settings: what its runs add to the config, or
+// replace in it (a flag on the command line still wins).
+type Agent struct {
+	// Keys are the profile's key variables given to the agent (each a
+	// placeholder inside, swapped toward its provider); the others stay on
+	// the host. Empty: all of them.
+	Keys  []string `json:"keys,omitempty"`
+	Hosts []string `json:"hosts,omitempty"` // added to network.allow_hosts for its runs
+	Args  []string `json:"args,omitempty"`  // the agent's own arguments, before those after --
+	// Limits, Budget, Backend and Image replace the top-level settings for
+	// its runs where set.
+	Limits  AgentLimits `json:"limits,omitzero"`
+	Budget  AgentBudget `json:"budget,omitzero"`
+	Backend string      `json:"backend,omitempty"`
+	Image   string      `json:"image,omitempty"`
+}
+
+// AgentLimits are the limits an agent's settings may set (see Limits).
+type AgentLimits struct {
+	MemoryBytes int64         `json:"memory_bytes,omitempty"`
+	CPUs        float64       `json:"cpus,omitempty"`
+	Pids        int64         `json:"pids,omitempty"`
+	Timeout     time.Duration `json:"timeout,omitempty"`
+}
+
+// AgentBudget is the budget an agent's settings may set (see Budget).
+type AgentBudget struct {
+	Tokens int64   `json:"tokens,omitempty"`
+	USD    float64 `json:"usd,omitempty"`
+}
+
+// agent is a's settings for name, made when first asked for.
+func (a *Agents) agent(name string) *Agent {
+	if a.By == nil {
+		a.By = map[string]*Agent{}
+	}
+	if a.By[name] == nil {
+		a.By[name] = &Agent{}
+	}
+	return a.By[name]
 }
 
 // Budget bounds LLM usage seen at the gateway; zero means no bound. Once a
@@ -90,6 +142,19 @@ type Price struct {
 }
 
 // Workspace is the directory the sandbox may change and how it is shown.
+// Filesystem is what the sandbox never sees of the host's files.
+type Filesystem struct {
+	// Hide are gitignore-style patterns relative to the workspace, or
+	// absolute host paths (DefaultHide are built in).
+	Hide []string `json:"hide,omitempty"`
+	// HideDefaults keeps DefaultHide in Hide (--no-hide drops them).
+	HideDefaults bool `json:"hide_defaults,omitempty"`
+}
+
+// DefaultHide is what every sandbox hides in its workspace unless told not
+// to (--no-hide): where a project's secrets usually sit.
+var DefaultHide = []string{".env", ".env.*", "*.pem", "*.key", "id_*"}
+
 type Workspace struct {
 	Path       string   `json:"path"`
 	Mode       string   `json:"mode,omitempty"` // WorkspaceBind ("" too), WorkspaceOverlay, WorkspaceCopy

@@ -56,7 +56,38 @@ const (
 	// BundleInside is the CA bundle (the system's plus airlock's CA) every
 	// sandbox with a gateway trusts; SSL_CERT_FILE and friends point at it.
 	BundleInside = "/run/airlock/ca-bundle.pem"
+	// TrustStoreInside is the same roots as a PKCS#12 trust store, for
+	// JVMs (JAVA_TOOL_OPTIONS names it).
+	TrustStoreInside = "/run/airlock/ca-truststore.p12"
 )
+
+// CAEnv is what makes each common runtime trust the bundle at bundle (the
+// system's roots plus airlock's CA) without losing the system's roots: the
+// variable each one reads, since many carry roots of their own and ignore
+// the system's. Go, OpenSSL and curl read SSL_CERT_FILE (and the system
+// paths, which the bundle covers too); Node NODE_EXTRA_CA_CERTS (which adds
+// to its roots, so npm's registry works with it alone); npm's own cafile
+// setting (which a project's .npmrc may set, and which replaces Node's
+// roots) is pointed at the bundle so such a file cannot break it; Python's
+// requests and pip, cargo, deno (whose own roots are Mozilla's) and the
+// AWS CLI (botocore carries certifi's) each their own; JVMs the trust
+// store (appended to the user's JAVA_TOOL_OPTIONS, see JavaOptions).
+func CAEnv(bundle, trustStore string) []string {
+	env := []string{
+		"SSL_CERT_FILE=" + bundle, "NODE_EXTRA_CA_CERTS=" + bundle, "NPM_CONFIG_CAFILE=" + bundle,
+		"REQUESTS_CA_BUNDLE=" + bundle, "PIP_CERT=" + bundle, "CURL_CA_BUNDLE=" + bundle, "GIT_SSL_CAINFO=" + bundle,
+		"CARGO_HTTP_CAINFO=" + bundle, "DENO_CERT=" + bundle, "AWS_CA_BUNDLE=" + bundle,
+	}
+	if trustStore != "" {
+		env = append(env, "JAVA_TOOL_OPTIONS="+JavaOptions(trustStore))
+	}
+	return env
+}
+
+// JavaOptions are the JVM options that make it trust the store at p.
+func JavaOptions(p string) string {
+	return "-Djavax.net.ssl.trustStore=" + p + " -Djavax.net.ssl.trustStoreType=PKCS12 -Djavax.net.ssl.trustStorePassword=" + ca.TrustStorePassword
+}
 
 // systemBundles are the usual trust-store files; the ones that exist on the
 // host are covered by a bundle that adds airlock's CA.
@@ -326,16 +357,18 @@ func Start(c Config) (_ *Egress, err error) {
 	if err != nil {
 		return nil, err
 	}
+	trustStore, err := ca.TrustStoreFile(bundlePath)
+	if err != nil {
+		return nil, err
+	}
 	e := &Egress{gw: gw, meter: meter, base: p.config, audit: c.Audit}
-	e.Files = []backend.FileMount{{Source: bundlePath, Target: BundleInside}}
+	e.Files = []backend.FileMount{{Source: bundlePath, Target: BundleInside}, {Source: trustStore, Target: TrustStoreInside}}
 	for _, b := range systemBundles {
 		if st, err := os.Stat(b); err == nil && st.Mode().IsRegular() {
 			e.Files = append(e.Files, backend.FileMount{Source: bundlePath, Target: b})
 		}
 	}
-	e.Env = append(c.Secrets.Env(),
-		"SSL_CERT_FILE="+BundleInside, "NODE_EXTRA_CA_CERTS="+BundleInside, "REQUESTS_CA_BUNDLE="+BundleInside,
-		"CURL_CA_BUNDLE="+BundleInside, "GIT_SSL_CAINFO="+BundleInside)
+	e.Env = append(c.Secrets.Env(), CAEnv(BundleInside, TrustStoreInside)...)
 	// git over HTTPS to a :git secret's hosts gets its placeholder from a
 	// credential helper in git's environment config (config.MergeEnv puts
 	// it after any the user passes).

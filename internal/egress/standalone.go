@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/airlock-dev/airlock/internal/audit"
+	"github.com/airlock-dev/airlock/internal/ca"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/gateway"
 )
@@ -128,12 +129,12 @@ func ServeGateway(ctx context.Context, o GatewayOptions) error {
 	if err != nil {
 		return err
 	}
-	bundle, err := p.authority.Bundle()
+	bundlePath, err := p.authority.BundleFile(o.Dir)
 	if err != nil {
 		return err
 	}
-	bundlePath := filepath.Join(o.Dir, "ca-bundle.pem")
-	if err := os.WriteFile(bundlePath, bundle, 0o644); err != nil {
+	trustStore, err := ca.TrustStoreFile(bundlePath)
+	if err != nil {
 		return err
 	}
 	ln, err := listenGateway(o.Listen)
@@ -152,8 +153,7 @@ func ServeGateway(ctx context.Context, o GatewayOptions) error {
 		auth := base64.StdEncoding.EncodeToString([]byte("airlock:" + p.token))
 		env = append(env, "AIRLOCK_PROXY_SOCKET="+ln.Addr().String(), "AIRLOCK_PROXY_AUTHORIZATION=Basic "+auth)
 	}
-	env = append(env, "SSL_CERT_FILE="+bundlePath, "NODE_EXTRA_CA_CERTS="+bundlePath, "REQUESTS_CA_BUNDLE="+bundlePath,
-		"CURL_CA_BUNDLE="+bundlePath, "GIT_SSL_CAINFO="+bundlePath, "AIRLOCK_GATEWAY_AUDIT="+auditPath)
+	env = append(append(env, CAEnv(bundlePath, trustStore)...), "AIRLOCK_GATEWAY_AUDIT="+auditPath)
 	fmt.Fprintln(o.Out, strings.Join(env, "\n"))
 
 	select {

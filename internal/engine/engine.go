@@ -490,7 +490,7 @@ func (s *Sandbox) startEgress(_ context.Context, cu *cleanup.Stack) (err error) 
 	}
 	s.bspec.Files = append(s.bspec.Files, s.eg.Files...)
 	s.bspec.Relay, s.bspec.Net = s.eg.Relay, s.eg.Net
-	s.env = config.MergeEnv(s.env, s.eg.Env)
+	s.env = config.MergeEnv(s.env, config.AppendOptions(s.env, s.eg.Env, "JAVA_TOOL_OPTIONS"))
 	if len(handlers) > 0 {
 		s.env = toolsInside(s.guestExe, s.bspec, s.env)
 		s.env = config.MergeEnv(s.env, []string{"AIRLOCK_WORKSPACE=" + s.bspec.Workspace})
@@ -641,6 +641,9 @@ func (s *Sandbox) backendSpec() (*backend.Spec, error) {
 	if cfg, err := os.UserConfigDir(); err == nil {
 		b.Hide = append(b.Hide, filepath.Join(cfg, "airlock"))
 	}
+	if err := s.hideByPattern(b); err != nil {
+		return nil, err
+	}
 	// A GitHub App's private key mints tokens for every repository the App
 	// can reach: wherever it is, the sandbox never sees it; in the workspace
 	// (which the sandbox can copy or move) it is refused.
@@ -661,6 +664,50 @@ func (s *Sandbox) backendSpec() (*backend.Spec, error) {
 		}
 	}
 	return b, nil
+}
+
+// hideByPattern adds to b.Hide what filesystem.hide matches now: absolute
+// paths and globs on the host, and the workspace's matching files and
+// directories (see workspace.FindHidden), at their paths inside. What
+// matches later is the workspace session's to leave alone (Config.Hide).
+func (s *Sandbox) hideByPattern(b *backend.Spec) error {
+	c := &s.spec.Config
+	rel, abs, err := hidePlan(c)
+	if err != nil {
+		return fmt.Errorf("filesystem.hide: %w", err)
+	}
+	for _, p := range abs {
+		if !strings.ContainsAny(p, "*?[") {
+			b.Hide = append(b.Hide, p)
+			continue
+		}
+		m, _ := filepath.Glob(p) // checked by hidePlan
+		if len(m) > workspace.MaxHidden {
+			return fmt.Errorf("filesystem.hide: %q matches more than %d paths: hide the directories that hold them instead", p, workspace.MaxHidden)
+		}
+		b.Hide = append(b.Hide, m...)
+	}
+	h, err := workspace.NewHider(rel)
+	if err != nil {
+		return fmt.Errorf("filesystem.hide: %w", err)
+	}
+	cache := ""
+	if b.StateRoot != "" && len(rel) > 0 {
+		sum := sha256.Sum256([]byte(c.Workspace.Path))
+		cache = filepath.Join(b.StateRoot, "cache", "hide-"+hex.EncodeToString(sum[:8]))
+	}
+	found, err := workspace.FindHidden(c.Workspace.Path, h, cache)
+	if err != nil {
+		return err
+	}
+	for _, p := range found {
+		if b.WorkspaceSource != "" && backend.Within(p, c.Workspace.Path) {
+			p = filepath.Join(b.Workspace, p[len(c.Workspace.Path):])
+		}
+		b.Hide = append(b.Hide, p)
+	}
+	trace.Mark("engine: hidden paths found")
+	return nil
 }
 
 // makeScratch makes the scratch dirs under the sandbox's state dir.
@@ -688,6 +735,11 @@ func (s *Sandbox) workspaceConfig(mode string) (workspace.Config, error) {
 	cfg := workspace.Config{
 		Mode: workspace.Mode(mode), Root: w.Path, Exclude: w.Exclude, ProtectGit: w.ProtectGit && mode == config.WorkspaceBind,
 	}
+	hide, _, err := hidePlan(&s.spec.Config)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Hide = hide
 	// What the sandbox never sees is neither hashed, copied nor applied.
 	for _, p := range backend.Hidden(s.bspec, os.Getenv) {
 		if p != cfg.Root && strings.HasPrefix(p, cfg.Root+"/") {

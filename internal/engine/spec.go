@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 	"net/netip"
+	"path/filepath"
+	"strings"
 
 	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/config"
@@ -66,6 +68,9 @@ func (s *Spec) Validate(where func(key string) string) error {
 	if _, err := workspace.NewExcluder(w.Exclude); err != nil {
 		return &SettingError{Key: "workspace.exclude", Msg: err.Error()}
 	}
+	if _, _, err := hidePlan(c); err != nil {
+		return &SettingError{Key: "filesystem.hide", Where: where("filesystem.hide"), Msg: " " + err.Error()}
+	}
 	if _, err := s.Published(); err != nil {
 		return bad("ports", " %v", err)
 	}
@@ -101,4 +106,40 @@ func (s *Spec) Published() ([]config.Published, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// hidePlan splits the hide patterns into patterns relative to the
+// workspace (an absolute one inside it becomes anchored at its root) and
+// absolute host paths or globs outside it, checking both. (The workspace
+// itself or what holds it is left to backend.Hidden, which never masks
+// the workspace.)
+func hidePlan(c *config.Spec) (rel, abs []string, err error) {
+	ws := c.Workspace.Path
+	for _, p := range c.Filesystem.Hide {
+		q := strings.TrimSpace(p)
+		if !filepath.IsAbs(q) {
+			rel = append(rel, q)
+			continue
+		}
+		q = filepath.Clean(q)
+		switch {
+		case ws != "" && q != ws && backend.Within(q, ws):
+			r := "/" + filepath.ToSlash(q[len(ws)+1:])
+			if strings.HasSuffix(p, "/") {
+				r += "/"
+			}
+			rel = append(rel, r)
+			continue
+		case strings.Contains(q, "**"):
+			return nil, nil, fmt.Errorf("%q: ** works in patterns inside the workspace; outside it use *, ? and [...]", p)
+		}
+		if _, err := filepath.Match(q, ""); err != nil {
+			return nil, nil, fmt.Errorf("%q: bad glob (use *, ? and [...])", p)
+		}
+		abs = append(abs, q)
+	}
+	if _, err := workspace.NewHider(rel); err != nil {
+		return nil, nil, err
+	}
+	return rel, abs, nil
 }

@@ -52,6 +52,8 @@ var rules = []rule{
 		"ghapp mints GitHub App tokens on the host and imports nothing of ours but the regfile leaf: the secrets package stays a leaf that never makes a request, and egress wires the two"},
 	{[]string{"internal/cleanup", "internal/watch"}, []string{"internal/", "sandbox", "cmd/"},
 		"the engine's rooms of its own are leaves: the cleanup stack knows no step, the file watcher only directories, so each is tested alone"},
+	{[]string{"internal/suggest"}, []string{"internal/", "sandbox", "cmd/", "!internal/audit", "!internal/policy", "!internal/config", "!internal/secrets", "!internal/regfile"},
+		"suggest turns audit records into config as data: it reads the records, checks rules with policy and config, and does no I/O of its own, so it is table-tested and fuzzed"},
 	{[]string{"internal/asker"}, []string{"internal/engine", "internal/egress", "internal/backend", "internal/workspace", "internal/supervisor", "sandbox", "cmd/"},
 		"the approvals asker meets the gateway through its Gate and the audit stream through a function: it knows no engine, egress, backend or workspace, so its decisions are tested without a sandbox"},
 	{[]string{"internal/publish"}, []string{"internal/", "sandbox", "cmd/", "!internal/audit", "!internal/config"},
@@ -130,6 +132,7 @@ func TestRulesCatchWhatTheyForbid(t *testing.T) {
 		{"internal/agentrun", "github.com/spf13/cobra"},
 		{"internal/supervisor", "github.com/spf13/pflag"},
 		{"internal/publish", "internal/netstack"},
+		{"internal/suggest", "internal/state"},
 	}
 	for _, c := range cases {
 		caught := false

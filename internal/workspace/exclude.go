@@ -19,6 +19,7 @@ type Excluder struct {
 	anchored []string
 	literal  map[string]bool
 	filter   func(rel string) bool // a fixed rule, for airlock's own scans
+	hide     *Hider                // what the sandbox never sees
 }
 
 // NewExcluder checks and compiles patterns.
@@ -51,6 +52,9 @@ func (x *Excluder) Match(rel string) bool {
 		return false
 	}
 	if x.filter != nil && x.filter(rel) {
+		return true
+	}
+	if x.hide.Covers(rel) {
 		return true
 	}
 	for p := rel; p != ""; p = parent(p) {

@@ -43,7 +43,10 @@ type Config struct {
 	Exclude []string `json:"exclude,omitempty"`
 	// Skip are absolute paths inside Root left out of manifests, copies and
 	// applies (airlock's state dir, credentials the sandbox never sees).
-	Skip       []string `json:"skip,omitempty"`
+	Skip []string `json:"skip,omitempty"`
+	// Hide are patterns (see Hider) of what the sandbox never sees: never
+	// copied in, shown in a diff nor applied, whenever it was made.
+	Hide       []string `json:"hide,omitempty"`
 	ProtectGit bool     `json:"protect_git,omitempty"`
 	CacheFile  string   `json:"cache_file,omitempty"` // where hashes are remembered between runs
 }
@@ -216,6 +219,11 @@ func (s *Session) excluder() (*Excluder, error) {
 	ex, err := NewExcluder(s.m.Exclude)
 	if err != nil {
 		return nil, err
+	}
+	if len(s.m.Hide) > 0 {
+		if ex.hide, err = NewHider(s.m.Hide); err != nil {
+			return nil, err
+		}
 	}
 	for _, p := range s.m.Skip {
 		if rel, ok := relTo(s.m.Root, p); ok && rel != "" {
