@@ -65,6 +65,15 @@ func curlUntil(t *testing.T, url, want string, limit time.Duration) string {
 	}
 }
 
+// serveLimit is how long a server inside may take to answer: a VM under
+// TCG boots in seconds, more on a loaded machine.
+func serveLimit() time.Duration {
+	if testBackend() == "vm" {
+		return 2 * time.Minute
+	}
+	return 30 * time.Second
+}
+
 // inbound are the inbound records of sandbox name's audit log.
 func inbound(t *testing.T, e *env, name string) []audit.Record {
 	t.Helper()
@@ -126,7 +135,7 @@ func TestPublishedPortReachesAPythonServerFromTheHostsCurl(t *testing.T) {
 			"--", "python3", "-m", "http.server", "8000")
 		done := startRun(t, e.cmd(args...), nil)
 		url := fmt.Sprintf("http://127.0.0.1:%d/index.html", hp)
-		if body := curlUntil(t, url, "hello from the sandbox", 30*time.Second); body != "hello from the sandbox\n" {
+		if body := curlUntil(t, url, "hello from the sandbox", serveLimit()); body != "hello from the sandbox\n" {
 			t.Errorf("body %q", body)
 		}
 		if r := e.run("port", "web"); r.code != 0 || r.stdout != fmt.Sprintf("8000/tcp -> 127.0.0.1:%d\n", hp) {
@@ -193,7 +202,7 @@ func TestPublishedPortReachesANodeServerListeningOnLoopbackOnly(t *testing.T) {
 			if r := e.run(args...); r.code != 0 {
 				t.Fatalf("run -d: %v", r)
 			}
-			if body := curlUntil(t, fmt.Sprintf("http://127.0.0.1:%d/hi", hp), "node says", 30*time.Second); body != "node says /hi" {
+			if body := curlUntil(t, fmt.Sprintf("http://127.0.0.1:%d/hi", hp), "node says", serveLimit()); body != "node says /hi" {
 				t.Errorf("body %q", body)
 			}
 		})
@@ -213,7 +222,7 @@ func TestDetachedSandboxServesItsPortsUntilItEnds(t *testing.T) {
 	if r.code != 0 || !strings.HasPrefix(host, "127.0.0.1:") || strings.HasSuffix(host, ":0") {
 		t.Fatalf("airlock port bg 8000: %v", r)
 	}
-	curlUntil(t, "http://"+host+"/index.html", "detached", 30*time.Second)
+	curlUntil(t, "http://"+host+"/index.html", "detached", serveLimit())
 	// The command that started it has long returned: the supervisor serves.
 	for i := 0; i < 3; i++ {
 		if body, err := curl("http://" + host + "/index.html"); err != nil || body != "detached\n" {
@@ -271,7 +280,7 @@ func TestAPublishedPortLetsNothingOut(t *testing.T) {
 		if r := e.run(args...); r.code != 0 {
 			t.Fatalf("run -d: %v", r)
 		}
-		body := curlUntil(t, fmt.Sprintf("http://127.0.0.1:%d/", hp), "tries", 60*time.Second)
+		body := curlUntil(t, fmt.Sprintf("http://127.0.0.1:%d/", hp), "tries", serveLimit())
 		var got struct {
 			Peer  string            `json:"peer"`
 			Tries map[string]string `json:"tries"`
@@ -354,7 +363,7 @@ func TestPublishedPortOnEveryAddressWarns(t *testing.T) {
 	os.WriteFile(filepath.Join(e.ws, "index.html"), []byte("everywhere\n"), 0o644)
 	var stderr lockedBuffer
 	startRun(t, e.cmd(append(append([]string{"run", "--name", "all"}, serveFlags("", fmt.Sprintf("0.0.0.0:%d:8000", hp))...), "--", "python3", "-m", "http.server", "8000")...), &stderr)
-	curlUntil(t, fmt.Sprintf("http://127.0.0.1:%d/index.html", hp), "everywhere", 30*time.Second)
+	curlUntil(t, fmt.Sprintf("http://127.0.0.1:%d/index.html", hp), "everywhere", serveLimit())
 	want := fmt.Sprintf("airlock: warning: -p 0.0.0.0:%d:8000: the sandbox's port 8000 is open to whoever can reach 0.0.0.0, not to this host alone", hp)
 	if !strings.Contains(stderr.String(), want) {
 		t.Errorf("stderr lacks the warning %q:\n%s", want, stderr.String())
@@ -440,7 +449,7 @@ func TestConfigPortsPublishAsTheFlagDoes(t *testing.T) {
 	if r := e.run("run", "-d", "-q", "--name", "cfg", "--", "python3", "-m", "http.server", "8000"); r.code != 0 {
 		t.Fatalf("run -d: %v", r)
 	}
-	curlUntil(t, fmt.Sprintf("http://127.0.0.1:%d/index.html", hp), "from config", 30*time.Second)
+	curlUntil(t, fmt.Sprintf("http://127.0.0.1:%d/index.html", hp), "from config", serveLimit())
 }
 
 // TestAHeadlessChromiumLoadsAPageThroughAPublishedPort: the page's own
@@ -471,7 +480,7 @@ func TestAHeadlessChromiumLoadsAPageThroughAPublishedPort(t *testing.T) {
 		t.Fatalf("run -d: %v", r)
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d/", hp)
-	curlUntil(t, url+"index.html", "sandboxed app", 30*time.Second)
+	curlUntil(t, url+"index.html", "sandboxed app", serveLimit())
 	script, _ := filepath.Abs(filepath.Join("testdata", "published-page.mjs"))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
