@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/agentrun"
 	"github.com/airlock-dev/airlock/internal/agents"
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/secrets"
 	"github.com/airlock-dev/airlock/internal/term"
 )
 
@@ -89,6 +91,7 @@ airlock get ID what it spent (--keep=false to drop it; airlock rm ID).`,
 		Example: `  ANTHROPIC_API_KEY=... airlock agent run claude -- -p "add a test for parse()"
   OPENAI_API_KEY=... airlock agent run codex -- exec "fix the build"
   airlock agent run gemini --workspace-mode overlay     # review before apply
+  airlock agent run claude --branch fix-login -- -p "fix the login"   # its own worktree and branch
   airlock agent run claude --ask                        # unknown hosts wait for you
   airlock agent run claude --resume last -- -p "now the docs"
   airlock agent run -- -p "fix the lint"               # the agent config's agents.default names`,
@@ -116,17 +119,14 @@ airlock get ID what it spent (--keep=false to drop it; airlock rm ID).`,
 	return c
 }
 
-func agentRun(ao *agentRunOptions) error {
+func agentRun(ao *agentRunOptions) (err error) {
 	o := ao.Run
+	defer o.dropOnError(&err)
 	var p *agents.Profile
 	if ao.Name != "" {
-		var err error
 		if p, err = agents.Lookup(ao.Name); err != nil {
 			return usageError{err.Error()}
 		}
-	}
-	if o.detach {
-		return usageError{"airlock agent run does not detach yet (its keys are handed over in memory): run it in the foreground, e.g. in tmux"}
 	}
 	cfg, err := ao.Config()
 	if err != nil {
@@ -175,10 +175,24 @@ func agentRun(ao *agentRunOptions) error {
 			fmt.Fprintf(ao.IO.ErrOut, "airlock: note: the repository's own %s settings apply inside (%s); they cannot widen what the sandbox allows\n", p.Display, strings.Join(present, ", "))
 		}
 	}
+	if o.detach {
+		// Its keys go to the background supervisor in memory; a login's
+		// token is kept fresh by this process, which does not stay.
+		if err := secrets.WriteHandover(io.Discard, pr.Secrets); err != nil {
+			var names []string
+			for _, k := range p.Keys {
+				names = append(names, k.Env)
+			}
+			return usageError{fmt.Sprintf("airlock agent run -d needs %s's API key on the host (%s): the login it would use is kept fresh by a foreground run only; set the key, or run without -d (in tmux, say)", p.Display, strings.Join(names, " or "))}
+		}
+	}
 	started := time.Now()
 	code, err := launch(spec, o, pr.Env, pr.Secrets)
 	if err != nil {
 		return err
+	}
+	if o.detach { // its keys went to the background supervisor, in memory
+		return nil
 	}
 	agentrun.RecordSession(p, pr.Project, sc.Workspace.Path, pr.Home, started, code, ao.IO.ErrOut, o.quiet)
 	return exitError{code}

@@ -8,9 +8,9 @@ import (
 
 // subcommands are airlock's commands, in the order help lists them.
 var subcommands = []subcommand{
-	{"run", newRunCmd}, {"exec", newExecCmd}, {"ls", func() *cobra.Command { return newLsCmd(nil) }}, {"get", func() *cobra.Command { return newGetCmd(nil) }}, {"logs", func() *cobra.Command { return newLogsCmd(nil) }},
+	{"run", newRunCmd}, {"exec", newExecCmd}, {"attach", newAttachCmd}, {"ls", func() *cobra.Command { return newLsCmd(nil) }}, {"get", func() *cobra.Command { return newGetCmd(nil) }}, {"logs", func() *cobra.Command { return newLogsCmd(nil) }},
 	{"port", func() *cobra.Command { return newPortCmd(nil) }},
-	{"kill", func() *cobra.Command { return newKillCmd(nil) }}, {"rm", newRmCmd}, {"prune", newPruneCmd}, {"diff", func() *cobra.Command { return newDiffCmd(nil) }}, {"apply", newApplyCmd},
+	{"kill", func() *cobra.Command { return newKillCmd(nil) }}, {"rm", newRmCmd}, {"undo", func() *cobra.Command { return newUndoCmd(nil) }}, {"prune", newPruneCmd}, {"diff", func() *cobra.Command { return newDiffCmd(nil) }}, {"apply", newApplyCmd},
 	{"discard", func() *cobra.Command { return newDiscardCmd(nil) }}, {"audit", newAuditCmd}, {"ca", newCACmd}, {"doctor", newDoctorCmd},
 	{"gateway", newGatewayCmd}, {"images", newImagesCmd}, {"rpc", newRPCCmd}, {"config", newConfigCmd},
 	{"trust", newTrustCmd}, {"policy", newPolicyCmd}, {"approvals", newApprovalsCmd}, {"agent", newAgentCmd},

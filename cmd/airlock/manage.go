@@ -29,13 +29,16 @@ import (
 type lsOptions struct {
 	IO      *ioStreams
 	Running bool // only running sandboxes
+	All     bool // also runs that ended and left only an undo record
 	JSON    bool
+	// Undo reads the undo store (airlock undo).
+	Undo func() (workspace.UndoStore, error)
 	// List reads every sandbox from the state dir.
 	List func() ([]state.Entry, error)
 }
 
 func newLsCmd(runF func(*lsOptions) error) *cobra.Command {
-	o := &lsOptions{IO: systemIO(), List: func() ([]state.Entry, error) {
+	o := &lsOptions{IO: systemIO(), Undo: undoStore, List: func() ([]state.Entry, error) {
 		store, err := openStore()
 		if err != nil {
 			return nil, err
@@ -57,6 +60,7 @@ func newLsCmd(runF func(*lsOptions) error) *cobra.Command {
 	}
 	c.Flags().BoolVar(&o.Running, "running", false, "only running sandboxes")
 	c.Flags().BoolVar(&o.JSON, "json", false, "print JSON")
+	c.Flags().BoolVarP(&o.All, "all", "a", false, "also list ended runs that can be undone (airlock undo ID)")
 	return c
 }
 
@@ -71,16 +75,41 @@ func lsRun(o *lsOptions) error {
 			shown = append(shown, e)
 		}
 	}
+	// Which runs can be undone: the undo store's records, by ID.
+	undo := map[string]string{}
+	var ended []workspace.UndoSummary
+	if o.Undo != nil {
+		if store, err := o.Undo(); err == nil {
+			runs, _ := store.Runs()
+			listed := map[string]bool{}
+			for _, e := range entries {
+				listed[e.Record.ID] = true
+			}
+			for _, r := range runs {
+				undo[r.ID] = r.Undoable()
+				if o.All && !o.Running && !listed[r.ID] {
+					ended = append(ended, r)
+				}
+			}
+		}
+	}
 	if o.JSON {
-		return writeJSON(o.IO.Out, listing(shown))
+		l := listing(shown)
+		for i := range l {
+			l[i].Undo = undo[l[i].ID]
+		}
+		return writeJSON(o.IO.Out, l)
 	}
 	// Buffered: the tabwriter writes every cell on its own.
 	out := bufio.NewWriterSize(o.IO.Out, 64<<10)
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tNAME\tSTATUS\tCREATED\tFROM\tCOMMAND\tWORKSPACE")
+	fmt.Fprintln(w, "ID\tNAME\tSTATUS\tCREATED\tFROM\tCOMMAND\tBRANCH\tUNDO\tWORKSPACE")
 	for _, e := range shown {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Record.ID, dash(e.Record.Name), statusText(e.Status),
-			ago(e.Record.CreatedAt), origin(e.Record), dash(shorten(strings.Join(e.Record.Command, " "), 40)), e.Record.Workspace)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Record.ID, dash(e.Record.Name), statusText(e.Status),
+			ago(e.Record.CreatedAt), origin(e.Record), dash(shorten(strings.Join(e.Record.Command, " "), 40)), dash(e.Record.Branch), dash(undo[e.Record.ID]), e.Record.Workspace)
+	}
+	for _, r := range ended {
+		fmt.Fprintf(w, "%s\t-\tended\t%s\t-\t-\t-\t%s\t%s\n", r.ID, ago(r.Ended), undo[r.ID], r.Root)
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -105,6 +134,9 @@ type entryJSON struct {
 	state.Record
 	Status state.Status `json:"status"`
 	Dir    string       `json:"state_dir"`
+	// Undo is whether airlock undo can put the run's changes back (ls
+	// only): yes, partly, no, undone; absent when it left no record.
+	Undo string `json:"undo,omitempty"`
 	// LLM is what the gateway counted of the sandbox's LLM API use (get
 	// only; absent when there was none).
 	LLM *llmusage.Totals `json:"llm,omitempty"`
@@ -400,7 +432,9 @@ func newRmCmd() *cobra.Command {
 		Short:   "Remove stopped sandboxes from the state dir",
 		Long: `Remove stopped sandboxes from the state dir. A sandbox whose overlay or
 copy workspace still holds changes nobody applied or discarded is kept, with
-a message: review them (airlock diff, apply, discard) or pass -f to drop them.`,
+a message: review them (airlock diff, apply, discard) or pass -f to drop them.
+A --branch sandbox's worktree goes with it (its branch and commits stay),
+unless it holds uncommitted changes: commit them on the branch, or -f.`,
 		Args: func(c *cobra.Command, args []string) error {
 			if stopped != (len(args) == 0) {
 				return usageError{"name sandboxes to remove, or pass --stopped"}
@@ -424,6 +458,9 @@ a message: review them (airlock diff, apply, discard) or pass -f to drop them.`,
 				if n, ok := pendingChanges(e); ok && !force {
 					return fmt.Errorf("its workspace changes (%s) were neither applied nor discarded: airlock diff %s, then airlock apply or discard %s; or rm -f to drop them", n, e.Record.ID, e.Record.ID)
 				}
+				if err := removeWorktree(e, force); err != nil {
+					return err
+				}
 				return remove(e)
 			})
 		},
@@ -431,6 +468,23 @@ a message: review them (airlock diff, apply, discard) or pass -f to drop them.`,
 	c.Flags().BoolVar(&stopped, "stopped", false, "remove every sandbox that is not running")
 	c.Flags().BoolVarP(&force, "force", "f", false, "kill running sandboxes first, and drop workspace changes nobody applied")
 	return c
+}
+
+// removeWorktree removes a --branch sandbox's worktree (its branch and
+// commits stay), refusing while it holds uncommitted changes unless force.
+// Only a worktree in the state dir's worktrees is airlock's to remove.
+func removeWorktree(e state.Entry, force bool) error {
+	if e.Record.Branch == "" {
+		return nil
+	}
+	root, err := state.Root()
+	if err != nil {
+		return err
+	}
+	if dir := filepath.Join(root, worktreesDir); filepath.Dir(e.Record.Workspace) != dir {
+		return nil
+	}
+	return workspace.RemoveBranchWorktree(e.Record.Workspace, force)
 }
 
 // remove deletes a stopped sandbox and whatever a crashed supervisor left.
@@ -477,7 +531,8 @@ func newPruneCmd() *cobra.Command {
 		Short: "Remove every stopped or crashed sandbox and what it left behind",
 		Long: `Remove every stopped or crashed sandbox and what it left behind, except
 those whose overlay or copy workspace holds changes nobody applied or
-discarded: those are named, and kept.`,
+discarded, and --branch sandboxes whose worktree holds uncommitted changes:
+those are named, and kept.`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			targets, err := pick(nil, true, func(e state.Entry) bool { return e.Status.State != state.Running })
@@ -489,6 +544,10 @@ discarded: those are named, and kept.`,
 				usesDocker = usesDocker || e.Record.Backend == config.BackendDocker
 				if k, ok := pendingChanges(e); ok {
 					fmt.Fprintf(c.ErrOrStderr(), "airlock: kept %s: its workspace changes (%s) wait for airlock apply or discard\n", e.Record.ID, k)
+					continue
+				}
+				if err := removeWorktree(e, false); err != nil {
+					fmt.Fprintf(c.ErrOrStderr(), "airlock: kept %s: %v\n", e.Record.ID, err)
 					continue
 				}
 				if err := remove(e); err != nil {

@@ -35,6 +35,10 @@ type runOptions struct {
 	ask       bool
 	noIDMap   bool
 	workdir   string
+	branch    string
+	// dropBranch removes the --branch worktree made for a run that then
+	// did not start (nothing half-made).
+	dropBranch func()
 }
 
 const (
@@ -101,9 +105,13 @@ Limits default to ` + strconv.Itoa(config.DefaultPids) + ` processes and half of
   airlock run --name fetch --allow-host example.com -- curl https://example.com; airlock audit fetch
   airlock run --secret ANTHROPIC_API_KEY@api.anthropic.com -- claude
   airlock run --workspace-mode overlay -- claude      # review, then apply
+  airlock run --branch fix-login -- ./agent.sh        # in a git worktree on fix-login; commits land there
+  airlock undo                                        # bind runs that can be put back; airlock undo ID
   airlock run -d --ask --allow-host api.anthropic.com -- claude   # unknown hosts wait: airlock approvals / airlock ui
   airlock run --workspace-mode copy --exclude node_modules --auto-apply -- ./agent
   airlock run -d --name dev          # idle background sandbox; then: airlock exec dev -- CMD
+  airlock run -t -d --name sh -- bash   # a terminal in the background: airlock attach sh (Ctrl-P Ctrl-Q leaves it)
+  airlock run --ask -- npm install   # a host no rule covers is asked about here: a key answers
   airlock run -p 8000:8000 --allow-host pypi.org -- python3 -m http.server 8000   # then: curl http://127.0.0.1:8000/`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 && !o.detach {
@@ -129,6 +137,7 @@ func addRunFlags(f *pflag.FlagSet, o *runOptions) {
 	f.StringVar(&o.name, "name", "", "name the sandbox, for exec, logs, kill, audit (a named sandbox is kept after it ends, until airlock rm)")
 	f.BoolVar(&o.keep, "keep", false, "keep the sandbox's record and audit log after it ends (airlock audit ID, airlock get ID; airlock rm ID when done)")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "do not print airlock's warnings")
+	f.StringVar(&o.branch, "branch", "", "run in a git worktree of the workspace's repository on `BRANCH` (made from HEAD if new), kept under the state dir: commits land on BRANCH; airlock rm removes the worktree")
 	f.BoolVar(&o.ask, "ask", false, "a connection to a host no rule covers waits for your decision (airlock approvals, airlock ui, or this terminal) instead of failing")
 	f.BoolVar(&o.noConfig, "no-config-files", false, "read no config file: defaults and these flags only")
 	f.BoolVar(&o.watch, "watch-files", false, "record every file created, written or deleted in the workspace and writable mounts in the audit log (airlock audit ID)")
@@ -161,7 +170,8 @@ func addSettingFlags(f *pflag.FlagSet) {
 	}
 }
 
-func run(c *cobra.Command, o *runOptions, args []string) error {
+func run(c *cobra.Command, o *runOptions, args []string) (err error) {
+	defer o.dropOnError(&err)
 	// The config files, then the flags the user set, make one config.Spec.
 	trace.Mark("cli parsed")
 	cfg, err := runConfig(c, o)
@@ -237,11 +247,7 @@ func launch(spec engine.Spec, o *runOptions, env []string, secs []*secrets.Secre
 	}
 	trace.Mark("env made")
 	if o.detach {
-		if len(secs) > 0 {
-			h.Remove()
-			return 0, errors.New("secrets given by value cannot go to a detached sandbox")
-		}
-		if err := supervisor.Detach(h, spec, "", superviseCmd); err != nil {
+		if err := supervisor.Detach(h, spec, "", superviseCmd, secs); err != nil {
 			return 0, err
 		}
 		if ports, _ := spec.Published(); !spec.Quiet { // the supervisor's own warnings go to its log

@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/state"
+	"github.com/airlock-dev/airlock/internal/workspace"
 )
 
 // runFlagKeys are the run flags that are config keys: set on the command
@@ -62,7 +65,68 @@ func runConfig(c *cobra.Command, o *runOptions) (*config.Loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	return loadConfig(o.workspace, flags, o.quiet, o.noConfig)
+	if o.branch == "" {
+		return loadConfig(o.workspace, flags, o.quiet, o.noConfig)
+	}
+	ws, err := branchWorkspace(o)
+	if err != nil {
+		return nil, err
+	}
+	l, err := loadConfig(ws, flags, o.quiet, o.noConfig)
+	if err == nil {
+		w := l.Spec.Workspace
+		switch {
+		case w.Mode != "" && w.Mode != config.WorkspaceBind:
+			err = fmt.Errorf("--branch %s: the worktree is the sandbox's own, shown in bind mode: leave --workspace-mode %s out", o.branch, w.Mode)
+		case !w.ProtectGit:
+			err = fmt.Errorf("--branch %s: commits in a worktree need --protect-git's guard (what a commit writes writable, the rest of the repository not): leave --protect-git=false out", o.branch)
+		}
+	}
+	if err != nil {
+		o.dropOnError(&err)
+		return nil, err
+	}
+	return l, nil
+}
+
+// branchWorkspace makes --branch's worktree of the repository holding the
+// workspace (--workspace, else the current directory) under the state dir
+// and returns it: the run's workspace. The run's record is kept, for ls
+// to show the branch and rm to remove the worktree.
+func branchWorkspace(o *runOptions) (string, error) {
+	dir, err := resolveWorkspace(o.workspace)
+	if err != nil {
+		return "", err
+	}
+	root, err := state.Root()
+	if err != nil {
+		return "", err
+	}
+	wt, err := workspace.AddBranchWorktree(dir, filepath.Join(root, worktreesDir), o.branch)
+	if err != nil {
+		return "", err
+	}
+	if _, _, err := workspace.WorktreeGuard(wt.Path); err != nil {
+		wt.Drop()
+		return "", fmt.Errorf("--branch %s: %v", o.branch, err)
+	}
+	o.dropBranch, o.keep = wt.Drop, true
+	return wt.Path, nil
+}
+
+// worktreesDir holds --branch's worktrees in the state dir.
+const worktreesDir = "worktrees"
+
+// dropOnError removes a --branch worktree made for a run that failed
+// before it started.
+func (o *runOptions) dropOnError(err *error) {
+	if *err != nil && o.dropBranch != nil {
+		var ee exitError
+		if !errors.As(*err, &ee) {
+			o.dropBranch()
+			o.dropBranch = nil
+		}
+	}
 }
 
 // loadConfig resolves the workspace (wsFlag, else the current directory) and

@@ -48,7 +48,8 @@ func TestConfigRunFlagKeys(t *testing.T) {
 	notSettings := map[string]bool{"workspace": true, "tty": true, "detach": true, "name": true, "keep": true, "quiet": true, "help": true, "watch-files": true, "scratch": true, "ask": true, "no-config-files": true,
 		"no-hide":  true, // filesystem.hide_defaults: false, as --ask is approvals.mode ask
 		"no-idmap": true, // an unsafe opt-out for one run, never from a file
-		"workdir":  true} // where one command starts
+		"workdir":  true, // where one command starts
+		"branch":   true} // one run's worktree, never from a file
 	mapped := map[string]bool{}
 	l := config.NewLayer(config.SourceFlag, "")
 	for _, fk := range runFlagKeys {

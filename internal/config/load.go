@@ -153,6 +153,7 @@ project: ` + project + `
 #   no_delete: false
 #   auto_apply: false
 #   apply_risky: false
+#   undo_size: 1g            # bind: what runs overwrote and deleted, kept for airlock undo
 # audit:
 #   max_size: 100m
 #   keep: 3

@@ -66,6 +66,9 @@ type Spec struct {
 	// counts it.
 	Budget Budget `json:"budget,omitzero"`
 
+	// Terminal: the keys airlock itself reads from a -t command's terminal.
+	Terminal Terminal `json:"terminal,omitzero"`
+
 	// MCPServers is parsed from config files and passed through to the MCP
 	// proxy, which reads it (decoded YAML: maps, lists, strings, numbers, bools).
 	MCPServers any `json:"mcp_servers,omitempty"`
@@ -123,6 +126,13 @@ func (a *Agents) agent(name string) *Agent {
 	return a.By[name]
 }
 
+// Terminal are the key sequences (term.ParseKeys) airlock reads on a -t
+// command's terminal instead of passing them on.
+type Terminal struct {
+	DetachKeys string `json:"detach_keys,omitempty"` // leave airlock attach (default ctrl-p,ctrl-q)
+	AskKeys    string `json:"ask_keys,omitempty"`    // open the approval prompt (default ctrl-p,ctrl-a)
+}
+
 // Budget bounds LLM usage seen at the gateway; zero means no bound. Once a
 // bound is spent, further LLM requests are refused.
 type Budget struct {
@@ -163,6 +173,9 @@ type Workspace struct {
 	NoDelete   bool     `json:"no_delete,omitempty"`
 	AutoApply  bool     `json:"auto_apply,omitempty"`
 	ApplyRisky bool     `json:"apply_risky,omitempty"`
+	// UndoBytes bounds the store of what bind runs overwrote and deleted
+	// (airlock undo); 0 is the default, 1 GiB.
+	UndoBytes int64 `json:"undo_size,omitempty"`
 }
 
 // Limits bound the sandbox's resources; zero means the default (memory:

@@ -67,6 +67,9 @@ type Spec struct {
 	// (airlock get, audit, rm); without it one with nothing left to review
 	// leaves nothing behind.
 	Keep bool `json:"keep,omitempty"`
+	// Branch is --branch's: the workspace is airlock's git worktree of
+	// it (recorded for ls, and for rm to remove the worktree).
+	Branch string `json:"branch,omitempty"`
 
 	// Inside is where the workspace appears in the sandbox; "" is its host
 	// path (Config.Workspace.Path).
@@ -101,6 +104,9 @@ type Options struct {
 	Hooks gateway.Hooks
 	// OnStop is called when `airlock kill` asks the sandbox to stop.
 	OnStop func(why string)
+	// Console, if set, is the main command's terminal as airlock attach
+	// reaches it (a detached -t sandbox's).
+	Console control.Console
 	// NobodyToAsk says no surface can answer approvals (a headless run
 	// with a prepared decisions file): what it does not cover is denied.
 	NobodyToAsk bool
@@ -729,6 +735,9 @@ const workspaceDirName = "workspace"
 // WorkspaceDir is where a sandbox's workspace session lives in its state dir.
 func WorkspaceDir(sandboxDir string) string { return filepath.Join(sandboxDir, workspaceDirName) }
 
+// UndoDir is the undo store under a state root (workspace.UndoStore).
+func UndoDir(stateRoot string) string { return filepath.Join(stateRoot, "undo") }
+
 // workspaceConfig is the workspace session's config for mode.
 func (s *Sandbox) workspaceConfig(mode string) (workspace.Config, error) {
 	w := s.spec.Config.Workspace
@@ -751,6 +760,10 @@ func (s *Sandbox) workspaceConfig(mode string) (workspace.Config, error) {
 		cfg.CacheFile = filepath.Join(root, "cache", "hashes-"+hex.EncodeToString(sum[:8]))
 		if mode != config.WorkspaceBind && strings.HasPrefix(root+"/", cfg.Root+"/") {
 			return cfg, fmt.Errorf("the state dir %s lies inside the workspace, which %s mode cannot layer over: set AIRLOCK_STATE_DIR to a directory outside it", root, mode)
+		}
+		if mode == config.WorkspaceBind {
+			// What the run overwrites and deletes is kept for airlock undo.
+			cfg.UndoDir, cfg.UndoMaxBytes, cfg.UndoID = UndoDir(root), w.UndoBytes, s.h.ID()
 		}
 	}
 	return cfg, nil
@@ -787,7 +800,7 @@ func (s *Sandbox) registration(cgroups []string) (state.Record, error) {
 	return state.Record{
 		ID: s.h.ID(), Name: s.h.Name(), CreatedAt: time.Now().UTC(), PID: os.Getpid(), Backend: c.BackendName(),
 		Workspace: c.Workspace.Path, Command: s.spec.Command, Detached: s.spec.Detached, Config: config,
-		Cgroups: cgroups, Origin: s.spec.Origin, Ports: s.recordedPorts(),
+		Cgroups: cgroups, Origin: s.spec.Origin, Branch: s.spec.Branch, Ports: s.recordedPorts(),
 	}, nil
 }
 
@@ -1170,6 +1183,8 @@ func (s *Sandbox) writable() []string {
 func (s *Sandbox) Approvals() control.Approvals { return s.ask.Control() }
 
 func (t *controlTarget) Approvals() control.Approvals { return (*Sandbox)(t).Approvals() }
+
+func (t *controlTarget) Console() control.Console { return t.o.Console }
 
 // closeAudit records the sandbox's end and closes the audit stream.
 func (s *Sandbox) closeAudit() {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/term"
 	"github.com/airlock-dev/airlock/internal/workspace"
 )
 
@@ -75,6 +76,14 @@ func (s *Spec) Validate(where func(key string) string) error {
 		return bad("ports", " %v", err)
 	}
 	c.Workspace.Mode = string(mode)
+	for key, keys := range map[string]string{"terminal.detach_keys": c.Terminal.DetachKeys, "terminal.ask_keys": c.Terminal.AskKeys} {
+		if keys == "" {
+			continue
+		}
+		if _, err := term.ParseKeys(keys); err != nil {
+			return &SettingError{Key: key, Where: where(key), Msg: ": " + err.Error()}
+		}
+	}
 	if c.Approvals.Decisions != "" && !c.Approvals.Ask() {
 		return bad("approvals.decisions", " goes with --ask (approvals: ask)")
 	}

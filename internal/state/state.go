@@ -38,6 +38,7 @@ type Record struct {
 	PID       int             `json:"pid"` // supervisor pid
 	Backend   string          `json:"backend"`
 	Workspace string          `json:"workspace"`
+	Branch    string          `json:"branch,omitempty"` // --branch: the workspace is airlock's worktree of it
 	Command   []string        `json:"command"`
 	Detached  bool            `json:"detached"`
 	Origin    string          `json:"origin,omitempty"`  // cli, rpc or api: what made it

@@ -65,6 +65,9 @@ func (sv *supervisor) reviewWorkspace(ws *workspace.Session, id string, removed 
 	for _, d := range rep.Defused {
 		fmt.Fprintf(out, "%s--protect-git defused %s (%s): %s\n", prefix, workspace.Quote(d.Path), d.Why, d.Action)
 	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(out, "%swarning: %s\n", prefix, n)
+	}
 	cs := rep.Changes
 	if ws.Mode() == workspace.Bind {
 		const shown = 10 // a flood would hide the first, most telling lines

@@ -113,6 +113,14 @@ func GitGuard(cfg Config) (ro, pin []string) {
 		// otherwise write it (inside the workspace; outside, the host is
 		// read-only inside or not shown at all).
 		g.ro = append(g.ro, dotgit)
+		// A linked worktree: what a commit writes in the repository's
+		// git dir is writable, its config, hooks and other branches not
+		// (see worktree.go).
+		if ro, rw, err := WorktreeGuard(cfg.Root); err == nil && len(rw) > 0 {
+			g.ro = append(g.ro, ro...)
+			g.pin = append(g.pin, rw...)
+			return g.ro, g.pin
+		}
 		if gd, err := readGitdirFile(dotgit); err == nil {
 			if real, err := filepath.EvalSymlinks(gd); err == nil && real != cfg.Root && strings.HasPrefix(real, cfg.Root+"/") {
 				if st, err := os.Lstat(real); err == nil && st.IsDir() {

@@ -27,6 +27,36 @@ func (bindMode) prepare(s *Session, scan scanFunc, _ Progress, _ uint32) error {
 	// reaches it; compare catches that by ctime, which nothing inside can
 	// set back. (A file deleted before the scan reaches it is missed.)
 	s.base = newBaseScan(walkOf(scan), 0, true, s.keepBase, s.loadBase)
+	if s.m.ProtectGit {
+		if err := s.snapshotWorktree(); err != nil {
+			return err
+		}
+	}
+	if s.m.UndoDir != "" && s.m.UndoID != "" {
+		max := s.m.UndoMaxBytes
+		if max <= 0 {
+			max = DefaultUndoBytes
+		}
+		k := newKeeper(UndoStore{Dir: s.m.UndoDir, MaxBytes: max}, s.m.Root)
+		s.keeper = k
+		b := s.base
+		go func() {
+			select {
+			case <-b.done:
+			case <-k.stop:
+				close(k.done)
+				return
+			}
+			b.mu.Lock()
+			m, part, err := b.base, b.partial, b.err
+			b.mu.Unlock()
+			if part != nil || err != nil || m == nil {
+				close(k.done) // cut short: the sandbox has stopped already
+				return
+			}
+			k.run(m)
+		}()
+	}
 	return nil
 }
 
@@ -81,6 +111,10 @@ func (bindMode) stop(s *Session, r *Report) error {
 			return err
 		}
 		r.Restored, r.Defused = restored, defused
+		r.Defused = append(r.Defused, s.reviewWorktree()...)
+	}
+	if s.keeper != nil {
+		s.keeper.once.Do(func() { close(s.keeper.stop) })
 	}
 	s.base.stop()
 	return nil

@@ -49,6 +49,11 @@ type Config struct {
 	Hide       []string `json:"hide,omitempty"`
 	ProtectGit bool     `json:"protect_git,omitempty"`
 	CacheFile  string   `json:"cache_file,omitempty"` // where hashes are remembered between runs
+	// Undo (bind mode): the store keeping what the run overwrote and
+	// deleted (see undo.go), its bound, and the run's ID there.
+	UndoDir      string `json:"undo_dir,omitempty"`
+	UndoMaxBytes int64  `json:"undo_max_bytes,omitempty"`
+	UndoID       string `json:"undo_id,omitempty"`
 }
 
 // Status of a session's changes.
@@ -79,6 +84,9 @@ type Session struct {
 	mu sync.Mutex // held while the session's directory moves (Move)
 
 	finished []Change // bind: the change set FinishUnsaved found
+
+	keeper    *keeper // bind with an undo store: the old content's copy
+	undoReady bool    // Ready has waited for it
 }
 
 // Files in a session directory.
@@ -161,6 +169,16 @@ func Prepare(dir string, cfg Config, progress Progress) (*Session, error) {
 // Ready waits for what Prepare left running beside the sandbox's start (the
 // --protect-git snapshot). Call it before the sandbox runs anything.
 func (s *Session) Ready() error {
+	if s.keeper != nil && !s.undoReady {
+		// The old content is copied before the sandbox may change it,
+		// for as long as undoWait; the rest goes on beside it.
+		s.undoReady = true
+		s.base.start()
+		select {
+		case <-s.keeper.done:
+		case <-time.After(undoWait):
+		}
+	}
 	if s.gitDone == nil {
 		return nil
 	}
@@ -308,6 +326,7 @@ type Report struct {
 	Changes  []Change  `json:"changes"`
 	Restored []Change  `json:"restored,omitempty"` // --protect-git: changes undone, with why they were risky
 	Defused  []Defused `json:"defused,omitempty"`  // --protect-git: git files the run made or changed, made harmless
+	Notes    []string  `json:"notes,omitempty"`    // for the user: undo's warnings
 }
 
 // Finish runs after the sandbox has exited: in bind mode it restores
@@ -339,6 +358,7 @@ func (s *Session) finish(save bool) (*Report, error) {
 		return nil, err
 	}
 	s.impl.reviewed(s, r, cs)
+	r.Notes = append(r.Notes, s.recordUndo(cs)...)
 	r.Changes = cs
 	s.m.Counts = Count(cs)
 	s.m.Status = StatusDone
