@@ -112,7 +112,8 @@ Limits default to ` + strconv.Itoa(config.DefaultPids) + ` processes and half of
   airlock run --workspace-mode copy --exclude node_modules --auto-apply -- ./agent
   airlock run -d --name dev          # idle background sandbox; then: airlock exec dev -- CMD
   airlock run -t -d --name sh -- bash   # a terminal in the background: airlock attach sh (Ctrl-P Ctrl-Q leaves it)
-  airlock run --ask -- npm install   # a host no rule covers is asked about here: a key answers`,
+  airlock run --ask -- npm install   # a host no rule covers is asked about here: a key answers
+  airlock run -p 8000:8000 --allow-host pypi.org -- python3 -m http.server 8000   # then: curl http://127.0.0.1:8000/`,
 		Args: func(c *cobra.Command, args []string) error {
 			if o.specFD >= 0 {
 				return nil // checked by runChild
@@ -259,6 +260,11 @@ func launch(spec engine.Spec, o *runOptions, env []string, secs []*secrets.Secre
 	if o.detach {
 		if err := supervisor.Detach(h, spec, "", superviseCmd, secs); err != nil {
 			return 0, err
+		}
+		if ports, _ := spec.Published(); !spec.Quiet { // the supervisor's own warnings go to its log
+			for _, w := range engine.PublishWarnings(ports) {
+				fmt.Fprintf(os.Stderr, "airlock: warning: %s\n", w)
+			}
 		}
 		fmt.Println(h.ID())
 		return 0, nil

@@ -8,6 +8,7 @@ package backend
 
 import (
 	"context"
+	"net"
 	"os"
 
 	"github.com/airlock-dev/airlock/internal/backend/guestclient"
@@ -31,6 +32,10 @@ type Caps struct {
 	// UsesRunDir: Start makes Spec.RunDir (a socket for its guest), inside
 	// the sandbox's state dir, before register: that dir must exist first.
 	UsesRunDir bool
+	// NoDial says why the guest cannot hand over connections it makes
+	// inside (Dialer), so a published port needs the network link; "" when
+	// it can.
+	NoDial string
 }
 
 // Backend starts sandboxes of one kind.
@@ -58,6 +63,13 @@ type Pending interface {
 	Start(ctx context.Context, spec *Spec, register func(cgroups []string) error, first *Command) (Instance, error)
 	// Close abandons a sandbox that was never started (or failed to start).
 	Close() error
+}
+
+// Dialer is an Instance whose guest can connect to a port on the
+// sandbox's own loopback and hand the connection to the host: a published
+// port's way in where the sandbox has no network link (the proxy door).
+type Dialer interface {
+	Dial(ctx context.Context, port uint16) (net.Conn, error)
 }
 
 // Killer is an Instance that can end every process of its sandbox at once,

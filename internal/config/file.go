@@ -771,6 +771,10 @@ func checkItem(key, t string) error {
 	case "network.endpoints":
 		_, err := policy.New(policy.Config{Endpoints: []string{t}})
 		return stripPolicy(err)
+	case "ports":
+		if _, err := ParsePublished(t); err != nil {
+			return errors.New(strings.TrimPrefix(err.Error(), strconv.Quote(t)+": "))
+		}
 	case "network.add_hosts":
 		name, ip, ok := strings.Cut(t, ":")
 		if !ok || name == "" {

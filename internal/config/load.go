@@ -133,6 +133,7 @@ project: ` + project + `
 #   add_hosts: ["db.internal:10.0.0.5"]
 #   upstream_ca: corp-ca.pem  # relative to this file
 #   dns_upstream: 1.1.1.1:53
+# ports: ["8000:8000", 3000]  # published: [HOST_IP:]HOST_PORT:SANDBOX_PORT, 127.0.0.1 unless named
 # secrets:
 #   - name: GITHUB_TOKEN
 #     from: command          # env, file, command or github_app

@@ -68,6 +68,9 @@ type Spec struct {
 	RW         []string   `json:"rw,omitempty"`   // extra paths made writable
 	Limits     Limits     `json:"limits"`
 	Network    Network    `json:"network,omitempty"`
+	// Ports are published ports (-p), in ParsePublished's forms: ways in
+	// from the host, checked by the engine's Validate.
+	Ports []string `json:"ports,omitempty"`
 	// Env are --env entries: NAME takes the host's value, NAME=VALUE sets one.
 	Env   []string `json:"env,omitempty"`
 	Audit Audit    `json:"audit,omitempty"`

@@ -33,6 +33,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/gateway"
 	"github.com/airlock-dev/airlock/internal/llmusage"
 	"github.com/airlock-dev/airlock/internal/proto"
+	"github.com/airlock-dev/airlock/internal/publish"
 	"github.com/airlock-dev/airlock/internal/secrets"
 	"github.com/airlock-dev/airlock/internal/state"
 	"github.com/airlock-dev/airlock/internal/trace"
@@ -146,8 +147,9 @@ type Sandbox struct {
 	wsCfg    workspace.Config
 	ws       *workspace.Session
 	eg       *egress.Egress
-	ask      *asker.Asker // its remembered decisions, and its queue if something may ask
-	mcp      mcpServers   // the sandbox's MCP servers, policed; nil without
+	pub      *publish.Server // published ports; nil without
+	ask      *asker.Asker    // its remembered decisions, and its queue if something may ask
+	mcp      mcpServers      // the sandbox's MCP servers, policed; nil without
 	guestExe string
 	log      *audit.Log
 	redact   atomic.Pointer[secrets.Set]
@@ -265,6 +267,7 @@ func (s *Sandbox) steps() []startStep {
 		{"open record", s.openRecord},
 		{"prepare workspace", s.prepareWorkspace},
 		{"start egress", s.startEgress},
+		{"publish ports", s.publishPorts},
 		{"start backend", s.startBackend},
 		{"attach link", s.attachLink},
 	}
@@ -294,6 +297,9 @@ func (s *Sandbox) checkSpec(context.Context, *cleanup.Stack) (err error) {
 		if s.mode, err = networkMode(spec.Config.Network.Mode, s.caps); err != nil {
 			return err
 		}
+	}
+	if err := s.checkPorts(); err != nil {
+		return err
 	}
 	s.wsMode = spec.Config.WorkspaceMode()
 	if s.wsMode == config.WorkspaceOverlay && s.caps.NoOverlay != "" {
@@ -551,6 +557,7 @@ func (s *Sandbox) running() {
 		s.warn(w)
 	}
 	go control.Serve(s.ctl, (*controlTarget)(s), s.o.OnStop)
+	s.servePorts()
 	started := audit.Lifecycle(audit.OpStart, s.be.Name(), "")
 	started.Duration = audit.Millis(time.Since(s.started))
 	started.Extra = map[string]string{"network": s.mode, "workspace": s.wsMode}
@@ -774,7 +781,7 @@ func (s *Sandbox) registration(cgroups []string) (state.Record, error) {
 	return state.Record{
 		ID: s.h.ID(), Name: s.h.Name(), CreatedAt: time.Now().UTC(), PID: os.Getpid(), Backend: c.BackendName(),
 		Workspace: c.Workspace.Path, Command: s.spec.Command, Detached: s.spec.Detached, Config: config,
-		Cgroups: cgroups, Origin: s.spec.Origin, Branch: s.spec.Branch,
+		Cgroups: cgroups, Origin: s.spec.Origin, Branch: s.spec.Branch, Ports: s.recordedPorts(),
 	}, nil
 }
 
@@ -1123,6 +1130,7 @@ func (s *Sandbox) closeInstance() {
 // approval queue, whose waiting requests then end, and last the gateway,
 // whose in-flight requests wait on them.
 func (s *Sandbox) closeServicesOnce() {
+	s.pub.Close() // first: its connections' records go to the audit stream the rest may close
 	if s.mcp != nil {
 		s.mcp.Close()
 	}

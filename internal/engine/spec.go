@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"strings"
 
@@ -86,6 +87,9 @@ func (s *Spec) Validate(where func(key string) string) error {
 	if _, _, err := hidePlan(c); err != nil {
 		return &SettingError{Key: "filesystem.hide", Where: where("filesystem.hide"), Msg: " " + err.Error()}
 	}
+	if _, err := s.Published(); err != nil {
+		return bad("ports", " %v", err)
+	}
 	c.Workspace.Mode = string(mode)
 	for key, keys := range map[string]string{"terminal.detach_keys": c.Terminal.DetachKeys, "terminal.ask_keys": c.Terminal.AskKeys} {
 		if keys == "" {
@@ -99,6 +103,33 @@ func (s *Spec) Validate(where func(key string) string) error {
 		return bad("approvals.decisions", " goes with --ask (approvals: ask)")
 	}
 	return nil
+}
+
+// Published are the spec's published ports, parsed: the same entry given
+// twice (a file and a flag) counts once, and two for one host address are
+// refused.
+func (s *Spec) Published() ([]config.Published, error) {
+	var out []config.Published
+	seen := map[string]bool{}
+	taken := map[netip.AddrPort]string{}
+	for _, e := range s.Config.Ports {
+		p, err := config.ParsePublished(e)
+		if err != nil {
+			return nil, err
+		}
+		if seen[p.String()] {
+			continue
+		}
+		seen[p.String()] = true
+		if p.Host.Port() != 0 {
+			if prev, ok := taken[p.Host]; ok {
+				return nil, fmt.Errorf("%q and %q both publish on %s: give each its own HOST_PORT", prev, e, p.Host)
+			}
+			taken[p.Host] = e
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // hidePlan splits the hide patterns into patterns relative to the

@@ -149,7 +149,11 @@ func run(conn *proto.Conn) int {
 	r := startReaper() // its spawner thread starts beside the set-up
 	m, mounts, err := recvInit(conn)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "airlock guest: expected init message:", err)
+		// The host closing before its plan is a start it abandoned (a
+		// prepared sandbox whose spec was then refused): it has said why.
+		if !errors.Is(err, io.EOF) {
+			fmt.Fprintln(os.Stderr, "airlock guest: expected init message:", err)
+		}
 		return 1
 	}
 	trace.Mark("plan received")
@@ -468,6 +472,10 @@ func (g *guest) handle(m *proto.Msg, files []*os.File) {
 			return
 		}
 		go g.exec(m.ID, m.Exec, files)
+		return
+	case proto.OpDial:
+		proto.CloseFiles(files)
+		go g.dial(m.ID, m.Port)
 		return
 	case proto.OpStdin, proto.OpStdinClose, proto.OpSignal, proto.OpResize:
 		proto.CloseFiles(files)

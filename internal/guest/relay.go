@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -158,4 +159,41 @@ func joinBack(c net.Conn, idle <-chan net.Conn) {
 	}()
 	<-done
 	<-done
+}
+
+// dialTimeout bounds a published port's connection to a server inside.
+const dialTimeout = 5 * time.Second
+
+// dial connects to the sandbox's own 127.0.0.1:port (or [::1]:port) for a published port
+// (the host's listener took a connection) and hands the socket to the host,
+// which then reads and writes it itself, as handOver does the other way.
+// Only loopback: the sandbox's network namespace has nothing else here.
+func (g *guest) dial(id uint32, port uint16) {
+	if port == 0 {
+		g.fail(id, "dial", errors.New("no port"))
+		return
+	}
+	if !g.conn.PassesFiles() {
+		g.fail(id, "dial", errors.New("a published port needs a channel that carries descriptors"))
+		return
+	}
+	// IPv4 first, then IPv6: a server on "localhost" may have taken ::1
+	// alone (Node's resolver puts it first).
+	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port))), dialTimeout)
+	if err != nil {
+		c6, err6 := net.DialTimeout("tcp", net.JoinHostPort("::1", strconv.Itoa(int(port))), dialTimeout)
+		if err6 != nil {
+			g.fail(id, "dial", err)
+			return
+		}
+		c = c6
+	}
+	defer c.Close()
+	f, err := c.(*net.TCPConn).File()
+	if err != nil {
+		g.fail(id, "dial", err)
+		return
+	}
+	defer f.Close()
+	g.reply(&proto.Msg{ID: id, Op: proto.OpResult}, f)
 }

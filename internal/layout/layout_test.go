@@ -62,6 +62,8 @@ var rules = []rule{
 		"a child sandbox's spec is config's data on the wire: hostexec and the MCP proxy make one without knowing the engine or the CLI that reads it"},
 	{[]string{"internal/asker"}, []string{"internal/engine", "internal/egress", "internal/backend", "internal/workspace", "internal/supervisor", "sandbox", "cmd/"},
 		"the approvals asker meets the gateway through its Gate and the audit stream through a function: it knows no engine, egress, backend or workspace, so its decisions are tested without a sandbox"},
+	{[]string{"internal/publish"}, []string{"internal/", "sandbox", "cmd/", "!internal/audit", "!internal/config"},
+		"published ports meet the sandbox through a Dial function (the netstack's or the guest's, which the engine picks): the listeners know no engine, egress, netstack or backend, so they are tested with plain sockets"},
 }
 
 func matches(pkg string, prefixes []string) bool {
@@ -135,6 +137,7 @@ func TestRulesCatchWhatTheyForbid(t *testing.T) {
 		{"internal/supervisor", "cmd/airlock"},
 		{"internal/agentrun", "github.com/spf13/cobra"},
 		{"internal/supervisor", "github.com/spf13/pflag"},
+		{"internal/publish", "internal/netstack"},
 		{"internal/suggest", "internal/state"},
 		{"internal/childspec", "internal/engine"},
 		{"internal/beneath", "internal/workspace"},
