@@ -171,6 +171,7 @@ func configEdit(wsFlag string) error {
 
 func newTrustCmd() *cobra.Command {
 	var revoke bool
+	var dc string
 	c := &cobra.Command{
 		Use:   "trust [DIR]",
 		Short: "Let airlock use DIR's .airlock.yaml (default: the current project's)",
@@ -178,20 +179,31 @@ func newTrustCmd() *cobra.Command {
 and can be changed by a sandbox working in it; airlock uses it only once you
 have read it and trusted its exact content. trust prints the file, then
 records its hash; after any change it is ignored again until you trust it
-again. --revoke forgets it.`,
+again. --revoke forgets it.
+
+--devcontainer trusts DIR's devcontainer.json instead (and the Dockerfile it
+builds from: a change to either needs airlock trust --devcontainer again),
+for airlock run --devcontainer.`,
 		Example: `  airlock trust
   airlock trust ~/src/app
-  airlock trust --revoke`,
+  airlock trust --revoke
+  airlock trust --devcontainer                     # .devcontainer/devcontainer.json
+  airlock trust --devcontainer=.devcontainer/go/devcontainer.json`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			d := ""
 			if len(args) == 1 {
 				d = args[0]
 			}
+			if dc != "" {
+				return trustDevcontainer(d, dc, revoke, c.OutOrStdout())
+			}
 			return trust(d, revoke, c.OutOrStdout())
 		},
 	}
 	c.Flags().BoolVar(&revoke, "revoke", false, "forget the trust in DIR's .airlock.yaml")
+	c.Flags().StringVar(&dc, "devcontainer", "", "trust DIR's devcontainer.json and its Dockerfile (--devcontainer=PATH names the file)")
+	c.Flags().Lookup("devcontainer").NoOptDefVal = devcontainerAuto
 	return c
 }
 

@@ -36,6 +36,8 @@ type runOptions struct {
 	noIDMap   bool
 	workdir   string
 	branch    string
+	// devcontainer is --devcontainer's PATH (devcontainerAuto without one).
+	devcontainer string
 	// dropBranch removes the --branch worktree made for a run that then
 	// did not start (nothing half-made).
 	dropBranch func()
@@ -121,6 +123,8 @@ Limits default to ` + strconv.Itoa(config.DefaultPids) + ` processes and half of
 	c.Flags().SetInterspersed(false) // everything after CMD belongs to CMD
 	addRunFlags(c.Flags(), o)
 	c.Flags().StringVar(&o.workdir, "workdir", "", "run CMD in `DIR`, an absolute path inside (default: the workspace)")
+	c.Flags().StringVar(&o.devcontainer, "devcontainer", "", "docker backend: run in the environment the workspace's devcontainer.json describes (image or Dockerfile build, env, lifecycle commands run inside); --devcontainer=PATH names the file (default .devcontainer/devcontainer.json or .devcontainer.json); trust it first with airlock trust --devcontainer")
+	c.Flags().Lookup("devcontainer").NoOptDefVal = devcontainerAuto
 	return c
 }
 
@@ -181,7 +185,13 @@ func run(c *cobra.Command, o *runOptions, args []string) (err error) {
 		return err
 	}
 	trace.Mark("spec made")
-	code, err := launch(spec, o, cfg.Spec.Env, nil)
+	env := cfg.Spec.Env
+	if o.devcontainer != "" {
+		if err := applyDevcontainer(&spec, o.devcontainer, &env); err != nil {
+			return err
+		}
+	}
+	code, err := launch(spec, o, env, nil)
 	if err != nil {
 		return err
 	}

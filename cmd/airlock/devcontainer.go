@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/devcontainer"
+	"github.com/airlock-dev/airlock/internal/dockerengine"
+	"github.com/airlock-dev/airlock/internal/engine"
+	"github.com/airlock-dev/airlock/internal/workspace"
+)
+
+// devcontainerAuto is --devcontainer given without a path: the workspace's
+// .devcontainer/devcontainer.json or .devcontainer.json.
+const devcontainerAuto = "\x00auto"
+
+// buildTimeout bounds a devcontainer image build.
+const buildTimeout = 30 * time.Minute
+
+// applyDevcontainer makes spec run in the environment the workspace's
+// devcontainer.json describes, once that file (and its Dockerfile) is
+// trusted: its image, or one built from its Dockerfile; its environment and
+// working directory; its lifecycle commands run inside, before spec's
+// command. env gets the extra variables. What it refuses or ignores is said
+// on stderr, one line each.
+func applyDevcontainer(spec *engine.Spec, path string, env *[]string) error {
+	c := &spec.Config
+	if n := c.BackendName(); n != config.BackendDocker && n != config.BackendNative {
+		return usageError{fmt.Sprintf("--devcontainer runs on the docker backend, not %s: drop --backend or use --backend docker", n)}
+	}
+	ws := c.Workspace.Path
+	if path == devcontainerAuto {
+		path = ""
+	}
+	file, err := devcontainer.Find(ws, path)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	l, err := devcontainer.Load(ws, filepath.Clean(file))
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	cdir, _ := config.Dir()
+	if err := l.CheckTrust(cdir); err != nil {
+		return usageError{err.Error()}
+	}
+	say := func(s string) { fmt.Fprintf(os.Stderr, "airlock: devcontainer: %s\n", s) }
+	for _, n := range l.Notes {
+		say(n)
+	}
+	c.Backend = config.BackendDocker
+	if l.Build != nil {
+		img, err := buildDevcontainer(l, c, say)
+		if err != nil {
+			return err
+		}
+		c.Image = img
+	} else {
+		c.Image = l.Image
+	}
+	vars, notes := l.Env(ws)
+	for _, n := range notes {
+		say(n)
+	}
+	*env = append(*env, vars...)
+	if l.User != "" {
+		say(fmt.Sprintf("%s: %s %q ignored: the sandbox runs as the workspace's owner, so what it writes is yours", l.File, l.UserKey, l.User))
+	}
+	if wd, note := l.Workdir(ws); note != "" {
+		say(note)
+	} else if wd != "" && spec.Workdir == "" {
+		spec.Workdir = wd
+	}
+	if len(l.ForwardPorts) > 0 {
+		// (When published ports land, spec gets l.ForwardPorts here.)
+		say(fmt.Sprintf("%s: forwardPorts %s are not published: this airlock cannot publish ports yet", l.File, strings.Join(l.ForwardPorts, ", ")))
+	}
+	if len(spec.Command) == 0 {
+		if !l.OnCreate.Empty() || !l.PostCreate.Empty() || !l.PostStart.Empty() {
+			say("the lifecycle commands run before a command: with -d and no command they do not run")
+		}
+		return nil
+	}
+	spec.Command = l.Wrap(spec.Command)
+	return nil
+}
+
+// buildDevcontainer builds l's image through the local engine, showing its
+// progress, with the workspace's hidden files left out of the context.
+func buildDevcontainer(l *devcontainer.Loaded, c *config.Spec, say func(string)) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+	defer cancel()
+	cli, err := dockerengine.Connect(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer cli.Close()
+	var rel []string
+	for _, p := range c.Filesystem.Hide {
+		if !filepath.IsAbs(p) {
+			rel = append(rel, p)
+		}
+	}
+	h, err := workspace.NewHider(rel)
+	if err != nil {
+		return "", err
+	}
+	prefix, _ := filepath.Rel(c.Workspace.Path, l.Build.Context)
+	prefix = filepath.ToSlash(prefix)
+	hide := func(r string, isDir bool) bool {
+		if prefix != "." {
+			r = prefix + "/" + r
+		}
+		return h.Match(r, isDir)
+	}
+	say(fmt.Sprintf("building %s (context %s)", l.Build.Dockerfile, l.Build.Context))
+	return l.BuildImage(ctx, cli, hide, os.Stderr)
+}
+
+// trustDevcontainer shows DIR's devcontainer.json and the Dockerfile it
+// names, then records their hash (or, with revoke, forgets it).
+func trustDevcontainer(d, path string, revoke bool, w io.Writer) error {
+	ws, err := resolveWorkspace(d)
+	if err != nil {
+		return err
+	}
+	if path == devcontainerAuto {
+		path = ""
+	}
+	file, err := devcontainer.Find(ws, path)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	file = filepath.Clean(file)
+	cdir, cerr := config.Dir()
+	if cerr != nil {
+		return errNoConfigDir
+	}
+	if revoke {
+		ok, err := config.Revoke(cdir, file)
+		if err != nil {
+			return err
+		}
+		if ok {
+			fmt.Fprintf(w, "airlock: %s is no longer trusted\n", file)
+		} else {
+			fmt.Fprintf(w, "airlock: %s was not trusted\n", file)
+		}
+		return nil
+	}
+	l, err := devcontainer.Load(ws, file)
+	if err != nil {
+		return usageError{err.Error() + " (not trusted: fix it first)"}
+	}
+	show := func(name string, data []byte) {
+		fmt.Fprintf(w, "--- %s\n%s", name, printable(data))
+		if len(data) > 0 && data[len(data)-1] != '\n' {
+			fmt.Fprintln(w)
+		}
+	}
+	show(file, l.Data)
+	if l.Build != nil {
+		show(l.Build.Dockerfile, l.Dockerfile)
+	}
+	fmt.Fprintln(w, "---")
+	for _, n := range l.Notes {
+		fmt.Fprintf(w, "airlock: devcontainer: %s\n", n)
+	}
+	if err := l.Trust(cdir); err != nil {
+		return fmt.Errorf("record trust: %w", err)
+	}
+	fmt.Fprintf(w, "airlock: trusted %s (%s); a change to it or its Dockerfile needs airlock trust --devcontainer again\n", file, config.ContentHash(l.Bundle))
+	return nil
+}
