@@ -38,17 +38,19 @@ func applyDevcontainer(spec *engine.Spec, path string, env *[]string) error {
 	if path == devcontainerAuto {
 		path = ""
 	}
+	// The file's own mistakes, and trust, are one line each: not a
+	// mistake in how airlock was called.
 	file, err := devcontainer.Find(ws, path)
 	if err != nil {
-		return usageError{err.Error()}
+		return err
 	}
 	l, err := devcontainer.Load(ws, filepath.Clean(file))
 	if err != nil {
-		return usageError{err.Error()}
+		return err
 	}
 	cdir, _ := config.Dir()
 	if err := l.CheckTrust(cdir); err != nil {
-		return usageError{err.Error()}
+		return err
 	}
 	say := func(s string) { fmt.Fprintf(os.Stderr, "airlock: devcontainer: %s\n", s) }
 	for _, n := range l.Notes {
@@ -135,7 +137,7 @@ func trustDevcontainer(d, path string, revoke bool, w io.Writer) error {
 	}
 	file, err := devcontainer.Find(ws, path)
 	if err != nil {
-		return usageError{err.Error()}
+		return err
 	}
 	file = filepath.Clean(file)
 	cdir, cerr := config.Dir()
@@ -156,7 +158,7 @@ func trustDevcontainer(d, path string, revoke bool, w io.Writer) error {
 	}
 	l, err := devcontainer.Load(ws, file)
 	if err != nil {
-		return usageError{err.Error() + " (not trusted: fix it first)"}
+		return fmt.Errorf("%v (not trusted: fix it first)", err)
 	}
 	show := func(name string, data []byte) {
 		fmt.Fprintf(w, "--- %s\n%s", name, printable(data))
