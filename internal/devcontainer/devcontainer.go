@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"github.com/tailscale/hujson"
+
+	"github.com/airlock-dev/airlock/internal/config"
 )
 
 // MaxFileSize bounds a devcontainer.json and the Dockerfile it names: the
@@ -156,7 +158,7 @@ func Parse(file string, data []byte) (*Config, error) {
 				return fmt.Errorf("devcontainer: %s: %s: want an object of strings", file, k)
 			}
 			for name := range *dst {
-				if name == "" || strings.ContainsAny(name, "=\x00") {
+				if !config.ValidEnvName(name) {
 					return fmt.Errorf("devcontainer: %s: %s: %q is not a variable name", file, k, name)
 				}
 			}

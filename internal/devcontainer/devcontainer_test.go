@@ -238,3 +238,17 @@ func FuzzParse(f *testing.F) {
 		c.Env("/ws")
 	})
 }
+
+func TestLoadRefusesALinkOutOfTheWorkspace(t *testing.T) {
+	ws, out := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(out, "devcontainer.json"), []byte(`{"image": "x"}`), 0o644)
+	os.Symlink(out, filepath.Join(ws, ".devcontainer"))
+	if _, err := Load(ws, filepath.Join(ws, ".devcontainer", "devcontainer.json")); err == nil || !strings.Contains(err.Error(), "link out of it") {
+		t.Fatalf("a .devcontainer linked out of the workspace: %v", err)
+	}
+	os.Remove(filepath.Join(ws, ".devcontainer"))
+	os.Symlink(filepath.Join(out, "devcontainer.json"), filepath.Join(ws, ".devcontainer.json"))
+	if _, err := Load(ws, filepath.Join(ws, ".devcontainer.json")); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Fatalf("a devcontainer.json that is a link: %v", err)
+	}
+}

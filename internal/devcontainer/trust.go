@@ -22,8 +22,8 @@ type Loaded struct {
 // Load reads file (absolute, inside workspace ws) and the Dockerfile it
 // names: regular files only, never through a link, bounded.
 func Load(ws, file string) (*Loaded, error) {
-	if !within(ws, file) {
-		return nil, fmt.Errorf("devcontainer: %s is outside the workspace %s", file, ws)
+	if !inside(ws, filepath.Dir(file)) {
+		return nil, fmt.Errorf("devcontainer: %s is outside the workspace %s (or reached through a link out of it)", file, ws)
 	}
 	data, err := regfile.Read(file, MaxFileSize, false)
 	if err != nil {
@@ -35,10 +35,10 @@ func Load(ws, file string) (*Loaded, error) {
 	}
 	l := &Loaded{Config: c, Data: data}
 	if c.Build != nil {
-		if !within(ws, c.Build.Context) {
+		if !inside(ws, c.Build.Context) {
 			return nil, fmt.Errorf("devcontainer: %s: build.context %s is outside the workspace %s", file, c.Build.Context, ws)
 		}
-		if !within(c.Build.Context, c.Build.Dockerfile) {
+		if !within(c.Build.Context, c.Build.Dockerfile) || !inside(ws, filepath.Dir(c.Build.Dockerfile)) {
 			return nil, fmt.Errorf("devcontainer: %s: build.dockerfile %s is outside build.context %s", file, c.Build.Dockerfile, c.Build.Context)
 		}
 		if l.Dockerfile, err = regfile.Read(c.Build.Dockerfile, MaxFileSize, false); err != nil {
@@ -66,6 +66,18 @@ func bundle(file string, data []byte, c *Config, dockerfile []byte) []byte {
 func within(dir, p string) bool {
 	rel, err := filepath.Rel(dir, p)
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../") && !filepath.IsAbs(rel)
+}
+
+// inside reports whether directory dir is ws or below it, both as written
+// and with links resolved: a directory link in the repository must not
+// lead the reads (or the build context) out of the workspace.
+func inside(ws, dir string) bool {
+	if !within(ws, dir) {
+		return false
+	}
+	rws, err1 := filepath.EvalSymlinks(ws)
+	rdir, err2 := filepath.EvalSymlinks(dir)
+	return err1 == nil && err2 == nil && within(rws, rdir)
 }
 
 // CheckTrust says whether l may be used: trusted with exactly this file and
