@@ -114,7 +114,7 @@ func TestDevcontainerBuildsAndRunsInsideOnceTrusted(t *testing.T) {
 	"remoteEnv": {"WS": "${containerWorkspaceFolder}"},
 	/* lifecycle commands run inside the sandbox */
 	"onCreateCommand": ["sh", "-c", "echo on-create > on.txt"],
-	"postCreateCommand": "cat /built > post.txt; touch `+tmpCanary+`",
+	"postCreateCommand": "cat /built > post.txt; touch `+tmpCanary+` 2>/dev/null || true",
 	"postStartCommand": {"a": "echo started > start.txt"},
 	"initializeCommand": "touch `+canary+`",
 	"forwardPorts": [3000],

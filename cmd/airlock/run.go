@@ -111,7 +111,8 @@ Limits default to ` + strconv.Itoa(config.DefaultPids) + ` processes and half of
   airlock undo                                        # bind runs that can be put back; airlock undo ID
   airlock run -d --ask --allow-host api.anthropic.com -- claude   # unknown hosts wait: airlock approvals / airlock ui
   airlock run --workspace-mode copy --exclude node_modules --auto-apply -- ./agent
-  airlock run -d --name dev          # idle background sandbox; then: airlock exec dev -- CMD`,
+  airlock run -d --name dev          # idle background sandbox; then: airlock exec dev -- CMD
+  airlock trust --devcontainer && airlock run --devcontainer -- make test   # in .devcontainer/devcontainer.json's environment`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 && !o.detach {
 				return usageError{"no command given: use airlock run [flags] -- CMD [ARGS...]"}

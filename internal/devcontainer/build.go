@@ -18,10 +18,10 @@ import (
 	"github.com/docker/docker/client"
 )
 
-// Bounds of a build context sent to the engine.
-const (
-	MaxContextBytes = 512 << 20
-	MaxContextFiles = 100_000
+// Bounds of a build context sent to the engine (variables for the tests).
+var (
+	MaxContextBytes int64 = 512 << 20
+	MaxContextFiles       = 100_000
 )
 
 // ImageTag is the tag of the image built for l: one per trusted bundle.
@@ -206,7 +206,7 @@ func WriteContext(w io.Writer, dir string, hide Skip, dockerfile string) error {
 			return fmt.Errorf("%s changed while the context was read", p)
 		}
 		if total += st.Size(); total > MaxContextBytes {
-			return fmt.Errorf("the build context %s is larger than %d MiB", dir, MaxContextBytes>>20)
+			return fmt.Errorf("the build context %s is larger than %d bytes", dir, MaxContextBytes)
 		}
 		hdr.Size = st.Size()
 		if err := tw.WriteHeader(hdr); err != nil {

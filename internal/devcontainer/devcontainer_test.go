@@ -3,12 +3,14 @@ package devcontainer
 import (
 	"archive/tar"
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -144,6 +146,9 @@ func TestContextStoresLinksAsLinksAndLeavesHiddenFilesOut(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, ".env"), []byte("SECRET=1\n"), 0o600)
 	os.Symlink("/etc/passwd", filepath.Join(dir, "passwd"))
 	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	var buf bytes.Buffer
 	hide := func(rel string, isDir bool) bool { return rel == ".env" || rel == "Dockerfile" }
 	if err := WriteContext(&buf, dir, hide, "Dockerfile"); err != nil {
@@ -167,8 +172,31 @@ func TestContextStoresLinksAsLinksAndLeavesHiddenFilesOut(t *testing.T) {
 	if got[".env"] != nil {
 		t.Error("a hidden file went into the context")
 	}
+	if got["fifo"] != nil {
+		t.Error("a FIFO went into the context")
+	}
 	if got["Dockerfile"] == nil || got["main.go"] == nil || got["sub/"] == nil {
 		t.Errorf("context = %v", got)
+	}
+}
+
+func TestContextIsBounded(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 3 {
+		os.WriteFile(filepath.Join(dir, fmt.Sprint(i)), make([]byte, 1000), 0o644)
+	}
+	defer func(b int64, f int) { MaxContextBytes, MaxContextFiles = b, f }(MaxContextBytes, MaxContextFiles)
+	MaxContextBytes = 2500
+	if err := WriteContext(io.Discard, dir, nil, "Dockerfile"); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("bytes: %v", err)
+	}
+	MaxContextBytes, MaxContextFiles = 1<<20, 2
+	if err := WriteContext(io.Discard, dir, nil, "Dockerfile"); err == nil || !strings.Contains(err.Error(), "more than 2 files") {
+		t.Errorf("files: %v", err)
+	}
+	MaxContextFiles = 3
+	if err := WriteContext(io.Discard, dir, nil, "Dockerfile"); err != nil {
+		t.Errorf("within the bounds: %v", err)
 	}
 }
 
