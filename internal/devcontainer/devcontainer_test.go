@@ -280,3 +280,34 @@ func TestLoadRefusesALinkOutOfTheWorkspace(t *testing.T) {
 		t.Fatalf("a devcontainer.json that is a link: %v", err)
 	}
 }
+
+func TestWorkdirStaysInTheWorkspace(t *testing.T) {
+	for name, tc := range map[string]struct{ folder, want, note string }{
+		"unset":                {"", "", ""},
+		"the workspace itself": {"${containerWorkspaceFolder}", "/ws", ""},
+		"a directory in it":    {"/ws/sub", "/ws/sub", ""},
+		"the spec's default":   {"/workspaces/app", "", "ignored"},
+		"out by dot-dot":       {"/ws/../etc", "", "ignored"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := &Config{File: "f", WorkspaceFolder: tc.folder}
+			got, note := c.Workdir("/ws")
+			if got != tc.want || !strings.Contains(note, tc.note) || (tc.note == "") != (note == "") {
+				t.Errorf("Workdir(%q) = %q, %q", tc.folder, got, note)
+			}
+		})
+	}
+}
+
+func TestLoadRefusesAFileOutsideTheWorkspace(t *testing.T) {
+	ws, out := t.TempDir(), t.TempDir()
+	file := filepath.Join(out, "devcontainer.json")
+	os.WriteFile(file, []byte(`{"image": "x"}`), 0o644)
+	if _, err := Load(ws, file); err == nil || !strings.Contains(err.Error(), "outside the workspace") {
+		t.Fatalf("a file outside: %v", err)
+	}
+	os.WriteFile(filepath.Join(ws, "devcontainer.json"), []byte(`{"build": {"dockerfile": "Dockerfile", "context": "../.."}}`), 0o644)
+	if _, err := Load(ws, filepath.Join(ws, "devcontainer.json")); err == nil || !strings.Contains(err.Error(), "build.context") {
+		t.Fatalf("a context outside: %v", err)
+	}
+}
