@@ -41,6 +41,7 @@ type runOptions struct {
 	// dropBranch removes the --branch worktree made for a run that then
 	// did not start (nothing half-made).
 	dropBranch func()
+	specFD     int // --spec-fd: the whole spec on this descriptor (internal/childspec)
 }
 
 const (
@@ -112,20 +113,32 @@ Limits default to ` + strconv.Itoa(config.DefaultPids) + ` processes and half of
   airlock run -d --ask --allow-host api.anthropic.com -- claude   # unknown hosts wait: airlock approvals / airlock ui
   airlock run --workspace-mode copy --exclude node_modules --auto-apply -- ./agent
   airlock run -d --name dev          # idle background sandbox; then: airlock exec dev -- CMD
+  airlock run -t -d --name sh -- bash   # a terminal in the background: airlock attach sh (Ctrl-P Ctrl-Q leaves it)
+  airlock run --ask -- npm install   # a host no rule covers is asked about here: a key answers
   airlock trust --devcontainer && airlock run --devcontainer -- make test   # in .devcontainer/devcontainer.json's environment`,
 		Args: func(c *cobra.Command, args []string) error {
+			if o.specFD >= 0 {
+				return nil // checked by runChild
+			}
 			if len(args) == 0 && !o.detach {
 				return usageError{"no command given: use airlock run [flags] -- CMD [ARGS...]"}
 			}
 			return nil
 		},
-		RunE: func(c *cobra.Command, args []string) error { return run(c, o, args) },
+		RunE: func(c *cobra.Command, args []string) error {
+			if o.specFD >= 0 {
+				return runChild(c, o, args)
+			}
+			return run(c, o, args)
+		},
 	}
 	c.Flags().SetInterspersed(false) // everything after CMD belongs to CMD
 	addRunFlags(c.Flags(), o)
 	c.Flags().StringVar(&o.workdir, "workdir", "", "run CMD in `DIR`, an absolute path inside (default: the workspace)")
 	c.Flags().StringVar(&o.devcontainer, "devcontainer", "", "docker backend: run in the environment the workspace's devcontainer.json describes (image or Dockerfile build, env, lifecycle commands run inside); --devcontainer=PATH names the file (default .devcontainer/devcontainer.json or .devcontainer.json); trust it first with airlock trust --devcontainer")
 	c.Flags().Lookup("devcontainer").NoOptDefVal = devcontainerAuto
+	c.Flags().IntVar(&o.specFD, "spec-fd", -1, "read the whole spec as JSON from descriptor `N` (how airlock starts a host command's or an MCP server's sandbox)")
+	c.Flags().MarkHidden("spec-fd")
 	return c
 }
 
@@ -255,11 +268,7 @@ func launch(spec engine.Spec, o *runOptions, env []string, secs []*secrets.Secre
 	}
 	trace.Mark("env made")
 	if o.detach {
-		if len(secs) > 0 {
-			h.Remove()
-			return 0, errors.New("secrets given by value cannot go to a detached sandbox")
-		}
-		if err := supervisor.Detach(h, spec, "", superviseCmd); err != nil {
+		if err := supervisor.Detach(h, spec, "", superviseCmd, secs); err != nil {
 			return 0, err
 		}
 		fmt.Println(h.ID())

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // VM backend tests, under QEMU (TCG where KVM does not boot). TestVMBackend

@@ -1,5 +1,5 @@
 // Package backend is the contract every sandbox backend meets (native
-// namespaces, a docker container, later a VM): start a sandbox from the
+// namespaces, a docker container, a VM): start a sandbox from the
 // neutral Spec, hand back the guest's control channel and a network link or
 // proxy relay, say what it can and cannot do as data, stop, and remove its
 // own leftovers. Policy, gateway, workspace review and audit stay with the

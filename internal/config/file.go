@@ -648,12 +648,20 @@ func (p *parser) command(key string, n *yaml.Node) (item, error) {
 				return t, nil
 			})
 		case "secrets":
-			c.Secrets, err = strs(k.Value, v, func(e *yaml.Node, t string) (string, error) {
+			var flags []string
+			flags, err = strs(k.Value, v, func(e *yaml.Node, t string) (string, error) {
 				if err := CheckSecret(t); err != nil {
 					return "", p.errorf(e, key+".secrets", "%v", err)
 				}
 				return t, nil
 			})
+			for _, f := range flags {
+				sp, perr := secrets.ParseSpec(f) // checked above (or made by p.secret)
+				if perr != nil {
+					return item{}, p.errorf(v, key+".secrets", "%v", perr)
+				}
+				c.Secrets = append(c.Secrets, sp)
+			}
 		case "ro":
 			c.RO, err = strs(k.Value, v, path)
 		case "rw":

@@ -26,7 +26,6 @@ import (
 	"github.com/airlock-dev/airlock/internal/audit"
 	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/backend/guestclient"
-	"github.com/airlock-dev/airlock/internal/backend/native"
 	"github.com/airlock-dev/airlock/internal/cleanup"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/control"
@@ -103,6 +102,9 @@ type Options struct {
 	Hooks gateway.Hooks
 	// OnStop is called when `airlock kill` asks the sandbox to stop.
 	OnStop func(why string)
+	// Console, if set, is the main command's terminal as airlock attach
+	// reaches it (a detached -t sandbox's).
+	Console control.Console
 	// NobodyToAsk says no surface can answer approvals (a headless run
 	// with a prepared decisions file): what it does not cover is denied.
 	NobodyToAsk bool
@@ -181,23 +183,11 @@ type Sandbox struct {
 	caps  backend.Caps // the backend's, as Start found them
 }
 
-// backendFor is the only place a backend is chosen by name: native, or one
-// of otherBackends.
-func backendFor(name, exe string) (backend.Backend, error) {
-	if name == config.BackendNative {
-		return native.Backend{Options: native.Options{Exe: exe, GuestCache: guestCache(exe)}}, nil
-	}
-	if open := otherBackends[name]; open != nil {
-		return open(exe)
-	}
-	return nil, fmt.Errorf("backend %q: use native, docker or vm", name)
-}
-
 // Prepare starts preparing a sandbox of spec's backend and limits early (a
 // native guest's namespaces come up meanwhile); pass the result to Start
 // in Options.Pending, or Close it.
 func Prepare(spec *Spec, exe string) (backend.Pending, error) {
-	be, err := backendFor(spec.Config.BackendName(), exe)
+	be, err := backendFor(spec.Config.BackendName(), exe, &spec.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -211,21 +201,24 @@ func Prepare(spec *Spec, exe string) (backend.Pending, error) {
 func Prune(ctx context.Context, stateRoot string, running func(id string) bool, docker bool) ([]string, error) {
 	names := []string{config.BackendNative, config.BackendVM}
 	if docker {
-		names = append(names, config.BackendDocker)
+		names = append(names, config.BackendDocker, config.BackendKubernetes)
 	}
 	var removed []string
+	var errs []error
 	for _, n := range names {
-		be, err := backendFor(n, "")
+		be, err := backendFor(n, "", nil)
 		if err != nil {
 			return removed, err
 		}
+		// One backend's engine or cluster out of reach keeps none of the
+		// others from being pruned.
 		r, err := be.Prune(ctx, stateRoot, running)
-		if err != nil {
-			return removed, err
-		}
 		removed = append(removed, r...)
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
-	return removed, nil
+	return removed, errors.Join(errs...)
 }
 
 // Start makes the sandbox spec describes, registered in h, and returns once
@@ -286,7 +279,7 @@ func (s *Sandbox) checkSpec(context.Context, *cleanup.Stack) (err error) {
 		return err
 	}
 	if s.be == nil {
-		if s.be, err = backendFor(spec.Config.BackendName(), s.guestExe); err != nil {
+		if s.be, err = backendFor(spec.Config.BackendName(), s.guestExe, &spec.Config); err != nil {
 			return err
 		}
 	}
@@ -598,15 +591,6 @@ func (s *Sandbox) LLMUsage() llmusage.Totals {
 		return llmusage.Totals{}
 	}
 	return s.eg.Usage()
-}
-
-// NetworkMode says which door a native sandbox would get here, and why.
-func NetworkMode() (mode, why string) {
-	caps := native.Backend{}.Caps()
-	if caps.NoLink != "" {
-		return config.ModeProxy, caps.NoLink
-	}
-	return config.ModeTransparent, "every packet goes through the gateway's network stack"
 }
 
 func limitsOf(c *config.Spec) backend.Limits {
@@ -1172,6 +1156,8 @@ func (s *Sandbox) writable() []string {
 func (s *Sandbox) Approvals() control.Approvals { return s.ask.Control() }
 
 func (t *controlTarget) Approvals() control.Approvals { return (*Sandbox)(t).Approvals() }
+
+func (t *controlTarget) Console() control.Console { return t.o.Console }
 
 // closeAudit records the sandbox's end and closes the audit stream.
 func (s *Sandbox) closeAudit() {

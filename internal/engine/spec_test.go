@@ -36,7 +36,7 @@ func TestSpecCompleteAndValidate(t *testing.T) {
 		key  string
 		want string
 	}{
-		"an unknown backend":             {func(c *config.Spec) { c.Backend = "vmware" }, "backend", `backend (f.yaml:3) "vmware": use native, docker or vm`},
+		"an unknown backend":             {func(c *config.Spec) { c.Backend = "vmware" }, "backend", `backend (f.yaml:3) "vmware": use native, docker, vm or kubernetes`},
 		"an image without docker":        {func(c *config.Spec) { c.Image = "x" }, "image", "image (f.yaml:3) needs --backend docker"},
 		"an unknown workspace mode":      {func(c *config.Spec) { c.Workspace.Mode = "fuse" }, "workspace.mode", `--workspace-mode "fuse": use bind, overlay or copy`},
 		"auto apply in bind mode":        {func(c *config.Spec) { c.Workspace.AutoApply = true }, "workspace.auto_apply", "workspace.auto_apply (f.yaml:3) needs --workspace-mode overlay or copy"},
@@ -69,7 +69,7 @@ func TestSpecCompleteAndValidate(t *testing.T) {
 	})
 	t.Run("without where, an error names the key", func(t *testing.T) {
 		s := Spec{Config: config.Spec{Image: "x"}}
-		if err := s.Validate(nil); err == nil || err.Error() != "image needs --backend docker" {
+		if err := s.Validate(nil); err == nil || err.Error() != "image needs --backend docker or kubernetes" {
 			t.Fatalf("Validate(nil) = %v", err)
 		}
 	})

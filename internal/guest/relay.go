@@ -1,7 +1,11 @@
 package guest
 
 import (
+	"crypto/subtle"
+	"errors"
+	"io"
 	"net"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -16,6 +20,9 @@ func startRelay(r *proto.Relay) error {
 	ln, err := net.Listen("tcp", r.Listen)
 	if err != nil {
 		return err
+	}
+	if r.Back != "" {
+		return startBackRelay(ln, r.Back, r.Token)
 	}
 	go func() {
 		for {
@@ -48,4 +55,107 @@ func handOver(c net.Conn, socket string) {
 	raw.Control(func(fd uintptr) {
 		up.WriteMsgUnix([]byte{0}, unix.UnixRights(int(fd)), nil)
 	})
+}
+
+// Bounds of the back relay: idle connections the host may keep open, and
+// how long a connection to the door waits for one.
+const (
+	maxBack  = 64
+	backWait = 15 * time.Second
+)
+
+// startBackRelay joins every connection to the door ln to an idle one the
+// host opened to back (see proto.Relay.Back). Anything inside may connect
+// to back too: only a connection that opens with token (which only the
+// plan carried) is taken for the host's.
+func startBackRelay(ln net.Listener, back string, token []byte) error {
+	if len(token) < 16 {
+		ln.Close()
+		return errors.New("the relay's back door has no token")
+	}
+	bl, err := net.Listen("tcp", back)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	idle := make(chan net.Conn, maxBack)
+	checking := make(chan struct{}, maxBack)
+	go func() {
+		for {
+			c, err := bl.Accept()
+			if err != nil {
+				return
+			}
+			select {
+			case checking <- struct{}{}:
+			default:
+				c.Close()
+				continue
+			}
+			go func() {
+				defer func() { <-checking }()
+				c.SetReadDeadline(time.Now().Add(backWait))
+				got := make([]byte, len(token))
+				if _, err := io.ReadFull(c, got); err != nil || subtle.ConstantTimeCompare(got, token) != 1 {
+					c.Close()
+					return
+				}
+				c.SetReadDeadline(time.Time{})
+				select {
+				case idle <- c:
+				default:
+					c.Close()
+				}
+			}()
+		}
+	}()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go joinBack(c, idle)
+		}
+	}()
+	return nil
+}
+
+// joinBack announces c on an idle back connection (one byte) and copies
+// both ways until either side ends.
+func joinBack(c net.Conn, idle <-chan net.Conn) {
+	defer c.Close()
+	t := time.NewTimer(backWait)
+	defer t.Stop()
+	var up net.Conn
+	for up == nil {
+		select {
+		case b := <-idle:
+			if _, err := b.Write([]byte{1}); err != nil {
+				b.Close() // the host let it go: take the next
+				continue
+			}
+			up = b
+		case <-t.C:
+			return
+		}
+	}
+	defer up.Close()
+	done := make(chan struct{}, 2)
+	go func() {
+		io.Copy(up, c)
+		if tc, ok := up.(*net.TCPConn); ok {
+			tc.CloseWrite()
+		}
+		done <- struct{}{}
+	}()
+	go func() {
+		io.Copy(c, up)
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.CloseWrite()
+		}
+		done <- struct{}{}
+	}()
+	<-done
+	<-done
 }

@@ -69,12 +69,17 @@ const (
 	// sandbox of root's (idmapped clones), at most MaxFDs per message;
 	// Init's Mount.FD numbers them in the order they came.
 	OpMounts
+	// OpAttach (client→supervisor, control socket only) connects the
+	// client's terminal (Rows, Cols) to a detached sandbox's main command:
+	// Started carries one end of a byte stream (the terminal's both ways);
+	// Resize and Signal follow with the same ID; Exit when the command ends.
+	OpAttach
 	opMax
 )
 
 var opNames = [...]string{"invalid", "init", "ready", "error", "exec", "started", "stdin", "stdin_close",
 	"output", "exit", "signal", "resize", "write_file", "read_file", "list_files", "stat", "mkdir", "remove", "result", "kill",
-	"approvals", "decide", "watch_approvals", "mounts"}
+	"approvals", "decide", "watch_approvals", "mounts", "attach"}
 
 func (o Op) String() string {
 	if int(o) < len(opNames) {
