@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
+
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/devcontainer"
 	"github.com/airlock-dev/airlock/internal/dockerengine"
@@ -66,11 +68,15 @@ func applyDevcontainer(spec *engine.Spec, path string, env *[]string) error {
 	} else {
 		c.Image = l.Image
 	}
+	base, err := imageEnv(c.Image)
+	if err != nil {
+		return err
+	}
 	vars, notes := l.Env(ws)
 	for _, n := range notes {
 		say(n)
 	}
-	*env = append(*env, vars...)
+	*env = append(append(*env, base...), vars...)
 	if l.User != "" {
 		say(fmt.Sprintf("%s: %s %q ignored: the sandbox runs as the workspace's owner, so what it writes is yours", l.File, l.UserKey, l.User))
 	}
@@ -91,6 +97,51 @@ func applyDevcontainer(spec *engine.Spec, path string, env *[]string) error {
 	}
 	spec.Command = l.Wrap(spec.Command)
 	return nil
+}
+
+// imageEnv is the ENV the image sets (its PATH, its toolchain's variables),
+// which the sandbox's commands get as they would in the devcontainer, but
+// for what airlock sets itself: the home, temp dir, proxies and its own.
+func imageEnv(img string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cli, err := dockerengine.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	in, err := cli.ImageInspect(ctx, img)
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return nil, fmt.Errorf("docker: image %s does not exist: pull or build it (airlock does not pull)", img)
+		}
+		return nil, fmt.Errorf("devcontainer: inspect image %s: %w", img, err)
+	}
+	if in.Config == nil {
+		return nil, nil
+	}
+	var env []string
+	for _, kv := range in.Config.Env {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || !config.ValidEnvName(k) || airlockOwnsVar(k) {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env, nil
+}
+
+// airlockOwnsVar reports a variable the sandbox's environment sets itself
+// (see egress.CAEnv for the CA's).
+func airlockOwnsVar(k string) bool {
+	u := strings.ToUpper(k)
+	switch u {
+	case "HOME", "TMPDIR", "HOSTNAME", "USER", "LOGNAME", "SSL_CERT_DIR",
+		"NPM_CONFIG_CAFILE", "PIP_CERT", "CARGO_HTTP_CAINFO", "DENO_CERT", "GIT_SSL_CAINFO":
+		return true
+	}
+	return strings.HasPrefix(u, "AIRLOCK_") || strings.HasSuffix(u, "_PROXY") ||
+		strings.HasSuffix(u, "_CA_BUNDLE") || strings.HasSuffix(u, "_CERT_FILE") || strings.HasSuffix(u, "CERTS")
 }
 
 // buildDevcontainer builds l's image through the local engine, showing its

@@ -128,7 +128,7 @@ func TestDevcontainerBuildsAndRunsInsideOnceTrusted(t *testing.T) {
 	"appPort": [8080],
 	"frobnicate": 1,
 }
-`, "FROM "+base+"\nARG GREETING\nRUN echo \"$GREETING built\" > /built\nCOPY . /ctx\n")
+`, "FROM "+base+"\nARG GREETING\nENV FROM_IMAGE=baked HOME=/image-home PATH=/opt/tool/bin:/usr/bin:/bin\nRUN echo \"$GREETING built\" > /built\nCOPY . /ctx\n")
 	os.WriteFile(filepath.Join(e.ws, ".env"), []byte("SECRET=hunter2\n"), 0o600)
 	os.WriteFile(filepath.Join(e.ws, "main.go"), []byte("package main\n"), 0o644)
 
@@ -141,7 +141,7 @@ func TestDevcontainerBuildsAndRunsInsideOnceTrusted(t *testing.T) {
 		t.Fatalf("airlock trust --devcontainer: %v", r)
 	}
 
-	r = dcRun(e, "--", "sh", "-c", `echo "env=$FROM_FILE $BOTH ws=$WS"; cat /ctx/main.go; cat /ctx/.env 2>/dev/null || echo no-dotenv; touch /rootfs-write 2>/dev/null || echo read-only-root`)
+	r = dcRun(e, "--", "sh", "-c", `echo "env=$FROM_FILE $BOTH ws=$WS image=$FROM_IMAGE path=$PATH home=$HOME"; cat /ctx/main.go; cat /ctx/.env 2>/dev/null || echo no-dotenv; touch /rootfs-write 2>/dev/null || echo read-only-root`)
 	if r.code != 0 {
 		t.Fatalf("run: %v", r)
 	}
@@ -149,6 +149,9 @@ func TestDevcontainerBuildsAndRunsInsideOnceTrusted(t *testing.T) {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("stdout lacks %q: %q", want, r.stdout)
 		}
+	}
+	if !strings.Contains(r.stdout, "image=baked path=/opt/tool/bin:") || strings.Contains(r.stdout, "home=/image-home") {
+		t.Errorf("the image's ENV (but HOME) should reach the command: %q", r.stdout)
 	}
 	if strings.Contains(r.stdout, "hunter2") {
 		t.Error("a hidden file (.env) was baked into the image")
