@@ -25,6 +25,17 @@ const devcontainerAuto = "\x00auto"
 // buildTimeout bounds a devcontainer image build.
 const buildTimeout = 30 * time.Minute
 
+// devcontainerBackend makes c run on the docker backend, which a
+// devcontainer needs: the default (native) becomes docker before the spec
+// is checked; another backend chosen is a mistake.
+func devcontainerBackend(c *config.Spec) error {
+	if n := c.BackendName(); n != config.BackendDocker && n != config.BackendNative {
+		return usageError{fmt.Sprintf("--devcontainer runs on the docker backend, not %s: drop --backend or use --backend docker", n)}
+	}
+	c.Backend = config.BackendDocker
+	return nil
+}
+
 // applyDevcontainer makes spec run in the environment the workspace's
 // devcontainer.json describes, once that file (and its Dockerfile) is
 // trusted: its image, or one built from its Dockerfile; its environment and
@@ -33,8 +44,8 @@ const buildTimeout = 30 * time.Minute
 // on stderr, one line each.
 func applyDevcontainer(spec *engine.Spec, path string, env *[]string) error {
 	c := &spec.Config
-	if n := c.BackendName(); n != config.BackendDocker && n != config.BackendNative {
-		return usageError{fmt.Sprintf("--devcontainer runs on the docker backend, not %s: drop --backend or use --backend docker", n)}
+	if err := devcontainerBackend(c); err != nil {
+		return err
 	}
 	ws := c.Workspace.Path
 	if path == devcontainerAuto {
@@ -58,7 +69,6 @@ func applyDevcontainer(spec *engine.Spec, path string, env *[]string) error {
 	for _, n := range l.Notes {
 		say(n)
 	}
-	c.Backend = config.BackendDocker
 	if l.Build != nil {
 		img, err := buildDevcontainer(l, c, say)
 		if err != nil {

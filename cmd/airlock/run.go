@@ -194,6 +194,11 @@ func run(c *cobra.Command, o *runOptions, args []string) (err error) {
 		return err
 	}
 	trace.Mark("config read")
+	if o.devcontainer != "" {
+		if err := devcontainerBackend(&cfg.Spec); err != nil {
+			return err
+		}
+	}
 	spec, err := runSpec(cfg, o, args)
 	if err != nil {
 		return err

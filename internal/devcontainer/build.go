@@ -44,6 +44,7 @@ func (l *Loaded) BuildImage(ctx context.Context, cli *client.Client, hide Skip, 
 	rel, _ := filepath.Rel(b.Context, b.Dockerfile)
 	tag := l.ImageTag()
 	pr, pw := io.Pipe()
+	defer pr.Close() // the writer stops if the engine stopped reading
 	go func() { pw.CloseWithError(WriteContext(pw, b.Context, hide, filepath.ToSlash(rel))) }()
 	args := map[string]*string{}
 	for k, v := range b.Args {
