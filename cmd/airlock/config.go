@@ -193,6 +193,9 @@ type trustOptions struct {
 	IO     *ioStreams
 	Dir    string // whose .airlock.yaml; "" is the current project's
 	Revoke bool   // forget the trust instead
+	// Devcontainer names a devcontainer.json to trust instead
+	// (devcontainerAuto: the workspace's).
+	Devcontainer string
 }
 
 func newTrustCmd(runF func(*trustOptions) error) *cobra.Command {
@@ -204,10 +207,16 @@ func newTrustCmd(runF func(*trustOptions) error) *cobra.Command {
 and can be changed by a sandbox working in it; airlock uses it only once you
 have read it and trusted its exact content. trust prints the file, then
 records its hash; after any change it is ignored again until you trust it
-again. --revoke forgets it.`,
+again. --revoke forgets it.
+
+--devcontainer trusts DIR's devcontainer.json instead (and the Dockerfile it
+builds from: a change to either needs airlock trust --devcontainer again),
+for airlock run --devcontainer.`,
 		Example: `  airlock trust
   airlock trust ~/src/app
-  airlock trust --revoke`,
+  airlock trust --revoke
+  airlock trust --devcontainer                     # .devcontainer/devcontainer.json
+  airlock trust --devcontainer=.devcontainer/go/devcontainer.json`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(args) == 1 {
@@ -221,10 +230,15 @@ again. --revoke forgets it.`,
 		},
 	}
 	c.Flags().BoolVar(&o.Revoke, "revoke", false, "forget the trust in DIR's .airlock.yaml")
+	c.Flags().StringVar(&o.Devcontainer, "devcontainer", "", "trust DIR's devcontainer.json and its Dockerfile (--devcontainer=PATH names the file)")
+	c.Flags().Lookup("devcontainer").NoOptDefVal = devcontainerAuto
 	return c
 }
 
 func trustRun(o *trustOptions) error {
+	if o.Devcontainer != "" {
+		return trustDevcontainer(o.Dir, o.Devcontainer, o.Revoke, o.IO.Out)
+	}
 	w, revoke := o.IO.Out, o.Revoke
 	dir, err := resolveWorkspace(o.Dir)
 	if err != nil {

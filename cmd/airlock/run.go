@@ -36,6 +36,8 @@ type runOptions struct {
 	noIDMap   bool
 	workdir   string
 	branch    string
+	// devcontainer is --devcontainer's PATH (devcontainerAuto without one).
+	devcontainer string
 	// dropBranch removes the --branch worktree made for a run that then
 	// did not start (nothing half-made).
 	dropBranch func()
@@ -113,7 +115,8 @@ Limits default to ` + strconv.Itoa(config.DefaultPids) + ` processes and half of
   airlock run -d --name dev          # idle background sandbox; then: airlock exec dev -- CMD
   airlock run -t -d --name sh -- bash   # a terminal in the background: airlock attach sh (Ctrl-P Ctrl-Q leaves it)
   airlock run --ask -- npm install   # a host no rule covers is asked about here: a key answers
-  airlock run -p 8000:8000 --allow-host pypi.org -- python3 -m http.server 8000   # then: curl http://127.0.0.1:8000/`,
+  airlock run -p 8000:8000 --allow-host pypi.org -- python3 -m http.server 8000   # then: curl http://127.0.0.1:8000/
+  airlock trust --devcontainer && airlock run --devcontainer -- make test   # in .devcontainer/devcontainer.json's environment`,
 		Args: func(c *cobra.Command, args []string) error {
 			if o.specFD >= 0 {
 				return nil // checked by runChild
@@ -133,6 +136,8 @@ Limits default to ` + strconv.Itoa(config.DefaultPids) + ` processes and half of
 	c.Flags().SetInterspersed(false) // everything after CMD belongs to CMD
 	addRunFlags(c.Flags(), o)
 	c.Flags().StringVar(&o.workdir, "workdir", "", "run CMD in `DIR`, an absolute path inside (default: the workspace)")
+	c.Flags().StringVar(&o.devcontainer, "devcontainer", "", "docker backend: run in the environment the workspace's devcontainer.json describes (image or Dockerfile build, env, lifecycle commands run inside); --devcontainer=PATH names the file (default .devcontainer/devcontainer.json or .devcontainer.json); trust it first with airlock trust --devcontainer")
+	c.Flags().Lookup("devcontainer").NoOptDefVal = devcontainerAuto
 	c.Flags().IntVar(&o.specFD, "spec-fd", -1, "read the whole spec as JSON from descriptor `N` (how airlock starts a host command's or an MCP server's sandbox)")
 	c.Flags().MarkHidden("spec-fd")
 	return c
@@ -190,12 +195,23 @@ func run(c *cobra.Command, o *runOptions, args []string) (err error) {
 		return err
 	}
 	trace.Mark("config read")
+	if o.devcontainer != "" {
+		if err := devcontainerBackend(&cfg.Spec); err != nil {
+			return err
+		}
+	}
 	spec, err := runSpec(cfg, o, args)
 	if err != nil {
 		return err
 	}
 	trace.Mark("spec made")
-	code, err := launch(spec, o, cfg.Spec.Env, nil)
+	env := cfg.Spec.Env
+	if o.devcontainer != "" {
+		if err := applyDevcontainer(&spec, o.devcontainer, &env); err != nil {
+			return err
+		}
+	}
+	code, err := launch(spec, o, env, nil)
 	if err != nil {
 		return err
 	}
