@@ -2,6 +2,9 @@ package engine
 
 import (
 	"fmt"
+	"os"
+
+	"github.com/airlock-dev/airlock/internal/otlp"
 
 	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/config"
@@ -66,6 +69,9 @@ func (s *Spec) Validate(where func(key string) string) error {
 		return &SettingError{Key: "workspace.exclude", Msg: err.Error()}
 	}
 	c.Workspace.Mode = string(mode)
+	if _, _, err := otlp.Resolve(c.Audit.OTLP, os.Getenv); err != nil {
+		return &SettingError{Key: "audit.otlp.endpoint", Msg: err.Error()}
+	}
 	if c.Approvals.Decisions != "" && !c.Approvals.Ask() {
 		return bad("approvals.decisions", " goes with --ask (approvals: ask)")
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/airlock-dev/airlock/internal/otlp"
 	"io"
 	"os"
 	"os/exec"
@@ -58,6 +59,9 @@ func Detach(h *state.Handle, spec engine.Spec, self, command string) error {
 	}
 	cmd := exec.Command(self, command, h.Dir())
 	cmd.Stdout, cmd.Stderr = logs, logs
+	if h := spec.Config.Audit.OTLP.Headers; len(h) > 0 {
+		cmd.Env = append(os.Environ(), otlp.DetachedHeaders+"="+otlp.EncodeHeaders(h))
+	}
 	cmd.ExtraFiles = []*os.File{h.LockFile(), readyW} // lockFD and readyFD
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
