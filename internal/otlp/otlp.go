@@ -16,13 +16,12 @@ import (
 	"github.com/airlock-dev/airlock/internal/config"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploghttp"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/log"
 	sdklog "go.opentelemetry.io/otel/sdk/log"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Bounds: what waits for the collector is at most QueueSize records and
@@ -166,7 +165,7 @@ type Exporter struct {
 	done   chan struct{}
 	closed atomic.Bool
 
-	logs    *otlploghttp.Exporter
+	logs    *poster
 	logger  log.Logger
 	batch   []sdklog.Record // filled by collect while the worker emits
 	tp      *sdktrace.TracerProvider
@@ -197,29 +196,19 @@ func New(c Config, warn func(string), record func(audit.Record)) (*Exporter, err
 	res := resource.NewSchemaless(attribute.String("service.name", "airlock"),
 		attribute.String("airlock.sandbox.id", c.SandboxID), attribute.String("airlock.sandbox.name", c.Name))
 	ctx := context.Background()
-	noRetry := otlploghttp.RetryConfig{Enabled: false} // a failed batch is counted, not retried while more queue up
+	// A failed batch is counted, not retried while more queue up.
 	if c.LogsURL != "" {
-		le, err := otlploghttp.New(ctx, otlploghttp.WithEndpointURL(c.LogsURL), otlploghttp.WithHeaders(c.Headers),
-			otlploghttp.WithTimeout(exportTimeout), otlploghttp.WithRetry(noRetry))
-		if err != nil {
-			return nil, fmt.Errorf("otlp: logs exporter: %w", err)
-		}
-		e.logs = le
+		e.logs = newPoster(c.LogsURL, c.Headers)
 		lp := sdklog.NewLoggerProvider(sdklog.WithResource(res), sdklog.WithProcessor(collect{e}))
 		e.logger = lp.Logger("airlock/audit")
 	}
 	if c.TracesURL != "" {
-		te, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(c.TracesURL), otlptracehttp.WithHeaders(c.Headers),
-			otlptracehttp.WithTimeout(exportTimeout), otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false}))
-		if err != nil {
-			return nil, fmt.Errorf("otlp: traces exporter: %w", err)
-		}
 		e.tp = sdktrace.NewTracerProvider(sdktrace.WithResource(res),
-			sdktrace.WithBatcher(countSpans{te, e}, sdktrace.WithMaxQueueSize(QueueSize), sdktrace.WithMaxExportBatchSize(maxBatch),
+			sdktrace.WithBatcher(spanExporter{newPoster(c.TracesURL, c.Headers), e}, sdktrace.WithMaxQueueSize(QueueSize), sdktrace.WithMaxExportBatchSize(maxBatch),
 				sdktrace.WithBatchTimeout(batchEvery), sdktrace.WithExportTimeout(exportTimeout)))
 		e.tracer = e.tp.Tracer("airlock/audit")
 	} else {
-		e.tracer = trace.NewNoopTracerProvider().Tracer("")
+		e.tracer = noop.NewTracerProvider().Tracer("")
 	}
 	e.runCtx, e.run = e.tracer.Start(ctx, "airlock.run", trace.WithTimestamp(e.started),
 		trace.WithAttributes(attribute.String("airlock.sandbox.id", c.SandboxID)))
@@ -302,7 +291,7 @@ func (e *Exporter) send(ctx context.Context, rs []audit.Record) {
 		e.lostRecs.Add(uint64(len(b)))
 		return
 	}
-	if err := e.logs.Export(ctx, b); err != nil {
+	if err := e.logs.post(ctx, encodeLogs(b)); err != nil {
 		e.lostRecs.Add(uint64(len(b)))
 		e.failed(err)
 	}
@@ -400,9 +389,7 @@ func (e *Exporter) Close() (records, spans uint64) {
 		cancel()
 	}
 	if e.logs != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		e.logs.Shutdown(ctx)
-		cancel()
+		e.logs.close()
 	}
 	e.report()
 	return e.lostRecs.Load(), e.lostSpans()
@@ -418,19 +405,3 @@ func (c collect) OnEmit(_ context.Context, r *sdklog.Record) error {
 func (collect) Enabled(context.Context, sdklog.EnabledParameters) bool { return true }
 func (collect) Shutdown(context.Context) error                         { return nil }
 func (collect) ForceFlush(context.Context) error                       { return nil }
-
-// countSpans counts the spans the collector took.
-type countSpans struct {
-	sdktrace.SpanExporter
-	e *Exporter
-}
-
-func (c countSpans) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
-	err := c.SpanExporter.ExportSpans(ctx, spans)
-	if err == nil {
-		c.e.sentSpans.Add(uint64(len(spans)))
-	} else {
-		c.e.failed(err)
-	}
-	return err
-}
