@@ -227,7 +227,7 @@ func newPoster(url string, headers map[string]string) *poster {
 func (p *poster) post(ctx context.Context, body []byte) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("otlp: %w", err)
+		return fmt.Errorf("post %s: %w", p.url, err)
 	}
 	for k, v := range p.headers {
 		req.Header.Set(k, v)
@@ -235,12 +235,12 @@ func (p *poster) post(ctx context.Context, body []byte) error {
 	req.Header.Set("Content-Type", "application/x-protobuf")
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("otlp: post %s: %w", p.url, err)
+		return err // Post "URL": what failed
 	}
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // a partial-success answer; bounded
 	resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("otlp: post %s: the collector answered %s", p.url, resp.Status)
+		return fmt.Errorf("post %s: the collector answered %s", p.url, resp.Status)
 	}
 	return nil
 }
