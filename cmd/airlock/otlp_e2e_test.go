@@ -191,3 +191,57 @@ func TestOTLPCollectorDownTheRunGoesOnWithTheLossCounted(t *testing.T) {
 		t.Errorf("an http endpoint without insecure: %v; want one line and exit 125", r)
 	}
 }
+
+// An LLM call through the gateway is a span with its token counts.
+func TestOTLPAnLLMCallIsASpanWithItsTokens(t *testing.T) {
+	caFile, _ := fakeMessages(t)
+	e := newEnv(t)
+	rc := newOTLPReceiver(t)
+	c := e.cmd("run", "-q", "--add-host", "llm.example.com:"+strings.Split(llmAddr, ":")[0], "--upstream-ca", caFile,
+		"--allow-host", "llm.example.com", "--", "sh", "-c",
+		`curl -sS https://llm.example.com/v1/messages -H 'content-type: application/json' -d '{"model":"claude-haiku-4-5"}'`)
+	c.Env = append(c.Env, "OTEL_EXPORTER_OTLP_ENDPOINT="+rc.url)
+	if r := e.runCmd(c); r.code != 0 || !strings.Contains(r.stdout, "claude-haiku-4-5") {
+		t.Fatalf("the LLM call (the positive control) failed: %v", r)
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	for _, s := range rc.spans {
+		if s.Name == "airlock.llm" {
+			a := otlpAttrs(s.Attributes)
+			if a["gen_ai.usage.input_tokens"] != "30" || a["gen_ai.usage.output_tokens"] != "25" || a["airlock.llm.tokens"] != "60" || a["gen_ai.request.model"] != "claude-haiku-4-5" {
+				t.Errorf("llm span attributes %v", a)
+			}
+			return
+		}
+	}
+	t.Errorf("no airlock.llm span among %d spans", len(rc.spans))
+}
+
+// A collector that takes the requests and never answers holds the run no
+// longer than the exporter's bounds; the loss is audited.
+func TestOTLPSlowCollectorDoesNotHoldTheRun(t *testing.T) {
+	e := newEnv(t)
+	quit := make(chan struct{})
+	var hits sync.WaitGroup
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		defer hits.Done()
+		select {
+		case <-quit:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(quit)
+	c := e.cmd("run", "--keep", "--name", "slow", "--", "sh", "-c", "echo out")
+	c.Env = append(c.Env, "OTEL_EXPORTER_OTLP_ENDPOINT="+srv.URL)
+	start := time.Now()
+	r := e.runCmd(c)
+	if took := time.Since(start); r.code != 0 || r.stdout != "out\n" || took > 30*time.Second {
+		t.Fatalf("run with a collector that never answers: %v after %v", r, took)
+	}
+	if a := e.run("audit", "--json", "slow"); !strings.Contains(a.stdout, `"kind":"audit","subject":"otlp","decision":"lost"`) {
+		t.Errorf("no loss record in the audit:\n%s", a.stdout)
+	}
+}

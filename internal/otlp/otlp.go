@@ -161,6 +161,8 @@ func parseHeaders(s string, into map[string]string) error {
 // so are the records of an export that failed or timed out.
 type Exporter struct {
 	q      chan audit.Record
+	ctx    context.Context // every export's; Close cancels it at its deadline
+	cancel context.CancelFunc
 	stop   chan struct{}
 	done   chan struct{}
 	closed atomic.Bool
@@ -192,6 +194,7 @@ func New(c Config, warn func(string), record func(audit.Record)) (*Exporter, err
 	// The SDK's own errors would go to the standard logger: they say here, once.
 	e := &Exporter{q: make(chan audit.Record, QueueSize), stop: make(chan struct{}), done: make(chan struct{}),
 		warn: warn, record: record, started: time.Now()}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { e.failed(err) }))
 	res := resource.NewSchemaless(attribute.String("service.name", "airlock"),
 		attribute.String("airlock.sandbox.id", c.SandboxID), attribute.String("airlock.sandbox.name", c.Name))
@@ -256,7 +259,7 @@ func (e *Exporter) loop() {
 				}
 				break
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+			ctx, cancel := context.WithTimeout(e.ctx, closeTimeout)
 			for len(pending) > 0 {
 				n := min(len(pending), maxBatch)
 				e.send(ctx, pending[:n])
@@ -266,7 +269,7 @@ func (e *Exporter) loop() {
 			return
 		}
 		if len(pending) > 0 {
-			ctx, cancel := context.WithTimeout(context.Background(), exportTimeout)
+			ctx, cancel := context.WithTimeout(e.ctx, exportTimeout)
 			e.send(ctx, pending)
 			cancel()
 			pending = pending[:0]
@@ -376,18 +379,28 @@ func (e *Exporter) Close() (records, spans uint64) {
 	if e.closed.Swap(true) {
 		return e.lostRecs.Load(), e.lostSpans()
 	}
+	// One deadline for it all: what is queued, then the spans; an export
+	// still running then is cut off, and its records counted.
+	deadline := time.Now().Add(closeTimeout)
 	close(e.stop)
 	select {
 	case <-e.done:
-	case <-time.After(closeTimeout + time.Second):
+	case <-time.After(time.Until(deadline)):
+		e.cancel()
+		<-e.done // a canceled request returns at once
 	}
 	if e.tp != nil {
 		e.run.End()
 		e.endedSpans.Add(1)
-		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		end := deadline
+		if soon := time.Now().Add(500 * time.Millisecond); soon.After(end) {
+			end = soon // the spans get a moment even when the records took it all
+		}
+		ctx, cancel := context.WithDeadline(e.ctx, end)
 		e.tp.Shutdown(ctx)
 		cancel()
 	}
+	e.cancel()
 	if e.logs != nil {
 		e.logs.close()
 	}
