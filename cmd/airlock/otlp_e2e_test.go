@@ -245,3 +245,48 @@ func TestOTLPSlowCollectorDoesNotHoldTheRun(t *testing.T) {
 		t.Errorf("no loss record in the audit:\n%s", a.stdout)
 	}
 }
+
+// A detached sandbox's supervisor sends with the config's headers, which
+// its spec on disk never holds.
+func TestOTLPADetachedSandboxSendsWithTheConfigHeaders(t *testing.T) {
+	e := newEnv(t)
+	rc := newOTLPReceiver(t)
+	e.writeConfig(fmt.Sprintf("version: 1\naudit:\n  otlp:\n    endpoint: %s\n    insecure: true\n    headers:\n      Authorization: Bearer dettok-s3cret\n", rc.url))
+	if r := e.run("run", "-d", "-q", "--name", "det"); r.code != 0 {
+		t.Fatalf("run -d: %v", r)
+	}
+	if r := e.run("exec", "det", "--", "sh", "-c", "exit 4"); r.code != 4 {
+		t.Fatalf("exec: %v", r)
+	}
+	filepath.WalkDir(e.state, func(p string, d os.DirEntry, err error) error {
+		if b, _ := os.ReadFile(p); err == nil && !d.IsDir() && strings.Contains(string(b), "s3cret") {
+			t.Errorf("a collector token is in %s", p)
+		}
+		return nil
+	})
+	if r := e.run("kill", "det"); r.code != 0 {
+		t.Fatalf("kill: %v", r)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		rc.mu.Lock()
+		var exec bool
+		for _, s := range rc.spans {
+			exec = exec || s.Name == "airlock.exec" && otlpAttrs(s.Attributes)["process.exit.code"] == "4"
+		}
+		hs := rc.headers
+		rc.mu.Unlock()
+		if exec {
+			for _, h := range hs {
+				if h.Get("Authorization") != "Bearer dettok-s3cret" {
+					t.Errorf("the receiver got headers %v", h)
+				}
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no exec span from the detached sandbox (%d spans, %d requests)", len(rc.spans), len(hs))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
