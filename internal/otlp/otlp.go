@@ -33,8 +33,11 @@ const (
 	batchEvery    = time.Second
 	exportTimeout = 5 * time.Second
 	closeTimeout  = 2 * time.Second
-	reportEvery   = 30 * time.Second
 )
+
+// reportEvery is how often a loss record is written while records are lost
+// (a variable for the tests).
+var reportEvery = 30 * time.Second
 
 // Config is where and how to send.
 type Config struct {

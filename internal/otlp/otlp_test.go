@@ -331,3 +331,57 @@ func TestResolve(t *testing.T) {
 		})
 	}
 }
+
+// While the collector stays down, the loss is written as it goes, not only
+// at the end: a run that is killed still leaves a count.
+func TestTheLossIsAuditedPeriodically(t *testing.T) {
+	defer func(d time.Duration) { reportEvery = d }(reportEvery)
+	reportEvery = 100 * time.Millisecond
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	e, s, _ := start(t, "http://"+addr, nil)
+	defer e.Close()
+	e.Put(audit.Record{Time: time.Now(), Kind: audit.KindNetwork, Decision: audit.Deny, Host: "h"})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if r, _, n := s.lost(); n > 0 {
+			if r != "1" {
+				t.Errorf("the periodic loss record counts %s records, want 1", r)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no loss record while the exporter runs")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Whatever the variables hold, Resolve does not panic, an error never
+// quotes a header's value, and what it accepts is an http(s) URL.
+func FuzzResolve(f *testing.F) {
+	f.Add("http://127.0.0.1:4318", "authorization=Bearer%20x,x-a=b", "https://c/v1/logs")
+	f.Add("c:4318", "=,,a", "")
+	f.Add("ftp://x", "k=v=w", "http://u:p@h")
+	f.Fuzz(func(t *testing.T, endpoint, headers, logs string) {
+		env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_EXPORTER_OTLP_HEADERS": headers, "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": logs}
+		cfg, ok, err := Resolve(config.OTLP{}, func(k string) string { return env[k] })
+		if err != nil {
+			for _, v := range cfg.Headers {
+				if len(v) > 3 && strings.Contains(err.Error(), v) {
+					t.Fatalf("the error %q quotes a header value", err)
+				}
+			}
+			return
+		}
+		for _, u := range []string{cfg.LogsURL, cfg.TracesURL} {
+			if ok && u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+				t.Fatalf("accepted %q", u)
+			}
+		}
+	})
+}
