@@ -56,6 +56,10 @@ var rules = []rule{
 		"suggest turns audit records into config as data: it reads the records, checks rules with policy and config, and does no I/O of its own, so it is table-tested and fuzzed"},
 	{[]string{"internal/asker"}, []string{"internal/engine", "internal/egress", "internal/backend", "internal/workspace", "internal/supervisor", "sandbox", "cmd/"},
 		"the approvals asker meets the gateway through its Gate and the audit stream through a function: it knows no engine, egress, backend or workspace, so its decisions are tested without a sandbox"},
+	{[]string{"internal/otlp"}, []string{"internal/", "sandbox", "cmd/", "!internal/otlp", "!internal/audit", "!internal/config", "google.golang.org/grpc", "go.opentelemetry.io/otel/exporters", "go.opentelemetry.io/proto"},
+		"the OTLP exporter is an audit sink: it knows audit records and their config, nothing of the sandbox; it encodes OTLP itself, since the official exporters and collector protos link gRPC into every airlock start (its tests decode with the protos)"},
+	{[]string{"internal/", "sandbox", "cmd/"}, []string{"google.golang.org/grpc"},
+		"gRPC is 13 MB and ~1.5 ms of package inits at every airlock start: nothing links it"},
 }
 
 func matches(pkg string, prefixes []string) bool {

@@ -194,11 +194,10 @@ type Exporter struct {
 // reached; record writes the loss records into the audit (periodically
 // and at Close). Nothing is sent before the first record.
 func New(c Config, warn func(string), record func(audit.Record)) (*Exporter, error) {
-	// The SDK's own errors would go to the standard logger: they say here, once.
 	e := &Exporter{q: make(chan audit.Record, QueueSize), stop: make(chan struct{}), done: make(chan struct{}),
 		warn: warn, record: record, started: time.Now()}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
-	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { e.failed(err) }))
+	quietSDK()
 	res := resource.NewSchemaless(attribute.String("service.name", "airlock"),
 		attribute.String("airlock.sandbox.id", c.SandboxID), attribute.String("airlock.sandbox.name", c.Name))
 	ctx := context.Background()
@@ -221,6 +220,11 @@ func New(c Config, warn func(string), record func(audit.Record)) (*Exporter, err
 	go e.loop()
 	return e, nil
 }
+
+// quietSDK keeps the SDK's own error reports (which go to the standard
+// logger, process-wide) off the user's terminal: each exporter sees its
+// failures itself (spanExporter, send) and says them once, with the loss.
+var quietSDK = sync.OnceFunc(func() { otel.SetErrorHandler(otel.ErrorHandlerFunc(func(error) {})) })
 
 // Put queues r, or counts it lost when the queue is full. It never blocks.
 func (e *Exporter) Put(r audit.Record) {
