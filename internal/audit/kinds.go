@@ -40,6 +40,10 @@ const (
 
 	DecisionSuppressed = "suppressed" // kind audit: Count records of Subject ("kind decision") not written one by one
 	DecisionRotated    = "rotated"    // kind audit: the file was rotated; Count records were removed
+	// DecisionLost: kind audit, Subject otlp: records (Extra["records"]) and
+	// spans (Extra["spans"]) the collector did not get since the last such
+	// record (a full queue, a failed export), Reason the last failure.
+	DecisionLost = "lost"
 )
 
 // Ops of file, workspace and lifecycle records.

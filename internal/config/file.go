@@ -799,6 +799,20 @@ func stripPolicy(err error) error {
 	return errors.New(msg)
 }
 
+// validHeaderName: an HTTP header name as collectors' tokens use them.
+func validHeaderName(n string) bool {
+	if n == "" || len(n) > 256 {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		c := n[i]
+		if !(c == '_' || c == '-' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
 func validEnvName(n string) bool {
 	if n == "" {
 		return false
@@ -814,6 +828,14 @@ func validEnvName(n string) bool {
 
 func (p *parser) env(s *setting, key string, v *yaml.Node) error {
 	add := func(n *yaml.Node, name, entry string) error {
+		if f := lookup(key); f != nil && f.secret {
+			// Header names: a bare name takes nothing from the host here.
+			if !validHeaderName(name) || !strings.Contains(entry, "=") {
+				return p.errorf(n, key, "%q: use HEADER: VALUE, a header name of letters, digits, - and _", name)
+			}
+			s.items = append(s.items, item{value: entry, key: strings.ToLower(name), origin: p.origin(n)})
+			return nil
+		}
 		if !validEnvName(name) {
 			return p.errorf(n, key, "%q is not a variable name: use letters, digits and _, not starting with a digit", name)
 		}

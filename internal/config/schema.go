@@ -49,6 +49,9 @@ type field struct {
 	// none); cmd/airlock defines it from RunFlags: its one-letter short
 	// form and its help (a `WORD` names the value).
 	flag, short, usage string
+	// secret: the values may hold tokens; config show writes their names
+	// only, and kEnv names are header names (letters, digits, -, _).
+	secret bool
 	// def is the key's default (the Defaults layer, and the run flag's
 	// default as shown); nil for none.
 	def any
@@ -105,6 +108,10 @@ var schema = []field{
 	{key: "audit", kind: kSection},
 	{key: "audit.max_size", kind: kSize, help: "a size such as 100m", to: func(s *Spec) any { return &s.Audit.MaxBytes }},
 	{key: "audit.keep", kind: kInt, help: "a number of rotated files", to: func(s *Spec) any { return &s.Audit.Keep }},
+	{key: "audit.otlp", kind: kSection},
+	{key: "audit.otlp.endpoint", kind: kString, help: "an OTLP/HTTP collector's base URL such as https://otel.example.com:4318", to: func(s *Spec) any { return &s.Audit.OTLP.Endpoint }},
+	{key: "audit.otlp.headers", kind: kEnv, secret: true, help: "a mapping HEADER: VALUE sent to the collector", to: func(s *Spec) any { return &s.Audit.OTLP.Headers }},
+	{key: "audit.otlp.insecure", kind: kBool, to: func(s *Spec) any { return &s.Audit.OTLP.Insecure }},
 	{key: "approvals", kind: kSection, help: "ask or deny, or a mapping of mode, timeout, decisions"},
 	{key: "approvals.mode", kind: kEnum, enum: []string{ApprovalsAsk, ApprovalsDeny}, to: func(s *Spec) any { return &s.Approvals.Mode }},
 	{key: "approvals.timeout", kind: kDuration, help: "a duration such as 60s or 5m", to: func(s *Spec) any { return &s.Approvals.Timeout }, flag: "ask-timeout", usage: "with --ask: deny what nobody answered after this long (default 60s)"},

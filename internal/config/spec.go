@@ -299,6 +299,19 @@ func (h HostExec) Asks() bool {
 type Audit struct {
 	MaxBytes int64 `json:"max_bytes,omitempty"` // rotate past this size (0: the default)
 	Keep     int   `json:"keep,omitempty"`      // rotated files kept (0: the default)
+	OTLP     OTLP  `json:"otlp,omitzero"`
+}
+
+// OTLP is where the audit records are also sent as OpenTelemetry logs and
+// spans (see internal/otlp); the host's OTEL_EXPORTER_OTLP_* variables
+// fill in what it leaves unset.
+type OTLP struct {
+	Endpoint string `json:"endpoint,omitempty"` // the collector's base URL
+	// Headers are NAME=VALUE, and may hold tokens: never written with the
+	// spec (the state record, a detached sandbox's record); a detached
+	// supervisor gets them through its environment (supervisor.Detach).
+	Headers  []string `json:"-"`
+	Insecure bool     `json:"insecure,omitempty"` // plain http to the collector
 }
 
 // BackendName is s's backend, with the default filled in.

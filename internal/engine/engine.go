@@ -32,6 +32,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/egress"
 	"github.com/airlock-dev/airlock/internal/gateway"
 	"github.com/airlock-dev/airlock/internal/llmusage"
+	"github.com/airlock-dev/airlock/internal/otlp"
 	"github.com/airlock-dev/airlock/internal/proto"
 	"github.com/airlock-dev/airlock/internal/publish"
 	"github.com/airlock-dev/airlock/internal/secrets"
@@ -152,6 +153,7 @@ type Sandbox struct {
 	mcp      mcpServers      // the sandbox's MCP servers, policed; nil without
 	guestExe string
 	log      *audit.Log
+	otlp     *otlp.Exporter // the audit also sent to a collector; nil without one
 	redact   atomic.Pointer[secrets.Set]
 	ctl      *net.UnixListener
 	watch    *watch.Watcher
@@ -869,6 +871,19 @@ func (s *Sandbox) openAudit() error {
 		return fmt.Errorf("audit: %w", err)
 	}
 	s.log = log
+	// The host's variables, read here on the host: never the sandbox's.
+	if cfg, ok, err := otlp.Resolve(s.spec.Config.Audit.OTLP, os.Getenv); err != nil {
+		s.warn(err.Error())
+	} else if ok {
+		cfg.SandboxID, cfg.Name = s.h.ID(), s.h.Name()
+		exp, err := otlp.New(cfg, s.warn, s.record)
+		if err != nil {
+			s.warn(err.Error())
+		} else {
+			s.otlp = exp
+			log.AddSink(exp)
+		}
+	}
 	created := audit.Lifecycle(audit.OpCreate, s.be.Name(), "")
 	created.Extra = map[string]string{"origin": s.spec.Origin}
 	s.record(created)
@@ -1173,6 +1188,9 @@ func (s *Sandbox) closeAudit() {
 		stopped := audit.Lifecycle(audit.OpStop, s.be.Name(), "")
 		stopped.Duration = audit.Millis(time.Since(s.started))
 		s.record(stopped)
+		if s.otlp != nil {
+			s.otlp.Close() // bounded: a collector that is down or slow holds the end a few seconds at most
+		}
 		s.log.Close()
 	}
 }

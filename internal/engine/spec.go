@@ -3,11 +3,13 @@ package engine
 import (
 	"fmt"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/otlp"
 	"github.com/airlock-dev/airlock/internal/term"
 	"github.com/airlock-dev/airlock/internal/workspace"
 )
@@ -98,6 +100,9 @@ func (s *Spec) Validate(where func(key string) string) error {
 		if _, err := term.ParseKeys(keys); err != nil {
 			return &SettingError{Key: key, Where: where(key), Msg: ": " + err.Error()}
 		}
+	}
+	if _, _, err := otlp.Resolve(c.Audit.OTLP, os.Getenv); err != nil {
+		return &SettingError{Key: "audit.otlp.endpoint", Msg: err.Error()}
 	}
 	if c.Approvals.Decisions != "" && !c.Approvals.Ask() {
 		return bad("approvals.decisions", " goes with --ask (approvals: ask)")

@@ -66,6 +66,10 @@ var rules = []rule{
 		"the approvals asker meets the gateway through its Gate and the audit stream through a function: it knows no engine, egress, backend or workspace, so its decisions are tested without a sandbox"},
 	{[]string{"internal/publish"}, []string{"internal/", "sandbox", "cmd/", "!internal/audit", "!internal/config"},
 		"published ports meet the sandbox through a Dial function (the netstack's or the guest's, which the engine picks): the listeners know no engine, egress, netstack or backend, so they are tested with plain sockets"},
+	{[]string{"internal/otlp"}, []string{"internal/", "sandbox", "cmd/", "!internal/otlp", "!internal/audit", "!internal/config", "google.golang.org/grpc", "go.opentelemetry.io/otel/exporters", "go.opentelemetry.io/proto"},
+		"the OTLP exporter is an audit sink: it knows audit records and their config, nothing of the sandbox; it encodes OTLP itself, since the official exporters and collector protos link gRPC into every airlock start (its tests decode with the protos)"},
+	{[]string{"internal/", "sandbox", "cmd/"}, []string{"google.golang.org/grpc"},
+		"gRPC is 13 MB and ~1.5 ms of package inits at every airlock start: nothing links it"},
 }
 
 func matches(pkg string, prefixes []string) bool {
