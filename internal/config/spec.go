@@ -193,11 +193,15 @@ type Network struct {
 	AddHosts    []string       `json:"add_hosts,omitempty"` // NAME:IP
 	UpstreamCA  string         `json:"upstream_ca,omitempty"`
 	DNSUpstream string         `json:"dns_upstream,omitempty"` // IP:PORT; "" = the host's resolver
+	// PolicyScript is a Starlark file on the host (internal/policy/script)
+	// deciding hosts, requests and responses in code; never one the
+	// sandbox can write (checkReadPaths).
+	PolicyScript string `json:"policy_script,omitempty"`
 }
 
 // Enabled reports whether n lets anything out, so a gateway is needed.
 func (n Network) Enabled() bool {
-	return len(n.AllowHosts)+len(n.TunnelHosts)+len(n.Endpoints)+len(n.Secrets) > 0
+	return len(n.AllowHosts)+len(n.TunnelHosts)+len(n.Endpoints)+len(n.Secrets) > 0 || n.PolicyScript != ""
 }
 
 // Approval modes.

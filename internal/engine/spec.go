@@ -7,6 +7,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/egress"
 	"github.com/airlock-dev/airlock/internal/workspace"
 )
 
@@ -71,6 +72,11 @@ func (s *Spec) Validate(where func(key string) string) error {
 		return &SettingError{Key: "filesystem.hide", Where: where("filesystem.hide"), Msg: " " + err.Error()}
 	}
 	c.Workspace.Mode = string(mode)
+	if p := c.Network.PolicyScript; p != "" {
+		if _, err := egress.LoadPolicyScript(p, nil, ""); err != nil {
+			return &SettingError{Key: "network.policy_script", Where: where("network.policy_script"), Msg: ": " + err.Error()}
+		}
+	}
 	if c.Approvals.Decisions != "" && !c.Approvals.Ask() {
 		return bad("approvals.decisions", " goes with --ask (approvals: ask)")
 	}
