@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/sandbox/client"
 )
 
 // policyScript is the script the end-to-end tests run; TAG is replaced by
@@ -183,5 +188,51 @@ func TestPolicyScriptBadInput(t *testing.T) {
 	}
 	if r := e.run("run", "-q", "--policy-script", good, "--", "echo", "started"); r.code != 0 || r.stdout != "started\n" {
 		t.Errorf("a good script (the positive control) = %v", r)
+	}
+}
+
+// create takes network.policy_script: the script allows a host no rule
+// names and refuses a path of an allowed one (the upstream's log shows
+// only the first); a script inside the workspace is refused with -32602.
+func TestRPCPolicyScript(t *testing.T) {
+	u := testUpstream(t)
+	e := newEnv(t)
+	tag := fmt.Sprintf("rpcscript%d", time.Now().UnixNano())
+	file := filepath.Join(t.TempDir(), "rpc.star")
+	os.WriteFile(file, []byte(`def is_host_allowed(host, port):
+    return True if host == "scripted.test" else None
+
+def on_request(req):
+    if req.path.endswith("/refused"):
+        return False
+`), 0o644)
+	ip := strings.Split(u.addr, ":")[0]
+	sb := newRPCClient(t, e, &sandbox.Config{Network: &sandbox.NetworkConfig{
+		AllowedHosts: []string{"example.com"},
+		AddHosts:     []string{"example.com:" + ip, "scripted.test:" + ip},
+		UpstreamCA:   u.caFile,
+		PolicyScript: file,
+	}})
+	r, err := sb.Exec(fmt.Sprintf(`curl -s -o /dev/null -w "scripted %%{http_code}\n" http://scripted.test/%s/ok; curl -s -o /dev/null -w "refused %%{http_code}\n" https://example.com/%s/refused`, tag, tag))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := u.received(t)
+	if !strings.Contains(r.Stdout, "scripted 200") || !strings.Contains(got, "GET /"+tag+"/ok") {
+		t.Errorf("the host the script allows was not reached: %q\n%s", r.Stdout, got)
+	}
+	if !strings.Contains(r.Stdout, "refused 403") || strings.Contains(got, tag+"/refused") {
+		t.Errorf("the request the script refuses got through: %q\n%s", r.Stdout, got)
+	}
+	sb.Close()
+
+	in := filepath.Join(e.ws, "p.star")
+	os.WriteFile(in, []byte("def is_host_allowed(h, p):\n    return True\n"), 0o644)
+	_, err = client.New(context.Background(), &sandbox.Config{Network: &sandbox.NetworkConfig{PolicyScript: in},
+		VFS: &sandbox.VFSConfig{Mounts: map[string]sandbox.Mount{"/workspace": {Type: "real_fs", HostPath: e.ws}}}},
+		client.Options{Binary: airlockBin, Env: e.environ()})
+	var se *sandbox.Error
+	if !errors.As(err, &se) || se.Code != -32602 || !strings.Contains(se.Message, "which the sandbox can write") {
+		t.Errorf("a script in the workspace = %v; want -32602 naming why", err)
 	}
 }
