@@ -173,6 +173,12 @@ type Limits struct {
 	Pids        int64         `json:"pids,omitempty"`
 	TmpBytes    int64         `json:"tmp_bytes,omitempty"` // size of /tmp and the private home
 	Timeout     time.Duration `json:"timeout,omitempty"`
+	// IdleTimeout stops a sandbox nothing used for that long: no command
+	// running (exec or an attached terminal) and no network activity.
+	IdleTimeout time.Duration `json:"idle_timeout,omitempty"`
+	// MaxSandboxes caps how many sandboxes this user runs at once: a start
+	// beyond it is refused, listing them (0: no cap).
+	MaxSandboxes int64 `json:"max_sandboxes,omitempty"`
 }
 
 // Network is what the sandbox may reach. Without allow rules (or secrets)
