@@ -236,3 +236,44 @@ def on_request(req):
 		t.Errorf("a script in the workspace = %v; want -32602 naming why", err)
 	}
 }
+
+// A repository's .airlock.yaml names a policy script only once trusted, and
+// never one in the workspace (the sandbox could rewrite what the next run
+// obeys): untrusted, the script is ignored (the host it would allow stays
+// refused); trusted and in the workspace, the start stops at the file's
+// line; trusted and kept in the config dir, it is obeyed (the upstream's
+// log shows the host it allows reached).
+func TestPolicyScriptFromARepositoryFile(t *testing.T) {
+	u := testUpstream(t)
+	e := newEnv(t)
+	tag := fmt.Sprintf("reposcript%d", time.Now().UnixNano())
+	allow := []byte("def is_host_allowed(host, port):\n    return True if host == \"example.com\" else None\n")
+	inWS := filepath.Join(e.ws, "policy.star")
+	os.WriteFile(inWS, allow, 0o644)
+	repo := filepath.Join(e.ws, ".airlock.yaml")
+	os.WriteFile(repo, []byte("network:\n  policy_script: policy.star\n"), 0o644)
+	get := func(path string) result {
+		return e.run(append(u.flags("--"), "sh", "-c", "curl -s -o /dev/null -w '%{http_code}\\n' --max-time 20 https://example.com/"+tag+path)...)
+	}
+	r := get("/untrusted")
+	if strings.Contains(u.received(t), tag+"/untrusted") {
+		t.Errorf("an untrusted repository file's script allowed a host: %v", r)
+	}
+	if r := e.run("trust"); r.code != 0 {
+		t.Fatalf("trust: %v", r)
+	}
+	r = get("/in-workspace")
+	if first, _, _ := strings.Cut(r.stderr, "\n"); r.code != 125 || !strings.Contains(first, ".airlock.yaml:2: network.policy_script") || !strings.Contains(first, "which the sandbox can write") {
+		t.Errorf("a trusted file naming a script in the workspace = %v; want exit 125 naming its line", r)
+	}
+	cfg := filepath.Join(e.home, ".config", "airlock", "policy.star")
+	os.WriteFile(cfg, allow, 0o644)
+	os.WriteFile(repo, []byte("network:\n  policy_script: "+cfg+"\n"), 0o644)
+	if r := e.run("trust"); r.code != 0 {
+		t.Fatalf("trust: %v", r)
+	}
+	r = get("/trusted")
+	if r.code != 0 || !strings.Contains(u.received(t), "GET /"+tag+"/trusted ") {
+		t.Errorf("a trusted file's script kept in the config dir was not obeyed: %v", r)
+	}
+}
