@@ -50,8 +50,14 @@ func plan(c *Config) (*planned, error) {
 		default:
 			return nil, invalid("image %q: the native backend shows the host's root read-only; use \"standard\" (or leave it out), or \"backend\": \"docker\" to run an image", c.Image)
 		}
-	case config.BackendDocker:
-		p.spec.Config.Backend = config.BackendDocker
+	case config.BackendDocker, config.BackendKubernetes:
+		p.spec.Config.Backend = c.Backend
+		if k := c.Kubernetes; k != nil {
+			if c.Backend != config.BackendKubernetes {
+				return nil, invalid("kubernetes: goes with \"backend\": \"kubernetes\"")
+			}
+			p.spec.Config.Kubernetes = config.Kubernetes{Context: k.Context, Namespace: k.Namespace, RuntimeClass: k.RuntimeClass, Image: k.Image}
+		}
 		switch c.Image {
 		case "", "minimal", "host":
 			p.spec.Config.Image = config.DefaultImage
@@ -61,7 +67,7 @@ func plan(c *Config) (*planned, error) {
 			p.spec.Config.Image = c.Image
 		}
 	default:
-		return nil, invalid("backend %q: use native or docker", c.Backend)
+		return nil, invalid("backend %q: use native, docker or kubernetes", c.Backend)
 	}
 	r := Resources{}
 	if c.Resources != nil {

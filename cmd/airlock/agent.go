@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/agentrun"
 	"github.com/airlock-dev/airlock/internal/agents"
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/secrets"
 	"github.com/airlock-dev/airlock/internal/term"
 )
 
@@ -126,9 +128,6 @@ func agentRun(ao *agentRunOptions) (err error) {
 			return usageError{err.Error()}
 		}
 	}
-	if o.detach {
-		return usageError{"airlock agent run does not detach yet (its keys are handed over in memory): run it in the foreground, e.g. in tmux"}
-	}
 	cfg, err := ao.Config()
 	if err != nil {
 		return err
@@ -176,10 +175,24 @@ func agentRun(ao *agentRunOptions) (err error) {
 			fmt.Fprintf(ao.IO.ErrOut, "airlock: note: the repository's own %s settings apply inside (%s); they cannot widen what the sandbox allows\n", p.Display, strings.Join(present, ", "))
 		}
 	}
+	if o.detach {
+		// Its keys go to the background supervisor in memory; a login's
+		// token is kept fresh by this process, which does not stay.
+		if err := secrets.WriteHandover(io.Discard, pr.Secrets); err != nil {
+			var names []string
+			for _, k := range p.Keys {
+				names = append(names, k.Env)
+			}
+			return usageError{fmt.Sprintf("airlock agent run -d needs %s's API key on the host (%s): the login it would use is kept fresh by a foreground run only; set the key, or run without -d (in tmux, say)", p.Display, strings.Join(names, " or "))}
+		}
+	}
 	started := time.Now()
 	code, err := launch(spec, o, pr.Env, pr.Secrets)
 	if err != nil {
 		return err
+	}
+	if o.detach { // its keys went to the background supervisor, in memory
+		return nil
 	}
 	agentrun.RecordSession(p, pr.Project, sc.Workspace.Path, pr.Home, started, code, ao.IO.ErrOut, o.quiet)
 	return exitError{code}

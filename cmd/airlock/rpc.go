@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
 	"os/signal"
 	"strconv"
 	"syscall"
@@ -12,7 +11,13 @@ import (
 	"github.com/airlock-dev/airlock/internal/rpc"
 )
 
-func newRPCCmd() *cobra.Command {
+// rpcOptions is what airlock rpc needs: stdin and stdout carry the protocol.
+type rpcOptions struct {
+	IO *ioStreams
+}
+
+func newRPCCmd(runF func(*rpcOptions) error) *cobra.Command {
+	o := &rpcOptions{IO: systemIO()}
 	return &cobra.Command{
 		Use:   "rpc",
 		Short: "Serve the programmatic API: JSON-RPC 2.0 on stdin/stdout",
@@ -34,15 +39,20 @@ end the session: the sandbox and every process in it are torn down
 reads none of the output for 60 s while some is pending is taken as gone.
 Diagnostics go to stderr; stdout carries only protocol messages.`,
 		Args: noArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return serveRPC() },
+		RunE: func(c *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(o)
+			}
+			return rpcRun(o)
+		},
 	}
 }
 
-func serveRPC() error {
+func rpcRun(o *rpcOptions) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	// A client that goes away must not kill us with SIGPIPE before the
 	// sandbox is torn down: writes fail instead, and the session ends.
 	signal.Ignore(syscall.SIGPIPE)
-	return rpc.Serve(ctx, os.Stdin, os.Stdout, rpc.Options{})
+	return rpc.Serve(ctx, o.IO.In, o.IO.Out, rpc.Options{})
 }

@@ -39,6 +39,7 @@ type runOptions struct {
 	// dropBranch removes the --branch worktree made for a run that then
 	// did not start (nothing half-made).
 	dropBranch func()
+	specFD     int // --spec-fd: the whole spec on this descriptor (internal/childspec)
 }
 
 const (
@@ -109,18 +110,31 @@ Limits default to ` + strconv.Itoa(config.DefaultPids) + ` processes and half of
   airlock undo                                        # bind runs that can be put back; airlock undo ID
   airlock run -d --ask --allow-host api.anthropic.com -- claude   # unknown hosts wait: airlock approvals / airlock ui
   airlock run --workspace-mode copy --exclude node_modules --auto-apply -- ./agent
-  airlock run -d --name dev          # idle background sandbox; then: airlock exec dev -- CMD`,
+  airlock run -d --name dev          # idle background sandbox; then: airlock exec dev -- CMD
+  airlock run -t -d --name sh -- bash   # a terminal in the background: airlock attach sh (Ctrl-P Ctrl-Q leaves it)
+  airlock run --ask -- npm install   # a host no rule covers is asked about here: a key answers
+  airlock run -p 8000:8000 --allow-host pypi.org -- python3 -m http.server 8000   # then: curl http://127.0.0.1:8000/`,
 		Args: func(c *cobra.Command, args []string) error {
+			if o.specFD >= 0 {
+				return nil // checked by runChild
+			}
 			if len(args) == 0 && !o.detach {
 				return usageError{"no command given: use airlock run [flags] -- CMD [ARGS...]"}
 			}
 			return nil
 		},
-		RunE: func(c *cobra.Command, args []string) error { return run(c, o, args) },
+		RunE: func(c *cobra.Command, args []string) error {
+			if o.specFD >= 0 {
+				return runChild(c, o, args)
+			}
+			return run(c, o, args)
+		},
 	}
 	c.Flags().SetInterspersed(false) // everything after CMD belongs to CMD
 	addRunFlags(c.Flags(), o)
 	c.Flags().StringVar(&o.workdir, "workdir", "", "run CMD in `DIR`, an absolute path inside (default: the workspace)")
+	c.Flags().IntVar(&o.specFD, "spec-fd", -1, "read the whole spec as JSON from descriptor `N` (how airlock starts a host command's or an MCP server's sandbox)")
+	c.Flags().MarkHidden("spec-fd")
 	return c
 }
 
@@ -247,12 +261,13 @@ func launch(spec engine.Spec, o *runOptions, env []string, secs []*secrets.Secre
 	}
 	trace.Mark("env made")
 	if o.detach {
-		if len(secs) > 0 {
-			h.Remove()
-			return 0, errors.New("secrets given by value cannot go to a detached sandbox")
-		}
-		if err := supervisor.Detach(h, spec, "", superviseCmd); err != nil {
+		if err := supervisor.Detach(h, spec, "", superviseCmd, secs); err != nil {
 			return 0, err
+		}
+		if ports, _ := spec.Published(); !spec.Quiet { // the supervisor's own warnings go to its log
+			for _, w := range engine.PublishWarnings(ports) {
+				fmt.Fprintf(os.Stderr, "airlock: warning: %s\n", w)
+			}
 		}
 		fmt.Println(h.ID())
 		return 0, nil

@@ -25,8 +25,8 @@ func runSpec(l *config.Loaded, o *runOptions, args []string) (engine.Spec, error
 	if o.name != "" && !state.ValidName(o.name) {
 		return s, usageError{fmt.Sprintf("--name %q: use letters, digits, '_', '.' and '-' (up to 63, starting with a letter or digit)", o.name)}
 	}
-	if o.detach && o.tty {
-		return s, usageError{"-t and -d do not mix: start with -d, then airlock exec -t ID -- CMD"}
+	if o.detach && o.tty && len(args) == 0 {
+		return s, usageError{"-t -d needs a command to give the terminal to: airlock run -t -d -- CMD, then airlock attach ID"}
 	}
 	// The settings that hang together, and the defaults every host gets.
 	if err := s.Validate(func(key string) string { return originLabel(l, key, 0) }); err != nil {

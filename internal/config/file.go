@@ -648,12 +648,20 @@ func (p *parser) command(key string, n *yaml.Node) (item, error) {
 				return t, nil
 			})
 		case "secrets":
-			c.Secrets, err = strs(k.Value, v, func(e *yaml.Node, t string) (string, error) {
+			var flags []string
+			flags, err = strs(k.Value, v, func(e *yaml.Node, t string) (string, error) {
 				if err := CheckSecret(t); err != nil {
 					return "", p.errorf(e, key+".secrets", "%v", err)
 				}
 				return t, nil
 			})
+			for _, f := range flags {
+				sp, perr := secrets.ParseSpec(f) // checked above (or made by p.secret)
+				if perr != nil {
+					return item{}, p.errorf(v, key+".secrets", "%v", perr)
+				}
+				c.Secrets = append(c.Secrets, sp)
+			}
 		case "ro":
 			c.RO, err = strs(k.Value, v, path)
 		case "rw":
@@ -763,6 +771,10 @@ func checkItem(key, t string) error {
 	case "network.endpoints":
 		_, err := policy.New(policy.Config{Endpoints: []string{t}})
 		return stripPolicy(err)
+	case "ports":
+		if _, err := ParsePublished(t); err != nil {
+			return errors.New(strings.TrimPrefix(err.Error(), strconv.Quote(t)+": "))
+		}
 	case "network.add_hosts":
 		name, ip, ok := strings.Cut(t, ":")
 		if !ok || name == "" {

@@ -111,7 +111,7 @@ func ProjectTemplate(project string) []byte {
 version: 1
 project: ` + project + `
 
-# backend: native            # native, docker or vm
+# backend: native            # native, docker, vm or kubernetes
 # image: airlock/minimal:latest
 # home: ~/.local/share/airlock/home   # keep the sandbox's home across runs
 # env: [GOFLAGS, CI=1]
@@ -133,6 +133,7 @@ project: ` + project + `
 #   add_hosts: ["db.internal:10.0.0.5"]
 #   upstream_ca: corp-ca.pem  # relative to this file
 #   dns_upstream: 1.1.1.1:53
+# ports: ["8000:8000", 3000]  # published: [HOST_IP:]HOST_PORT:SANDBOX_PORT, 127.0.0.1 unless named
 # secrets:
 #   - name: GITHUB_TOKEN
 #     from: command          # env, file, command or github_app
@@ -262,6 +263,32 @@ func Load(o Options) (*Loaded, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// LoadSpec is Load for a spec made whole elsewhere (a sandbox airlock starts
+// for its own use: see internal/childspec): no file is read and s replaces
+// the merged layers, then the same checks as Load's run on it.
+func LoadSpec(o Options, s Spec) (*Loaded, error) {
+	r := &Loaded{Dir: o.Dir, Spec: s, Origins: Origins{}}
+	if r.Dir == "" {
+		r.Dir, _ = Dir()
+	}
+	r.Project = ProjectDir(o.Workspace)
+	if err := r.Spec.Network.CheckTunnels(); err != nil {
+		return nil, err
+	}
+	r.Spec.Workspace.Path = o.Workspace
+	if err := r.checkReadPaths(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// DefaultSpec is the spec of the built-in defaults alone: what a run with
+// no config file and no flag gets, and where a spec made in code starts.
+func DefaultSpec() Spec {
+	s, _ := Merge(Defaults())
+	return s
 }
 
 // EnclosingRepos are the git repositories above project, outermost first:

@@ -16,6 +16,9 @@ const (
 	BackendNative = "native"
 	BackendDocker = "docker"
 	BackendVM     = "vm"
+	// BackendKubernetes runs the sandbox as a Pod of a cluster (see
+	// internal/backend/kubernetes).
+	BackendKubernetes = "kubernetes"
 )
 
 // DefaultImage is the docker backend's image when none is named.
@@ -27,6 +30,19 @@ const (
 	ModeTransparent = "transparent" // a network interface into the gateway's netstack: every packet
 	ModeProxy       = "proxy"       // the explicit front door, relayed in, with proxy variables
 )
+
+// Kubernetes names the cluster, namespace and shape of a kubernetes
+// sandbox's Pod; the kubeconfig is read as kubectl reads it.
+type Kubernetes struct {
+	Context      string   `json:"context,omitempty"`       // the kubeconfig's context (default: its current one)
+	Namespace    string   `json:"namespace,omitempty"`     // default: the context's, else "default"
+	RuntimeClass string   `json:"runtime_class,omitempty"` // default: gVisor or Kata when the cluster offers one
+	Image        string   `json:"image,omitempty"`         // the image holding airlock's binary (the init container's)
+	NodeSelector []string `json:"node_selector,omitempty"` // KEY=VALUE
+	Labels       []string `json:"labels,omitempty"`        // KEY=VALUE, added to the Pod's
+	// ReadyTimeout bounds the wait for the Pod to run (default 90s).
+	ReadyTimeout time.Duration `json:"ready_timeout,omitempty"`
+}
 
 // Workspace modes.
 const (
@@ -40,7 +56,10 @@ const (
 // back from the state dir; nothing in it is a secret's value.
 type Spec struct {
 	Backend string `json:"backend,omitempty"` // BackendNative ("" too), BackendDocker or BackendVM
-	Image   string `json:"image,omitempty"`   // docker: the image (default DefaultImage)
+	Image   string `json:"image,omitempty"`   // docker, kubernetes: the image (default DefaultImage)
+
+	// Kubernetes is the cluster a kubernetes sandbox runs in.
+	Kubernetes Kubernetes `json:"kubernetes,omitzero"`
 
 	Workspace  Workspace  `json:"workspace"`
 	Filesystem Filesystem `json:"filesystem,omitzero"`
@@ -49,6 +68,9 @@ type Spec struct {
 	RW         []string   `json:"rw,omitempty"`   // extra paths made writable
 	Limits     Limits     `json:"limits"`
 	Network    Network    `json:"network,omitempty"`
+	// Ports are published ports (-p), in ParsePublished's forms: ways in
+	// from the host, checked by the engine's Validate.
+	Ports []string `json:"ports,omitempty"`
 	// Env are --env entries: NAME takes the host's value, NAME=VALUE sets one.
 	Env   []string `json:"env,omitempty"`
 	Audit Audit    `json:"audit,omitempty"`
@@ -62,6 +84,9 @@ type Spec struct {
 	// Budget bounds what the sandbox may spend on LLM APIs, as the gateway
 	// counts it.
 	Budget Budget `json:"budget,omitzero"`
+
+	// Terminal: the keys airlock itself reads from a -t command's terminal.
+	Terminal Terminal `json:"terminal,omitzero"`
 
 	// MCPServers is parsed from config files and passed through to the MCP
 	// proxy, which reads it (decoded YAML: maps, lists, strings, numbers, bools).
@@ -118,6 +143,13 @@ func (a *Agents) agent(name string) *Agent {
 		a.By[name] = &Agent{}
 	}
 	return a.By[name]
+}
+
+// Terminal are the key sequences (term.ParseKeys) airlock reads on a -t
+// command's terminal instead of passing them on.
+type Terminal struct {
+	DetachKeys string `json:"detach_keys,omitempty"` // leave airlock attach (default ctrl-p,ctrl-q)
+	AskKeys    string `json:"ask_keys,omitempty"`    // open the approval prompt (default ctrl-p,ctrl-a)
 }
 
 // Budget bounds LLM usage seen at the gateway; zero means no bound. Once a
@@ -248,13 +280,13 @@ type HostExec struct {
 // each (Ask; else it runs at once), and what the command's sandbox may
 // reach besides the workspace.
 type HostCommand struct {
-	Match      string   `json:"match" yaml:"match"`
-	Ask        bool     `json:"ask,omitempty" yaml:"ask,omitempty"`
-	AllowHosts []string `json:"allow_hosts,omitempty" yaml:"allow_hosts,omitempty"`
-	Secrets    []string `json:"secrets,omitempty" yaml:"secrets,omitempty"` // --secret form
-	RO         []string `json:"ro,omitempty" yaml:"ro,omitempty"`           // absolute host paths
-	RW         []string `json:"rw,omitempty" yaml:"rw,omitempty"`           // absolute host paths
-	SSHAgent   bool     `json:"ssh_agent,omitempty" yaml:"ssh_agent,omitempty"`
+	Match      string         `json:"match" yaml:"match"`
+	Ask        bool           `json:"ask,omitempty" yaml:"ask,omitempty"`
+	AllowHosts []string       `json:"allow_hosts,omitempty" yaml:"allow_hosts,omitempty"`
+	Secrets    []secrets.Spec `json:"secrets,omitempty" yaml:"secrets,omitempty"` // parsed once; JSON in --secret form
+	RO         []string       `json:"ro,omitempty" yaml:"ro,omitempty"`           // absolute host paths
+	RW         []string       `json:"rw,omitempty" yaml:"rw,omitempty"`           // absolute host paths
+	SSHAgent   bool           `json:"ssh_agent,omitempty" yaml:"ssh_agent,omitempty"`
 }
 
 // Enabled reports whether any host command could run.

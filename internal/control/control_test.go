@@ -74,6 +74,8 @@ func (t *fakeTarget) Exec(req *proto.Exec, _ func(uint8, []byte), files ...*os.F
 
 func (t *fakeTarget) Approvals() Approvals { return nil }
 
+func (t *fakeTarget) Console() Console { return nil }
+
 func (t *fakeTarget) Call(_ context.Context, m *proto.Msg) (*proto.Msg, error) {
 	return nil, &proto.Error{Message: "no files here: " + m.Path}
 }

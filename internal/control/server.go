@@ -35,7 +35,36 @@ type Target interface {
 	Call(ctx context.Context, m *proto.Msg) (*proto.Msg, error)
 	// Approvals is the sandbox's queue, or nil when it asks nobody.
 	Approvals() Approvals
+	// Console is the main command's terminal when a detached supervisor
+	// holds it (run -t -d), or nil.
+	Console() Console
 }
+
+// Console is a detached sandbox's terminal, which airlock attach connects to.
+type Console interface {
+	// Attach connects a client whose terminal is rows×cols. It returns the
+	// client's end of a byte stream carrying the terminal both ways (what
+	// the command last wrote replayed first), or ErrAttached while another
+	// client is attached.
+	Attach(rows, cols uint16) (*os.File, Attachment, error)
+}
+
+// Attachment is one client's connection to a Console.
+type Attachment interface {
+	Resize(rows, cols uint16)
+	Signal(sig syscall.Signal)
+	// Wait returns the command's exit once it ended, or the error that
+	// ended the attachment first (the client fell too far behind).
+	Wait() (*proto.Exit, error)
+	// Close ends the attachment (the client went away); the command goes on.
+	Close()
+}
+
+// ErrNoTerminal and ErrAttached are Attach's refusals.
+var (
+	ErrNoTerminal = errors.New("it runs without a terminal")
+	ErrAttached   = errors.New("another terminal is attached to it")
+)
 
 // Approvals is what the socket serves of a sandbox's approval queue.
 type Approvals interface {
@@ -76,8 +105,9 @@ func serveClient(c *proto.Conn, t Target, stop func(why string)) {
 	var (
 		mu      sync.Mutex
 		procs   = map[uint32]Process{}
-		watches = map[uint32]func(){} // approval watches this client holds
-		gone    bool                  // the client went away: what starts now is killed
+		atts    = map[uint32]Attachment{} // this client's attachments
+		watches = map[uint32]func(){}     // approval watches this client holds
+		gone    bool                      // the client went away: what starts now is killed
 	)
 	defer func() {
 		// A client that goes away takes its processes with it: no leftovers
@@ -89,6 +119,9 @@ func serveClient(c *proto.Conn, t Target, stop func(why string)) {
 		}
 		for _, stop := range watches {
 			stop()
+		}
+		for _, a := range atts { // detached: the command goes on
+			a.Close()
 		}
 		mu.Unlock()
 		c.Close()
@@ -140,11 +173,23 @@ func serveClient(c *proto.Conn, t Target, stop func(why string)) {
 				}
 				c.Send(&proto.Msg{ID: id, Op: proto.OpExit, Exit: e})
 			}(m.ID, m.Exec, files)
-		case proto.OpSignal, proto.OpStdin, proto.OpStdinClose:
+		case proto.OpAttach:
+			proto.CloseFiles(files)
+			attach(c, t, m, &mu, atts, &gone)
+		case proto.OpSignal, proto.OpStdin, proto.OpStdinClose, proto.OpResize:
 			proto.CloseFiles(files)
 			mu.Lock()
-			p := procs[m.ID]
+			p, a := procs[m.ID], atts[m.ID]
 			mu.Unlock()
+			if a != nil {
+				switch m.Op {
+				case proto.OpSignal:
+					a.Signal(syscall.Signal(m.Signal))
+				case proto.OpResize:
+					a.Resize(m.Rows, m.Cols)
+				}
+				continue
+			}
 			if p == nil {
 				continue
 			}
@@ -238,4 +283,45 @@ func serveApprovals(c *proto.Conn, q Approvals, m *proto.Msg, mu *sync.Mutex, wa
 			}
 		}()
 	}
+}
+
+// attach connects the client to the sandbox's console: the stream's end
+// goes with Started, Exit (or the error that cut it off) ends it.
+func attach(c *proto.Conn, t Target, m *proto.Msg, mu *sync.Mutex, atts map[uint32]Attachment, gone *bool) {
+	fail := func(err error) {
+		c.Send(&proto.Msg{ID: m.ID, Op: proto.OpError, Err: &proto.Error{Step: "attach", Message: err.Error()}})
+	}
+	cons := t.Console()
+	if cons == nil {
+		fail(ErrNoTerminal)
+		return
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if *gone || atts[m.ID] != nil {
+		return
+	}
+	f, a, err := cons.Attach(m.Rows, m.Cols)
+	if err != nil {
+		fail(err)
+		return
+	}
+	atts[m.ID] = a
+	err = c.Send(&proto.Msg{ID: m.ID, Op: proto.OpStarted}, f)
+	f.Close()
+	if err != nil {
+		a.Close()
+		return
+	}
+	go func() {
+		e, err := a.Wait()
+		mu.Lock()
+		delete(atts, m.ID)
+		mu.Unlock()
+		if err != nil {
+			fail(err)
+			return
+		}
+		c.Send(&proto.Msg{ID: m.ID, Op: proto.OpExit, Exit: e})
+	}()
 }

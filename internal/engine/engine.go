@@ -26,7 +26,6 @@ import (
 	"github.com/airlock-dev/airlock/internal/audit"
 	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/backend/guestclient"
-	"github.com/airlock-dev/airlock/internal/backend/native"
 	"github.com/airlock-dev/airlock/internal/cleanup"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/control"
@@ -34,6 +33,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/gateway"
 	"github.com/airlock-dev/airlock/internal/llmusage"
 	"github.com/airlock-dev/airlock/internal/proto"
+	"github.com/airlock-dev/airlock/internal/publish"
 	"github.com/airlock-dev/airlock/internal/secrets"
 	"github.com/airlock-dev/airlock/internal/state"
 	"github.com/airlock-dev/airlock/internal/trace"
@@ -103,6 +103,9 @@ type Options struct {
 	Hooks gateway.Hooks
 	// OnStop is called when `airlock kill` asks the sandbox to stop.
 	OnStop func(why string)
+	// Console, if set, is the main command's terminal as airlock attach
+	// reaches it (a detached -t sandbox's).
+	Console control.Console
 	// NobodyToAsk says no surface can answer approvals (a headless run
 	// with a prepared decisions file): what it does not cover is denied.
 	NobodyToAsk bool
@@ -144,8 +147,9 @@ type Sandbox struct {
 	wsCfg    workspace.Config
 	ws       *workspace.Session
 	eg       *egress.Egress
-	ask      *asker.Asker // its remembered decisions, and its queue if something may ask
-	mcp      mcpServers   // the sandbox's MCP servers, policed; nil without
+	pub      *publish.Server // published ports; nil without
+	ask      *asker.Asker    // its remembered decisions, and its queue if something may ask
+	mcp      mcpServers      // the sandbox's MCP servers, policed; nil without
 	guestExe string
 	log      *audit.Log
 	redact   atomic.Pointer[secrets.Set]
@@ -181,23 +185,11 @@ type Sandbox struct {
 	caps  backend.Caps // the backend's, as Start found them
 }
 
-// backendFor is the only place a backend is chosen by name: native, or one
-// of otherBackends.
-func backendFor(name, exe string) (backend.Backend, error) {
-	if name == config.BackendNative {
-		return native.Backend{Options: native.Options{Exe: exe, GuestCache: guestCache(exe)}}, nil
-	}
-	if open := otherBackends[name]; open != nil {
-		return open(exe)
-	}
-	return nil, fmt.Errorf("backend %q: use native, docker or vm", name)
-}
-
 // Prepare starts preparing a sandbox of spec's backend and limits early (a
 // native guest's namespaces come up meanwhile); pass the result to Start
 // in Options.Pending, or Close it.
 func Prepare(spec *Spec, exe string) (backend.Pending, error) {
-	be, err := backendFor(spec.Config.BackendName(), exe)
+	be, err := backendFor(spec.Config.BackendName(), exe, &spec.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -211,21 +203,24 @@ func Prepare(spec *Spec, exe string) (backend.Pending, error) {
 func Prune(ctx context.Context, stateRoot string, running func(id string) bool, docker bool) ([]string, error) {
 	names := []string{config.BackendNative, config.BackendVM}
 	if docker {
-		names = append(names, config.BackendDocker)
+		names = append(names, config.BackendDocker, config.BackendKubernetes)
 	}
 	var removed []string
+	var errs []error
 	for _, n := range names {
-		be, err := backendFor(n, "")
+		be, err := backendFor(n, "", nil)
 		if err != nil {
 			return removed, err
 		}
+		// One backend's engine or cluster out of reach keeps none of the
+		// others from being pruned.
 		r, err := be.Prune(ctx, stateRoot, running)
-		if err != nil {
-			return removed, err
-		}
 		removed = append(removed, r...)
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
-	return removed, nil
+	return removed, errors.Join(errs...)
 }
 
 // Start makes the sandbox spec describes, registered in h, and returns once
@@ -272,6 +267,7 @@ func (s *Sandbox) steps() []startStep {
 		{"open record", s.openRecord},
 		{"prepare workspace", s.prepareWorkspace},
 		{"start egress", s.startEgress},
+		{"publish ports", s.publishPorts},
 		{"start backend", s.startBackend},
 		{"attach link", s.attachLink},
 	}
@@ -286,7 +282,7 @@ func (s *Sandbox) checkSpec(context.Context, *cleanup.Stack) (err error) {
 		return err
 	}
 	if s.be == nil {
-		if s.be, err = backendFor(spec.Config.BackendName(), s.guestExe); err != nil {
+		if s.be, err = backendFor(spec.Config.BackendName(), s.guestExe, &spec.Config); err != nil {
 			return err
 		}
 	}
@@ -301,6 +297,9 @@ func (s *Sandbox) checkSpec(context.Context, *cleanup.Stack) (err error) {
 		if s.mode, err = networkMode(spec.Config.Network.Mode, s.caps); err != nil {
 			return err
 		}
+	}
+	if err := s.checkPorts(); err != nil {
+		return err
 	}
 	s.wsMode = spec.Config.WorkspaceMode()
 	if s.wsMode == config.WorkspaceOverlay && s.caps.NoOverlay != "" {
@@ -558,6 +557,7 @@ func (s *Sandbox) running() {
 		s.warn(w)
 	}
 	go control.Serve(s.ctl, (*controlTarget)(s), s.o.OnStop)
+	s.servePorts()
 	started := audit.Lifecycle(audit.OpStart, s.be.Name(), "")
 	started.Duration = audit.Millis(time.Since(s.started))
 	started.Extra = map[string]string{"network": s.mode, "workspace": s.wsMode}
@@ -598,15 +598,6 @@ func (s *Sandbox) LLMUsage() llmusage.Totals {
 		return llmusage.Totals{}
 	}
 	return s.eg.Usage()
-}
-
-// NetworkMode says which door a native sandbox would get here, and why.
-func NetworkMode() (mode, why string) {
-	caps := native.Backend{}.Caps()
-	if caps.NoLink != "" {
-		return config.ModeProxy, caps.NoLink
-	}
-	return config.ModeTransparent, "every packet goes through the gateway's network stack"
 }
 
 func limitsOf(c *config.Spec) backend.Limits {
@@ -790,7 +781,7 @@ func (s *Sandbox) registration(cgroups []string) (state.Record, error) {
 	return state.Record{
 		ID: s.h.ID(), Name: s.h.Name(), CreatedAt: time.Now().UTC(), PID: os.Getpid(), Backend: c.BackendName(),
 		Workspace: c.Workspace.Path, Command: s.spec.Command, Detached: s.spec.Detached, Config: config,
-		Cgroups: cgroups, Origin: s.spec.Origin, Branch: s.spec.Branch,
+		Cgroups: cgroups, Origin: s.spec.Origin, Branch: s.spec.Branch, Ports: s.recordedPorts(),
 	}, nil
 }
 
@@ -1139,6 +1130,7 @@ func (s *Sandbox) closeInstance() {
 // approval queue, whose waiting requests then end, and last the gateway,
 // whose in-flight requests wait on them.
 func (s *Sandbox) closeServicesOnce() {
+	s.pub.Close() // first: its connections' records go to the audit stream the rest may close
 	if s.mcp != nil {
 		s.mcp.Close()
 	}
@@ -1172,6 +1164,8 @@ func (s *Sandbox) writable() []string {
 func (s *Sandbox) Approvals() control.Approvals { return s.ask.Control() }
 
 func (t *controlTarget) Approvals() control.Approvals { return (*Sandbox)(t).Approvals() }
+
+func (t *controlTarget) Console() control.Console { return t.o.Console }
 
 // closeAudit records the sandbox's end and closes the audit stream.
 func (s *Sandbox) closeAudit() {

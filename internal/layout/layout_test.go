@@ -20,7 +20,7 @@ var rules = []rule{
 		"policy decides from data alone: it imports nothing of ours, so it can be table-tested and fuzzed without any I/O"},
 	{[]string{"internal/backend/"}, []string{"internal/policy", "internal/gateway", "internal/egress", "internal/workspace", "internal/engine", "internal/supervisor", "internal/audit", "internal/config", "internal/secrets"},
 		"a backend only starts a sandbox from the neutral spec: policy, gateway, workspace review and audit are the engine's and never know which backend runs"},
-	{[]string{"internal/", "sandbox", "cmd/", "!internal/engine", "!internal/backend/", "!internal/layout"}, []string{"internal/backend/native", "internal/backend/docker", "internal/backend/vm"},
+	{[]string{"internal/", "sandbox", "cmd/", "!internal/engine", "!internal/backend/", "!internal/layout"}, []string{"internal/backend/native", "internal/backend/docker", "internal/backend/vm", "internal/backend/kubernetes"},
 		"only the engine chooses and assembles backends: no backend branch anywhere else"},
 	{[]string{"sandbox"}, []string{"internal/supervisor", "cmd/"},
 		"the public API is a host of the engine, not of the CLI's runner"},
@@ -34,6 +34,8 @@ var rules = []rule{
 		"the VFS is a low layer the VM backend and the RPC file methods both use: providers and the FUSE server know no engine, backend or workspace session (audit only for its record type)"},
 	{[]string{"internal/timerslack"}, []string{"internal/", "sandbox", "cmd/"},
 		"timerslack is a leaf the guest calls first thing: it imports nothing of ours"},
+	{[]string{"internal/beneath"}, []string{"internal/", "sandbox", "cmd/"},
+		"beneath is the one way to open a path under a root someone else writes (workspace, agent homes, host commands' directories): a leaf that imports nothing of ours"},
 	{[]string{"internal/regfile"}, []string{"internal/", "sandbox", "cmd/"},
 		"regfile is the one way to read a file someone else may have placed (config, secrets, App keys): a leaf that imports nothing of ours"},
 	{[]string{"internal/config"}, []string{"internal/", "sandbox", "cmd/", "!internal/policy", "!internal/secrets", "!internal/regfile"},
@@ -46,6 +48,8 @@ var rules = []rule{
 		"the MCP SDK is the MCP proxy's alone: a native run without MCP servers needs none of it"},
 	{[]string{"internal/", "sandbox", "cmd/", "!internal/dockerengine", "!internal/backend/docker", "!internal/images", "!cmd/airlock"}, []string{"github.com/docker/"},
 		"the Docker client is the docker backend's and the image builders': the engine and a native run never call it"},
+	{[]string{"internal/", "sandbox", "cmd/", "!internal/backend/kubernetes"}, []string{"k8s.io/"},
+		"client-go is the kubernetes backend's alone: its initialisers and size land on every command, so nothing else widens what is linked"},
 	{[]string{"internal/", "sandbox"}, []string{"cmd/"},
 		"cmd/airlock is the command line only: it imports the house, nothing imports it"},
 	{[]string{"internal/agentrun", "internal/agents", "internal/supervisor"}, []string{"github.com/spf13/"},
@@ -56,8 +60,12 @@ var rules = []rule{
 		"the engine's rooms of its own are leaves: the cleanup stack knows no step, the file watcher only directories, so each is tested alone"},
 	{[]string{"internal/suggest"}, []string{"internal/", "sandbox", "cmd/", "!internal/audit", "!internal/policy", "!internal/config", "!internal/secrets", "!internal/regfile"},
 		"suggest turns audit records into config as data: it reads the records, checks rules with policy and config, and does no I/O of its own, so it is table-tested and fuzzed"},
+	{[]string{"internal/childspec"}, []string{"internal/", "sandbox", "cmd/", "!internal/config", "!internal/secrets"},
+		"a child sandbox's spec is config's data on the wire: hostexec and the MCP proxy make one without knowing the engine or the CLI that reads it"},
 	{[]string{"internal/asker"}, []string{"internal/engine", "internal/egress", "internal/backend", "internal/workspace", "internal/supervisor", "sandbox", "cmd/"},
 		"the approvals asker meets the gateway through its Gate and the audit stream through a function: it knows no engine, egress, backend or workspace, so its decisions are tested without a sandbox"},
+	{[]string{"internal/publish"}, []string{"internal/", "sandbox", "cmd/", "!internal/audit", "!internal/config"},
+		"published ports meet the sandbox through a Dial function (the netstack's or the guest's, which the engine picks): the listeners know no engine, egress, netstack or backend, so they are tested with plain sockets"},
 }
 
 func matches(pkg string, prefixes []string) bool {
@@ -132,7 +140,10 @@ func TestRulesCatchWhatTheyForbid(t *testing.T) {
 		{"internal/supervisor", "cmd/airlock"},
 		{"internal/agentrun", "github.com/spf13/cobra"},
 		{"internal/supervisor", "github.com/spf13/pflag"},
+		{"internal/publish", "internal/netstack"},
 		{"internal/suggest", "internal/state"},
+		{"internal/childspec", "internal/engine"},
+		{"internal/beneath", "internal/workspace"},
 	}
 	for _, c := range cases {
 		caught := false

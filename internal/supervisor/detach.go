@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,24 +13,33 @@ import (
 	"syscall"
 
 	"github.com/airlock-dev/airlock/internal/engine"
+	"github.com/airlock-dev/airlock/internal/secrets"
 	"github.com/airlock-dev/airlock/internal/state"
 	"github.com/airlock-dev/airlock/internal/term"
 )
 
 // The background supervisor of a detached sandbox is the same binary run as
-// `SELF <Command> DIR` with two descriptors handed over: the sandbox's lock
-// (so the sandbox stays held while the parent exits) and a pipe on which the
-// parent waits for one line, "ok" or "error: MSG".
+// `SELF <Command> DIR` with three descriptors handed over: the sandbox's lock
+// (so the sandbox stays held while the parent exits), a pipe on which the
+// parent waits for one line, "ok" or "error: MSG", and a pipe the secrets
+// given by value come through (an agent's keys: they stay in memory).
 const (
-	lockFD  = 3
-	readyFD = 4
+	lockFD    = 3
+	readyFD   = 4
+	secretsFD = 5
 )
 
 // Detach records spec in h, starts `self command DIR` in a session of its
 // own (its output to the sandbox's log) holding h's lock, and waits until it
 // reports whether the sandbox started. h is the child's afterwards: closed
-// here on success, removed on any error. self "" is this executable.
-func Detach(h *state.Handle, spec engine.Spec, self, command string) error {
+// here on success, removed on any error. self "" is this executable. secs
+// (given by value) go to the child over a pipe, never to a file.
+func Detach(h *state.Handle, spec engine.Spec, self, command string, secs []*secrets.Secret) error {
+	var handover bytes.Buffer
+	if err := secrets.WriteHandover(&handover, secs); err != nil {
+		h.Remove()
+		return err
+	}
 	cfg, err := json.Marshal(spec)
 	if err != nil {
 		h.Remove()
@@ -51,6 +61,13 @@ func Detach(h *state.Handle, spec engine.Spec, self, command string) error {
 		return err
 	}
 	defer readyR.Close()
+	secR, secW, err := os.Pipe()
+	if err != nil {
+		readyW.Close()
+		h.Remove()
+		return err
+	}
+	defer secW.Close()
 	if self == "" {
 		if self, err = os.Executable(); err != nil {
 			self = "/proc/self/exe"
@@ -58,14 +75,21 @@ func Detach(h *state.Handle, spec engine.Spec, self, command string) error {
 	}
 	cmd := exec.Command(self, command, h.Dir())
 	cmd.Stdout, cmd.Stderr = logs, logs
-	cmd.ExtraFiles = []*os.File{h.LockFile(), readyW} // lockFD and readyFD
+	cmd.ExtraFiles = []*os.File{h.LockFile(), readyW, secR} // lockFD, readyFD, secretsFD
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		readyW.Close()
+		secR.Close()
 		h.Remove()
 		return fmt.Errorf("start background supervisor: %w", err)
 	}
 	readyW.Close()
+	secR.Close()
+	go func() { // a pipe's buffer may be smaller than the keys
+		secW.Write(handover.Bytes())
+		secW.Close()
+		clear(handover.Bytes())
+	}()
 	h.Close() // the child holds the lock now
 	cmd.Process.Release()
 	// One line, bounded: the child is ours, but a runaway must not grow it.
@@ -113,8 +137,16 @@ func Serve(args []string, command string) int {
 		report(fmt.Errorf("read sandbox spec: %w", err))
 		return ExitAirlock
 	}
+	secIn := os.NewFile(secretsFD, "secrets")
+	secs, err := secrets.ReadHandover(secIn)
+	secIn.Close()
+	if err != nil {
+		h.Remove()
+		report(err)
+		return ExitAirlock
+	}
 	devnull, _ := os.Open(os.DevNull)
-	code, err := Run(h, spec, term.IO{Stdin: devnull, Stdout: os.Stdout, Stderr: os.Stderr}, Options{Ready: report})
+	code, err := Run(h, spec, term.IO{Stdin: devnull, Stdout: os.Stdout, Stderr: os.Stderr}, Options{Ready: report, Secrets: secs})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "airlock: %v\n", err)
 	}

@@ -42,7 +42,7 @@ func TestDetachHandsTheLockAndSpecToTheChildAndWaitsForOk(t *testing.T) {
 	// The child proves it got the command word, the dir, and both fds.
 	self := fakeSupervisor(t, `echo "$1 $2" > `+out+`; test -e /proc/self/fd/3 && echo lock >> `+out+`; echo ok >&4`)
 	spec := engine.Spec{Command: []string{"true"}, Detached: true}
-	if err := Detach(h, spec, self, "__supervise"); err != nil {
+	if err := Detach(h, spec, self, "__supervise", nil); err != nil {
 		t.Fatalf("Detach = %v, want nil", err)
 	}
 	b, err := os.ReadFile(out)
@@ -67,12 +67,12 @@ func TestDetachHandsTheLockAndSpecToTheChildAndWaitsForOk(t *testing.T) {
 
 func TestDetachReportsTheChildsErrorAndAChildThatSaidNothing(t *testing.T) {
 	_, h := newHandle(t)
-	err := Detach(h, engine.Spec{}, fakeSupervisor(t, `echo "error: no room at the inn" >&4`), "__supervise")
+	err := Detach(h, engine.Spec{}, fakeSupervisor(t, `echo "error: no room at the inn" >&4`), "__supervise", nil)
 	if err == nil || err.Error() != "no room at the inn" {
 		t.Errorf("Detach = %v, want the child's own error", err)
 	}
 	_, h = newHandle(t)
-	err = Detach(h, engine.Spec{}, fakeSupervisor(t, `exit 3`), "__supervise")
+	err = Detach(h, engine.Spec{}, fakeSupervisor(t, `exit 3`), "__supervise", nil)
 	if err == nil || !strings.Contains(err.Error(), "exited before the sandbox started") || !strings.Contains(err.Error(), h.LogPath()) {
 		t.Errorf("Detach = %v, want one naming the log", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/audit"
 	"github.com/airlock-dev/airlock/internal/backend"
+	"github.com/airlock-dev/airlock/internal/control"
 	"github.com/airlock-dev/airlock/internal/engine"
 	"github.com/airlock-dev/airlock/internal/memtrim"
 	"github.com/airlock-dev/airlock/internal/proto"
@@ -44,6 +45,9 @@ type supervisor struct {
 	stopOnce sync.Once
 	stop     chan string    // why the sandbox is being stopped from outside
 	sigs     chan os.Signal // term.Forwarded, from watchStart on
+	cons     *console       // a detached -t command's terminal, for airlock attach
+	status   *statusSurface // a foreground -t --ask command's relay, with the prompt
+	line     bool           // the line prompt asks (no -t)
 }
 
 // Options are what a host hands Run beside the spec.
@@ -71,6 +75,10 @@ func Run(h *state.Handle, spec engine.Spec, stdio term.IO, ro Options) (int, err
 	}
 	if len(spec.Command) > 0 {
 		o.First = sv.command()
+		if spec.Detached && spec.TTY {
+			sv.cons = newConsole()
+			o.Console = sv.cons
+		}
 	}
 	defer signal.Stop(sv.sigs)
 	ctx, early := sv.watchStart(&o)
@@ -96,6 +104,9 @@ func Run(h *state.Handle, spec engine.Spec, stdio term.IO, ro Options) (int, err
 	// command, its agent's next request): give back what waiting needs not.
 	defer memtrim.Periodically(time.Second, 10*time.Second)()
 	if q := sb.Approvals(); q != nil && !spec.Detached {
+		if stop := sv.prompt(q); stop != nil {
+			defer stop()
+		}
 		events, cancel := q.Subscribe(64)
 		defer cancel()
 		go sv.announce(events)
@@ -246,22 +257,33 @@ func (sv *supervisor) main() (int, string) {
 
 	p, err := sv.sb.First()
 	if err != nil {
+		sv.ended(ExitAirlock)
 		return ExitAirlock, err.Error()
 	}
 	trace.Mark("supervisor: command started")
 	if p.PID == 0 && sv.spec.TTY { // never started; the reason had no terminal to go to
 		e, _ := p.Wait()
+		if e != nil {
+			sv.ended(e.Code)
+		}
 		fmt.Fprintf(sv.io.Stderr, "airlock: %s\n", e.Reason)
 		return e.Code, ""
 	}
 	drain := func() {}
 	var t *term.Terminal
-	if p.PTY != nil {
+	if p.PTY != nil && sv.cons != nil {
+		defer p.PTY.Close()
+		sv.cons.start(p.PTY, p.Signal)
+	} else if p.PTY != nil {
 		t = term.Open(sv.io.Stdin, sv.io.Stdout)
 		defer t.Restore()
 		defer p.PTY.Close()
 		t.Resize(p.PTY) // the size it was given was read before the start
-		drain = t.Relay(p.PTY)
+		if sv.status != nil {
+			drain = sv.status.relay(p.PTY)
+		} else {
+			drain = t.Relay(p.PTY)
+		}
 	}
 	type result struct {
 		e   *proto.Exit
@@ -276,23 +298,39 @@ func (sv *supervisor) main() (int, string) {
 		select {
 		case r := <-exited:
 			drain()
+			if sv.cons != nil {
+				e := r.e
+				if r.err != nil {
+					e = &proto.Exit{Code: ExitAirlock}
+				}
+				sv.cons.end(e, true)
+			}
 			if r.err != nil {
 				return ExitAirlock, "the sandbox's agent exited unexpectedly"
 			}
 			return r.e.Code, ""
 		case s := <-sigs:
 			if s == syscall.SIGWINCH {
-				if p.PTY != nil {
+				if t != nil {
 					t.Resize(p.PTY)
 				}
 				continue
 			}
 			p.Signal(s.(syscall.Signal))
 		case <-timeout:
+			sv.ended(ExitTimeout)
 			return ExitTimeout, timedOut
 		case why := <-sv.stop:
+			sv.ended(128 + int(syscall.SIGKILL))
 			return 128 + int(syscall.SIGKILL), why
 		}
+	}
+}
+
+// ended tells an attached terminal the command is being ended with code.
+func (sv *supervisor) ended(code int) {
+	if sv.cons != nil {
+		sv.cons.end(&proto.Exit{Code: code}, false)
 	}
 }
 
@@ -303,10 +341,55 @@ func (sv *supervisor) command() *engine.Command {
 	req := &proto.Exec{Argv: sv.spec.Command, Dir: sv.spec.Workdir, TTY: sv.spec.TTY, Last: true}
 	if sv.spec.TTY {
 		req.Rows, req.Cols = term.Size(sv.io.Stdin)
+		if sv.spec.Detached && req.Rows == 0 { // airlock attach gives it the client's
+			req.Rows, req.Cols = defaultRows, defaultCols
+		}
 		return &engine.Command{Req: req}
 	}
 	req.Stdio = proto.StdioFDs
 	return &engine.Command{Req: req, Files: []*os.File{sv.io.Stdin, sv.io.Stdout, sv.io.Stderr}}
+}
+
+// prompt asks on the run's own terminal (see prompter): a line without
+// -t, the status row with it. It returns how to stop, or nil when the
+// terminal cannot ask (announce's line then says where to answer).
+func (sv *supervisor) prompt(q control.Approvals) (stop func()) {
+	name := sv.h.Name()
+	if name == "" {
+		name = sv.h.ID()
+	}
+	if sv.spec.TTY {
+		if !term.IsTerminal(sv.io.Stdin) || !term.IsTerminal(sv.io.Stdout) {
+			return nil
+		}
+		keys, err := term.ParseKeys(sv.spec.Config.Terminal.AskKeys)
+		if err != nil {
+			keys, _ = term.ParseKeys(term.DefaultAskKeys)
+		}
+		sv.status = newStatusSurface(sv.io.Stdin, sv.io.Stdout, keys)
+		events, cancel := q.Subscribe(64)
+		go (&prompter{q: q, s: sv.status, sbName: name}).run(events)
+		return cancel
+	}
+	if !term.IsTerminal(sv.io.Stderr) {
+		return nil
+	}
+	l := openLineSurface(sv.io.Stderr)
+	if l == nil {
+		return nil
+	}
+	sv.line = true
+	events, cancel := q.Subscribe(64)
+	done := make(chan struct{})
+	go func() {
+		(&prompter{q: q, s: l, auto: true, sbName: name}).run(events)
+		close(done)
+	}()
+	return func() {
+		cancel()
+		<-done
+		l.close()
+	}
 }
 
 // announce tells the user a request waits: one line on stderr when it is a
@@ -314,7 +397,8 @@ func (sv *supervisor) command() *engine.Command {
 // would be corrupted: there, and always, a desktop notification where
 // notify-send exists).
 func (sv *supervisor) announce(events <-chan approval.Event) {
-	line := term.IsTerminal(sv.io.Stderr) && !sv.spec.TTY
+	// The prompt (when up) says it itself.
+	line := term.IsTerminal(sv.io.Stderr) && !sv.spec.TTY && !sv.line
 	notify, _ := exec.LookPath("notify-send")
 	if os.Getenv("DISPLAY") == "" && os.Getenv("WAYLAND_DISPLAY") == "" {
 		notify = ""
