@@ -57,5 +57,5 @@ printf 'without a script  p50 %8s  p99 %8s\n' "$w50" "$(p "$work/without" 0.99)"
 printf 'with the script   p50 %8s  p99 %8s\n' "$s50" "$(p "$work/with" 0.99)"
 awk -v w="$w50" -v s="$s50" 'BEGIN{printf "added at p50: %.1f us   ratio: %.3f   (bar: <= 50 us)\n", s-w, s/w}'
 cd - >/dev/null
-echo "== the script's hooks alone, in process (on_request with its snapshot and edits)"
-go test -run '^$' -bench BenchmarkOnRequest -benchtime 20000x ./internal/policy/script | grep Benchmark
+echo "== the script's hooks alone, in process (each with its snapshot; on_request with its edits)"
+go test -run '^$' -bench 'BenchmarkOn(Request|Response)' -benchtime 20000x ./internal/policy/script | grep Benchmark

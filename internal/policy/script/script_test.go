@@ -220,3 +220,15 @@ func BenchmarkOnRequest(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkOnResponse is the per-response cost of the example's on_response.
+func BenchmarkOnResponse(b *testing.B) {
+	s := load(b, example)
+	req := request("GET", "https://docs.example.com/v1/items?page=2", http.Header{"Accept": {"*/*"}})
+	resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}, "Content-Length": {"512"}}, Request: req}
+	for b.Loop() {
+		if err := s.OnResponse(resp); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
