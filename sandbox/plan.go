@@ -115,6 +115,18 @@ func plan(c *Config) (*planned, error) {
 	if err := p.vfs(c.VFS); err != nil {
 		return nil, err
 	}
+	if ps := p.spec.Config.Network.PolicyScript; ps != "" {
+		c := p.spec.Config
+		writable := append([]string{c.Workspace.Path, c.Home}, c.RW...)
+		for _, b := range p.spec.Binds {
+			if !b.ReadOnly {
+				writable = append(writable, b.Source)
+			}
+		}
+		if in := config.WritableBy(ps, writable); in != "" {
+			return nil, invalid("network.policy_script: %s is inside %s, which the sandbox can write: keep the script where no sandbox writes", ps, in)
+		}
+	}
 	if err := p.spec.Validate(nil); err != nil {
 		return nil, invalid("%v", err)
 	}
@@ -124,9 +136,6 @@ func plan(c *Config) (*planned, error) {
 func (p *planned) network(n *NetworkConfig) error {
 	if n == nil {
 		return nil
-	}
-	if n.PolicyScript != "" {
-		return invalid("network.policy_script: policy scripts are not supported yet; use allowed_hosts and denied_hosts")
 	}
 	if len(n.Secrets) > maxSecrets {
 		return invalid("network.secrets: %d secrets, over the limit of %d", len(n.Secrets), maxSecrets)
@@ -138,6 +147,12 @@ func (p *planned) network(n *NetworkConfig) error {
 			return invalid("network.upstream_ca: give an absolute host path to a PEM file")
 		}
 		net.UpstreamCA = n.UpstreamCA
+	}
+	if n.PolicyScript != "" {
+		if !filepath.IsAbs(n.PolicyScript) {
+			return invalid("network.policy_script: give the absolute host path of a Starlark file (its source is not accepted inline)")
+		}
+		net.PolicyScript = n.PolicyScript
 	}
 	ss, err := secretsOf(n)
 	if err != nil {

@@ -105,7 +105,9 @@ type NetworkConfig struct {
 	// explicitly); over JSON-RPC an explicit false is refused, not ignored.
 	BlockPrivateIPs bool              `json:"block_private_ips,omitempty"`
 	Secrets         map[string]Secret `json:"secrets,omitempty"`
-	// PolicyScript is not supported yet; a non-empty one is refused.
+	// PolicyScript is the absolute host path of a Starlark policy script
+	// (is_host_allowed, on_request, on_response), as network.policy_script
+	// in a config file; never one inside the workspace or a writable mount.
 	PolicyScript string `json:"policy_script,omitempty"`
 	// AddHosts (airlock's, beyond the ADR) resolve NAME:IP statically, which
 	// also allows that private address, as --add-host does.

@@ -249,6 +249,9 @@ func launch(spec engine.Spec, o *runOptions, env []string, secs []*secrets.Secre
 	if err != nil {
 		return 0, err
 	}
+	if err := underCap(store, spec.Config.Limits.MaxSandboxes); err != nil {
+		return 0, err
+	}
 	var h *state.Handle
 	if !o.detach && o.name == "" {
 		// Its directory is made by the engine once nothing waits on it
@@ -338,4 +341,32 @@ func openStore() (*state.Store, error) {
 		return nil, err
 	}
 	return state.Open(root)
+}
+
+// underCap refuses a start when this user (this state dir) already runs
+// max sandboxes (limits.max_sandboxes), naming them. Two starts at the same
+// instant can both pass: the cap is a guard against runaway starts, not a
+// lock.
+func underCap(store *state.Store, max int64) error {
+	if max <= 0 {
+		return nil
+	}
+	es, err := store.List()
+	if err != nil {
+		return err
+	}
+	var running []string
+	for _, e := range es {
+		if e.Status.State == state.Running || e.Status.State == state.Creating {
+			id := e.Record.ID
+			if e.Record.Name != "" {
+				id += " (" + e.Record.Name + ")"
+			}
+			running = append(running, id+" in "+config.DisplayPath(e.Record.Workspace))
+		}
+	}
+	if int64(len(running)) < max {
+		return nil
+	}
+	return fmt.Errorf("limits.max_sandboxes is %d and %d run already: %s; stop one with airlock kill ID, or raise the limit", max, len(running), strings.Join(running, ", "))
 }

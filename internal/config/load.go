@@ -347,7 +347,7 @@ func (r *Loaded) enclosingDenies(layers *[]*Layer) error {
 // user typed it, now).
 func (r *Loaded) checkReadPaths() error {
 	writable := append([]string{r.Spec.Workspace.Path, r.Project, r.Spec.Home}, r.Spec.RW...)
-	for key, p := range map[string]string{"approvals.decisions": r.Spec.Approvals.Decisions, "network.upstream_ca": r.Spec.Network.UpstreamCA} {
+	for key, p := range map[string]string{"approvals.decisions": r.Spec.Approvals.Decisions, "network.upstream_ca": r.Spec.Network.UpstreamCA, "network.policy_script": r.Spec.Network.PolicyScript} {
 		if p == "" {
 			continue
 		}
@@ -360,14 +360,22 @@ func (r *Loaded) checkReadPaths() error {
 			o = ors[0]
 		}
 		msg := fmt.Sprintf("%s is inside %s, which the sandbox can write, so a run could change what the next one obeys: keep the file where no sandbox writes (e.g. in %s) and name it by its absolute path", p, in, DisplayPath(r.Dir))
-		if o.Source == SourceFlag || o.File == "" {
+		// A policy script is code that decides: refused wherever it was named.
+		if (o.Source == SourceFlag || o.File == "") && key != "network.policy_script" {
 			r.Warnings = append(r.Warnings, fmt.Sprintf("%s: %s", o, msg))
 			continue
+		}
+		if o.File == "" {
+			return fmt.Errorf("%s: %s", o, msg)
 		}
 		return &Error{File: strings.TrimSuffix(o.File, " (as last trusted)"), Line: o.Line, Key: key, Msg: msg}
 	}
 	return nil
 }
+
+// WritableBy returns the directory of dirs that p (as named, or where its
+// links lead) is in, or "": a file airlock obeys must not be in one.
+func WritableBy(p string, dirs []string) string { return writableBy(p, dirs) }
 
 // writableBy returns the directory of dirs that p (as named, or where its
 // links lead) is in, or "".

@@ -205,6 +205,12 @@ type Limits struct {
 	Pids        int64         `json:"pids,omitempty"`
 	TmpBytes    int64         `json:"tmp_bytes,omitempty"` // size of /tmp and the private home
 	Timeout     time.Duration `json:"timeout,omitempty"`
+	// IdleTimeout stops a sandbox nothing used for that long: no command
+	// running (exec or an attached terminal) and no network activity.
+	IdleTimeout time.Duration `json:"idle_timeout,omitempty"`
+	// MaxSandboxes caps how many sandboxes this user runs at once: a start
+	// beyond it is refused, listing them (0: no cap).
+	MaxSandboxes int64 `json:"max_sandboxes,omitempty"`
 }
 
 // Network is what the sandbox may reach. Without allow rules (or secrets)
@@ -225,11 +231,15 @@ type Network struct {
 	AddHosts    []string       `json:"add_hosts,omitempty"` // NAME:IP
 	UpstreamCA  string         `json:"upstream_ca,omitempty"`
 	DNSUpstream string         `json:"dns_upstream,omitempty"` // IP:PORT; "" = the host's resolver
+	// PolicyScript is a Starlark file on the host (internal/policy/script)
+	// deciding hosts, requests and responses in code; never one the
+	// sandbox can write (checkReadPaths).
+	PolicyScript string `json:"policy_script,omitempty"`
 }
 
 // Enabled reports whether n lets anything out, so a gateway is needed.
 func (n Network) Enabled() bool {
-	return len(n.AllowHosts)+len(n.TunnelHosts)+len(n.Endpoints)+len(n.Secrets) > 0
+	return len(n.AllowHosts)+len(n.TunnelHosts)+len(n.Endpoints)+len(n.Secrets) > 0 || n.PolicyScript != ""
 }
 
 // Approval modes.

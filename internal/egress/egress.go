@@ -280,6 +280,14 @@ func newPipeline(id string, n config.Network, mode string, set *secrets.Set, log
 		return nil, err
 	}
 	pc := policy.Config{AllowHosts: allow, Tunnels: n.TunnelHosts, DenyHosts: n.DenyHosts, Endpoints: n.Endpoints}
+	if n.PolicyScript != "" {
+		sc, err := LoadPolicyScript(n.PolicyScript, log, id)
+		if err != nil {
+			return nil, err
+		}
+		pc.Script = sc
+		hooks = scriptHooks(sc, hooks)
+	}
 	if approver != nil {
 		pc.Default = policy.Ask
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/egress"
 	"github.com/airlock-dev/airlock/internal/otlp"
 	"github.com/airlock-dev/airlock/internal/term"
 	"github.com/airlock-dev/airlock/internal/workspace"
@@ -93,6 +94,11 @@ func (s *Spec) Validate(where func(key string) string) error {
 		return bad("ports", " %v", err)
 	}
 	c.Workspace.Mode = string(mode)
+	if p := c.Network.PolicyScript; p != "" {
+		if _, err := egress.LoadPolicyScript(p, nil, ""); err != nil {
+			return &SettingError{Key: "network.policy_script", Where: where("network.policy_script"), Msg: ": " + err.Error()}
+		}
+	}
 	for key, keys := range map[string]string{"terminal.detach_keys": c.Terminal.DetachKeys, "terminal.ask_keys": c.Terminal.AskKeys} {
 		if keys == "" {
 			continue
