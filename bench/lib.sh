@@ -14,9 +14,5 @@ build_hello_go() {
 	(cd "$1/hello" && CGO_ENABLED=0 GOFLAGS= go build -o "$1/hello-go" .)
 }
 
-# build_airlock OUT builds airlock as the README does (the lean guest
-# generated first), static, at OUT.
-build_airlock() {
-	go generate ./internal/guestbin
-	CGO_ENABLED=0 go build -o "$1" ./cmd/airlock
-}
+# build_airlock OUT builds airlock as the README does (.ci/build), at OUT.
+build_airlock() { .ci/build "$1"; }

@@ -14,8 +14,7 @@ cleanup() { [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; rm -rf "$wor
 trap cleanup EXIT
 
 echo "== building airlock"
-go generate ./internal/guestbin # the native backend's lean guest, embedded
-CGO_ENABLED=0 go build -o "$work/airlock" ./cmd/airlock
+.ci/build "$work/airlock" # as the README builds it
 go build -o "$work/upstream" ./demo/upstream
 go build -o "$work/fakemodel" ./demo/fakemodel
 

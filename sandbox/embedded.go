@@ -20,10 +20,8 @@ import (
 	"github.com/airlock-dev/airlock/internal/audit"
 	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/backend/guestclient"
-	"github.com/airlock-dev/airlock/internal/cgroup"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/engine"
-	"github.com/airlock-dev/airlock/internal/guest"
 	"github.com/airlock-dev/airlock/internal/proto"
 	"github.com/airlock-dev/airlock/internal/secrets"
 	"github.com/airlock-dev/airlock/internal/state"
@@ -48,7 +46,7 @@ var GuestBinary string
 // in main when GuestBinary is "" (the sandbox re-executes this program).
 func Init() {
 	if len(os.Args) > 1 && os.Args[1] == "guest" {
-		guest.Main()
+		guestMain()
 	}
 }
 
@@ -102,7 +100,7 @@ func Create(ctx context.Context, c *Config) (_ *Sandbox, err error) {
 		return nil, &Error{Kind: kind, Message: err.Error()}
 	}
 	// Empty cgroups of guests whose owner was killed outright.
-	cgroup.SweepStale("airlock-")
+	sweepStaleCgroups()
 	root, err := state.Root()
 	if err != nil {
 		return fail(KindStart, err)

@@ -50,8 +50,14 @@ func plan(c *Config) (*planned, error) {
 		default:
 			return nil, invalid("image %q: the native backend shows the host's root read-only; use \"standard\" (or leave it out), or \"backend\": \"docker\" to run an image", c.Image)
 		}
-	case config.BackendDocker:
-		p.spec.Config.Backend = config.BackendDocker
+	case config.BackendDocker, config.BackendKubernetes:
+		p.spec.Config.Backend = c.Backend
+		if k := c.Kubernetes; k != nil {
+			if c.Backend != config.BackendKubernetes {
+				return nil, invalid("kubernetes: goes with \"backend\": \"kubernetes\"")
+			}
+			p.spec.Config.Kubernetes = config.Kubernetes{Context: k.Context, Namespace: k.Namespace, RuntimeClass: k.RuntimeClass, Image: k.Image}
+		}
 		switch c.Image {
 		case "", "minimal", "host":
 			p.spec.Config.Image = config.DefaultImage
@@ -64,7 +70,7 @@ func plan(c *Config) (*planned, error) {
 		// vm is not offered yet: a VM boots and runs commands, but a write
 		// to the API's workspace share hangs there (see the README's API
 		// section); airlock run --backend vm is the way to a VM today.
-		return nil, invalid("backend %q: use native or docker (the vm backend is airlock run --backend vm's for now)", c.Backend)
+		return nil, invalid("backend %q: use native, docker or kubernetes (the vm backend is airlock run --backend vm's for now)", c.Backend)
 	}
 	r := Resources{}
 	if c.Resources != nil {
@@ -112,6 +118,18 @@ func plan(c *Config) (*planned, error) {
 	if err := p.vfs(c.VFS); err != nil {
 		return nil, err
 	}
+	if ps := p.spec.Config.Network.PolicyScript; ps != "" {
+		c := p.spec.Config
+		writable := append([]string{c.Workspace.Path, c.Home}, c.RW...)
+		for _, b := range p.spec.Binds {
+			if !b.ReadOnly {
+				writable = append(writable, b.Source)
+			}
+		}
+		if in := config.WritableBy(ps, writable); in != "" {
+			return nil, invalid("network.policy_script: %s is inside %s, which the sandbox can write: keep the script where no sandbox writes", ps, in)
+		}
+	}
 	if err := p.spec.Validate(nil); err != nil {
 		return nil, invalid("%v", err)
 	}
@@ -121,9 +139,6 @@ func plan(c *Config) (*planned, error) {
 func (p *planned) network(n *NetworkConfig) error {
 	if n == nil {
 		return nil
-	}
-	if n.PolicyScript != "" {
-		return invalid("network.policy_script: policy scripts are not supported yet; use allowed_hosts and denied_hosts")
 	}
 	if len(n.Secrets) > maxSecrets {
 		return invalid("network.secrets: %d secrets, over the limit of %d", len(n.Secrets), maxSecrets)
@@ -135,6 +150,12 @@ func (p *planned) network(n *NetworkConfig) error {
 			return invalid("network.upstream_ca: give an absolute host path to a PEM file")
 		}
 		net.UpstreamCA = n.UpstreamCA
+	}
+	if n.PolicyScript != "" {
+		if !filepath.IsAbs(n.PolicyScript) {
+			return invalid("network.policy_script: give the absolute host path of a Starlark file (its source is not accepted inline)")
+		}
+		net.PolicyScript = n.PolicyScript
 	}
 	ss, err := secretsOf(n)
 	if err != nil {

@@ -37,11 +37,23 @@ type API interface {
 
 var _ API = (*Sandbox)(nil)
 
+// KubernetesConfig is where a kubernetes sandbox's Pod runs.
+type KubernetesConfig struct {
+	Context      string `json:"context,omitempty"`
+	Namespace    string `json:"namespace,omitempty"`
+	RuntimeClass string `json:"runtime_class,omitempty"`
+	Image        string `json:"image,omitempty"` // the image holding airlock's binary
+}
+
 // Config is the create method's params: what the sandbox is and may reach.
 type Config struct {
 	// Backend is where the sandbox runs: "native" (the default: namespaces
-	// on this kernel) or "docker" (a hardened container; see airlock images).
+	// on this kernel), "docker" (a hardened container; see airlock images)
+	// or "kubernetes" (a Pod of the kubeconfig's cluster).
 	Backend string `json:"backend,omitempty"`
+	// Kubernetes names the cluster of a "kubernetes" sandbox (default: the
+	// kubeconfig's current context and its namespace).
+	Kubernetes *KubernetesConfig `json:"kubernetes,omitempty"`
 	// Image names the root filesystem. The native backend shows the host's
 	// root read-only, so only "", "standard", "minimal" and "host" are
 	// accepted (they all mean that). The docker backend runs the image
@@ -93,7 +105,9 @@ type NetworkConfig struct {
 	// explicitly); over JSON-RPC an explicit false is refused, not ignored.
 	BlockPrivateIPs bool              `json:"block_private_ips,omitempty"`
 	Secrets         map[string]Secret `json:"secrets,omitempty"`
-	// PolicyScript is not supported yet; a non-empty one is refused.
+	// PolicyScript is the absolute host path of a Starlark policy script
+	// (is_host_allowed, on_request, on_response), as network.policy_script
+	// in a config file; never one inside the workspace or a writable mount.
 	PolicyScript string `json:"policy_script,omitempty"`
 	// AddHosts (airlock's, beyond the ADR) resolve NAME:IP statically, which
 	// also allows that private address, as --add-host does.

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // The agents image on the docker backend: every pinned agent CLI runs in a

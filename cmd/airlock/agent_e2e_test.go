@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // Shared helpers for the agent tests: the real agent CLIs (pinned, from

@@ -36,8 +36,18 @@ func newHub() (*control.Hub, error) {
 	return h, nil
 }
 
-func newApprovalsCmd() *cobra.Command {
-	var follow, asJSON, saved bool
+// approvalsOptions is what airlock approvals needs.
+type approvalsOptions struct {
+	IO        *ioStreams
+	Follow    bool // ask about each request on this terminal as it comes
+	JSON      bool
+	Decisions bool // list the saved decisions instead
+	// Hub reaches every running sandbox's approvals and the saved decisions.
+	Hub func() (*control.Hub, error)
+}
+
+func newApprovalsCmd(runF func(*approvalsOptions) error) *cobra.Command {
+	o := &approvalsOptions{IO: systemIO(), Hub: newHub}
 	c := &cobra.Command{
 		Use:   "approvals [-f] [--json] [--decisions]",
 		Short: "List what waits for your decision in every running sandbox",
@@ -56,41 +66,48 @@ A request nobody answers is denied when it times out (60s by default).
 revoke ID removes.`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			h, err := newHub()
-			if err != nil {
-				return err
+			o.IO.Out = c.OutOrStdout()
+			if runF != nil {
+				return runF(o)
 			}
-			ctx := c.Context()
-			if saved {
-				rules, err := h.Rules(ctx)
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					return writeJSON(c.OutOrStdout(), rules)
-				}
-				return printRules(c.OutOrStdout(), rules)
-			}
-			if follow {
-				return followApprovals(ctx, h, os.Stdin, c.OutOrStdout())
-			}
-			pending, err := h.Pending(ctx)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				if pending == nil {
-					pending = []approval.Request{}
-				}
-				return writeJSON(c.OutOrStdout(), pending)
-			}
-			return printPending(c.OutOrStdout(), pending)
+			return approvalsRun(c.Context(), o)
 		},
 	}
-	c.Flags().BoolVarP(&follow, "follow", "f", false, "ask about each request on this terminal as it comes")
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	c.Flags().BoolVar(&saved, "decisions", false, "list saved decisions instead")
+	c.Flags().BoolVarP(&o.Follow, "follow", "f", false, "ask about each request on this terminal as it comes")
+	c.Flags().BoolVar(&o.JSON, "json", false, "print JSON")
+	c.Flags().BoolVar(&o.Decisions, "decisions", false, "list saved decisions instead")
 	return c
+}
+
+func approvalsRun(ctx context.Context, o *approvalsOptions) error {
+	h, err := o.Hub()
+	if err != nil {
+		return err
+	}
+	if o.Decisions {
+		rules, err := h.Rules(ctx)
+		if err != nil {
+			return err
+		}
+		if o.JSON {
+			return writeJSON(o.IO.Out, rules)
+		}
+		return printRules(o.IO.Out, rules)
+	}
+	if o.Follow {
+		return followApprovals(ctx, h, o.IO.In, o.IO.Out)
+	}
+	pending, err := h.Pending(ctx)
+	if err != nil {
+		return err
+	}
+	if o.JSON {
+		if pending == nil {
+			pending = []approval.Request{}
+		}
+		return writeJSON(o.IO.Out, pending)
+	}
+	return printPending(o.IO.Out, pending)
 }
 
 func printPending(w io.Writer, pending []approval.Request) error {
@@ -263,14 +280,23 @@ func describe(d approval.Decision) string {
 	return s
 }
 
-func newDecideCmd(allow bool) *cobra.Command {
+// decideOptions is what airlock approve and airlock deny need.
+type decideOptions struct {
+	IO       *ioStreams
+	Verb     string // approve or deny
+	ID       string // the request's
+	Decision approval.Decision
+	Hub      func() (*control.Hub, error)
+}
+
+func newDecideCmd(allow bool, runF func(*decideOptions) error) *cobra.Command {
 	var scope string
-	var wildcard bool
 	var expires time.Duration
 	verb := "deny"
 	if allow {
 		verb = "approve"
 	}
+	o := &decideOptions{IO: systemIO(), Verb: verb, Hub: newHub}
 	c := &cobra.Command{
 		Use:   verb + " ID [--scope once|session|project|global] [--wildcard]",
 		Short: strings.ToUpper(verb[:1]) + verb[1:] + " a request that waits (see airlock approvals)",
@@ -287,7 +313,9 @@ over any allow, whatever its source.`,
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			d := approval.Decision{Allow: allow, Scope: approval.Scope(scope), Wildcard: wildcard, By: "cli"}
+			o.ID = args[0]
+			d := &o.Decision
+			d.Allow, d.Scope, d.By = allow, approval.Scope(scope), "cli"
 			if !d.Scope.Valid() {
 				return usageError{fmt.Sprintf("--scope %q: use once, session, project or global", scope)}
 			}
@@ -300,24 +328,40 @@ over any allow, whatever its source.`,
 				}
 				d.Expires = time.Now().Add(expires)
 			}
-			h, err := newHub()
-			if err != nil {
-				return err
+			o.IO.Out = c.OutOrStdout()
+			if runF != nil {
+				return runF(o)
 			}
-			if err := h.Decide(c.Context(), args[0], d); err != nil {
-				return fmt.Errorf("%s %s: %w", verb, args[0], err)
-			}
-			fmt.Fprintf(c.OutOrStdout(), "%s: %s\n", args[0], describe(d))
-			return nil
+			return decideRun(c.Context(), o)
 		},
 	}
 	c.Flags().StringVar(&scope, "scope", string(approval.Once), "how long the decision holds: once, session, project or global")
-	c.Flags().BoolVar(&wildcard, "wildcard", false, "hold for *.parent (one label plus the apex) rather than the host alone")
+	c.Flags().BoolVar(&o.Decision.Wildcard, "wildcard", false, "hold for *.parent (one label plus the apex) rather than the host alone")
 	c.Flags().DurationVar(&expires, "expires", 0, "saved decisions: lapse after this long, e.g. 24h")
 	return c
 }
 
-func newRevokeCmd() *cobra.Command {
+func decideRun(ctx context.Context, o *decideOptions) error {
+	h, err := o.Hub()
+	if err != nil {
+		return err
+	}
+	if err := h.Decide(ctx, o.ID, o.Decision); err != nil {
+		return fmt.Errorf("%s %s: %w", o.Verb, o.ID, err)
+	}
+	fmt.Fprintf(o.IO.Out, "%s: %s\n", o.ID, describe(o.Decision))
+	return nil
+}
+
+// revokeOptions is what airlock revoke needs.
+type revokeOptions struct {
+	IO  *ioStreams
+	ID  string // the saved decision's
+	Hub func() (*control.Hub, error)
+}
+
+func newRevokeCmd(runF func(*revokeOptions) error) *cobra.Command {
+	o := &revokeOptions{IO: systemIO(), Hub: newHub}
 	return &cobra.Command{
 		Use:   "revoke RULE-ID",
 		Short: "Remove a saved decision (see airlock approvals --decisions)",
@@ -328,16 +372,24 @@ func newRevokeCmd() *cobra.Command {
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			h, err := newHub()
-			if err != nil {
-				return err
+			o.ID, o.IO.Out = args[0], c.OutOrStdout()
+			if runF != nil {
+				return runF(o)
 			}
-			r, err := h.Revoke(c.Context(), args[0])
-			if err != nil {
-				return fmt.Errorf("revoke %s: %w", args[0], err)
-			}
-			fmt.Fprintf(c.OutOrStdout(), "revoked %s (%s %s)\n", r.ID, map[bool]string{true: "allow", false: "deny"}[r.Allow], r.Host)
-			return nil
+			return revokeRun(c.Context(), o)
 		},
 	}
+}
+
+func revokeRun(ctx context.Context, o *revokeOptions) error {
+	h, err := o.Hub()
+	if err != nil {
+		return err
+	}
+	r, err := h.Revoke(ctx, o.ID)
+	if err != nil {
+		return fmt.Errorf("revoke %s: %w", o.ID, err)
+	}
+	fmt.Fprintf(o.IO.Out, "revoked %s (%s %s)\n", r.ID, map[bool]string{true: "allow", false: "deny"}[r.Allow], r.Host)
+	return nil
 }

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // End-to-end tests of --branch: a sandbox per branch, each in its own git

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // The broker: inside a sandbox, http(s)://airlock.internal is served by the

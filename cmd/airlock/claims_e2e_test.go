@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // README claims that had no test of their own: the namespaces not covered

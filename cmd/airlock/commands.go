@@ -2,27 +2,18 @@ package main
 
 import (
 	"github.com/spf13/cobra"
-
-	"github.com/airlock-dev/airlock/internal/guest"
 )
 
 // subcommands are airlock's commands, in the order help lists them.
 var subcommands = []subcommand{
-	{"run", newRunCmd}, {"exec", newExecCmd}, {"attach", newAttachCmd}, {"ls", func() *cobra.Command { return newLsCmd(nil) }}, {"get", func() *cobra.Command { return newGetCmd(nil) }}, {"logs", func() *cobra.Command { return newLogsCmd(nil) }},
-	{"kill", func() *cobra.Command { return newKillCmd(nil) }}, {"rm", newRmCmd}, {"undo", func() *cobra.Command { return newUndoCmd(nil) }}, {"prune", newPruneCmd}, {"diff", func() *cobra.Command { return newDiffCmd(nil) }}, {"apply", newApplyCmd},
-	{"discard", func() *cobra.Command { return newDiscardCmd(nil) }}, {"audit", newAuditCmd}, {"ca", newCACmd}, {"doctor", newDoctorCmd},
-	{"gateway", newGatewayCmd}, {"images", newImagesCmd}, {"rpc", newRPCCmd}, {"config", newConfigCmd},
-	{"trust", newTrustCmd}, {"policy", newPolicyCmd}, {"approvals", newApprovalsCmd}, {"agent", newAgentCmd},
-	{"approve", func() *cobra.Command { return newDecideCmd(true) }},
-	{"deny", func() *cobra.Command { return newDecideCmd(false) }},
-	{"revoke", newRevokeCmd}, {"ui", newUICmd}, {"mcp-bridge", newMCPBridgeCmd}, {"hostexec", newHostexecCmd},
+	{"run", newRunCmd}, {"exec", func() *cobra.Command { return newExecCmd(nil) }}, {"attach", newAttachCmd}, {"ls", func() *cobra.Command { return newLsCmd(nil) }}, {"get", func() *cobra.Command { return newGetCmd(nil) }}, {"logs", func() *cobra.Command { return newLogsCmd(nil) }},
+	{"port", func() *cobra.Command { return newPortCmd(nil) }},
+	{"kill", func() *cobra.Command { return newKillCmd(nil) }}, {"rm", func() *cobra.Command { return newRmCmd(nil) }}, {"undo", func() *cobra.Command { return newUndoCmd(nil) }}, {"prune", func() *cobra.Command { return newPruneCmd(nil) }}, {"diff", func() *cobra.Command { return newDiffCmd(nil) }}, {"apply", func() *cobra.Command { return newApplyCmd(nil) }},
+	{"discard", func() *cobra.Command { return newDiscardCmd(nil) }}, {"audit", func() *cobra.Command { return newAuditCmd(nil) }}, {"ca", newCACmd}, {"doctor", func() *cobra.Command { return newDoctorCmd(nil) }},
+	{"gateway", func() *cobra.Command { return newGatewayCmd(nil) }}, {"images", newImagesCmd}, {"rpc", func() *cobra.Command { return newRPCCmd(nil) }}, {"config", newConfigCmd},
+	{"trust", func() *cobra.Command { return newTrustCmd(nil) }}, {"policy", newPolicyCmd}, {"approvals", func() *cobra.Command { return newApprovalsCmd(nil) }}, {"agent", newAgentCmd},
+	{"approve", func() *cobra.Command { return newDecideCmd(true, nil) }},
+	{"deny", func() *cobra.Command { return newDecideCmd(false, nil) }},
+	{"revoke", func() *cobra.Command { return newRevokeCmd(nil) }}, {"ui", func() *cobra.Command { return newUICmd(nil) }}, {"mcp-bridge", newMCPBridgeCmd}, {"hostexec", newHostexecCmd},
 	{"version", newVersionCmd},
-}
-
-// vmInit boots a VM's guest when the kernel runs this binary as its /init
-// (the vm backend copies in this binary); it then never returns.
-func vmInit() {
-	if guest.IsVMInit() {
-		guest.VMInit()
-	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -38,18 +37,21 @@ can write the workspace. Lists add up across sources, and a deny_hosts rule
 from any of them always applies.`,
 		Args: noArgs,
 	}
-	c.AddCommand(newConfigShowCmd(), newConfigEditCmd())
+	c.AddCommand(newConfigShowCmd(nil), newConfigEditCmd(nil))
 	return c
 }
 
+// configShowOptions is what airlock config show needs.
 type configShowOptions struct {
-	workspace    string
-	origin, json bool
-	agent        string // show the config of this agent's runs
+	IO        *ioStreams
+	Workspace string // whose project; "" is the current directory's
+	Origin    bool   // say where each value came from
+	JSON      bool
+	Agent     string // show the config of this agent's runs
 }
 
-func newConfigShowCmd() *cobra.Command {
-	o := &configShowOptions{}
+func newConfigShowCmd(runF func(*configShowOptions) error) *cobra.Command {
+	o := &configShowOptions{IO: systemIO()}
 	c := &cobra.Command{
 		Use:   "show [--origin] [--json]",
 		Short: "Print the effective settings for the current project",
@@ -57,27 +59,34 @@ func newConfigShowCmd() *cobra.Command {
   airlock config show --origin --agent claude     # what airlock agent run claude runs with
   airlock config show --json -w ~/src/app`,
 		Args: noArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return configShow(o, c.OutOrStdout()) },
+		RunE: func(c *cobra.Command, _ []string) error {
+			o.IO.Out = c.OutOrStdout()
+			if runF != nil {
+				return runF(o)
+			}
+			return configShowRun(o)
+		},
 	}
-	c.Flags().StringVarP(&o.workspace, "workspace", "w", "", "the workspace whose project to show (default: the current directory)")
-	c.Flags().BoolVar(&o.origin, "origin", false, "say where each value came from")
-	c.Flags().BoolVar(&o.json, "json", false, "print JSON: the spec, and with --origin each key's origins")
-	c.Flags().StringVar(&o.agent, "agent", "", "show the settings airlock agent run `NAME` runs with: its agents section applied")
+	c.Flags().StringVarP(&o.Workspace, "workspace", "w", "", "the workspace whose project to show (default: the current directory)")
+	c.Flags().BoolVar(&o.Origin, "origin", false, "say where each value came from")
+	c.Flags().BoolVar(&o.JSON, "json", false, "print JSON: the spec, and with --origin each key's origins")
+	c.Flags().StringVar(&o.Agent, "agent", "", "show the settings airlock agent run `NAME` runs with: its agents section applied")
 	return c
 }
 
-func configShow(o *configShowOptions, w io.Writer) error {
-	l, err := loadConfig(o.workspace, nil, false, false)
+func configShowRun(o *configShowOptions) error {
+	w := o.IO.Out
+	l, err := loadConfig(o.Workspace, nil, false, false)
 	if err != nil {
 		return err
 	}
-	if o.agent != "" {
-		if _, err := agents.Lookup(o.agent); err != nil {
+	if o.Agent != "" {
+		if _, err := agents.Lookup(o.Agent); err != nil {
 			return usageError{"--agent: " + err.Error()}
 		}
-		l.ApplyAgent(o.agent)
+		l.ApplyAgent(o.Agent)
 	}
-	if o.json {
+	if o.JSON {
 		out := struct {
 			Project string         `json:"project"`
 			Files   []string       `json:"files"`
@@ -87,7 +96,7 @@ func configShow(o *configShowOptions, w io.Writer) error {
 		if out.Files == nil {
 			out.Files = []string{}
 		}
-		if o.origin {
+		if o.Origin {
 			out.Origins = l.Origins
 		}
 		enc := json.NewEncoder(w)
@@ -102,28 +111,38 @@ func configShow(o *configShowOptions, w io.Writer) error {
 		fmt.Fprintf(w, "# read: %s\n", config.DisplayPath(f))
 	}
 	var origins config.Origins
-	if o.origin {
+	if o.Origin {
 		origins = l.Origins
 	}
 	return config.Show(w, l.Spec, origins)
 }
 
-func newConfigEditCmd() *cobra.Command {
-	var ws string
+// configEditOptions is what airlock config edit needs.
+type configEditOptions struct {
+	Workspace string // whose project; "" is the current directory's
+}
+
+func newConfigEditCmd(runF func(*configEditOptions) error) *cobra.Command {
+	o := &configEditOptions{}
 	c := &cobra.Command{
 		Use:   "edit",
 		Short: "Edit the current project's settings in $VISUAL or $EDITOR",
 		Long: `Open the project's file (in your config dir) in $VISUAL, else $EDITOR, else vi,
 creating it from a commented template, and check it when the editor exits.`,
 		Args: noArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return configEdit(ws) },
+		RunE: func(c *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(o)
+			}
+			return configEditRun(o)
+		},
 	}
-	c.Flags().StringVarP(&ws, "workspace", "w", "", "the workspace whose project to edit (default: the current directory)")
+	c.Flags().StringVarP(&o.Workspace, "workspace", "w", "", "the workspace whose project to edit (default: the current directory)")
 	return c
 }
 
-func configEdit(wsFlag string) error {
-	ws, err := resolveWorkspace(wsFlag)
+func configEditRun(o *configEditOptions) error {
+	ws, err := resolveWorkspace(o.Workspace)
 	if err != nil {
 		return err
 	}
@@ -169,8 +188,18 @@ func configEdit(wsFlag string) error {
 	}
 }
 
-func newTrustCmd() *cobra.Command {
-	var revoke bool
+// trustOptions is what airlock trust needs.
+type trustOptions struct {
+	IO     *ioStreams
+	Dir    string // whose .airlock.yaml; "" is the current project's
+	Revoke bool   // forget the trust instead
+	// Devcontainer names a devcontainer.json to trust instead
+	// (devcontainerAuto: the workspace's).
+	Devcontainer string
+}
+
+func newTrustCmd(runF func(*trustOptions) error) *cobra.Command {
+	o := &trustOptions{IO: systemIO()}
 	c := &cobra.Command{
 		Use:   "trust [DIR]",
 		Short: "Let airlock use DIR's .airlock.yaml (default: the current project's)",
@@ -178,25 +207,40 @@ func newTrustCmd() *cobra.Command {
 and can be changed by a sandbox working in it; airlock uses it only once you
 have read it and trusted its exact content. trust prints the file, then
 records its hash; after any change it is ignored again until you trust it
-again. --revoke forgets it.`,
+again. --revoke forgets it.
+
+--devcontainer trusts DIR's devcontainer.json instead (and the Dockerfile it
+builds from: a change to either needs airlock trust --devcontainer again),
+for airlock run --devcontainer.`,
 		Example: `  airlock trust
   airlock trust ~/src/app
-  airlock trust --revoke`,
+  airlock trust --revoke
+  airlock trust --devcontainer                     # .devcontainer/devcontainer.json
+  airlock trust --devcontainer=.devcontainer/go/devcontainer.json`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			d := ""
 			if len(args) == 1 {
-				d = args[0]
+				o.Dir = args[0]
 			}
-			return trust(d, revoke, c.OutOrStdout())
+			o.IO.Out = c.OutOrStdout()
+			if runF != nil {
+				return runF(o)
+			}
+			return trustRun(o)
 		},
 	}
-	c.Flags().BoolVar(&revoke, "revoke", false, "forget the trust in DIR's .airlock.yaml")
+	c.Flags().BoolVar(&o.Revoke, "revoke", false, "forget the trust in DIR's .airlock.yaml")
+	c.Flags().StringVar(&o.Devcontainer, "devcontainer", "", "trust DIR's devcontainer.json and its Dockerfile (--devcontainer=PATH names the file)")
+	c.Flags().Lookup("devcontainer").NoOptDefVal = devcontainerAuto
 	return c
 }
 
-func trust(d string, revoke bool, w io.Writer) error {
-	dir, err := resolveWorkspace(d)
+func trustRun(o *trustOptions) error {
+	if o.Devcontainer != "" {
+		return trustDevcontainer(o.Dir, o.Devcontainer, o.Revoke, o.IO.Out)
+	}
+	w, revoke := o.IO.Out, o.Revoke
+	dir, err := resolveWorkspace(o.Dir)
 	if err != nil {
 		return err
 	}

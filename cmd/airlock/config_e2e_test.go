@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -63,7 +65,7 @@ func TestConfigBadFileStopsTheRun(t *testing.T) {
 	}
 	for text, want := range map[string]string{
 		"limits: {memory: lots}\n":  `limits.memory: "lots": use a size`,
-		"backend: vmware\n":         `backend: unknown value "vmware": use native, docker or vm`,
+		"backend: vmware\n":         `backend: unknown value "vmware": use native, docker, vm or kubernetes`,
 		"workspace:\n  mode: [x]\n": "workspace.mode: use bind, overlay or copy",
 		"network: [\n":              "syntax error",
 	} {

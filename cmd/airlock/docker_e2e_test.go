@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // Docker backend tests, against a real dockerd. TestDockerBackend (as root)

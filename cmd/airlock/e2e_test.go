@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // End-to-end tests: the real airlock binary on the real kernel, one test per
@@ -68,6 +70,9 @@ func newEnv(t *testing.T) *env {
 }
 
 func (e *env) environ(extra ...string) []string {
+	if testBackend() == "kubernetes" { // see TestKubeBackend
+		extra = append(kubeEnvOf(e), extra...)
+	}
 	return append([]string{
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOME=" + e.home, "AIRLOCK_STATE_DIR=" + e.state, "LANG=C.UTF-8",
@@ -85,6 +90,9 @@ func (e *env) cmd(args ...string) *exec.Cmd {
 	}
 	if len(args) > 0 && args[0] == "run" && testBackend() == "vm" { // see TestVMBackend
 		args = append([]string{"run", "--backend", "vm"}, args[1:]...)
+	}
+	if len(args) > 0 && args[0] == "run" && testBackend() == "kubernetes" { // see TestKubeBackend
+		args = append([]string{"run", "--backend", "kubernetes"}, args[1:]...)
 	}
 	c := exec.Command(airlockBin, args...)
 	c.Env = e.environ()
@@ -339,6 +347,11 @@ func TestNoPrivilegeInside(t *testing.T) {
 		// The runtime dropped the capabilities and locking securebits needs
 		// CAP_SETPCAP; docker's default seccomp profile and ours are both installed.
 		want["Securebits"], want["Seccomp_filters"] = "0", "2"
+	}
+	if testBackend() == "kubernetes" {
+		// The guest locks the securebits with the CAP_SETPCAP the Pod gave
+		// it for that; the runtime's RuntimeDefault filter and ours.
+		want["Seccomp_filters"] = "2"
 	}
 	seen := map[string]bool{}
 	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {

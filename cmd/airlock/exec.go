@@ -15,12 +15,18 @@ import (
 	"github.com/airlock-dev/airlock/internal/trace"
 )
 
-func newExecCmd() *cobra.Command {
-	var (
-		tty bool
-		env []string
-		dir string
-	)
+// execOptions is what airlock exec needs.
+type execOptions struct {
+	IO   *ioStreams
+	Ref  string   // the sandbox, by ID or name
+	Argv []string // the command
+	TTY  bool
+	Env  []string // --env entries
+	Dir  string   // the working directory inside; "" is the workspace
+}
+
+func newExecCmd(runF func(*execOptions) error) *cobra.Command {
+	o := &execOptions{IO: systemIO()}
 	c := &cobra.Command{
 		Use:   "exec [flags] ID|NAME [--] CMD [ARGS...]",
 		Short: "Run a command in a running sandbox",
@@ -42,49 +48,57 @@ with its status. It gets the sandbox's environment plus --env.`,
 					return usageError{"no command given: airlock exec ID|NAME -- CMD [ARGS...]"}
 				}
 			}
-			// The runtime takes ~0.4 ms to catch the signals passed on to the
-			// command (a round trip to its signal thread each): begun here,
-			// it goes on while the sandbox is found and dialed and the command
-			// starts, and nothing waits for it (waiting before the request
-			// cost ~3% of an exec of /bin/true). A signal in the command's
-			// first fraction of a millisecond so ends airlock exec instead of
-			// reaching the command, and the sandbox then kills the command
-			// (what a client that went away started goes with it). They stay
-			// caught until this process exits: stopping would cost as much
-			// again, for nothing.
-			sigs := make(chan os.Signal, 8)
-			go signal.Notify(sigs, term.Forwarded...)
-			e, err := resolveRunning(args[0])
-			if err != nil {
-				return err
+			o.Ref, o.Argv = args[0], args[1:]
+			if runF != nil {
+				return runF(o)
 			}
-			trace.Mark("exec: sandbox found")
-			extra, warnings, err := config.EnvFlags(os.Environ(), env)
-			if err != nil {
-				return usageError{err.Error()}
-			}
-			for _, w := range warnings {
-				fmt.Fprintf(os.Stderr, "airlock: warning: %s\n", w)
-			}
-			cl, err := control.Dial(e.SocketPath())
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			trace.Mark("exec: supervisor dialed")
-			code, err := cl.Exec(&proto.Exec{Argv: args[1:], Env: extra, Dir: dir, TTY: tty},
-				term.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, sigs)
-			if err != nil {
-				return err
-			}
-			return exitError{code}
+			return execRun(o)
 		},
 	}
 	c.Flags().SetInterspersed(false)
-	c.Flags().BoolVarP(&tty, "tty", "t", false, "run CMD on a terminal")
-	c.Flags().StringArrayVarP(&env, "env", "e", nil, "pass host variable `NAME`, or set NAME=VALUE (repeatable)")
-	c.Flags().StringVarP(&dir, "workdir", "C", "", "working directory inside (default: the workspace)")
+	c.Flags().BoolVarP(&o.TTY, "tty", "t", false, "run CMD on a terminal")
+	c.Flags().StringArrayVarP(&o.Env, "env", "e", nil, "pass host variable `NAME`, or set NAME=VALUE (repeatable)")
+	c.Flags().StringVarP(&o.Dir, "workdir", "C", "", "working directory inside (default: the workspace)")
 	return c
+}
+
+func execRun(o *execOptions) error {
+	// The runtime takes ~0.4 ms to catch the signals passed on to the
+	// command (a round trip to its signal thread each): begun here,
+	// it goes on while the sandbox is found and dialed and the command
+	// starts, and nothing waits for it (waiting before the request
+	// cost ~3% of an exec of /bin/true). A signal in the command's
+	// first fraction of a millisecond so ends airlock exec instead of
+	// reaching the command, and the sandbox then kills the command
+	// (what a client that went away started goes with it). They stay
+	// caught until this process exits: stopping would cost as much
+	// again, for nothing.
+	sigs := make(chan os.Signal, 8)
+	go signal.Notify(sigs, term.Forwarded...)
+	e, err := resolveRunning(o.Ref)
+	if err != nil {
+		return err
+	}
+	trace.Mark("exec: sandbox found")
+	extra, warnings, err := config.EnvFlags(os.Environ(), o.Env)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(o.IO.ErrOut, "airlock: warning: %s\n", w)
+	}
+	cl, err := control.Dial(e.SocketPath())
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	trace.Mark("exec: supervisor dialed")
+	code, err := cl.Exec(&proto.Exec{Argv: o.Argv, Env: extra, Dir: o.Dir, TTY: o.TTY},
+		term.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, sigs)
+	if err != nil {
+		return err
+	}
+	return exitError{code}
 }
 
 // resolve finds a sandbox by ID, unique ID prefix or name.

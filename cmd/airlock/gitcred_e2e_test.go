@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // git credentials at the gateway: a stand-in for GitHub served as

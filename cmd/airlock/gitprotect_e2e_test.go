@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // End-to-end tests of --protect-git: the repository is not a way out. Each

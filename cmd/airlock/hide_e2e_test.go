@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // Files hidden by pattern: secrets in the workspace (the built-in set and

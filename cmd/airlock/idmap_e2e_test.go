@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // Run as root, a sandbox still holds no host identity (issue 15): its ids

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/spf13/cobra"
 
+	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/dockerengine"
 	"github.com/airlock-dev/airlock/internal/images"
@@ -36,15 +38,22 @@ directory's vm/).
              versions (see below), for airlock agent run --backend docker`,
 		Args: noArgs,
 	}
-	c.AddCommand(newImagesBuildCmd(), newImagesLsCmd(), newImagesRmCmd())
+	c.AddCommand(newImagesBuildCmd(nil), newImagesLsCmd(nil), newImagesRmCmd(nil))
 	return c
 }
 
-func newImagesBuildCmd() *cobra.Command {
-	o := images.BuildOptions{}
-	format := "docker"
+// imagesBuildOptions is what airlock images build needs.
+type imagesBuildOptions struct {
+	IO     *ioStreams
+	Format string // docker or vm
+	Build  images.BuildOptions
+}
+
+func newImagesBuildCmd(runF func(*imagesBuildOptions) error) *cobra.Command {
+	bo := &imagesBuildOptions{IO: systemIO(), Format: "docker"}
+	o := &bo.Build
 	c := &cobra.Command{
-		Use:   "build [--variant minimal|standard|agents] [--format docker|vm]",
+		Use:   "build [--variant minimal|standard|agents] [--format docker|vm|kubernetes]",
 		Short: "Build a sandbox image with debootstrap (needs root)",
 		Long:  imagesBuildLong(),
 		Example: `  sudo airlock images build
@@ -59,34 +68,25 @@ func newImagesBuildCmd() *cobra.Command {
 			if !slices.Contains(images.Variants(), o.Variant) {
 				return usageError{fmt.Sprintf("--variant %q: use %s", o.Variant, strings.Join(images.Variants(), " or "))}
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			switch format {
+			switch bo.Format {
 			case "docker":
 				if o.KernelOnly {
 					return usageError{"--kernel-only goes with --format vm"}
 				}
 			case "vm":
-				return buildVM(c, ctx, o)
+			case "kubernetes":
 			default:
-				return usageError{fmt.Sprintf("--format %q: use docker or vm", format)}
+				return usageError{fmt.Sprintf("--format %q: use docker, vm or kubernetes", bo.Format)}
 			}
-			cli, err := dockerengine.Connect(ctx)
-			if err != nil {
-				return err
+			bo.IO.Out, bo.IO.ErrOut = c.OutOrStdout(), c.ErrOrStderr()
+			if runF != nil {
+				return runF(bo)
 			}
-			defer cli.Close()
-			o.Progress = c.ErrOrStderr()
-			tag, err := images.Build(ctx, cli, o)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(c.OutOrStdout(), tag)
-			return nil
+			return imagesBuildRun(bo)
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&format, "format", "docker", "docker (an image in the local engine) or vm (a kernel and a root filesystem image for --backend vm)")
+	f.StringVar(&bo.Format, "format", "docker", "docker (an image in the local engine), vm (a kernel and a root filesystem image for --backend vm) or kubernetes (the guest image "+images.GuestTag+": this airlock binary alone, for --backend kubernetes; load it where your nodes pull from)")
 	f.StringVar(&o.Variant, "variant", "minimal", strings.Join(images.Variants(), ", "))
 	f.BoolVar(&o.KernelOnly, "kernel-only", false, "with --format vm: fetch the kernel only (needs no root)")
 	f.StringVar(&o.RootFormat, "root-format", "", "with --format vm: the root image's filesystem, erofs or ext4 (default erofs when mkfs.erofs is installed)")
@@ -100,20 +100,66 @@ func newImagesBuildCmd() *cobra.Command {
 	return c
 }
 
+func imagesBuildRun(bo *imagesBuildOptions) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	o := bo.Build
+	o.Progress = bo.IO.ErrOut
+	switch bo.Format {
+	case "vm":
+		return buildVM(ctx, bo.IO.Out, o)
+	case "kubernetes":
+		return buildGuest(ctx, bo.IO.Out, o.Tag)
+	}
+	cli, err := dockerengine.Connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	tag, err := images.Build(ctx, cli, o)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(bo.IO.Out, tag)
+	return nil
+}
+
+// buildGuest builds the kubernetes backend's guest image from this binary.
+func buildGuest(ctx context.Context, out io.Writer, tag string) error {
+	if tag == "" {
+		tag = images.GuestTag
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if err := backend.CheckStatic("images build --format kubernetes", exe); err != nil {
+		return err
+	}
+	cli, err := dockerengine.Connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	if err := images.BuildGuest(ctx, cli, exe, tag); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, tag)
+	return nil
+}
+
 // buildVM builds the vm backend's kernel and root image into the data
 // directory and says where they went.
-func buildVM(c *cobra.Command, ctx context.Context, o images.BuildOptions) error {
+func buildVM(ctx context.Context, out io.Writer, o images.BuildOptions) error {
 	d, err := config.DataDir()
 	if err != nil {
 		return err
 	}
 	o.DataDir = d
-	o.Progress = c.ErrOrStderr()
 	a, err := images.BuildVM(ctx, o)
 	if err != nil {
 		return err
 	}
-	out := c.OutOrStdout()
 	fmt.Fprintf(out, "kernel   %s (%s)\nmodules  %s\n", a.Kernel, a.KernelVersion, a.Modules)
 	if a.Root != "" {
 		fmt.Fprintf(out, "root     %s (%s)\n", a.Root, a.RootFormat)
@@ -121,54 +167,68 @@ func buildVM(c *cobra.Command, ctx context.Context, o images.BuildOptions) error
 	return nil
 }
 
-func newImagesLsCmd() *cobra.Command {
+// imagesLsOptions is what airlock images ls needs.
+type imagesLsOptions struct {
+	IO *ioStreams
+}
+
+func newImagesLsCmd(runF func(*imagesLsOptions) error) *cobra.Command {
+	o := &imagesLsOptions{IO: systemIO()}
 	return &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
 		Short:   "List the images airlock built (docker images and VM kernels and root images)",
 		Args:    noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			ctx := context.Background()
-			var vms []vmimage.Image
-			if d, err := config.DataDir(); err == nil {
-				var verr error
-				vms, verr = vmimage.List(d)
-				if verr != nil {
-					fmt.Fprintf(c.ErrOrStderr(), "airlock: skipped a damaged VM image: %v\n", verr)
-				}
+			o.IO.Out, o.IO.ErrOut = c.OutOrStdout(), c.ErrOrStderr()
+			if runF != nil {
+				return runF(o)
 			}
-			var ims []images.Image
-			cli, err := dockerengine.Connect(ctx)
-			if err == nil {
-				defer cli.Close()
-				ims, err = images.List(ctx, cli)
-			}
-			if err != nil {
-				if len(vms) == 0 {
-					return err
-				}
-				fmt.Fprintf(c.ErrOrStderr(), "airlock: no docker images listed: %v\n", err)
-			}
-			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "IMAGE\tVARIANT\tFORMAT\tID\tCREATED\tSIZE")
-			for _, im := range ims {
-				name := "<none>"
-				if len(im.Tags) > 0 {
-					name = strings.Join(im.Tags, ",")
-				}
-				id := strings.TrimPrefix(im.ID, "sha256:")
-				fmt.Fprintf(w, "%s\t%s\tdocker\t%s\t%s\t%d MB\n", name, im.Variant, id[:min(12, len(id))], ago(im.Created), im.Size/1000_000)
-			}
-			for _, im := range vms {
-				variant, format := im.Name, im.Format
-				if im.Kind == vmimage.KindKernel {
-					variant, format = "-", "kernel"
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d MB\n", im.Ref, variant, format, vmID(im.Manifest), ago(im.Built), im.Size()/1000_000)
-			}
-			return w.Flush()
+			return imagesLsRun(o)
 		},
 	}
+}
+
+func imagesLsRun(o *imagesLsOptions) error {
+	ctx := context.Background()
+	var vms []vmimage.Image
+	if d, err := config.DataDir(); err == nil {
+		var verr error
+		vms, verr = vmimage.List(d)
+		if verr != nil {
+			fmt.Fprintf(o.IO.ErrOut, "airlock: skipped a damaged VM image: %v\n", verr)
+		}
+	}
+	var ims []images.Image
+	cli, err := dockerengine.Connect(ctx)
+	if err == nil {
+		defer cli.Close()
+		ims, err = images.List(ctx, cli)
+	}
+	if err != nil {
+		if len(vms) == 0 {
+			return err
+		}
+		fmt.Fprintf(o.IO.ErrOut, "airlock: no docker images listed: %v\n", err)
+	}
+	w := tabwriter.NewWriter(o.IO.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "IMAGE\tVARIANT\tFORMAT\tID\tCREATED\tSIZE")
+	for _, im := range ims {
+		name := "<none>"
+		if len(im.Tags) > 0 {
+			name = strings.Join(im.Tags, ",")
+		}
+		id := strings.TrimPrefix(im.ID, "sha256:")
+		fmt.Fprintf(w, "%s\t%s\tdocker\t%s\t%s\t%d MB\n", name, im.Variant, id[:min(12, len(id))], ago(im.Created), im.Size/1000_000)
+	}
+	for _, im := range vms {
+		variant, format := im.Name, im.Format
+		if im.Kind == vmimage.KindKernel {
+			variant, format = "-", "kernel"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d MB\n", im.Ref, variant, format, vmID(im.Manifest), ago(im.Built), im.Size()/1000_000)
+	}
+	return w.Flush()
 }
 
 // vmID is a short ID for a VM image: its largest file's sha256 prefix.
@@ -182,7 +242,14 @@ func vmID(m vmimage.Manifest) string {
 	return best.SHA256[:min(12, len(best.SHA256))]
 }
 
-func newImagesRmCmd() *cobra.Command {
+// imagesRmOptions is what airlock images rm needs.
+type imagesRmOptions struct {
+	IO   *ioStreams
+	Refs []string // docker images, vm:VARIANT, vm-kernel:VERSION
+}
+
+func newImagesRmCmd(runF func(*imagesRmOptions) error) *cobra.Command {
+	o := &imagesRmOptions{IO: systemIO()}
 	return &cobra.Command{
 		Use:     "rm IMAGE...",
 		Aliases: []string{"remove"},
@@ -194,37 +261,45 @@ func newImagesRmCmd() *cobra.Command {
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			ctx := context.Background()
-			var cli *client.Client
-			var failed []string
-			for _, ref := range args {
-				var err error
-				if vmimage.IsRef(ref) {
-					var d string
-					if d, err = config.DataDir(); err == nil {
-						err = vmimage.Remove(d, ref)
-					}
-				} else {
-					if cli == nil {
-						if cli, err = dockerengine.Connect(ctx); err != nil {
-							return err
-						}
-						defer cli.Close()
-					}
-					err = images.Remove(ctx, cli, ref)
-				}
-				if err != nil {
-					failed = append(failed, err.Error())
-					continue
-				}
-				fmt.Fprintln(c.OutOrStdout(), ref)
+			o.Refs, o.IO.Out = args, c.OutOrStdout()
+			if runF != nil {
+				return runF(o)
 			}
-			if len(failed) > 0 {
-				return fmt.Errorf("%s", strings.Join(failed, "; "))
-			}
-			return nil
+			return imagesRmRun(o)
 		},
 	}
+}
+
+func imagesRmRun(o *imagesRmOptions) error {
+	ctx := context.Background()
+	var cli *client.Client
+	var failed []string
+	for _, ref := range o.Refs {
+		var err error
+		if vmimage.IsRef(ref) {
+			var d string
+			if d, err = config.DataDir(); err == nil {
+				err = vmimage.Remove(d, ref)
+			}
+		} else {
+			if cli == nil {
+				if cli, err = dockerengine.Connect(ctx); err != nil {
+					return err
+				}
+				defer cli.Close()
+			}
+			err = images.Remove(ctx, cli, ref)
+		}
+		if err != nil {
+			failed = append(failed, err.Error())
+			continue
+		}
+		fmt.Fprintln(o.IO.Out, ref)
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%s", strings.Join(failed, "; "))
+	}
+	return nil
 }
 
 func imagesBuildLong() string {

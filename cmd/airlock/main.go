@@ -17,7 +17,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/airlock-dev/airlock/internal/guest"
 	"github.com/airlock-dev/airlock/internal/supervisor"
 	"github.com/airlock-dev/airlock/internal/trace"
 )
@@ -41,7 +40,7 @@ func main() {
 		case "guest":
 			trace.As("guest")
 			trace.MarkCPU("main")
-			guest.Main()
+			guestMain()
 		case superviseCmd:
 			trace.As("supervise")
 			os.Exit(supervisor.Serve(os.Args[2:], superviseCmd))

@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/airlock-dev/airlock/internal/audit"
-	"github.com/airlock-dev/airlock/internal/cgroup"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/control"
 	"github.com/airlock-dev/airlock/internal/engine"
@@ -93,23 +92,38 @@ func lsRun(o *lsOptions) error {
 			}
 		}
 	}
+	pods := kubePods(shown)
 	if o.JSON {
 		l := listing(shown)
 		for i := range l {
 			l[i].Undo = undo[l[i].ID]
+			if p, ok := pods[l[i].ID]; ok {
+				l[i].Kube = &p
+			}
 		}
 		return writeJSON(o.IO.Out, l)
 	}
 	// Buffered: the tabwriter writes every cell on its own.
 	out := bufio.NewWriterSize(o.IO.Out, 64<<10)
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tNAME\tSTATUS\tCREATED\tFROM\tCOMMAND\tBRANCH\tUNDO\tWORKSPACE")
+	// Where kubernetes sandboxes are listed, their Pod and node too.
+	podCols, noPod := func(id string) string { return "" }, ""
+	head := "ID\tNAME\tSTATUS\tCREATED\tFROM\tCOMMAND\tBRANCH\tUNDO\tWORKSPACE"
+	if pods != nil {
+		head += "\tPOD\tNODE"
+		noPod = "\t-\t-"
+		podCols = func(id string) string {
+			p := pods[id]
+			return "\t" + dash(p.Pod) + "\t" + dash(p.Node)
+		}
+	}
+	fmt.Fprintln(w, head)
 	for _, e := range shown {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Record.ID, dash(e.Record.Name), statusText(e.Status),
-			ago(e.Record.CreatedAt), origin(e.Record), dash(shorten(strings.Join(e.Record.Command, " "), 40)), dash(e.Record.Branch), dash(undo[e.Record.ID]), e.Record.Workspace)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\n", e.Record.ID, dash(e.Record.Name), statusText(e.Status),
+			ago(e.Record.CreatedAt), origin(e.Record), dash(shorten(strings.Join(e.Record.Command, " "), 40)), dash(e.Record.Branch), dash(undo[e.Record.ID]), e.Record.Workspace, podCols(e.Record.ID))
 	}
 	for _, r := range ended {
-		fmt.Fprintf(w, "%s\t-\tended\t%s\t-\t-\t-\t%s\t%s\n", r.ID, ago(r.Ended), undo[r.ID], r.Root)
+		fmt.Fprintf(w, "%s\t-\tended\t%s\t-\t-\t-\t%s\t%s%s\n", r.ID, ago(r.Ended), undo[r.ID], r.Root, noPod)
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -140,6 +154,30 @@ type entryJSON struct {
 	// LLM is what the gateway counted of the sandbox's LLM API use (get
 	// only; absent when there was none).
 	LLM *llmusage.Totals `json:"llm,omitempty"`
+	// Kube is a kubernetes sandbox's Pod and node (ls only, while the Pod
+	// is there).
+	Kube *engine.KubePod `json:"kubernetes,omitempty"`
+}
+
+// kubePods asks the cluster where the kubernetes sandboxes among es run;
+// nil when there are none (or the cluster does not answer: ls still lists).
+func kubePods(es []state.Entry) map[string]engine.KubePod {
+	root := ""
+	for _, e := range es {
+		if e.Record.Backend == config.BackendKubernetes {
+			root = filepath.Dir(filepath.Dir(e.Dir))
+		}
+	}
+	if root == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	pods, err := engine.KubernetesPods(ctx, root)
+	if err != nil {
+		return map[string]engine.KubePod{}
+	}
+	return pods
 }
 
 func listing(es []state.Entry) []entryJSON {
@@ -424,8 +462,24 @@ func pick(refs []string, all bool, match func(state.Entry) bool) ([]state.Entry,
 	return out, nil
 }
 
-func newRmCmd() *cobra.Command {
-	var stopped, force bool
+// rmOptions is what airlock rm needs.
+type rmOptions struct {
+	IO      *ioStreams
+	Refs    []string // sandboxes by ID or name
+	Stopped bool     // every stopped sandbox instead
+	Force   bool     // kill running ones first, drop changes nobody applied
+	// Pick resolves Refs, or with Stopped every sandbox not running.
+	Pick    func(refs []string, stopped bool) ([]state.Entry, error)
+	Kill    func(state.Entry) error
+	Pending func(state.Entry) (workspace.Counts, bool) // workspace changes nobody applied or discarded
+	Remove  func(state.Entry) error
+}
+
+func newRmCmd(runF func(*rmOptions) error) *cobra.Command {
+	o := &rmOptions{IO: systemIO(), Kill: kill, Pending: pendingChanges, Remove: remove,
+		Pick: func(refs []string, stopped bool) ([]state.Entry, error) {
+			return pick(refs, stopped, func(e state.Entry) bool { return e.Status.State != state.Running })
+		}}
 	c := &cobra.Command{
 		Use:     "rm ID|NAME... | --stopped",
 		Aliases: []string{"remove"},
@@ -436,37 +490,22 @@ a message: review them (airlock diff, apply, discard) or pass -f to drop them.
 A --branch sandbox's worktree goes with it (its branch and commits stay),
 unless it holds uncommitted changes: commit them on the branch, or -f.`,
 		Args: func(c *cobra.Command, args []string) error {
-			if stopped != (len(args) == 0) {
+			if o.Stopped != (len(args) == 0) {
 				return usageError{"name sandboxes to remove, or pass --stopped"}
 			}
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			targets, err := pick(args, stopped, func(e state.Entry) bool { return e.Status.State != state.Running })
-			if err != nil {
-				return err
+			o.Refs = args
+			o.IO.Out = c.OutOrStdout()
+			if runF != nil {
+				return runF(o)
 			}
-			return forEach(c.OutOrStdout(), targets, func(e state.Entry) error {
-				if e.Status.State == state.Running {
-					if !force {
-						return fmt.Errorf("running: stop it with airlock kill %s, or use rm -f", e.Record.ID)
-					}
-					if err := kill(e); err != nil {
-						return err
-					}
-				}
-				if n, ok := pendingChanges(e); ok && !force {
-					return fmt.Errorf("its workspace changes (%s) were neither applied nor discarded: airlock diff %s, then airlock apply or discard %s; or rm -f to drop them", n, e.Record.ID, e.Record.ID)
-				}
-				if err := removeWorktree(e, force); err != nil {
-					return err
-				}
-				return remove(e)
-			})
+			return rmRun(o)
 		},
 	}
-	c.Flags().BoolVar(&stopped, "stopped", false, "remove every sandbox that is not running")
-	c.Flags().BoolVarP(&force, "force", "f", false, "kill running sandboxes first, and drop workspace changes nobody applied")
+	c.Flags().BoolVar(&o.Stopped, "stopped", false, "remove every sandbox that is not running")
+	c.Flags().BoolVarP(&o.Force, "force", "f", false, "kill running sandboxes first, and drop workspace changes nobody applied")
 	return c
 }
 
@@ -487,25 +526,40 @@ func removeWorktree(e state.Entry, force bool) error {
 	return workspace.RemoveBranchWorktree(e.Record.Workspace, force)
 }
 
-// remove deletes a stopped sandbox and whatever a crashed supervisor left.
+func rmRun(o *rmOptions) error {
+	targets, err := o.Pick(o.Refs, o.Stopped)
+	if err != nil {
+		return err
+	}
+	return forEach(o.IO.Out, targets, func(e state.Entry) error {
+		if e.Status.State == state.Running {
+			if !o.Force {
+				return fmt.Errorf("running: stop it with airlock kill %s, or use rm -f", e.Record.ID)
+			}
+			if err := o.Kill(e); err != nil {
+				return err
+			}
+		}
+		if n, ok := o.Pending(e); ok && !o.Force {
+			return fmt.Errorf("its workspace changes (%s) were neither applied nor discarded: airlock diff %s, then airlock apply or discard %s; or rm -f to drop them", n, e.Record.ID, e.Record.ID)
+		}
+		if err := removeWorktree(e, o.Force); err != nil {
+			return err
+		}
+		return o.Remove(e)
+	})
+}
+
+// remove deletes a stopped sandbox and whatever a crashed supervisor left,
+// through the engine's teardown for a sandbox whose host is gone.
 func remove(e state.Entry) error {
-	if err := cgroup.Remove(e.Record.Cgroups); err != nil {
-		return err
-	}
-	if err := workspace.Release(engine.WorkspaceDir(e.Dir)); err != nil {
-		return err
-	}
 	store, err := openStore()
 	if err != nil {
 		return err
 	}
-	if e.Record.Backend == config.BackendDocker {
-		id := e.Record.ID
-		if _, err := pruneContainers(store, func(other string) bool { return other != id }); err != nil {
-			return err
-		}
-	}
-	return store.Delete(e.Record.ID)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return engine.Remove(ctx, store, e)
 }
 
 // pruneContainers removes the docker backend's containers of this state dir
@@ -525,7 +579,24 @@ func liveIn(store *state.Store) func(id string) bool {
 	}
 }
 
-func newPruneCmd() *cobra.Command {
+// pruneOptions is what airlock prune needs.
+type pruneOptions struct {
+	IO *ioStreams
+	// Stopped lists every sandbox not running.
+	Stopped func() ([]state.Entry, error)
+	Pending func(state.Entry) (workspace.Counts, bool) // workspace changes nobody applied or discarded
+	Remove  func(state.Entry) error
+	// Sweep removes what no record names: stale cgroups, leftover
+	// containers (usesDocker: an error there is worth telling), an older
+	// airlock's cache; it reports on errOut.
+	Sweep func(out, errOut io.Writer, usesDocker bool) error
+}
+
+func newPruneCmd(runF func(*pruneOptions) error) *cobra.Command {
+	o := &pruneOptions{IO: systemIO(), Pending: pendingChanges, Remove: remove, Sweep: sweep,
+		Stopped: func() ([]state.Entry, error) {
+			return pick(nil, true, func(e state.Entry) bool { return e.Status.State != state.Running })
+		}}
 	return &cobra.Command{
 		Use:   "prune",
 		Short: "Remove every stopped or crashed sandbox and what it left behind",
@@ -535,48 +606,61 @@ discarded, and --branch sandboxes whose worktree holds uncommitted changes:
 those are named, and kept.`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			targets, err := pick(nil, true, func(e state.Entry) bool { return e.Status.State != state.Running })
-			if err != nil {
-				return err
+			o.IO.Out, o.IO.ErrOut = c.OutOrStdout(), c.ErrOrStderr()
+			if runF != nil {
+				return runF(o)
 			}
-			n, usesDocker := 0, false
-			for _, e := range targets {
-				usesDocker = usesDocker || e.Record.Backend == config.BackendDocker
-				if k, ok := pendingChanges(e); ok {
-					fmt.Fprintf(c.ErrOrStderr(), "airlock: kept %s: its workspace changes (%s) wait for airlock apply or discard\n", e.Record.ID, k)
-					continue
-				}
-				if err := removeWorktree(e, false); err != nil {
-					fmt.Fprintf(c.ErrOrStderr(), "airlock: kept %s: %v\n", e.Record.ID, err)
-					continue
-				}
-				if err := remove(e); err != nil {
-					fmt.Fprintf(c.ErrOrStderr(), "airlock: %s: %v\n", e.Record.ID, err)
-					continue
-				}
-				n++
-			}
-			fmt.Fprintf(c.OutOrStdout(), "removed %d sandbox(es)\n", n)
-			// Cgroups no record names: a supervisor killed before it
-			// registered the sandbox left its group behind.
-			cgroup.SweepStale("airlock-")
-			// Containers whose records are gone (a crash between the two),
-			// when there is an engine to ask.
-			store, err := openStore()
-			if err != nil {
-				return err
-			}
-			if k, err := pruneContainers(store, liveIn(store)); err != nil && usesDocker {
-				fmt.Fprintf(c.ErrOrStderr(), "airlock: %v\n", err)
-			} else if k > 0 {
-				fmt.Fprintf(c.OutOrStdout(), "removed %d leftover container(s)\n", k)
-			}
-			// The full binary an older airlock (the lean front) cached
-			// there, ~23 MB per build: nothing runs it any more.
-			if err := os.RemoveAll(filepath.Join(store.Root(), "full")); err != nil {
-				fmt.Fprintf(c.ErrOrStderr(), "airlock: %v\n", err)
-			}
-			return nil
+			return pruneRun(o)
 		},
 	}
+}
+
+func pruneRun(o *pruneOptions) error {
+	targets, err := o.Stopped()
+	if err != nil {
+		return err
+	}
+	n, usesDocker := 0, false
+	for _, e := range targets {
+		usesDocker = usesDocker || e.Record.Backend == config.BackendDocker || e.Record.Backend == config.BackendKubernetes
+		if k, ok := o.Pending(e); ok {
+			fmt.Fprintf(o.IO.ErrOut, "airlock: kept %s: its workspace changes (%s) wait for airlock apply or discard\n", e.Record.ID, k)
+			continue
+		}
+		if err := removeWorktree(e, false); err != nil {
+			fmt.Fprintf(o.IO.ErrOut, "airlock: kept %s: %v\n", e.Record.ID, err)
+			continue
+		}
+		if err := o.Remove(e); err != nil {
+			fmt.Fprintf(o.IO.ErrOut, "airlock: %s: %v\n", e.Record.ID, err)
+			continue
+		}
+		n++
+	}
+	fmt.Fprintf(o.IO.Out, "removed %d sandbox(es)\n", n)
+	return o.Sweep(o.IO.Out, o.IO.ErrOut, usesDocker)
+}
+
+// sweep removes what no record names.
+func sweep(out, errOut io.Writer, usesDocker bool) error {
+	// Cgroups no record names: a supervisor killed before it
+	// registered the sandbox left its group behind.
+	sweepStaleCgroups()
+	// Containers whose records are gone (a crash between the two),
+	// when there is an engine to ask.
+	store, err := openStore()
+	if err != nil {
+		return err
+	}
+	if k, err := pruneContainers(store, liveIn(store)); err != nil && usesDocker {
+		fmt.Fprintf(errOut, "airlock: %v\n", err)
+	} else if k > 0 {
+		fmt.Fprintf(out, "removed %d leftover container(s)\n", k)
+	}
+	// The full binary an older airlock (the lean front) cached
+	// there, ~23 MB per build: nothing runs it any more.
+	if err := os.RemoveAll(filepath.Join(store.Root(), "full")); err != nil {
+		fmt.Fprintf(errOut, "airlock: %v\n", err)
+	}
+	return nil
 }

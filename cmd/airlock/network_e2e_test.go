@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // Network tests: real clients inside the sandbox (curl, python3, git) reach
@@ -211,6 +213,9 @@ func (u *upstream) flags(extra ...string) []string {
 func networkModes() []string {
 	if testBackend() == "vm" { // a VM always has its link; no proxy door reaches into it
 		return []string{config.ModeTransparent}
+	}
+	if testBackend() == "kubernetes" { // a Pod has only the proxy door, relayed
+		return []string{config.ModeProxy}
 	}
 	if mode, _ := engine.NetworkMode(); mode == config.ModeTransparent {
 		return []string{config.ModeTransparent, config.ModeProxy}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"os"
 	"os/signal"
 	"slices"
 	"strconv"
@@ -19,9 +18,18 @@ import (
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
-func newRPCCmd() *cobra.Command {
-	var cfgFile, image, backend string
-	var hosts []string
+// rpcOptions is what airlock rpc needs: stdin and stdout carry the
+// protocol; the flags are defaults under every create.
+type rpcOptions struct {
+	IO      *ioStreams
+	Config  string
+	Image   string
+	Backend string
+	Hosts   []string
+}
+
+func newRPCCmd(runF func(*rpcOptions) error) *cobra.Command {
+	o := &rpcOptions{IO: systemIO()}
 	c := &cobra.Command{
 		Use:   "rpc",
 		Short: "Serve the programmatic API: JSON-RPC 2.0 on stdin/stdout",
@@ -59,17 +67,16 @@ for a response to order two); one read after create waits for the
 sandbox; close waits for every request before it to finish and answer.`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			d, err := rpcDefaults(cfgFile, image, backend, hosts)
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(o)
 			}
-			return serveRPC(d)
+			return rpcRun(o)
 		},
 	}
-	c.Flags().StringVar(&cfgFile, "config", "", "defaults for every create from this config `FILE` (the config file format; create's params win, its hosts add to these)")
-	c.Flags().StringVar(&image, "image", "", "default image for every create (as create's image)")
-	c.Flags().StringVar(&backend, "backend", "", "default backend for every create: native or docker")
-	c.Flags().StringArrayVar(&hosts, "allow-host", nil, "let every sandbox of this session reach `HOST` (as create's network.allowed_hosts; repeatable)")
+	c.Flags().StringVar(&o.Config, "config", "", "defaults for every create from this config `FILE` (the config file format; create's params win, its hosts add to these)")
+	c.Flags().StringVar(&o.Image, "image", "", "default image for every create (as create's image)")
+	c.Flags().StringVar(&o.Backend, "backend", "", "default backend for every create: native, docker or kubernetes")
+	c.Flags().StringArrayVar(&o.Hosts, "allow-host", nil, "let every sandbox of this session reach `HOST` (as create's network.allowed_hosts; repeatable)")
 	return c
 }
 
@@ -190,11 +197,15 @@ func nonEmpty(s string) []string {
 	return []string{s}
 }
 
-func serveRPC(d *sandbox.Config) error {
+func rpcRun(o *rpcOptions) error {
+	d, err := rpcDefaults(o.Config, o.Image, o.Backend, o.Hosts)
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	// A client that goes away must not kill us with SIGPIPE before the
 	// sandbox is torn down: writes fail instead, and the session ends.
 	signal.Ignore(syscall.SIGPIPE)
-	return rpc.Serve(ctx, os.Stdin, os.Stdout, rpc.Options{Defaults: d, Manager: rpcManager()})
+	return rpc.Serve(ctx, o.IO.In, o.IO.Out, rpc.Options{Defaults: d, Manager: rpcManager()})
 }

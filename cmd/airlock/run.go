@@ -36,9 +36,12 @@ type runOptions struct {
 	noIDMap   bool
 	workdir   string
 	branch    string
+	// devcontainer is --devcontainer's PATH (devcontainerAuto without one).
+	devcontainer string
 	// dropBranch removes the --branch worktree made for a run that then
 	// did not start (nothing half-made).
 	dropBranch func()
+	specFD     int // --spec-fd: the whole spec on this descriptor (internal/childspec)
 }
 
 const (
@@ -111,18 +114,32 @@ Limits default to ` + strconv.Itoa(config.DefaultPids) + ` processes and half of
   airlock run --workspace-mode copy --exclude node_modules --auto-apply -- ./agent
   airlock run -d --name dev          # idle background sandbox; then: airlock exec dev -- CMD
   airlock run -t -d --name sh -- bash   # a terminal in the background: airlock attach sh (Ctrl-P Ctrl-Q leaves it)
-  airlock run --ask -- npm install   # a host no rule covers is asked about here: a key answers`,
+  airlock run --ask -- npm install   # a host no rule covers is asked about here: a key answers
+  airlock run -p 8000:8000 --allow-host pypi.org -- python3 -m http.server 8000   # then: curl http://127.0.0.1:8000/
+  airlock trust --devcontainer && airlock run --devcontainer -- make test   # in .devcontainer/devcontainer.json's environment`,
 		Args: func(c *cobra.Command, args []string) error {
+			if o.specFD >= 0 {
+				return nil // checked by runChild
+			}
 			if len(args) == 0 && !o.detach {
 				return usageError{"no command given: use airlock run [flags] -- CMD [ARGS...]"}
 			}
 			return nil
 		},
-		RunE: func(c *cobra.Command, args []string) error { return run(c, o, args) },
+		RunE: func(c *cobra.Command, args []string) error {
+			if o.specFD >= 0 {
+				return runChild(c, o, args)
+			}
+			return run(c, o, args)
+		},
 	}
 	c.Flags().SetInterspersed(false) // everything after CMD belongs to CMD
 	addRunFlags(c.Flags(), o)
 	c.Flags().StringVar(&o.workdir, "workdir", "", "run CMD in `DIR`, an absolute path inside (default: the workspace)")
+	c.Flags().StringVar(&o.devcontainer, "devcontainer", "", "docker backend: run in the environment the workspace's devcontainer.json describes (image or Dockerfile build, env, lifecycle commands run inside); --devcontainer=PATH names the file (default .devcontainer/devcontainer.json or .devcontainer.json); trust it first with airlock trust --devcontainer")
+	c.Flags().Lookup("devcontainer").NoOptDefVal = devcontainerAuto
+	c.Flags().IntVar(&o.specFD, "spec-fd", -1, "read the whole spec as JSON from descriptor `N` (how airlock starts a host command's or an MCP server's sandbox)")
+	c.Flags().MarkHidden("spec-fd")
 	return c
 }
 
@@ -178,12 +195,23 @@ func run(c *cobra.Command, o *runOptions, args []string) (err error) {
 		return err
 	}
 	trace.Mark("config read")
+	if o.devcontainer != "" {
+		if err := devcontainerBackend(&cfg.Spec); err != nil {
+			return err
+		}
+	}
 	spec, err := runSpec(cfg, o, args)
 	if err != nil {
 		return err
 	}
 	trace.Mark("spec made")
-	code, err := launch(spec, o, cfg.Spec.Env, nil)
+	env := cfg.Spec.Env
+	if o.devcontainer != "" {
+		if err := applyDevcontainer(&spec, o.devcontainer, &env); err != nil {
+			return err
+		}
+	}
+	code, err := launch(spec, o, env, nil)
 	if err != nil {
 		return err
 	}
@@ -221,6 +249,9 @@ func launch(spec engine.Spec, o *runOptions, env []string, secs []*secrets.Secre
 	if err != nil {
 		return 0, err
 	}
+	if err := underCap(store, spec.Config.Limits.MaxSandboxes); err != nil {
+		return 0, err
+	}
 	var h *state.Handle
 	if !o.detach && o.name == "" {
 		// Its directory is made by the engine once nothing waits on it
@@ -248,6 +279,11 @@ func launch(spec engine.Spec, o *runOptions, env []string, secs []*secrets.Secre
 	if o.detach {
 		if err := supervisor.Detach(h, spec, "", superviseCmd, secs); err != nil {
 			return 0, err
+		}
+		if ports, _ := spec.Published(); !spec.Quiet { // the supervisor's own warnings go to its log
+			for _, w := range engine.PublishWarnings(ports) {
+				fmt.Fprintf(os.Stderr, "airlock: warning: %s\n", w)
+			}
 		}
 		fmt.Println(h.ID())
 		return 0, nil
@@ -305,4 +341,32 @@ func openStore() (*state.Store, error) {
 		return nil, err
 	}
 	return state.Open(root)
+}
+
+// underCap refuses a start when this user (this state dir) already runs
+// max sandboxes (limits.max_sandboxes), naming them. Two starts at the same
+// instant can both pass: the cap is a guard against runaway starts, not a
+// lock.
+func underCap(store *state.Store, max int64) error {
+	if max <= 0 {
+		return nil
+	}
+	es, err := store.List()
+	if err != nil {
+		return err
+	}
+	var running []string
+	for _, e := range es {
+		if e.Status.State == state.Running || e.Status.State == state.Creating {
+			id := e.Record.ID
+			if e.Record.Name != "" {
+				id += " (" + e.Record.Name + ")"
+			}
+			running = append(running, id+" in "+config.DisplayPath(e.Record.Workspace))
+		}
+	}
+	if int64(len(running)) < max {
+		return nil
+	}
+	return fmt.Errorf("limits.max_sandboxes is %d and %d run already: %s; stop one with airlock kill ID, or raise the limit", max, len(running), strings.Join(running, ", "))
 }

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -49,7 +51,8 @@ func TestConfigRunFlagKeys(t *testing.T) {
 		"no-hide":  true, // filesystem.hide_defaults: false, as --ask is approvals.mode ask
 		"no-idmap": true, // an unsafe opt-out for one run, never from a file
 		"workdir":  true, // where one command starts
-		"branch":   true} // one run's worktree, never from a file
+		"branch":   true, // one run's worktree, never from a file
+		"spec-fd":  true} // the whole spec from elsewhere (internal/childspec), no other flag beside it
 	mapped := map[string]bool{}
 	l := config.NewLayer(config.SourceFlag, "")
 	for _, fk := range runFlagKeys {

@@ -64,6 +64,12 @@ func runSpec(l *config.Loaded, o *runOptions, args []string) (engine.Spec, error
 			return s, err
 		}
 	}
+	if c.Network.PolicyScript != "" {
+		var err error
+		if c.Network.PolicyScript, err = existingPath(c.Network.PolicyScript, originLabel(l, "network.policy_script", 0)); err != nil {
+			return s, err
+		}
+	}
 	for _, p := range o.scratch {
 		if !filepath.IsAbs(p) || filepath.Clean(p) == "/" {
 			return s, usageError{fmt.Sprintf("--scratch %q: use an absolute path inside the sandbox other than /", p)}

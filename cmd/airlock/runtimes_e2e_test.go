@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // The CA in every runtime: real clients that carry roots of their own (a

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // What runs leave in the state dir: a harness that calls airlock run per

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // The transparent network: the sandbox's only interface leads into the

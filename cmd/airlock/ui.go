@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -13,11 +14,15 @@ import (
 	"github.com/airlock-dev/airlock/internal/ui"
 )
 
-func newUICmd() *cobra.Command {
-	var (
-		listen string
-		open   bool
-	)
+// uiOptions is what airlock ui needs.
+type uiOptions struct {
+	IO     *ioStreams
+	Listen string // 127.0.0.1:PORT
+	Open   bool   // open the page in a browser
+}
+
+func newUICmd(runF func(*uiOptions) error) *cobra.Command {
+	o := &uiOptions{IO: systemIO()}
 	c := &cobra.Command{
 		Use:   "ui [--listen 127.0.0.1:PORT] [--open]",
 		Short: "Answer approval requests from a web page on this machine",
@@ -39,39 +44,47 @@ airlock ui (Ctrl-C); a new run prints a new token.`,
   airlock ui --listen 127.0.0.1:8765`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			hub, err := newHub()
-			if err != nil {
-				return err
+			o.IO.Out, o.IO.ErrOut = c.OutOrStdout(), c.ErrOrStderr()
+			if runF != nil {
+				return runF(o)
 			}
-			srv, err := ui.New(hub, ui.Options{Listen: listen})
-			if err != nil {
-				return err
-			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			fmt.Fprintf(c.OutOrStdout(), "airlock ui: open %s\n(keep the URL private: its token answers requests; Ctrl-C stops the page)\n", srv.URL())
-			if open {
-				openBrowser(c, srv.URL())
-			}
-			return srv.Serve(ctx)
+			return uiRun(o)
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&listen, "listen", "127.0.0.1:0", "serve on `127.0.0.1:PORT` (port 0 picks one); nothing but loopback")
-	f.BoolVar(&open, "open", false, "open the page in your browser (xdg-open)")
+	f.StringVar(&o.Listen, "listen", "127.0.0.1:0", "serve on `127.0.0.1:PORT` (port 0 picks one); nothing but loopback")
+	f.BoolVar(&o.Open, "open", false, "open the page in your browser (xdg-open)")
 	return c
 }
 
+func uiRun(o *uiOptions) error {
+	hub, err := newHub()
+	if err != nil {
+		return err
+	}
+	srv, err := ui.New(hub, ui.Options{Listen: o.Listen})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fmt.Fprintf(o.IO.Out, "airlock ui: open %s\n(keep the URL private: its token answers requests; Ctrl-C stops the page)\n", srv.URL())
+	if o.Open {
+		openBrowser(o.IO.ErrOut, srv.URL())
+	}
+	return srv.Serve(ctx)
+}
+
 // openBrowser hands url to xdg-open, or says it could not.
-func openBrowser(c *cobra.Command, url string) {
+func openBrowser(errOut io.Writer, url string) {
 	path, err := exec.LookPath("xdg-open")
 	if err != nil {
-		fmt.Fprintln(c.ErrOrStderr(), "airlock ui: could not open a browser (no xdg-open); open the URL above yourself")
+		fmt.Fprintln(errOut, "airlock ui: could not open a browser (no xdg-open); open the URL above yourself")
 		return
 	}
 	cmd := exec.Command(path, url)
 	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(c.ErrOrStderr(), "airlock ui: could not open a browser: %v; open the URL above yourself\n", err)
+		fmt.Fprintf(errOut, "airlock ui: could not open a browser: %v; open the URL above yourself\n", err)
 		return
 	}
 	go cmd.Wait()

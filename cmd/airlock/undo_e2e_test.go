@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // End-to-end tests of airlock undo: a bind run's edits, deletes, new files

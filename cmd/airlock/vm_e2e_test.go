@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // VM backend tests, under QEMU (TCG where KVM does not boot). TestVMBackend
@@ -25,6 +27,7 @@ import (
 const vmTests = "TestClientsInsideReachAllowedHostsThroughTheGateway|TestSecretsNeverEnterTheSandbox|TestTransparent|TestVMOnly|" +
 	"TestGoClientStreamsEventsWebSocketsAndLargeBodies|TestHTTP2BetweenSandboxAndGateway|TestAllowEndpointThroughTheCLI|TestATunnelHostCarriesTheUpstreamsOwnTLS|" +
 	"TestRunsCommandAndPropagatesExitStatus|TestDetachedLifecycle|TestPTYRunsInteractiveShell|TestWorkspaceOverlayHostSeesNothingUntilApply|TestWritesOutsideTheWorkspaceFail|" +
+	"TestPublishedPortReachesAPythonServerFromTheHostsCurl|TestAPublishedPortLetsNothingOut|TestDetachedSandboxServesItsPortsUntilItEnds|" +
 	"TestEveryRuntimeTrustsTheGatewaysCAThroughItsOwnVariable|TestHiddenFilesShowNothingInsideInEveryWorkspaceMode|TestHiddenFilesAreNeverDiffedNorApplied"
 
 // vmDataDir is the data dir holding the VM assets, for the tests' private

@@ -107,8 +107,21 @@ func boolCount(bs ...bool) int {
 	return n
 }
 
-func newApplyCmd() *cobra.Command {
-	var yes, risky bool
+// applyOptions is what airlock apply needs.
+type applyOptions struct {
+	IO    *ioStreams
+	Ref   string   // the sandbox's ID or name
+	Paths []string // only the changes at or below these
+	Yes   bool     // apply without asking
+	Risky bool     // with Yes: risky changes too
+	// Terminal says whether In is a terminal to ask on.
+	Terminal bool
+	// Open finds a sandbox's workspace session.
+	Open func(ref string) (state.Entry, *workspace.Session, error)
+}
+
+func newApplyCmd(runF func(*applyOptions) error) *cobra.Command {
+	o := &applyOptions{IO: systemIO(), Open: openSession}
 	c := &cobra.Command{
 		Use:   "apply ID|NAME [PATHS...] [--yes] [--risky]",
 		Short: "Carry an overlay or copy sandbox's changes into the workspace",
@@ -130,56 +143,65 @@ only when named in PATHS or with --risky.`,
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			e, s, err := openSession(args[0])
-			if err != nil {
-				return err
+			o.Ref, o.Paths = args[0], args[1:]
+			o.IO.Out, o.IO.ErrOut = c.OutOrStdout(), c.ErrOrStderr()
+			o.Terminal = term.IsTerminal(int(os.Stdin.Fd()))
+			if runF != nil {
+				return runF(o)
 			}
-			if e.Status.State == state.Running {
-				return fmt.Errorf("sandbox %s is running: stop it first (airlock kill %s), so its changes stop moving", args[0], args[0])
-			}
-			if s.Mode() == workspace.Bind {
-				return fmt.Errorf("sandbox %s used the workspace itself (bind mode): its changes are already there", args[0])
-			}
-			cs, err := s.Changes()
-			if err != nil {
-				return err
-			}
-			named := args[1:]
-			cs = selectPaths(cs, s.Root(), named)
-			out := c.ErrOrStderr()
-			if workspace.Count(cs).Applicable() == 0 {
-				fmt.Fprintln(c.OutOrStdout(), "nothing to apply")
-				return nil
-			}
-			if !yes {
-				if !term.IsTerminal(int(os.Stdin.Fd())) {
-					return usageError{"not a terminal to ask on: pass --yes to apply (risky changes also need --risky or their PATHS)"}
-				}
-				res, ok, err := s.Interactive(os.Stdin, out, c.OutOrStdout(), "", cs)
-				if ok {
-					workspace.WriteResult(out, "", s.Root(), res)
-				}
-				return err
-			}
-			plain, riskyCs := workspace.SplitRisky(cs)
-			todo := plain
-			if risky || len(named) > 0 {
-				todo = append(todo, riskyCs...)
-			} else if len(riskyCs) > 0 {
-				workspace.WriteFindings(out, "", riskyCs)
-				defer fmt.Fprintf(out, "held back %d risky change(s): name them, or pass --risky\n", len(riskyCs))
-			}
-			res, err := s.Apply(todo)
-			workspace.WriteResult(out, "", s.Root(), res)
-			if err != nil {
-				return fmt.Errorf("%v; the sandbox's changes are kept: fix the cause and run airlock apply %s again", err, args[0])
-			}
-			return nil
+			return applyRun(o)
 		},
 	}
-	c.Flags().BoolVarP(&yes, "yes", "y", false, "apply without asking")
-	c.Flags().BoolVar(&risky, "risky", false, "with --yes: apply risky changes too")
+	c.Flags().BoolVarP(&o.Yes, "yes", "y", false, "apply without asking")
+	c.Flags().BoolVar(&o.Risky, "risky", false, "with --yes: apply risky changes too")
 	return c
+}
+
+func applyRun(o *applyOptions) error {
+	e, s, err := o.Open(o.Ref)
+	if err != nil {
+		return err
+	}
+	if e.Status.State == state.Running {
+		return fmt.Errorf("sandbox %s is running: stop it first (airlock kill %s), so its changes stop moving", o.Ref, o.Ref)
+	}
+	if s.Mode() == workspace.Bind {
+		return fmt.Errorf("sandbox %s used the workspace itself (bind mode): its changes are already there", o.Ref)
+	}
+	cs, err := s.Changes()
+	if err != nil {
+		return err
+	}
+	cs = selectPaths(cs, s.Root(), o.Paths)
+	out := o.IO.ErrOut
+	if workspace.Count(cs).Applicable() == 0 {
+		fmt.Fprintln(o.IO.Out, "nothing to apply")
+		return nil
+	}
+	if !o.Yes {
+		if !o.Terminal {
+			return usageError{"not a terminal to ask on: pass --yes to apply (risky changes also need --risky or their PATHS)"}
+		}
+		res, ok, err := s.Interactive(o.IO.In, out, o.IO.Out, "", cs)
+		if ok {
+			workspace.WriteResult(out, "", s.Root(), res)
+		}
+		return err
+	}
+	plain, riskyCs := workspace.SplitRisky(cs)
+	todo := plain
+	if o.Risky || len(o.Paths) > 0 {
+		todo = append(todo, riskyCs...)
+	} else if len(riskyCs) > 0 {
+		workspace.WriteFindings(out, "", riskyCs)
+		defer fmt.Fprintf(out, "held back %d risky change(s): name them, or pass --risky\n", len(riskyCs))
+	}
+	res, err := s.Apply(todo)
+	workspace.WriteResult(out, "", s.Root(), res)
+	if err != nil {
+		return fmt.Errorf("%v; the sandbox's changes are kept: fix the cause and run airlock apply %s again", err, o.Ref)
+	}
+	return nil
 }
 
 // selectPaths keeps changes at or below the named paths (absolute, or

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // End-to-end tests of workspace modes, review and the post-exit audit. They

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -110,5 +112,47 @@ func TestDiscardRunRefusesARunningSandboxAndThrowsAwayAStoppedOnesChanges(t *tes
 	}
 	if cs, err := s.Changes(); err == nil && len(cs) != 0 {
 		t.Errorf("after discard: %d changes, want none", len(cs))
+	}
+}
+
+func TestApplyParsesTheSandboxItsPathsAndFlags(t *testing.T) {
+	var got *applyOptions
+	if err := parse(t, newApplyCmd(func(o *applyOptions) error { got = o; return nil }), "--yes", "--risky", "dev", "src", "README"); err != nil {
+		t.Fatal(err)
+	}
+	if got == nil || got.Ref != "dev" || strings.Join(got.Paths, ",") != "src,README" || !got.Yes || !got.Risky {
+		t.Errorf("apply --yes --risky dev src README gave %+v", got)
+	}
+	var ue usageError
+	if err := parse(t, newApplyCmd(func(*applyOptions) error { return nil })); !errors.As(err, &ue) {
+		t.Errorf("apply without a sandbox = %v, want a usage error", err)
+	}
+}
+
+// Without a terminal apply needs --yes and changes nothing; with it the
+// sandbox's change lands on the host; a running sandbox is refused.
+func TestApplyRunNeedsYesWithoutATerminalThenLandsTheChange(t *testing.T) {
+	root, s := copySession(t)
+	ios, _, _ := testIO()
+	entry := state.Entry{Status: state.Status{State: state.Exited}}
+	o := &applyOptions{IO: ios, Ref: "dev", Open: func(string) (state.Entry, *workspace.Session, error) { return entry, s, nil }}
+	var ue usageError
+	if err := applyRun(o); !errors.As(err, &ue) {
+		t.Errorf("apply without a terminal or --yes = %v, want a usage error", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "README")); string(b) != "hello\n" {
+		t.Fatalf("README = %q before any yes", b)
+	}
+	entry.Status.State = state.Running
+	o.Yes = true
+	if err := applyRun(o); err == nil || !strings.Contains(err.Error(), "is running") {
+		t.Errorf("apply of a running sandbox = %v", err)
+	}
+	entry.Status.State = state.Exited
+	if err := applyRun(o); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "README")); string(b) != "hello, world\n" {
+		t.Errorf("README = %q after apply --yes, want the sandbox's change", b)
 	}
 }

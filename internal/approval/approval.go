@@ -1,6 +1,6 @@
 // Package approval is the one queue for everything beyond policy: a request
-// (a connection to a host no rule covers; later an MCP tool call or a host
-// command) waits for a human's decision, which may be remembered for the
+// (a connection to a host no rule covers, an MCP tool call that escalates, a
+// host command) waits for a human's decision, which may be remembered for the
 // session, the project or everywhere. The core (Queue, Rules) is pure; Store
 // keeps project and global decisions in the user's config dir, apart from
 // hand-written config, and tells every running sandbox when they change.

@@ -158,6 +158,19 @@ type Log struct {
 	timer     *time.Timer         // the timer that will, stopped by Close
 	firstSeen map[uint64]struct{} // (kind, host) that had a secret_blocked record written
 	dropped   atomic.Uint64
+	sinks     []Sink
+}
+
+// Sink receives every record as written (redacted, truncated, aggregated),
+// under the Log's lock: Put must not block nor write to the Log (an
+// exporter queues the record and drops it when its queue is full).
+type Sink interface{ Put(Record) }
+
+// AddSink passes every record written from now on to s as well.
+func (l *Log) AddSink(s Sink) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sinks = append(l.sinks, s)
 }
 
 type sub struct{ ch chan Record }
@@ -230,6 +243,9 @@ func (l *Log) emit(r Record, line []byte) error {
 }
 
 func (l *Log) publish(r Record) {
+	for _, s := range l.sinks {
+		s.Put(r)
+	}
 	for s := range l.subs {
 		select {
 		case s.ch <- r:

@@ -77,6 +77,11 @@ func Format(r Record, color bool) string {
 		parts = []string{r.Op, subject, r.Backend}
 	case KindAudit:
 		parts = []string{subject}
+	case KindInbound: // who came in, where, and to which port inside
+		parts = []string{r.Extra["peer"], "->", r.Extra["listen"], "-> sandbox:" + strconv.Itoa(r.Port)}
+		if r.BytesIn != 0 || r.BytesOut != 0 {
+			parts = append(parts, fmt.Sprintf("in %d out %d bytes", r.BytesIn, r.BytesOut))
+		}
 	case KindLLM: // model, request, and what the answer cost
 		parts = []string{r.Host, subject, r.Method, r.Path}
 		if t := r.Extra["tokens"]; t != "" {

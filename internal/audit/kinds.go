@@ -22,6 +22,12 @@ const (
 	// cost (usd; usd_estimated when the model has no price), and the
 	// sandbox's running totals (total_*, budget_*).
 	KindLLM = "llm"
+	// KindInbound is one connection to a published port, recorded when it
+	// ends: IP the host's client, Port the sandbox's port, Extra["peer"]
+	// the client's address and Extra["listen"] the host address it came
+	// to; BytesIn into the sandbox, BytesOut out of it, Duration. Decision
+	// allow, or error (nothing answered inside) with Reason.
+	KindInbound = "inbound"
 )
 
 // Decisions.
@@ -34,6 +40,10 @@ const (
 
 	DecisionSuppressed = "suppressed" // kind audit: Count records of Subject ("kind decision") not written one by one
 	DecisionRotated    = "rotated"    // kind audit: the file was rotated; Count records were removed
+	// DecisionLost: kind audit, Subject otlp: records (Extra["records"]) and
+	// spans (Extra["spans"]) the collector did not get since the last such
+	// record (a full queue, a failed export), Reason the last failure.
+	DecisionLost = "lost"
 )
 
 // Ops of file, workspace and lifecycle records.

@@ -1,5 +1,5 @@
 // Package backend is the contract every sandbox backend meets (native
-// namespaces, a docker container, later a VM): start a sandbox from the
+// namespaces, a docker container, a VM): start a sandbox from the
 // neutral Spec, hand back the guest's control channel and a network link or
 // proxy relay, say what it can and cannot do as data, stop, and remove its
 // own leftovers. Policy, gateway, workspace review and audit stay with the
@@ -8,6 +8,7 @@ package backend
 
 import (
 	"context"
+	"net"
 	"os"
 
 	"github.com/airlock-dev/airlock/internal/backend/guestclient"
@@ -31,6 +32,10 @@ type Caps struct {
 	// UsesRunDir: Start makes Spec.RunDir (a socket for its guest), inside
 	// the sandbox's state dir, before register: that dir must exist first.
 	UsesRunDir bool
+	// NoDial says why the guest cannot hand over connections it makes
+	// inside (Dialer), so a published port needs the network link; "" when
+	// it can.
+	NoDial string
 }
 
 // Backend starts sandboxes of one kind.
@@ -58,6 +63,13 @@ type Pending interface {
 	Start(ctx context.Context, spec *Spec, register func(cgroups []string) error, first *Command) (Instance, error)
 	// Close abandons a sandbox that was never started (or failed to start).
 	Close() error
+}
+
+// Dialer is an Instance whose guest can connect to a port on the
+// sandbox's own loopback and hand the connection to the host: a published
+// port's way in where the sandbox has no network link (the proxy door).
+type Dialer interface {
+	Dial(ctx context.Context, port uint16) (net.Conn, error)
 }
 
 // Killer is an Instance that can end every process of its sandbox at once,

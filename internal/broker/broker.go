@@ -1,7 +1,7 @@
 // Package broker is what the sandbox reaches at airlock.internal: a small
 // HTTP mux the gateway serves itself, never dialled out, where the sandbox
-// can learn about its own sandbox (GET /v1/info) and where MCP and host
-// command services mount later.
+// can learn about its own sandbox (GET /v1/info) and where the MCP proxy
+// and host commands are mounted.
 package broker
 
 import (

@@ -659,12 +659,20 @@ func (p *parser) command(key string, n *yaml.Node) (item, error) {
 				return t, nil
 			})
 		case "secrets":
-			c.Secrets, err = strs(k.Value, v, func(e *yaml.Node, t string) (string, error) {
+			var flags []string
+			flags, err = strs(k.Value, v, func(e *yaml.Node, t string) (string, error) {
 				if err := CheckSecret(t); err != nil {
 					return "", p.errorf(e, key+".secrets", "%v", err)
 				}
 				return t, nil
 			})
+			for _, f := range flags {
+				sp, perr := secrets.ParseSpec(f) // checked above (or made by p.secret)
+				if perr != nil {
+					return item{}, p.errorf(v, key+".secrets", "%v", perr)
+				}
+				c.Secrets = append(c.Secrets, sp)
+			}
 		case "ro":
 			c.RO, err = strs(k.Value, v, path)
 		case "rw":
@@ -774,6 +782,10 @@ func checkItem(key, t string) error {
 	case "network.endpoints":
 		_, err := policy.New(policy.Config{Endpoints: []string{t}})
 		return stripPolicy(err)
+	case "ports":
+		if _, err := ParsePublished(t); err != nil {
+			return errors.New(strings.TrimPrefix(err.Error(), strconv.Quote(t)+": "))
+		}
 	case "network.add_hosts":
 		name, ip, ok := strings.Cut(t, ":")
 		if !ok || name == "" {
@@ -798,6 +810,20 @@ func stripPolicy(err error) error {
 	return errors.New(msg)
 }
 
+// validHeaderName: an HTTP header name as collectors' tokens use them.
+func validHeaderName(n string) bool {
+	if n == "" || len(n) > 256 {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		c := n[i]
+		if !(c == '_' || c == '-' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
 func validEnvName(n string) bool {
 	if n == "" {
 		return false
@@ -813,6 +839,14 @@ func validEnvName(n string) bool {
 
 func (p *parser) env(s *setting, key string, v *yaml.Node) error {
 	add := func(n *yaml.Node, name, entry string) error {
+		if f := lookup(key); f != nil && f.secret {
+			// Header names: a bare name takes nothing from the host here.
+			if !validHeaderName(name) || !strings.Contains(entry, "=") {
+				return p.errorf(n, key, "%q: use HEADER: VALUE, a header name of letters, digits, - and _", name)
+			}
+			s.items = append(s.items, item{value: entry, key: strings.ToLower(name), origin: p.origin(n)})
+			return nil
+		}
 		if !validEnvName(name) {
 			return p.errorf(n, key, "%q is not a variable name: use letters, digits and _, not starting with a digit", name)
 		}

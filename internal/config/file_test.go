@@ -127,7 +127,7 @@ func TestParseBadInput(t *testing.T) {
 		"a size without unit":                   {"limits:\n  memory: \"512\"\n", "did you mean 512m?"},
 		"a duration without unit":               {"limits:\n  timeout: 30\n", "limits.timeout: expected a duration such as 90s or 30m (a number needs a unit"},
 		"a negative number":                     {"limits:\n  cpus: -1\n", "limits.cpus: \"-1\": expected a number of CPUs such as 1.5, not negative"},
-		"an unknown backend":                    {"backend: vmware\n", `cfg.yaml:1: backend: unknown value "vmware": use native, docker or vm`},
+		"an unknown backend":                    {"backend: vmware\n", `cfg.yaml:1: backend: unknown value "vmware": use native, docker, vm or kubernetes`},
 		"an unknown network mode":               {"network:\n  mode: tap\n", `network.mode: unknown value "tap": use auto, transparent or proxy`},
 		"an unknown workspace mode":             {"workspace: {mode: cow}\n", `workspace.mode: unknown value "cow": use bind, overlay or copy`},
 		"a future version":                      {"version: 2\n", "cfg.yaml:1: version: version 2 is not one this airlock reads"},
@@ -288,7 +288,7 @@ func TestSetFlagErrors(t *testing.T) {
 	for _, c := range []struct{ key, flag, value, want string }{
 		{"limits.memory", "--memory", "lots", `--memory "lots": use a size`},
 		{"workspace.mode", "--workspace-mode", "bogus", "use bind, overlay or copy"},
-		{"backend", "--backend", "vmware", "use native, docker or vm"},
+		{"backend", "--backend", "vmware", "use native, docker, vm or kubernetes"},
 		{"limits.cpus", "--cpus", "-1", "--cpus must not be negative"},
 	} {
 		if err := l.SetFlag(c.key, c.flag, []string{c.value}); err == nil || !strings.Contains(err.Error(), c.want) {

@@ -11,10 +11,10 @@ func TestHostCommandEntriesParseAndAddUpAcrossFiles(t *testing.T) {
 	s, _ := Merge(Defaults(), global, project)
 	h := s.HostExec
 	if len(h.Commands) != 2 || h.Commands[0].Match != "^git push( |$)" || h.Commands[0].AllowHosts[0] != "github.com" ||
-		h.Commands[0].Secrets[0] != "GITHUB_TOKEN@github.com" || h.Commands[0].RO[0] != "/etc/gitconfig" || h.Commands[0].Ask {
+		h.Commands[0].Secrets[0].String() != "GITHUB_TOKEN@github.com" || h.Commands[0].RO[0] != "/etc/gitconfig" || h.Commands[0].Ask {
 		t.Fatalf("commands %+v: want the global entry first, with its grants", h.Commands)
 	}
-	if c := h.Commands[1]; !c.Ask || c.RW[0] != "/var/cache/x" || c.Secrets[0] != "REG@ghcr.io" {
+	if c := h.Commands[1]; !c.Ask || c.RW[0] != "/var/cache/x" || c.Secrets[0].String() != "REG@ghcr.io" {
 		t.Fatalf("project entry %+v: want ask, its rw path and secret", c)
 	}
 	if !h.Enabled() || !h.Asks() || len(h.AutoApprove) != 1 || len(h.AutoDeny) != 1 {

@@ -111,7 +111,7 @@ func ProjectTemplate(project string) []byte {
 version: 1
 project: ` + project + `
 
-# backend: native            # native, docker or vm
+# backend: native            # native, docker, vm or kubernetes
 # image: airlock/minimal:latest
 # home: ~/.local/share/airlock/home   # keep the sandbox's home across runs
 # env: [GOFLAGS, CI=1]
@@ -133,6 +133,7 @@ project: ` + project + `
 #   add_hosts: ["db.internal:10.0.0.5"]
 #   upstream_ca: corp-ca.pem  # relative to this file
 #   dns_upstream: 1.1.1.1:53
+# ports: ["8000:8000", 3000]  # published: [HOST_IP:]HOST_PORT:SANDBOX_PORT, 127.0.0.1 unless named
 # secrets:
 #   - name: GITHUB_TOKEN
 #     from: command          # env, file, command or github_app
@@ -264,6 +265,32 @@ func Load(o Options) (*Loaded, error) {
 	return r, nil
 }
 
+// LoadSpec is Load for a spec made whole elsewhere (a sandbox airlock starts
+// for its own use: see internal/childspec): no file is read and s replaces
+// the merged layers, then the same checks as Load's run on it.
+func LoadSpec(o Options, s Spec) (*Loaded, error) {
+	r := &Loaded{Dir: o.Dir, Spec: s, Origins: Origins{}}
+	if r.Dir == "" {
+		r.Dir, _ = Dir()
+	}
+	r.Project = ProjectDir(o.Workspace)
+	if err := r.Spec.Network.CheckTunnels(); err != nil {
+		return nil, err
+	}
+	r.Spec.Workspace.Path = o.Workspace
+	if err := r.checkReadPaths(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// DefaultSpec is the spec of the built-in defaults alone: what a run with
+// no config file and no flag gets, and where a spec made in code starts.
+func DefaultSpec() Spec {
+	s, _ := Merge(Defaults())
+	return s
+}
+
 // EnclosingRepos are the git repositories above project, outermost first:
 // a repository nested in another (a clone inside a monorepo, or a .git a
 // sandbox made before the workspace was first used) is still inside them.
@@ -320,7 +347,7 @@ func (r *Loaded) enclosingDenies(layers *[]*Layer) error {
 // user typed it, now).
 func (r *Loaded) checkReadPaths() error {
 	writable := append([]string{r.Spec.Workspace.Path, r.Project, r.Spec.Home}, r.Spec.RW...)
-	for key, p := range map[string]string{"approvals.decisions": r.Spec.Approvals.Decisions, "network.upstream_ca": r.Spec.Network.UpstreamCA} {
+	for key, p := range map[string]string{"approvals.decisions": r.Spec.Approvals.Decisions, "network.upstream_ca": r.Spec.Network.UpstreamCA, "network.policy_script": r.Spec.Network.PolicyScript} {
 		if p == "" {
 			continue
 		}
@@ -333,14 +360,22 @@ func (r *Loaded) checkReadPaths() error {
 			o = ors[0]
 		}
 		msg := fmt.Sprintf("%s is inside %s, which the sandbox can write, so a run could change what the next one obeys: keep the file where no sandbox writes (e.g. in %s) and name it by its absolute path", p, in, DisplayPath(r.Dir))
-		if o.Source == SourceFlag || o.File == "" {
+		// A policy script is code that decides: refused wherever it was named.
+		if (o.Source == SourceFlag || o.File == "") && key != "network.policy_script" {
 			r.Warnings = append(r.Warnings, fmt.Sprintf("%s: %s", o, msg))
 			continue
+		}
+		if o.File == "" {
+			return fmt.Errorf("%s: %s", o, msg)
 		}
 		return &Error{File: strings.TrimSuffix(o.File, " (as last trusted)"), Line: o.Line, Key: key, Msg: msg}
 	}
 	return nil
 }
+
+// WritableBy returns the directory of dirs that p (as named, or where its
+// links lead) is in, or "": a file airlock obeys must not be in one.
+func WritableBy(p string, dirs []string) string { return writableBy(p, dirs) }
 
 // writableBy returns the directory of dirs that p (as named, or where its
 // links lead) is in, or "".

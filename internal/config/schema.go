@@ -49,6 +49,9 @@ type field struct {
 	// none); cmd/airlock defines it from RunFlags: its one-letter short
 	// form and its help (a `WORD` names the value).
 	flag, short, usage string
+	// secret: the values may hold tokens; config show writes their names
+	// only, and kEnv names are header names (letters, digits, -, _).
+	secret bool
 	// def is the key's default (the Defaults layer, and the run flag's
 	// default as shown); nil for none.
 	def any
@@ -59,8 +62,16 @@ type field struct {
 var schema = []field{
 	{key: "version", kind: kInt, help: "the schema version, 1"},
 	{key: "project", kind: kString, help: "the project directory a project file belongs to"},
-	{key: "backend", kind: kEnum, enum: []string{BackendNative, BackendDocker, BackendVM}, to: func(s *Spec) any { return &s.Backend }, flag: "backend", usage: "where the sandbox runs: native (namespaces on this kernel), docker (a hardened container; see airlock images) or vm (a QEMU micro-VM; see airlock images build --format vm)", def: BackendNative},
-	{key: "image", kind: kString, help: "a docker image name", to: func(s *Spec) any { return &s.Image }, flag: "image", usage: "docker backend: the image to run in (default " + DefaultImage + ")"},
+	{key: "backend", kind: kEnum, enum: []string{BackendNative, BackendDocker, BackendVM, BackendKubernetes}, to: func(s *Spec) any { return &s.Backend }, flag: "backend", usage: "where the sandbox runs: native (namespaces on this kernel), docker (a hardened container; see airlock images), vm (a QEMU micro-VM; see airlock images build --format vm) or kubernetes (a Pod of the kubeconfig's cluster)", def: BackendNative},
+	{key: "image", kind: kString, help: "a docker image name", to: func(s *Spec) any { return &s.Image }, flag: "image", usage: "docker and kubernetes backends: the image to run in (default " + DefaultImage + ")"},
+	{key: "kubernetes", kind: kSection},
+	{key: "kubernetes.context", kind: kString, help: "a kubeconfig context", to: func(s *Spec) any { return &s.Kubernetes.Context }, flag: "kube-context", usage: "kubernetes backend: the kubeconfig's `CONTEXT` (default: its current one)"},
+	{key: "kubernetes.namespace", kind: kString, help: "a namespace", to: func(s *Spec) any { return &s.Kubernetes.Namespace }, flag: "kube-namespace", usage: "kubernetes backend: the `NAMESPACE` of the sandbox's Pod (default: the context's)"},
+	{key: "kubernetes.runtime_class", kind: kString, help: "a RuntimeClass name such as gvisor", to: func(s *Spec) any { return &s.Kubernetes.RuntimeClass }},
+	{key: "kubernetes.image", kind: kString, help: "an image whose /airlock is airlock's static binary", to: func(s *Spec) any { return &s.Kubernetes.Image }},
+	{key: "kubernetes.node_selector", kind: kList, help: "a list of KEY=VALUE node labels", to: func(s *Spec) any { return &s.Kubernetes.NodeSelector }},
+	{key: "kubernetes.ready_timeout", kind: kDuration, help: "a duration such as 90s or 5m", to: func(s *Spec) any { return &s.Kubernetes.ReadyTimeout }},
+	{key: "kubernetes.labels", kind: kList, help: "a list of KEY=VALUE labels for the Pod", to: func(s *Spec) any { return &s.Kubernetes.Labels }},
 	{key: "home", kind: kPath, help: "a directory kept as the sandbox's home", to: func(s *Spec) any { return &s.Home }, flag: "home", usage: "keep the sandbox's home directory in `DIR` across runs (default: an empty private home)"},
 	{key: "env", kind: kEnv, help: "a list of NAME or NAME=VALUE, or a mapping NAME: VALUE", to: func(s *Spec) any { return &s.Env }, flag: "env", short: "e", usage: "pass host variable `NAME`, or set NAME=VALUE (repeatable; nothing else passes but PATH, locale and terminal settings)"},
 	{key: "mounts", kind: kSection},
@@ -72,6 +83,8 @@ var schema = []field{
 	{key: "limits.pids", kind: kInt, help: "a number of processes", to: func(s *Spec) any { return &s.Limits.Pids }, flag: "pids", usage: "maximum number of processes and threads the commands may have", def: int64(DefaultPids)},
 	{key: "limits.tmp_size", kind: kSize, help: "a size such as 512m or 4g", to: func(s *Spec) any { return &s.Limits.TmpBytes }, flag: "tmp-size", usage: "size of the private /tmp and home (default: the memory limit)"},
 	{key: "limits.timeout", kind: kDuration, help: "a duration such as 90s or 30m", to: func(s *Spec) any { return &s.Limits.Timeout }, flag: "timeout", usage: "stop the sandbox after this long, e.g. 90s, 30m (exit status 124)"},
+	{key: "limits.idle_timeout", kind: kDuration, help: "a duration such as 90s or 30m", to: func(s *Spec) any { return &s.Limits.IdleTimeout }, flag: "idle-timeout", usage: "stop the sandbox once nothing used it for this long: no command running (exec, an attached terminal) and no network activity, e.g. 10m (exit status 124)"},
+	{key: "limits.max_sandboxes", kind: kInt, help: "a number of sandboxes", to: func(s *Spec) any { return &s.Limits.MaxSandboxes }, flag: "max-sandboxes", usage: "refuse to start when this user already runs this many sandboxes (default: no cap)"},
 	{key: "network", kind: kSection},
 	{key: "network.mode", kind: kEnum, enum: []string{ModeAuto, ModeTransparent, ModeProxy}, to: func(s *Spec) any { return &s.Network.Mode }, flag: "network-mode", usage: "how traffic reaches the gateway: transparent (a network interface; needs access to /dev/net/tun), proxy (HTTP(S)_PROXY), or auto", def: ModeAuto},
 	{key: "network.allow_hosts", kind: kList, host: true, help: "a list of hosts: example.com, *.example.com, host:port", to: func(s *Spec) any { return &s.Network.AllowHosts }, flag: "allow-host", usage: "let the sandbox reach `HOST`: example.com or *.example.com (ports 80/443, HTTPS intercepted), host:port or host:* (raw TCP) (repeatable)"},
@@ -80,8 +93,10 @@ var schema = []field{
 	{key: "network.endpoints", kind: kList, help: "a list of 'HOST METHOD /path/*'", to: func(s *Spec) any { return &s.Network.Endpoints }, flag: "allow-endpoint", usage: "only these requests to a host: 'HOST METHOD /path/*' (repeatable; other requests to HOST get 403)"},
 	{key: "network.add_hosts", kind: kList, help: "a list of NAME:IP", to: func(s *Spec) any { return &s.Network.AddHosts }, flag: "add-host", usage: "resolve `NAME:IP` statically (also allows that private address)"},
 	{key: "network.upstream_ca", kind: kPath, help: "a PEM file", to: func(s *Spec) any { return &s.Network.UpstreamCA }, flag: "upstream-ca", usage: "also trust this PEM `FILE` for upstream servers"},
+	{key: "network.policy_script", kind: kPath, help: "a Starlark file on the host", to: func(s *Spec) any { return &s.Network.PolicyScript }, flag: "policy-script", usage: "decide hosts, requests and responses with the Starlark `FILE`'s is_host_allowed(host, port), on_request(req) and on_response(resp) (deny rules still win; see README, Policy scripts)"},
 	{key: "network.dns_upstream", kind: kString, help: "IP:PORT", to: func(s *Spec) any { return &s.Network.DNSUpstream }, flag: "dns-upstream", usage: "resolve allowed names with the DNS server at `IP:PORT` (default: the host's resolver)"},
 	{key: "secrets", kind: kSecrets, help: "a list of {name, from: env|file|command|github_app, env|file|command|github_app, hosts, body, git}", to: func(s *Spec) any { return &s.Network.Secrets }, flag: "secret", usage: "keep a credential on the host: NAME@HOST[,HOST] takes $NAME; the sandbox sees a placeholder that the gateway swaps for the value only toward HOST (also NAME=file:PATH@HOST, NAME=cmd:COMMAND@HOST; :body to swap in bodies)"},
+	{key: "ports", kind: kList, help: "a list of [HOST_IP:]HOST_PORT:SANDBOX_PORT", to: func(s *Spec) any { return &s.Ports }, flag: "publish", short: "p", usage: "open the sandbox's TCP port to the host as `[HOST_IP:]HOST_PORT:SANDBOX_PORT`: HOST_IP is 127.0.0.1 unless named; SANDBOX_PORT alone takes a free host port (airlock port NAME shows it); a way in only: it needs a network (--allow-host, --ask) and lets the sandbox reach nothing more (repeatable)"},
 	{key: "workspace", kind: kSection},
 	{key: "workspace.mode", kind: kEnum, enum: []string{WorkspaceBind, WorkspaceOverlay, WorkspaceCopy}, to: func(s *Spec) any { return &s.Workspace.Mode }, flag: "workspace-mode", usage: "how the workspace appears inside: bind, overlay or copy (see above)", def: WorkspaceBind},
 	{key: "workspace.exclude", kind: kList, help: "a list of names or paths", to: func(s *Spec) any { return &s.Workspace.Exclude }, flag: "exclude", usage: "leave `PATTERN` out of the copy, the manifest and the apply: a name (node_modules, *.o) or a path from the workspace root (build/out) (repeatable)"},
@@ -96,6 +111,10 @@ var schema = []field{
 	{key: "audit", kind: kSection},
 	{key: "audit.max_size", kind: kSize, help: "a size such as 100m", to: func(s *Spec) any { return &s.Audit.MaxBytes }},
 	{key: "audit.keep", kind: kInt, help: "a number of rotated files", to: func(s *Spec) any { return &s.Audit.Keep }},
+	{key: "audit.otlp", kind: kSection},
+	{key: "audit.otlp.endpoint", kind: kString, help: "an OTLP/HTTP collector's base URL such as https://otel.example.com:4318", to: func(s *Spec) any { return &s.Audit.OTLP.Endpoint }},
+	{key: "audit.otlp.headers", kind: kEnv, secret: true, help: "a mapping HEADER: VALUE sent to the collector", to: func(s *Spec) any { return &s.Audit.OTLP.Headers }},
+	{key: "audit.otlp.insecure", kind: kBool, to: func(s *Spec) any { return &s.Audit.OTLP.Insecure }},
 	{key: "approvals", kind: kSection, help: "ask or deny, or a mapping of mode, timeout, decisions"},
 	{key: "approvals.mode", kind: kEnum, enum: []string{ApprovalsAsk, ApprovalsDeny}, to: func(s *Spec) any { return &s.Approvals.Mode }},
 	{key: "approvals.timeout", kind: kDuration, help: "a duration such as 60s or 5m", to: func(s *Spec) any { return &s.Approvals.Timeout }, flag: "ask-timeout", usage: "with --ask: deny what nobody answered after this long (default 60s)"},

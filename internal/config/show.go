@@ -29,6 +29,9 @@ func values(s Spec) (map[string]any, []string) {
 			v, set = *p, set || *p != ""
 		case *[]string:
 			v, set = *p, set || len(*p) > 0
+			if f.secret {
+				v = redactValues(*p)
+			}
 		case *bool:
 			v, set = lit(strconv.FormatBool(*p)), set || *p
 		case *int64:
@@ -68,6 +71,19 @@ func values(s Spec) (map[string]any, []string) {
 	}
 	return m, order
 }
+
+// redactValues keeps each NAME=VALUE's name: the values may be tokens.
+func redactValues(items []string) []string {
+	out := make([]string, len(items))
+	for i, it := range items {
+		name, _, _ := strings.Cut(it, "=")
+		out[i] = name + "=" + Redacted
+	}
+	return out
+}
+
+// Redacted stands for a value config show does not write.
+const Redacted = "[redacted]"
 
 type keyField struct {
 	key string

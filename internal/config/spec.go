@@ -16,6 +16,9 @@ const (
 	BackendNative = "native"
 	BackendDocker = "docker"
 	BackendVM     = "vm"
+	// BackendKubernetes runs the sandbox as a Pod of a cluster (see
+	// internal/backend/kubernetes).
+	BackendKubernetes = "kubernetes"
 )
 
 // DefaultImage is the docker backend's image when none is named.
@@ -27,6 +30,19 @@ const (
 	ModeTransparent = "transparent" // a network interface into the gateway's netstack: every packet
 	ModeProxy       = "proxy"       // the explicit front door, relayed in, with proxy variables
 )
+
+// Kubernetes names the cluster, namespace and shape of a kubernetes
+// sandbox's Pod; the kubeconfig is read as kubectl reads it.
+type Kubernetes struct {
+	Context      string   `json:"context,omitempty"`       // the kubeconfig's context (default: its current one)
+	Namespace    string   `json:"namespace,omitempty"`     // default: the context's, else "default"
+	RuntimeClass string   `json:"runtime_class,omitempty"` // default: gVisor or Kata when the cluster offers one
+	Image        string   `json:"image,omitempty"`         // the image holding airlock's binary (the init container's)
+	NodeSelector []string `json:"node_selector,omitempty"` // KEY=VALUE
+	Labels       []string `json:"labels,omitempty"`        // KEY=VALUE, added to the Pod's
+	// ReadyTimeout bounds the wait for the Pod to run (default 90s).
+	ReadyTimeout time.Duration `json:"ready_timeout,omitempty"`
+}
 
 // Workspace modes.
 const (
@@ -40,7 +56,10 @@ const (
 // back from the state dir; nothing in it is a secret's value.
 type Spec struct {
 	Backend string `json:"backend,omitempty"` // BackendNative ("" too), BackendDocker or BackendVM
-	Image   string `json:"image,omitempty"`   // docker: the image (default DefaultImage)
+	Image   string `json:"image,omitempty"`   // docker, kubernetes: the image (default DefaultImage)
+
+	// Kubernetes is the cluster a kubernetes sandbox runs in.
+	Kubernetes Kubernetes `json:"kubernetes,omitzero"`
 
 	Workspace  Workspace  `json:"workspace"`
 	Filesystem Filesystem `json:"filesystem,omitzero"`
@@ -49,6 +68,9 @@ type Spec struct {
 	RW         []string   `json:"rw,omitempty"`   // extra paths made writable
 	Limits     Limits     `json:"limits"`
 	Network    Network    `json:"network,omitempty"`
+	// Ports are published ports (-p), in ParsePublished's forms: ways in
+	// from the host, checked by the engine's Validate.
+	Ports []string `json:"ports,omitempty"`
 	// Env are --env entries: NAME takes the host's value, NAME=VALUE sets one.
 	Env   []string `json:"env,omitempty"`
 	Audit Audit    `json:"audit,omitempty"`
@@ -183,6 +205,12 @@ type Limits struct {
 	Pids        int64         `json:"pids,omitempty"`
 	TmpBytes    int64         `json:"tmp_bytes,omitempty"` // size of /tmp and the private home
 	Timeout     time.Duration `json:"timeout,omitempty"`
+	// IdleTimeout stops a sandbox nothing used for that long: no command
+	// running (exec or an attached terminal) and no network activity.
+	IdleTimeout time.Duration `json:"idle_timeout,omitempty"`
+	// MaxSandboxes caps how many sandboxes this user runs at once: a start
+	// beyond it is refused, listing them (0: no cap).
+	MaxSandboxes int64 `json:"max_sandboxes,omitempty"`
 }
 
 // Network is what the sandbox may reach. Without allow rules (or secrets)
@@ -203,11 +231,15 @@ type Network struct {
 	AddHosts    []string       `json:"add_hosts,omitempty"` // NAME:IP
 	UpstreamCA  string         `json:"upstream_ca,omitempty"`
 	DNSUpstream string         `json:"dns_upstream,omitempty"` // IP:PORT; "" = the host's resolver
+	// PolicyScript is a Starlark file on the host (internal/policy/script)
+	// deciding hosts, requests and responses in code; never one the
+	// sandbox can write (checkReadPaths).
+	PolicyScript string `json:"policy_script,omitempty"`
 }
 
 // Enabled reports whether n lets anything out, so a gateway is needed.
 func (n Network) Enabled() bool {
-	return len(n.AllowHosts)+len(n.TunnelHosts)+len(n.Endpoints)+len(n.Secrets) > 0
+	return len(n.AllowHosts)+len(n.TunnelHosts)+len(n.Endpoints)+len(n.Secrets) > 0 || n.PolicyScript != ""
 }
 
 // Approval modes.
@@ -248,13 +280,13 @@ type HostExec struct {
 // each (Ask; else it runs at once), and what the command's sandbox may
 // reach besides the workspace.
 type HostCommand struct {
-	Match      string   `json:"match" yaml:"match"`
-	Ask        bool     `json:"ask,omitempty" yaml:"ask,omitempty"`
-	AllowHosts []string `json:"allow_hosts,omitempty" yaml:"allow_hosts,omitempty"`
-	Secrets    []string `json:"secrets,omitempty" yaml:"secrets,omitempty"` // --secret form
-	RO         []string `json:"ro,omitempty" yaml:"ro,omitempty"`           // absolute host paths
-	RW         []string `json:"rw,omitempty" yaml:"rw,omitempty"`           // absolute host paths
-	SSHAgent   bool     `json:"ssh_agent,omitempty" yaml:"ssh_agent,omitempty"`
+	Match      string         `json:"match" yaml:"match"`
+	Ask        bool           `json:"ask,omitempty" yaml:"ask,omitempty"`
+	AllowHosts []string       `json:"allow_hosts,omitempty" yaml:"allow_hosts,omitempty"`
+	Secrets    []secrets.Spec `json:"secrets,omitempty" yaml:"secrets,omitempty"` // parsed once; JSON in --secret form
+	RO         []string       `json:"ro,omitempty" yaml:"ro,omitempty"`           // absolute host paths
+	RW         []string       `json:"rw,omitempty" yaml:"rw,omitempty"`           // absolute host paths
+	SSHAgent   bool           `json:"ssh_agent,omitempty" yaml:"ssh_agent,omitempty"`
 }
 
 // Enabled reports whether any host command could run.
@@ -277,6 +309,19 @@ func (h HostExec) Asks() bool {
 type Audit struct {
 	MaxBytes int64 `json:"max_bytes,omitempty"` // rotate past this size (0: the default)
 	Keep     int   `json:"keep,omitempty"`      // rotated files kept (0: the default)
+	OTLP     OTLP  `json:"otlp,omitzero"`
+}
+
+// OTLP is where the audit records are also sent as OpenTelemetry logs and
+// spans (see internal/otlp); the host's OTEL_EXPORTER_OTLP_* variables
+// fill in what it leaves unset.
+type OTLP struct {
+	Endpoint string `json:"endpoint,omitempty"` // the collector's base URL
+	// Headers are NAME=VALUE, and may hold tokens: never written with the
+	// spec (the state record, a detached sandbox's record); a detached
+	// supervisor gets them through its environment (supervisor.Detach).
+	Headers  []string `json:"-"`
+	Insecure bool     `json:"insecure,omitempty"` // plain http to the collector
 }
 
 // BackendName is s's backend, with the default filled in.

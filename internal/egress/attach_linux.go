@@ -54,6 +54,9 @@ func (nw *Egress) Attach(l link.Link) error {
 		return err
 	}
 	nw.stack = st
+	nw.dialIn = func(ctx context.Context, to netip.AddrPort) (net.Conn, error) {
+		return st.DialTCP(ctx, netip.AddrPortFrom(gatewayIP, 0), to)
+	}
 	dnsAddr := netip.AddrPortFrom(dnsIP, 53)
 	pc, err := st.ListenPacket(dnsAddr)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -40,6 +41,7 @@ import (
 // addresses from 198.18.0.0/15 (the benchmarking range, never routed).
 var (
 	tapNet     = proto.Net{Device: "eth0", Addr: "10.0.2.15/24", Gateway: "10.0.2.2", MTU: 65520}
+	sandboxIP  = netip.MustParseAddr("10.0.2.15")
 	gatewayIP  = netip.MustParseAddr("10.0.2.2")
 	dnsIP      = netip.MustParseAddr("10.0.2.3")
 	namePool   = netip.MustParsePrefix("198.18.0.0/15")
@@ -110,6 +112,20 @@ type Egress struct {
 	stack  interface{ Close() } // transparent mode: the netstack (attach_linux.go)
 	dnsUDP net.PacketConn       // transparent mode: DNS, served until closed
 	dnsTCP net.Listener
+	// dialIn, transparent mode: a connection from the gateway's address
+	// into the sandbox (published ports); set by Attach.
+	dialIn func(ctx context.Context, to netip.AddrPort) (net.Conn, error)
+}
+
+// DialSandbox connects to port on the sandbox's network interface, from
+// the gateway's address, through the netstack: a published port's way in.
+// It is an error in proxy mode (the backend's guest dials there) and
+// before Attach.
+func (nw *Egress) DialSandbox(ctx context.Context, port uint16) (net.Conn, error) {
+	if nw.dialIn == nil {
+		return nil, errors.New("egress: no network interface to dial into")
+	}
+	return nw.dialIn(ctx, netip.AddrPortFrom(sandboxIP, port))
 }
 
 // Config is one sandbox's egress.
@@ -264,6 +280,14 @@ func newPipeline(id string, n config.Network, mode string, set *secrets.Set, log
 		return nil, err
 	}
 	pc := policy.Config{AllowHosts: allow, Tunnels: n.TunnelHosts, DenyHosts: n.DenyHosts, Endpoints: n.Endpoints}
+	if n.PolicyScript != "" {
+		sc, err := LoadPolicyScript(n.PolicyScript, log, id)
+		if err != nil {
+			return nil, err
+		}
+		pc.Script = sc
+		hooks = scriptHooks(sc, hooks)
+	}
 	if approver != nil {
 		pc.Default = policy.Ask
 	}

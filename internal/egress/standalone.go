@@ -32,7 +32,8 @@ type GatewayOptions struct {
 }
 
 // ReadGatewayConfig reads a JSON file with config.Network's fields
-// (allow_hosts, deny_hosts, endpoints, secrets, add_hosts, upstream_ca).
+// (allow_hosts, deny_hosts, endpoints, secrets, add_hosts, upstream_ca,
+// policy_script).
 func ReadGatewayConfig(path string) (config.Network, error) {
 	var n config.Network
 	f, err := os.Open(path)
@@ -54,6 +55,9 @@ func ReadGatewayConfig(path string) (config.Network, error) {
 	}
 	if n.UpstreamCA != "" && !filepath.IsAbs(n.UpstreamCA) {
 		n.UpstreamCA = filepath.Join(filepath.Dir(path), n.UpstreamCA)
+	}
+	if n.PolicyScript != "" && !filepath.IsAbs(n.PolicyScript) {
+		n.PolicyScript = filepath.Join(filepath.Dir(path), n.PolicyScript)
 	}
 	return n, nil
 }

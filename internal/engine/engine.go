@@ -26,14 +26,15 @@ import (
 	"github.com/airlock-dev/airlock/internal/audit"
 	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/backend/guestclient"
-	"github.com/airlock-dev/airlock/internal/backend/native"
 	"github.com/airlock-dev/airlock/internal/cleanup"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/control"
 	"github.com/airlock-dev/airlock/internal/egress"
 	"github.com/airlock-dev/airlock/internal/gateway"
 	"github.com/airlock-dev/airlock/internal/llmusage"
+	"github.com/airlock-dev/airlock/internal/otlp"
 	"github.com/airlock-dev/airlock/internal/proto"
+	"github.com/airlock-dev/airlock/internal/publish"
 	"github.com/airlock-dev/airlock/internal/secrets"
 	"github.com/airlock-dev/airlock/internal/state"
 	"github.com/airlock-dev/airlock/internal/trace"
@@ -147,10 +148,12 @@ type Sandbox struct {
 	wsCfg    workspace.Config
 	ws       *workspace.Session
 	eg       *egress.Egress
-	ask      *asker.Asker // its remembered decisions, and its queue if something may ask
-	mcp      mcpServers   // the sandbox's MCP servers, policed; nil without
+	pub      *publish.Server // published ports; nil without
+	ask      *asker.Asker    // its remembered decisions, and its queue if something may ask
+	mcp      mcpServers      // the sandbox's MCP servers, policed; nil without
 	guestExe string
 	log      *audit.Log
+	otlp     *otlp.Exporter // the audit also sent to a collector; nil without one
 	redact   atomic.Pointer[secrets.Set]
 	ctl      *net.UnixListener
 	watch    *watch.Watcher
@@ -184,23 +187,11 @@ type Sandbox struct {
 	caps  backend.Caps // the backend's, as Start found them
 }
 
-// backendFor is the only place a backend is chosen by name: native, or one
-// of otherBackends.
-func backendFor(name, exe string) (backend.Backend, error) {
-	if name == config.BackendNative {
-		return native.Backend{Options: native.Options{Exe: exe, GuestCache: guestCache(exe)}}, nil
-	}
-	if open := otherBackends[name]; open != nil {
-		return open(exe)
-	}
-	return nil, fmt.Errorf("backend %q: use native, docker or vm", name)
-}
-
 // Prepare starts preparing a sandbox of spec's backend and limits early (a
 // native guest's namespaces come up meanwhile); pass the result to Start
 // in Options.Pending, or Close it.
 func Prepare(spec *Spec, exe string) (backend.Pending, error) {
-	be, err := backendFor(spec.Config.BackendName(), exe)
+	be, err := backendFor(spec.Config.BackendName(), exe, &spec.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -214,21 +205,24 @@ func Prepare(spec *Spec, exe string) (backend.Pending, error) {
 func Prune(ctx context.Context, stateRoot string, running func(id string) bool, docker bool) ([]string, error) {
 	names := []string{config.BackendNative, config.BackendVM}
 	if docker {
-		names = append(names, config.BackendDocker)
+		names = append(names, config.BackendDocker, config.BackendKubernetes)
 	}
 	var removed []string
+	var errs []error
 	for _, n := range names {
-		be, err := backendFor(n, "")
+		be, err := backendFor(n, "", nil)
 		if err != nil {
 			return removed, err
 		}
+		// One backend's engine or cluster out of reach keeps none of the
+		// others from being pruned.
 		r, err := be.Prune(ctx, stateRoot, running)
-		if err != nil {
-			return removed, err
-		}
 		removed = append(removed, r...)
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
-	return removed, nil
+	return removed, errors.Join(errs...)
 }
 
 // Start makes the sandbox spec describes, registered in h, and returns once
@@ -275,6 +269,7 @@ func (s *Sandbox) steps() []startStep {
 		{"open record", s.openRecord},
 		{"prepare workspace", s.prepareWorkspace},
 		{"start egress", s.startEgress},
+		{"publish ports", s.publishPorts},
 		{"start backend", s.startBackend},
 		{"attach link", s.attachLink},
 	}
@@ -289,7 +284,7 @@ func (s *Sandbox) checkSpec(context.Context, *cleanup.Stack) (err error) {
 		return err
 	}
 	if s.be == nil {
-		if s.be, err = backendFor(spec.Config.BackendName(), s.guestExe); err != nil {
+		if s.be, err = backendFor(spec.Config.BackendName(), s.guestExe, &spec.Config); err != nil {
 			return err
 		}
 	}
@@ -304,6 +299,9 @@ func (s *Sandbox) checkSpec(context.Context, *cleanup.Stack) (err error) {
 		if s.mode, err = networkMode(spec.Config.Network.Mode, s.caps); err != nil {
 			return err
 		}
+	}
+	if err := s.checkPorts(); err != nil {
+		return err
 	}
 	s.wsMode = spec.Config.WorkspaceMode()
 	if s.wsMode == config.WorkspaceOverlay && s.caps.NoOverlay != "" {
@@ -561,6 +559,7 @@ func (s *Sandbox) running() {
 		s.warn(w)
 	}
 	go control.Serve(s.ctl, (*controlTarget)(s), s.o.OnStop)
+	s.servePorts()
 	started := audit.Lifecycle(audit.OpStart, s.be.Name(), "")
 	started.Duration = audit.Millis(time.Since(s.started))
 	started.Extra = map[string]string{"network": s.mode, "workspace": s.wsMode}
@@ -601,15 +600,6 @@ func (s *Sandbox) LLMUsage() llmusage.Totals {
 		return llmusage.Totals{}
 	}
 	return s.eg.Usage()
-}
-
-// NetworkMode says which door a native sandbox would get here, and why.
-func NetworkMode() (mode, why string) {
-	caps := native.Backend{}.Caps()
-	if caps.NoLink != "" {
-		return config.ModeProxy, caps.NoLink
-	}
-	return config.ModeTransparent, "every packet goes through the gateway's network stack"
 }
 
 func limitsOf(c *config.Spec) backend.Limits {
@@ -793,7 +783,7 @@ func (s *Sandbox) registration(cgroups []string) (state.Record, error) {
 	return state.Record{
 		ID: s.h.ID(), Name: s.h.Name(), CreatedAt: time.Now().UTC(), PID: os.Getpid(), Backend: c.BackendName(),
 		Workspace: c.Workspace.Path, Command: s.spec.Command, Detached: s.spec.Detached, Config: config,
-		Cgroups: cgroups, Origin: s.spec.Origin, Branch: s.spec.Branch,
+		Cgroups: cgroups, Origin: s.spec.Origin, Branch: s.spec.Branch, Ports: s.recordedPorts(),
 	}, nil
 }
 
@@ -881,6 +871,19 @@ func (s *Sandbox) openAudit() error {
 		return fmt.Errorf("audit: %w", err)
 	}
 	s.log = log
+	// The host's variables, read here on the host: never the sandbox's.
+	if cfg, ok, err := otlp.Resolve(s.spec.Config.Audit.OTLP, os.Getenv); err != nil {
+		s.warn(err.Error())
+	} else if ok {
+		cfg.SandboxID, cfg.Name = s.h.ID(), s.h.Name()
+		exp, err := otlp.New(cfg, s.warn, s.record)
+		if err != nil {
+			s.warn(err.Error())
+		} else {
+			s.otlp = exp
+			log.AddSink(exp)
+		}
+	}
 	created := audit.Lifecycle(audit.OpCreate, s.be.Name(), "")
 	created.Extra = map[string]string{"origin": s.spec.Origin}
 	s.record(created)
@@ -1142,6 +1145,7 @@ func (s *Sandbox) closeInstance() {
 // approval queue, whose waiting requests then end, and last the gateway,
 // whose in-flight requests wait on them.
 func (s *Sandbox) closeServicesOnce() {
+	s.pub.Close() // first: its connections' records go to the audit stream the rest may close
 	if s.mcp != nil {
 		s.mcp.Close()
 	}
@@ -1184,6 +1188,9 @@ func (s *Sandbox) closeAudit() {
 		stopped := audit.Lifecycle(audit.OpStop, s.be.Name(), "")
 		stopped.Duration = audit.Millis(time.Since(s.started))
 		s.record(stopped)
+		if s.otlp != nil {
+			s.otlp.Close() // bounded: a collector that is down or slow holds the end a few seconds at most
+		}
 		s.log.Close()
 	}
 }

@@ -59,12 +59,12 @@ func TestNetworkModeFollowsTheBackendsCaps(t *testing.T) {
 
 func TestBackendForNamesTheChoices(t *testing.T) {
 	for _, name := range []string{config.BackendNative, config.BackendDocker} {
-		b, err := backendFor(name, "")
+		b, err := backendFor(name, "", nil)
 		if err != nil || b.Name() != name {
 			t.Errorf("backendFor(%q) = %v, %v", name, b, err)
 		}
 	}
-	if _, err := backendFor("vmware", ""); err == nil || !strings.Contains(err.Error(), "use native, docker or vm") {
+	if _, err := backendFor("vmware", "", nil); err == nil || !strings.Contains(err.Error(), "use native, docker, vm or kubernetes") {
 		t.Errorf("backendFor(vmware) error = %v", err)
 	}
 }

@@ -1,34 +1,15 @@
 package engine
 
-// The backends besides native and the MCP proxy, whose libraries (the
-// Docker client, the MCP SDK, go-fuse through the vm backend) every
-// airlock binary links: their package initialisers run at every start, so
-// they must stay cheap (see bench/inits.sh).
+// The MCP proxy, whose library (the MCP SDK) every airlock binary links:
+// its package initialisers run at every start, so they must stay cheap (see
+// bench/inits.sh). The backends' are in backends_linux.go.
 
 import (
 	"context"
-	"fmt"
-	"os"
 
 	"github.com/airlock-dev/airlock/internal/approval"
-	"github.com/airlock-dev/airlock/internal/backend"
-	"github.com/airlock-dev/airlock/internal/backend/docker"
-	"github.com/airlock-dev/airlock/internal/backend/vm"
-	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/mcpproxy"
 )
-
-// otherBackends are the backends besides native, by name.
-var otherBackends = map[string]func(exe string) (backend.Backend, error){
-	config.BackendDocker: func(string) (backend.Backend, error) { return docker.Backend{}, nil },
-	config.BackendVM: func(exe string) (backend.Backend, error) {
-		dataDir, err := config.DataDir()
-		if err != nil {
-			return nil, err
-		}
-		return vm.Backend{Options: vm.Options{Exe: exe, DataDir: dataDir}}, nil
-	},
-}
 
 // startMCP starts s's MCP servers (raw: config.Spec.MCPServers) behind
 // their policy.
@@ -43,25 +24,4 @@ func startMCP(s *Sandbox, raw any, ask func(context.Context, approval.Request) a
 		return nil, err
 	}
 	return p, nil
-}
-
-// VMCheck is `airlock doctor`'s row for the vm backend (see vm.Check).
-func VMCheck(ctx context.Context) (ok bool, detail, impact string) {
-	dataDir, err := config.DataDir()
-	if err != nil {
-		return false, err.Error(), "--backend vm is unavailable"
-	}
-	return vm.Check(ctx, vm.Options{DataDir: dataDir})
-}
-
-// CommandUser is the uid and gid a sandbox of backend runs its commands as
-// for workspace: the caller's own (a native sandbox of root is uid 0
-// inside, mapped), or, in a container, the one docker.User picks.
-func CommandUser(backendName, workspace string) (uid, gid int) {
-	if backendName == config.BackendDocker {
-		if _, err := fmt.Sscanf(docker.User(workspace), "%d:%d", &uid, &gid); err == nil {
-			return uid, gid
-		}
-	}
-	return os.Geteuid(), os.Getegid()
 }

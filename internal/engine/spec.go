@@ -2,11 +2,15 @@ package engine
 
 import (
 	"fmt"
+	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/egress"
+	"github.com/airlock-dev/airlock/internal/otlp"
 	"github.com/airlock-dev/airlock/internal/term"
 	"github.com/airlock-dev/airlock/internal/workspace"
 )
@@ -23,7 +27,7 @@ func (s *Spec) Complete() {
 	if c.Limits.TmpBytes == 0 {
 		c.Limits.TmpBytes = c.Limits.MemoryBytes
 	}
-	if c.Image == "" && c.BackendName() == config.BackendDocker {
+	if n := c.BackendName(); c.Image == "" && (n == config.BackendDocker || n == config.BackendKubernetes) {
 		c.Image = config.DefaultImage
 	}
 }
@@ -48,15 +52,30 @@ func (s *Spec) Validate(where func(key string) string) error {
 		return &SettingError{Key: key, Where: where(key), Msg: fmt.Sprintf(format, args...)}
 	}
 	c := &s.Config
-	if n := c.BackendName(); n != config.BackendNative && n != config.BackendDocker && n != config.BackendVM {
-		return bad("backend", " %q: use native, docker or vm", c.Backend)
+	n := c.BackendName()
+	if n != config.BackendNative && n != config.BackendDocker && n != config.BackendVM && n != config.BackendKubernetes {
+		return bad("backend", " %q: use native, docker, vm or kubernetes", c.Backend)
 	}
-	if c.Image != "" && c.BackendName() != config.BackendDocker {
-		return bad("image", " needs --backend docker")
+	if c.Image != "" && n != config.BackendDocker && n != config.BackendKubernetes {
+		return bad("image", " needs --backend docker or kubernetes")
+	}
+	if n == config.BackendKubernetes {
+		for _, kv := range [][]string{c.Kubernetes.NodeSelector, c.Kubernetes.Labels} {
+			for _, e := range kv {
+				if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
+					return bad("kubernetes", ": %q: want KEY=VALUE", e)
+				}
+			}
+		}
 	}
 	mode, err := workspace.ParseMode(c.Workspace.Mode)
 	if err != nil {
 		return &SettingError{Key: "workspace.mode", Msg: err.Error()}
+	}
+	if n == config.BackendKubernetes && mode == workspace.Bind {
+		// A Pod cannot see this machine's directories: its workspace is
+		// always a copy, uploaded and reviewed at the end.
+		mode = workspace.Copy
 	}
 	w := c.Workspace
 	if mode == workspace.Bind && w.AutoApply {
@@ -71,7 +90,15 @@ func (s *Spec) Validate(where func(key string) string) error {
 	if _, _, err := hidePlan(c); err != nil {
 		return &SettingError{Key: "filesystem.hide", Where: where("filesystem.hide"), Msg: " " + err.Error()}
 	}
+	if _, err := s.Published(); err != nil {
+		return bad("ports", " %v", err)
+	}
 	c.Workspace.Mode = string(mode)
+	if p := c.Network.PolicyScript; p != "" {
+		if _, err := egress.LoadPolicyScript(p, nil, ""); err != nil {
+			return &SettingError{Key: "network.policy_script", Where: where("network.policy_script"), Msg: ": " + err.Error()}
+		}
+	}
 	for key, keys := range map[string]string{"terminal.detach_keys": c.Terminal.DetachKeys, "terminal.ask_keys": c.Terminal.AskKeys} {
 		if keys == "" {
 			continue
@@ -80,10 +107,40 @@ func (s *Spec) Validate(where func(key string) string) error {
 			return &SettingError{Key: key, Where: where(key), Msg: ": " + err.Error()}
 		}
 	}
+	if _, _, err := otlp.Resolve(c.Audit.OTLP, os.Getenv); err != nil {
+		return &SettingError{Key: "audit.otlp.endpoint", Msg: err.Error()}
+	}
 	if c.Approvals.Decisions != "" && !c.Approvals.Ask() {
 		return bad("approvals.decisions", " goes with --ask (approvals: ask)")
 	}
 	return nil
+}
+
+// Published are the spec's published ports, parsed: the same entry given
+// twice (a file and a flag) counts once, and two for one host address are
+// refused.
+func (s *Spec) Published() ([]config.Published, error) {
+	var out []config.Published
+	seen := map[string]bool{}
+	taken := map[netip.AddrPort]string{}
+	for _, e := range s.Config.Ports {
+		p, err := config.ParsePublished(e)
+		if err != nil {
+			return nil, err
+		}
+		if seen[p.String()] {
+			continue
+		}
+		seen[p.String()] = true
+		if p.Host.Port() != 0 {
+			if prev, ok := taken[p.Host]; ok {
+				return nil, fmt.Errorf("%q and %q both publish on %s: give each its own HOST_PORT", prev, e, p.Host)
+			}
+			taken[p.Host] = e
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // hidePlan splits the hide patterns into patterns relative to the

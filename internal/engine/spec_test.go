@@ -36,12 +36,14 @@ func TestSpecCompleteAndValidate(t *testing.T) {
 		key  string
 		want string
 	}{
-		"an unknown backend":             {func(c *config.Spec) { c.Backend = "vmware" }, "backend", `backend (f.yaml:3) "vmware": use native, docker or vm`},
+		"an unknown backend":             {func(c *config.Spec) { c.Backend = "vmware" }, "backend", `backend (f.yaml:3) "vmware": use native, docker, vm or kubernetes`},
 		"an image without docker":        {func(c *config.Spec) { c.Image = "x" }, "image", "image (f.yaml:3) needs --backend docker"},
 		"an unknown workspace mode":      {func(c *config.Spec) { c.Workspace.Mode = "fuse" }, "workspace.mode", `--workspace-mode "fuse": use bind, overlay or copy`},
 		"auto apply in bind mode":        {func(c *config.Spec) { c.Workspace.AutoApply = true }, "workspace.auto_apply", "workspace.auto_apply (f.yaml:3) needs --workspace-mode overlay or copy"},
 		"apply risky without auto apply": {func(c *config.Spec) { c.Workspace.ApplyRisky = true }, "workspace.apply_risky", "goes with --auto-apply"},
 		"decisions without ask":          {func(c *config.Spec) { c.Approvals.Decisions = "/d.yaml" }, "approvals.decisions", "approvals.decisions (f.yaml:3) goes with --ask"},
+		"a port out of range":            {func(c *config.Spec) { c.Ports = []string{"8000:99999"} }, "ports", `ports (f.yaml:3) "8000:99999": the sandbox's port 99999 is not a port`},
+		"two ports on one host address":  {func(c *config.Spec) { c.Ports = []string{"9000:80", "127.0.0.1:9000:81"} }, "ports", "both publish on 127.0.0.1:9000"},
 	} {
 		t.Run(name+" is refused, naming the setting and its origin", func(t *testing.T) {
 			var s Spec
@@ -69,8 +71,24 @@ func TestSpecCompleteAndValidate(t *testing.T) {
 	})
 	t.Run("without where, an error names the key", func(t *testing.T) {
 		s := Spec{Config: config.Spec{Image: "x"}}
-		if err := s.Validate(nil); err == nil || err.Error() != "image needs --backend docker" {
+		if err := s.Validate(nil); err == nil || err.Error() != "image needs --backend docker or kubernetes" {
 			t.Fatalf("Validate(nil) = %v", err)
 		}
 	})
+}
+
+func TestPublishedCountsAnEntryGivenTwiceOnce(t *testing.T) {
+	s := Spec{Config: config.Spec{Ports: []string{"8000:80", "127.0.0.1:8000:80/tcp", "3000", "3000"}}}
+	ps, err := s.Published()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range ps {
+		got = append(got, p.String())
+	}
+	// Two SANDBOX_PORT-alone entries are one too: one free port for 3000.
+	if strings.Join(got, " ") != "127.0.0.1:8000:80 127.0.0.1:0:3000" {
+		t.Errorf("Published() = %q", got)
+	}
 }

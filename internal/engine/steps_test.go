@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -172,7 +173,7 @@ func TestStartsStepsAreNamedInTheirOrder(t *testing.T) {
 	for _, st := range (&Sandbox{}).steps() {
 		got = append(got, st.name)
 	}
-	want := []string{"check spec", "prepare backend", "open record", "prepare workspace", "start egress", "start backend", "attach link"}
+	want := []string{"check spec", "prepare backend", "open record", "prepare workspace", "start egress", "publish ports", "start backend", "attach link"}
 	if !slices.Equal(got, want) {
 		t.Errorf("steps %q, want %q", got, want)
 	}
@@ -243,6 +244,11 @@ func TestStartAsksTheBackendInOrderAndCloseLeavesWhatTheHostKeeps(t *testing.T) 
 
 func TestAFailureAtEachStepLeavesNothing(t *testing.T) {
 	boom := errors.New("boom")
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
 	cases := map[string]struct {
 		step  string
 		setup func(e *stepEnv, h *state.Handle, be *fakeBackend)
@@ -268,6 +274,19 @@ func TestAFailureAtEachStepLeavesNothing(t *testing.T) {
 			bad := filepath.Join(filepath.Dir(e.ws), "decisions.yaml")
 			os.WriteFile(bad, []byte("rules: [[[\n"), 0o644)
 			e.spec.Config.Approvals = config.Approvals{Mode: config.ApprovalsAsk, Decisions: bad}
+		}},
+		"a published port without a network": {step: "check spec", setup: func(e *stepEnv, _ *state.Handle, _ *fakeBackend) {
+			e.spec.Config.Ports = []string{"8000:8000"}
+		}},
+		"a published port where the guest cannot hand connections over and there is no link": {step: "check spec", setup: func(e *stepEnv, _ *state.Handle, be *fakeBackend) {
+			be.caps.NoLink, be.caps.NoDial = "proxy only", "no descriptors"
+			e.spec.Config.Approvals = config.Approvals{Mode: config.ApprovalsAsk}
+			e.spec.Config.Ports = []string{"8000:8000"}
+		}},
+		"a published port in use": {step: "publish ports", prepared: true, setup: func(e *stepEnv, _ *state.Handle, be *fakeBackend) {
+			be.caps.NoLink = "proxy only"
+			e.spec.Config.Approvals = config.Approvals{Mode: config.ApprovalsAsk}
+			e.spec.Config.Ports = []string{"8001", busy.Addr().String() + ":8000"} // the first binds, then is let go
 		}},
 		"the backend cannot start once registered": {step: "start backend", prepared: true, setup: func(e *stepEnv, _ *state.Handle, be *fakeBackend) {
 			be.failStart = boom

@@ -98,6 +98,9 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if h := u.g.cfg.Hooks.OnRequest; h != nil {
 		if err := h(r); err != nil {
+			if rr, ok := err.(interface{ Rule() string }); ok { // a policy script names its line or hook
+				rec.Rule = rr.Rule()
+			}
 			deny(http.StatusForbidden, "deny", "request hook: "+err.Error())
 			return
 		}
@@ -389,8 +392,11 @@ func (u *upstream) fail(w http.ResponseWriter, r *http.Request, err error) {
 	cw, _ := w.(*countingWriter)
 	var leak *secrets.LeakError
 	status, decision, reason := http.StatusBadGateway, "error", fmt.Sprintf("upstream %s: %v", u.t.host, err)
+	var ruled interface{ Rule() string }
 	if errors.As(err, &leak) {
 		status, decision, reason = http.StatusForbidden, "secret_blocked", leak.Error()
+	} else if errors.As(err, &ruled) { // a policy script refused the response
+		status, decision, reason = http.StatusForbidden, "deny", err.Error()
 	}
 	if cw != nil {
 		cw.decision, cw.failure = decision, reason

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"syscall"
@@ -33,6 +34,18 @@ const ControlFD = 3
 // first process) connects to it.
 const ConnectFlag = "--connect"
 
+// ListenFlag makes the guest accept its one control connection on the TCP
+// address that follows, inside the sandbox (a Kubernetes Pod, which the
+// host reaches by port-forward through the API server): the first to
+// connect is the host, before any command runs, and the listener closes
+// at once.
+const ListenFlag = "--listen"
+
+// InstallFlag makes the guest copy its own binary to the path that follows
+// and exit: a Pod's init container puts airlock where the sandbox's own
+// image has none.
+const InstallFlag = "--install"
+
 // Main runs the guest; it never returns.
 func Main() {
 	// One P: a native or container guest mostly waits (for requests, on
@@ -54,6 +67,13 @@ func Main() {
 	if len(os.Args) > 2 {
 		args = os.Args[2:]
 	}
+	if len(args) == 2 && args[0] == InstallFlag {
+		if err := install(args[1]); err != nil {
+			fmt.Fprintln(os.Stderr, "airlock guest: install:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	conn, err := control(args)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "airlock guest:", err)
@@ -70,6 +90,18 @@ func control(args []string) (*proto.Conn, error) {
 		}
 		return proto.NewConn(c), nil
 	}
+	if len(args) == 2 && args[0] == ListenFlag {
+		ln, err := net.Listen("tcp", args[1])
+		if err != nil {
+			return nil, fmt.Errorf("listen for the host: %w", err)
+		}
+		c, err := ln.Accept()
+		ln.Close()
+		if err != nil {
+			return nil, fmt.Errorf("accept the host: %w", err)
+		}
+		return proto.StreamConn(c), nil
+	}
 	f := os.NewFile(ControlFD, "control")
 	defer f.Close()
 	c, err := proto.FileConn(f)
@@ -77,6 +109,31 @@ func control(args []string) (*proto.Conn, error) {
 		return nil, fmt.Errorf("no control socket on descriptor %d (airlock starts the guest; it is not run by hand): %w", ControlFD, err)
 	}
 	return c, nil
+}
+
+// install copies this executable to dst, read and execute only.
+func install(dst string) error {
+	src, err := os.Open("/proc/self/exe")
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o555)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, src); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	// The names airlock also answers to inside (see engine.BinInside).
+	for _, name := range []string{"hostexec", "mcp-bridge"} {
+		os.Symlink(filepath.Base(dst), filepath.Join(filepath.Dir(dst), name))
+	}
+	return nil
 }
 
 // Serve runs the guest on conn, which may be a StreamConn (a VM's
@@ -92,7 +149,11 @@ func run(conn *proto.Conn) int {
 	r := startReaper() // its spawner thread starts beside the set-up
 	m, mounts, err := recvInit(conn)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "airlock guest: expected init message:", err)
+		// The host closing before its plan is a start it abandoned (a
+		// prepared sandbox whose spec was then refused): it has said why.
+		if !errors.Is(err, io.EOF) {
+			fmt.Fprintln(os.Stderr, "airlock guest: expected init message:", err)
+		}
 		return 1
 	}
 	trace.Mark("plan received")
@@ -260,6 +321,16 @@ func setup(in *proto.Init, mounts []*os.File, r *reaper) (tap *os.File, warnings
 // setupContained finishes a sandbox a container runtime built: the relay,
 // the workspace, and the lockdown that needs no capability.
 func setupContained(in *proto.Init, r *reaper) ([]string, error) {
+	if in.Unplug {
+		if err := unplug(); err != nil {
+			return nil, step("remove the network interfaces", err)
+		}
+	}
+	for _, f := range in.Files {
+		if err := writeFile(f); err != nil {
+			return nil, step("write "+f.Path, err)
+		}
+	}
 	if in.Relay != nil {
 		if err := startRelay(in.Relay); err != nil {
 			return nil, step("gateway relay", err)
@@ -269,6 +340,15 @@ func setupContained(in *proto.Init, r *reaper) ([]string, error) {
 		return nil, step("chdir to workspace", err)
 	}
 	return lockDown(in, r)
+}
+
+// writeFile writes one of the plan's files, read-only, making its
+// directory.
+func writeFile(f proto.File) error {
+	if err := os.MkdirAll(filepath.Dir(f.Path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(f.Path, f.Data, 0o444)
 }
 
 func loopbackUp() error {
@@ -392,6 +472,10 @@ func (g *guest) handle(m *proto.Msg, files []*os.File) {
 			return
 		}
 		go g.exec(m.ID, m.Exec, files)
+		return
+	case proto.OpDial:
+		proto.CloseFiles(files)
+		go g.dial(m.ID, m.Port)
 		return
 	case proto.OpStdin, proto.OpStdinClose, proto.OpSignal, proto.OpResize:
 		proto.CloseFiles(files)

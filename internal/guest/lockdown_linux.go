@@ -50,7 +50,7 @@ func lockDown(in *proto.Init, r *reaper) (warnings []string, err error) {
 	if err := r.startSpawner(); err != nil {
 		return nil, step("drop capabilities", err)
 	}
-	if in.Contained {
+	if in.Contained && !in.Unplug {
 		// The runtime dropped every capability (cap-drop ALL) and set
 		// no_new_privs; locking securebits would need CAP_SETPCAP, so the
 		// guest checks that nothing is left instead. The bounding set
@@ -62,6 +62,13 @@ func lockDown(in *proto.Init, r *reaper) (warnings []string, err error) {
 		}
 	} else if err := dropCapabilities(); err != nil {
 		return nil, step("drop capabilities", err)
+	} else if in.Unplug {
+		// What the Pod's runtime gave for the lockdown is gone: the
+		// permitted set everywhere and, on the thread that starts every
+		// command, the bounding set. Check it as for any container.
+		if err := checkNoPermitted(); err != nil {
+			return nil, step("check capabilities", err)
+		}
 	}
 	trace.Mark("lockdown: capabilities dropped")
 	// Not dumpable: the sandboxed processes run as our uid, and must not be
@@ -172,6 +179,22 @@ func checkNoCapabilities() error {
 		}
 		if in, err := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0); err == nil && in != 0 {
 			return fmt.Errorf("capability %d is in the bounding set: the container must drop them all", c)
+		}
+	}
+	return nil
+}
+
+// checkNoPermitted fails unless this thread's permitted, effective and
+// inheritable sets are empty.
+func checkNoPermitted() error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capget: %w", err)
+	}
+	for _, d := range data {
+		if d.Permitted|d.Effective|d.Inheritable != 0 {
+			return fmt.Errorf("the guest still holds capabilities (permitted %#x)", d.Permitted)
 		}
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +20,9 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/audit"
+	"github.com/airlock-dev/airlock/internal/childspec"
+	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/secrets"
 	"github.com/airlock-dev/airlock/internal/testutil"
 )
 
@@ -608,23 +612,38 @@ func BenchmarkRoundTrip(b *testing.B) {
 
 func slicesSort(d []time.Duration) { slices.Sort(d) }
 
-func TestSandboxArgvGrantsExactlyTheRule(t *testing.T) {
-	g := &Rule{Match: "^git push", AllowHosts: []string{"github.com"}, Secrets: []string{"GITHUB_TOKEN@github.com"},
+// specs parses --secret forms, as the config does once.
+func specs(flags ...string) []secrets.Spec {
+	var out []secrets.Spec
+	for _, f := range flags {
+		sp, err := secrets.ParseSpec(f)
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, sp)
+	}
+	return out
+}
+
+func TestChildSpecGrantsExactlyTheRule(t *testing.T) {
+	g := &Rule{Match: "^git push", AllowHosts: []string{"github.com"}, Secrets: specs("GITHUB_TOKEN@github.com"),
 		RO: []string{"/home/u/.gitconfig"}, RW: []string{"/srv/mirror.git"}}
-	got := SandboxArgv("hostexec-sb-1", "/ws", "/ws/sub", time.Minute, g, []string{"git", "push", "--", "-e"})
-	want := []string{"run", "-q", "--no-config-files", "--name", "hostexec-sb-1", "--workspace", "/ws", "--workspace-mode", "bind", "--protect-git",
-		"--workdir", "/ws/sub", "--timeout", "1m10s",
-		"--allow-host", "github.com", "--secret", "GITHUB_TOKEN@github.com", "--ro", "/home/u/.gitconfig", "--rw", "/srv/mirror.git",
-		"--", "git", "push", "--", "-e"}
-	if !slices.Equal(got, want) {
-		t.Errorf("SandboxArgv = %q\nwant %q", got, want)
+	argv := []string{"git", "push", "--", "-e"}
+	got := ChildSpec("hostexec-sb-1", "/ws", "/ws/sub", time.Minute, g, argv)
+	want := childspec.New(argv...)
+	want.Name, want.Workdir = "hostexec-sb-1", "/ws/sub"
+	want.Config.Workspace = config.Workspace{Path: "/ws", Mode: config.WorkspaceBind, ProtectGit: true}
+	want.Config.Limits.Timeout = time.Minute + backstop
+	want.Config.Network.AllowHosts = []string{"github.com"}
+	want.Config.Network.Secrets = specs("GITHUB_TOKEN@github.com")
+	want.Config.RO, want.Config.RW = []string{"/home/u/.gitconfig"}, []string{"/srv/mirror.git"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ChildSpec = %+v\nwant %+v", got, want)
 	}
 	// The plain lists grant nothing: no network, no path, no variable.
-	got = SandboxArgv("hostexec-sb-2", "/ws", "/ws", time.Minute, nil, []string{"make"})
-	for _, a := range got[:slices.Index(got, "--")] {
-		if a == "-e" || a == "--env" || a == "--allow-host" || a == "--ro" || a == "--rw" || a == "--secret" {
-			t.Errorf("SandboxArgv without a grant holds %s: %q", a, got)
-		}
+	got = ChildSpec("hostexec-sb-2", "/ws", "/ws", time.Minute, nil, []string{"make"})
+	if c := got.Config; c.Network.Enabled() || len(c.RO)+len(c.RW)+len(c.Env) > 0 || c.Home != "" || !got.Quiet {
+		t.Errorf("ChildSpec without a grant grants %+v", c)
 	}
 }
 
@@ -645,8 +664,8 @@ func TestGrantsThatCannotBeGivenStopTheStart(t *testing.T) {
 		"a symlink to it":                              {Rule{Match: "^c", RO: []string{link}}, "it would show airlock's own config or state"},
 		"a path that does not exist":                   {Rule{Match: "^d", RO: []string{filepath.Join(fine, "nope")}}, `rule "^d": ro ` + filepath.Join(fine, "nope")},
 		"a relative path":                              {Rule{Match: "^e", RO: []string{"rel"}}, "not an absolute path"},
-		"a secret whose source fails":                  {Rule{Match: "^f", Secrets: []string{"HOSTEXEC_NO_SUCH_VAR@github.com"}}, `rule "^f": secret HOSTEXEC_NO_SUCH_VAR`},
-		"a secret whose command fails":                 {Rule{Match: "^g", Secrets: []string{"TOK=cmd:false@github.com"}}, `rule "^g": secret TOK`},
+		"a secret whose source fails":                  {Rule{Match: "^f", Secrets: specs("HOSTEXEC_NO_SUCH_VAR@github.com")}, `rule "^f": secret HOSTEXEC_NO_SUCH_VAR`},
+		"a secret whose command fails":                 {Rule{Match: "^g", Secrets: specs("TOK=cmd:false@github.com")}, `rule "^g": secret TOK`},
 		"the SSH agent, which no sandbox can be shown": {Rule{Match: "^h", SSHAgent: true}, `rule "^h": ssh_agent`},
 	}
 	for name, tt := range tests {
@@ -659,7 +678,7 @@ func TestGrantsThatCannotBeGivenStopTheStart(t *testing.T) {
 		}
 	}
 	// The control: grants that can be given start.
-	ok := Rule{Match: "^ok", RO: []string{fine}, RW: []string{t.TempDir()}, Secrets: []string{"HOSTEXEC_TEST_TOKEN@github.com"}, AllowHosts: []string{"github.com"}}
+	ok := Rule{Match: "^ok", RO: []string{fine}, RW: []string{t.TempDir()}, Secrets: specs("HOSTEXEC_TEST_TOKEN@github.com"), AllowHosts: []string{"github.com"}}
 	if _, err := New(Config{Rules: []Rule{ok}}, Env{Dir: t.TempDir(), Exe: airlockBin, Protected: []string{state}}); err != nil {
 		t.Fatalf("New with grants that can be given: %v", err)
 	}
@@ -673,7 +692,7 @@ func TestAnApprovalShowsTheWholeCommandOrIsNotAsked(t *testing.T) {
 	ws := t.TempDir()
 	t.Setenv("HOSTEXEC_TEST_TOKEN", "s3cret-value")
 	url, _, _ := serve(t, Config{Rules: []Rule{{Match: `^echo `, Ask: true, AllowHosts: []string{"github.com"},
-		Secrets: []string{"HOSTEXEC_TEST_TOKEN@github.com"}, RO: []string{ws}}}},
+		Secrets: specs("HOSTEXEC_TEST_TOKEN@github.com"), RO: []string{ws}}}},
 		Env{Dir: ws, Ask: func(_ context.Context, r approval.Request) approval.Decision {
 			asked = append(asked, r)
 			return approval.Decision{Allow: true, Scope: approval.Once, By: "ui"}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/airlock-dev/airlock/internal/secrets"
 )
 
 // Canonical is the one string a command's argv is matched and shown as: the
@@ -66,10 +68,10 @@ const (
 type Rule struct {
 	Match      string
 	Ask        bool
-	AllowHosts []string // as --allow-host
-	Secrets    []string // as --secret: placeholders inside, the value in that sandbox's gateway
-	RO, RW     []string // absolute host paths
-	SSHAgent   bool     // the host's SSH agent socket, at SSHAgentInside
+	AllowHosts []string       // as --allow-host
+	Secrets    []secrets.Spec // placeholders inside, the value in that sandbox's gateway
+	RO, RW     []string       // absolute host paths
+	SSHAgent   bool           // the host's SSH agent socket, at SSHAgentInside
 }
 
 // Decision is what the rules say of a canonical command: the verdict, the

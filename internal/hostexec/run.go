@@ -18,6 +18,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/audit"
+	"github.com/airlock-dev/airlock/internal/childspec"
 )
 
 // killGrace is how long a command's sandbox has to end after SIGTERM
@@ -158,7 +159,7 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request) {
 	}
 	name := fmt.Sprintf("hostexec-%s-%d", nameSafe(h.env.Sandbox), h.seq.Add(1))
 	networked := d.Grant != nil && len(d.Grant.AllowHosts)+len(d.Grant.Secrets) > 0
-	h.exec(w, r.Context(), rec, name, networked, SandboxArgv(name, h.root, dir, h.cfg.Timeout, d.Grant, req.Argv))
+	h.exec(w, r.Context(), rec, name, networked, ChildSpec(name, h.root, dir, h.cfg.Timeout, d.Grant, req.Argv))
 }
 
 // ask gets a human's decision on cmd, or the one remembered for this
@@ -193,14 +194,21 @@ func (h *handler) ask(ctx context.Context, cmd, detail string, d Decision) (appr
 	return hd, false
 }
 
-// exec runs the command in its own sandbox (airlock run with args) and
+// exec runs the command in its own sandbox (airlock run with spec) and
 // streams its output as frames.
-func (h *handler) exec(w http.ResponseWriter, parent context.Context, rec audit.Record, name string, networked bool, args []string) {
+func (h *handler) exec(w http.ResponseWriter, parent context.Context, rec audit.Record, name string, networked bool, spec childspec.Spec) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(parent, h.cfg.Timeout)
 	defer cancel()
 
-	c := exec.CommandContext(ctx, h.env.Exe, args...)
+	c, err := childspec.Command(ctx, h.env.Exe, spec)
+	if err != nil {
+		rec.Op, rec.Decision, rec.Reason, rec.Extra = "end", audit.Error, err.Error(), nil
+		h.audit(rec)
+		refuse(w, http.StatusInternalServerError, RefusedFailed, err.Error())
+		return
+	}
+	defer childspec.Close(c)
 	// The child airlock keeps this process's environment (a secret's env
 	// source reads it); the command inside gets none of it.
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/airlock-dev/airlock/internal/childspec"
+	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/secrets"
 )
 
@@ -24,9 +27,9 @@ func checkGrants(r Rule, protected []string) error {
 	if r.SSHAgent {
 		return fmt.Errorf("%s: ssh_agent: this airlock cannot show the SSH agent to a command's sandbox yet (sockets stay hidden): use an HTTPS remote with a secret, or leave ssh_agent out", name)
 	}
-	for _, flag := range r.Secrets {
-		if _, err := secrets.ParseFlag(flag, secrets.DefaultSources()); err != nil {
-			return fmt.Errorf("%s: secret %s: %w", name, secretName(flag), err)
+	for _, sp := range r.Secrets {
+		if _, err := sp.Open(secrets.DefaultSources()); err != nil {
+			return fmt.Errorf("%s: secret %s: %w", name, sp.Name, err)
 		}
 	}
 	var own []string
@@ -67,57 +70,27 @@ func within(p, dir string) bool {
 	return err == nil && (r == "." || filepath.IsLocal(r))
 }
 
-// secretName is a --secret flag's NAME.
-func secretName(flag string) string {
-	at := strings.LastIndexByte(flag, '@')
-	if at < 0 {
-		at = len(flag)
-	}
-	name, _, _ := strings.Cut(flag[:at], "=")
-	return name
-}
-
-// secretHosts is a --secret flag's hosts, as written.
-func secretHosts(flag string) string {
-	at := strings.LastIndexByte(flag, '@')
-	if at < 0 {
-		return ""
-	}
-	hosts, _, _ := strings.Cut(flag[at+1:], ":")
-	return hosts
-}
-
-// SandboxArgv is the airlock command line (without the binary) that runs
-// argv in workspace, in dir, with what g grants and nothing else, as the
-// sandbox called name:
-//
-//	airlock run -q --no-config-files --name N --workspace W --workspace-mode bind --workdir D
-//	    --timeout T --allow-host H... --secret S... --ro P... --rw P... -- ARGV...
-//
-// No config file: the user's would widen the command's sandbox past its
-// rule (and start its MCP servers and host commands inside, recursively).
-// No -e: no host variable reaches the command. The name lets the handler
-// remove what a killed one leaves (airlock rm -f NAME); while it runs,
-// airlock ls and airlock audit show it.
-func SandboxArgv(name, workspace, dir string, timeout time.Duration, g *Rule, argv []string) []string {
-	out := []string{"run", "-q", "--no-config-files", "--name", name, "--workspace", workspace, "--workspace-mode", "bind",
-		"--protect-git", "--workdir", dir, "--timeout", (timeout + backstop).String()}
+// ChildSpec is the spec of the sandbox, called name, that runs argv in
+// workspace, in dir, with what g grants and nothing else (internal/childspec
+// hands it to airlock run): the workspace bound with .git protected, a
+// timeout a little past the handler's own, and g's hosts, secrets and
+// paths. It starts from the defaults, never the user's config files (they
+// would widen the command's sandbox past its rule, and start its MCP
+// servers and host commands inside, recursively); no host variable reaches
+// the command. The name lets the handler remove what a killed one leaves
+// (airlock rm -f NAME); while it runs, airlock ls and airlock audit show it.
+func ChildSpec(name, workspace, dir string, timeout time.Duration, g *Rule, argv []string) childspec.Spec {
+	s := childspec.New(argv...)
+	s.Name, s.Workdir = name, dir
+	c := &s.Config
+	c.Workspace.Path, c.Workspace.Mode, c.Workspace.ProtectGit = workspace, config.WorkspaceBind, true
+	c.Limits.Timeout = timeout + backstop
 	if g != nil {
-		for _, h := range g.AllowHosts {
-			out = append(out, "--allow-host", h)
-		}
-		for _, s := range g.Secrets {
-			out = append(out, "--secret", s)
-		}
-		for _, p := range g.RO {
-			out = append(out, "--ro", p)
-		}
-		for _, p := range g.RW {
-			out = append(out, "--rw", p)
-		}
+		c.Network.AllowHosts = slices.Clone(g.AllowHosts)
+		c.Network.Secrets = slices.Clone(g.Secrets)
+		c.RO, c.RW = slices.Clone(g.RO), slices.Clone(g.RW)
 	}
-	out = append(out, "--")
-	return append(out, argv...)
+	return s
 }
 
 // reach says, for a human deciding, where the command runs and what it
@@ -138,7 +111,7 @@ func reach(workspace, dir, bin string, g *Rule) string {
 	list("network", g.AllowHosts)
 	var secs []string
 	for _, s := range g.Secrets {
-		secs = append(secs, secretName(s)+" (to "+secretHosts(s)+")")
+		secs = append(secs, s.Name+" (to "+strings.Join(s.Hosts, ",")+")")
 	}
 	list("secrets (placeholders inside)", secs)
 	list("host paths, read-only", g.RO)

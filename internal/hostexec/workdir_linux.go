@@ -8,20 +8,20 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-dev/airlock/internal/beneath"
 )
 
-// workdirBeneath opens p beneath the workspace with openat2 (RESOLVE_BENEATH,
-// no magic links) and returns the directory that fd names.
+// workdirBeneath opens p beneath the workspace (internal/beneath: symlinks
+// followed only while they stay beneath, no magic links) and returns the
+// directory that fd names.
 func (h *handler) workdirBeneath(rel, p string) (string, error) {
-	root, err := unix.Open(h.root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	root, err := unix.Open(h.root, beneath.Root, 0)
 	if err != nil {
 		return "", fmt.Errorf("the workspace: %w", err)
 	}
 	defer unix.Close(root)
-	fd, err := unix.Openat2(root, p, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
-	})
+	fd, err := beneath.Open(root, p, unix.O_PATH|unix.O_DIRECTORY, 0)
 	switch {
 	case errors.Is(err, unix.ENOSYS):
 		return h.workdirByPath(rel, p) // a kernel before 5.6

@@ -6,6 +6,7 @@
 package images
 
 import (
+	"archive/tar"
 	"bufio"
 	"context"
 	"encoding/json"
@@ -386,6 +387,49 @@ func Remove(ctx context.Context, cli *client.Client, ref string) error {
 	}
 	if _, err := cli.ImageRemove(ctx, ref, image.RemoveOptions{PruneChildren: true}); err != nil {
 		return fmt.Errorf("remove %s: %w", ref, dockerengine.EngineError(cli.DaemonHost(), err))
+	}
+	return nil
+}
+
+// GuestTag is the kubernetes backend's default guest image.
+const GuestTag = "airlock/guest:latest"
+
+// BuildGuest makes the kubernetes backend's guest image in the local
+// engine: a root file system of one file, /airlock, the static binary exe
+// (this airlock, so that the guest in a Pod speaks its protocol). It needs
+// no root: only the engine.
+func BuildGuest(ctx context.Context, cli *client.Client, exe, tag string) error {
+	f, err := os.Open(exe)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		tw := tar.NewWriter(pw)
+		err := tw.WriteHeader(&tar.Header{Name: "airlock", Mode: 0o555, Size: st.Size(), Typeflag: tar.TypeReg, ModTime: st.ModTime()})
+		if err == nil {
+			_, err = io.Copy(tw, f)
+		}
+		if err == nil {
+			err = tw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	changes := []string{"LABEL " + dockerengine.LabelImage + "=guest", `CMD ["/airlock", "version"]`}
+	rc, err := cli.ImageImport(ctx, image.ImportSource{Source: pr, SourceName: "-"}, tag,
+		image.ImportOptions{Changes: changes, Message: "airlock images build --format kubernetes"})
+	if err != nil {
+		pr.CloseWithError(err)
+		return fmt.Errorf("import: %w", dockerengine.EngineError(cli.DaemonHost(), err))
+	}
+	defer rc.Close()
+	if err := readImport(rc, io.Discard); err != nil {
+		return fmt.Errorf("import: %w", err)
 	}
 	return nil
 }

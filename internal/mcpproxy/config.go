@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/mcppolicy"
+	"github.com/airlock-dev/airlock/internal/secrets"
 )
 
 // ServerConfig is one entry of mcp_servers: a stdio server (Command) that
@@ -28,10 +29,10 @@ type ServerConfig struct {
 	// Hide are host paths the server's sandbox never shows (--hide): set by
 	// New from the protected paths and the deny rules, not read from config.
 	Hide       []string
-	AllowHosts []string // stdio: the server sandbox's --allow-host
-	Secrets    []string // stdio: the server sandbox's --secret (NAME@HOST...): never the agent's
-	URL        string   // remote: a Streamable HTTP endpoint
-	Secret     string   // remote: --secret form (NAME@HOST); sent as "Authorization: Bearer"
+	AllowHosts []string       // stdio: the server sandbox's --allow-host
+	Secrets    []secrets.Spec // stdio: the server sandbox's secrets (parsed once): never the agent's
+	URL        string         // remote: a Streamable HTTP endpoint
+	Secret     string         // remote: --secret form (NAME@HOST); sent as "Authorization: Bearer"
 	Rules      []mcppolicy.Rule
 	ShowDenied bool          // tools/list shows tools no rule can allow (default: hidden)
 	Timeout    time.Duration // per call to the server (default 60 s); approvals wait apart
@@ -107,7 +108,16 @@ func parseServer(name string, raw any) (ServerConfig, error) {
 		case "allow_hosts":
 			s.AllowHosts, err = stringList(v)
 		case "secrets":
-			s.Secrets, err = stringList(v)
+			var flags []string
+			flags, err = stringList(v)
+			for _, f := range flags {
+				sp, perr := secrets.ParseSpec(f)
+				if perr != nil {
+					err = perr
+					break
+				}
+				s.Secrets = append(s.Secrets, sp)
+			}
 		case "url":
 			s.URL, err = str(v)
 		case "secret":

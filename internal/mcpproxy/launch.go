@@ -4,17 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/airlock-dev/airlock/internal/childspec"
 	"github.com/airlock-dev/airlock/internal/mcppolicy"
 	"github.com/airlock-dev/airlock/internal/secrets"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -25,49 +26,34 @@ import (
 // for this package's tests.
 type Launch func(exe string, s ServerConfig) (*exec.Cmd, error)
 
-// SandboxLaunch runs s as
-//
-//	airlock run -q --workspace ROOT0 --rw ROOTn... --allow-host H... --secret S... -e K=V... -- CMD...
-//
-// so the server has its own network policy and may change only its roots;
-// its credentials live in that sandbox's gateway, never the agent's.
+// SandboxLaunch runs s in its own airlock sandbox (ChildSpec's), so the
+// server has its own network policy and may change only its roots; its
+// credentials live in that sandbox's gateway, never the agent's.
 func SandboxLaunch(exe string, s ServerConfig) (*exec.Cmd, error) {
-	return exec.Command(exe, SandboxArgv(s)...), nil
+	return childspec.Command(context.Background(), exe, ChildSpec(s))
 }
 
-// SandboxArgv is the airlock run command line (without the binary) for s.
-func SandboxArgv(s ServerConfig) []string {
-	// No config files: the user's would start this server's own MCP
-	// servers (and host commands) inside its sandbox, recursively.
-	argv := []string{"run", "-q", "--no-config-files"}
+// ChildSpec is the spec of s's sandbox: Roots[0] its workspace (the
+// current directory without roots), the other roots writable, RO
+// read-only, Hide hidden, AllowHosts and Secrets its network, Env set
+// inside. It starts from the defaults, never the user's config files:
+// they would start this server's own MCP servers (and host commands)
+// inside its sandbox, recursively.
+func ChildSpec(s ServerConfig) childspec.Spec {
+	cs := childspec.New(s.Command...)
+	c := &cs.Config
 	if len(s.Roots) > 0 {
-		argv = append(argv, "--workspace", s.Roots[0])
-		for _, r := range s.Roots[1:] {
-			argv = append(argv, "--rw", r)
-		}
+		c.Workspace.Path = s.Roots[0]
+		c.RW = slices.Clone(s.Roots[1:])
 	}
-	for _, p := range s.RO {
-		argv = append(argv, "--ro", p)
+	c.RO = slices.Clone(s.RO)
+	cs.Hide = slices.Clone(s.Hide)
+	c.Network.AllowHosts = slices.Clone(s.AllowHosts)
+	c.Network.Secrets = slices.Clone(s.Secrets)
+	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+		c.Env = append(c.Env, k+"="+s.Env[k])
 	}
-	for _, p := range s.Hide {
-		argv = append(argv, "--hide", p)
-	}
-	for _, h := range s.AllowHosts {
-		argv = append(argv, "--allow-host", h)
-	}
-	for _, sec := range s.Secrets {
-		argv = append(argv, "--secret", sec)
-	}
-	keys := make([]string, 0, len(s.Env))
-	for k := range s.Env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		argv = append(argv, "-e", k+"="+s.Env[k])
-	}
-	argv = append(argv, "--")
-	return append(argv, s.Command...)
+	return cs
 }
 
 // hidden is what s's sandbox must not show: the protected paths and the
@@ -265,6 +251,7 @@ func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		if err != nil {
 			return nil, fmt.Errorf("mcpproxy: %s: launch: %w", u.cfg.Name, err)
 		}
+		defer childspec.Close(cmd) // its spec: the child has its own copy once started
 		cmd.Dir = u.cfg.Cwd
 		if cmd.Dir == "" && len(u.cfg.Roots) > 0 {
 			cmd.Dir = u.cfg.Roots[0]

@@ -20,7 +20,9 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/audit"
+	"github.com/airlock-dev/airlock/internal/childspec"
 	"github.com/airlock-dev/airlock/internal/mcppolicy"
+	"github.com/airlock-dev/airlock/internal/secrets"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"gopkg.in/yaml.v3"
 )
@@ -365,13 +367,20 @@ func TestResourcesGoThroughPolicy(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-func TestSandboxArgv(t *testing.T) {
-	s := ServerConfig{Name: "gh", Command: []string{"npx", "-y", "server-github"}, Roots: []string{"/p", "/q"},
-		AllowHosts: []string{"api.github.com"}, Secrets: []string{"GITHUB_TOKEN@api.github.com"}, Env: map[string]string{"B": "2", "A": "1"}}
-	want := []string{"run", "-q", "--no-config-files", "--workspace", "/p", "--rw", "/q", "--allow-host", "api.github.com",
-		"--secret", "GITHUB_TOKEN@api.github.com", "-e", "A=1", "-e", "B=2", "--", "npx", "-y", "server-github"}
-	if got := SandboxArgv(s); !reflect.DeepEqual(got, want) {
-		t.Errorf("SandboxArgv = %q\nwant %q", got, want)
+func TestChildSpecGrantsExactlyTheServersOwn(t *testing.T) {
+	sec, err := secrets.ParseSpec("GITHUB_TOKEN@api.github.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := ServerConfig{Name: "gh", Command: []string{"npx", "-y", "server-github"}, Roots: []string{"/p", "/q"}, RO: []string{"/code"},
+		Hide: []string{"/p/.env"}, AllowHosts: []string{"api.github.com"}, Secrets: []secrets.Spec{sec}, Env: map[string]string{"B": "2", "A": "1"}}
+	want := childspec.New("npx", "-y", "server-github")
+	want.Hide = []string{"/p/.env"}
+	want.Config.Workspace.Path, want.Config.RW, want.Config.RO = "/p", []string{"/q"}, []string{"/code"}
+	want.Config.Network.AllowHosts, want.Config.Network.Secrets = []string{"api.github.com"}, []secrets.Spec{sec}
+	want.Config.Env = []string{"A=1", "B=2"}
+	if got := ChildSpec(s); !reflect.DeepEqual(got, want) {
+		t.Errorf("ChildSpec = %+v\nwant %+v", got, want)
 	}
 }
 
@@ -577,9 +586,8 @@ func TestAServerSandboxHidesProtectedAndDeniedPaths(t *testing.T) {
 		t.Errorf("hidden = %q, want %q: protected paths and the paths denied to every allowed tool (/p/ro stays: reads may use it; /p/maybe: only some names; /etc and /pq: outside the roots; none holding a root)", got, want)
 	}
 	s.Hide = got
-	argv := strings.Join(SandboxArgv(s), " ")
-	if !strings.Contains(argv, "--hide /state/airlock --hide /home/me/.config/airlock --hide /p/secret --hide /q/keys --hide /p/both --") {
-		t.Errorf("SandboxArgv = %s, want every hidden path as --hide", argv)
+	if cs := ChildSpec(s); !reflect.DeepEqual(cs.Hide, want) {
+		t.Errorf("ChildSpec(s).Hide = %q, want every hidden path, %q", cs.Hide, want)
 	}
 }
 

@@ -205,6 +205,17 @@ func (st *Stack) Listen(addr netip.AddrPort) (net.Listener, error) {
 	return gonet.ListenTCP(st.s, fullAddr(addr), ipv4.ProtocolNumber)
 }
 
+// DialTCP opens a TCP connection from one of the stack's own addresses
+// (from, port 0 for any) to the sandbox at to: a published port's way in.
+// The sandbox's answers reach this endpoint, never Connect.
+func (st *Stack) DialTCP(ctx context.Context, from, to netip.AddrPort) (net.Conn, error) {
+	c, err := gonet.DialTCPWithBind(ctx, st.s, fullAddr(from), fullAddr(to), ipv4.ProtocolNumber)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
 // Close stops the stack, cancels decisions in progress and closes the
 // link's descriptor. Connections already handed out see errors and end.
 func (st *Stack) Close() {

@@ -85,12 +85,25 @@ type Config struct {
 	// They are refused even for explicit rules: a sandbox that dials the gateway's own
 	// front door from the outside could skip per-sandbox authentication or loop forever.
 	GatewayAddrs []netip.AddrPort
+	// Script, if set, is asked about names no deny rule covers, before the
+	// allow rules (a policy_script's is_host_allowed): it may allow a name
+	// or deny one the rules allow, never undo a deny rule, and it is not
+	// asked about addresses, so IP-class refusals stand.
+	Script HostScript
 	// StaticHosts (--add-host NAME:IP) are not configured here: the gateway answers those
 	// names itself and passes explicit=true to Addr for their addresses.
 }
 
+// HostScript decides names in code. opinion false is no opinion; an error
+// is read as a deny, its Rule (if it has one) naming the script's line.
+type HostScript interface {
+	IsHostAllowed(host string, port uint16) (allowed, opinion bool, err error)
+	File() string
+}
+
 // Policy is a validated, immutable rule set; it is safe for concurrent use.
 type Policy struct {
+	script    HostScript
 	def       Verdict
 	deny      []hostRule
 	allow     []hostRule
@@ -100,7 +113,7 @@ type Policy struct {
 
 // New validates every rule and returns the policy, or an error naming each bad rule.
 func New(c Config) (*Policy, error) {
-	p := &Policy{def: c.Default}
+	p := &Policy{def: c.Default, script: c.Script}
 	var errs []error
 	if c.Default != Deny && c.Default != Allow && c.Default != Ask {
 		errs = append(errs, fmt.Errorf("policy: default verdict %d is not Deny, Allow or Ask", int(c.Default)))
@@ -180,6 +193,9 @@ func (p *Policy) Host(name string, port uint16) Decision {
 	if r := pick(p.deny, kindPattern, match, port, true); r != nil {
 		return Decision{Verdict: Deny, Rule: r.text, Reason: fmt.Sprintf("host %s matches deny rule %s", n, r.text)}
 	}
+	if d, ok := p.askScript(n, port); ok {
+		return d
+	}
 	r := pick(p.allow, kindName, match, port, false)
 	if r == nil {
 		r = pick(p.allow, kindPattern, match, port, false)
@@ -230,9 +246,40 @@ func (p *Policy) Name(name string) Decision {
 			return Decision{Verdict: Allow, Rule: r.text, Reason: fmt.Sprintf("name %s matches allow rule %s", n, r.text)}
 		}
 	}
+	if p.script != nil { // DNS answers where the script allows the web ports; Host decides the port
+		for _, port := range []uint16{443, 80} {
+			if d, ok := p.askScript(n, port); ok && d.Verdict == Allow {
+				d.Intercept, d.Reason = false, fmt.Sprintf("name %s: %s", n, d.Reason)
+				return d
+			}
+		}
+	}
 	d := p.byDefault("name "+n, n, 443, "")
 	d.Intercept = false
 	return d
+}
+
+// askScript is the script's opinion of a name and port, if it has one.
+func (p *Policy) askScript(n string, port uint16) (Decision, bool) {
+	if p.script == nil {
+		return Decision{}, false
+	}
+	allowed, opinion, err := p.script.IsHostAllowed(n, port)
+	rule := "script:" + p.script.File() + ":is_host_allowed"
+	if err != nil {
+		if r, ok := err.(interface{ Rule() string }); ok {
+			rule = r.Rule()
+		}
+		return Decision{Verdict: Deny, Rule: rule, Reason: fmt.Sprintf("host %s port %d: %v (a failing script denies)", n, port, err)}, true
+	}
+	if !opinion {
+		return Decision{}, false
+	}
+	if !allowed {
+		return Decision{Verdict: Deny, Rule: rule, Reason: fmt.Sprintf("host %s port %d: is_host_allowed returned False", n, port)}, true
+	}
+	icpt, how := p.intercept(n, port == 80 || port == 443)
+	return Decision{Verdict: Allow, Rule: rule, Intercept: icpt, Reason: fmt.Sprintf("host %s port %d: is_host_allowed returned True; %s", n, port, how)}, true
 }
 
 // hint explains a default-deny when a rule covers the name on other ports, the commonest surprise.

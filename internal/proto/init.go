@@ -38,6 +38,16 @@ type Init struct {
 	// the sandbox's files and directories, then the guest locks down as on
 	// any other backend.
 	VM *VM `cbor:"21,keyasint,omitempty"`
+	// Unplug, with Contained, says the runtime left the guest
+	// CAP_NET_ADMIN and CAP_SETPCAP for its lockdown alone (a Kubernetes
+	// Pod, whose network a NetworkPolicy may not bind): the guest deletes
+	// every network interface but loopback, then drops every capability
+	// as a native guest does, before any command runs.
+	Unplug bool `cbor:"22,keyasint,omitempty"`
+	// Files, with Contained, are written read-only before the lockdown,
+	// their directories made: the host's files a remote sandbox cannot
+	// bind (the CA bundle).
+	Files []File `cbor:"23,keyasint,omitempty"`
 }
 
 // VM is what a VM guest makes before it serves: the host's files it cannot
@@ -59,8 +69,16 @@ type File struct {
 // Relay is a TCP listener inside the sandbox whose connections the guest
 // hands to the gateway: each one's descriptor, sent on the Unix socket.
 type Relay struct {
-	Listen string `cbor:"1,keyasint"` // e.g. 127.0.0.1:3128
-	Socket string `cbor:"2,keyasint"` // path inside the sandbox
+	Listen string `cbor:"1,keyasint"`           // e.g. 127.0.0.1:3128
+	Socket string `cbor:"2,keyasint,omitempty"` // path inside the sandbox
+	// Back, instead of Socket, is a TCP address inside on which the host
+	// keeps idle connections open from outside (a Pod's port-forward): each
+	// accepted connection is joined to one of them, announced by one byte,
+	// and its bytes copied both ways.
+	Back string `cbor:"3,keyasint,omitempty"`
+	// Token opens every back connection, sent by the host first: anything
+	// inside may connect to Back too, and is not taken for the host.
+	Token []byte `cbor:"4,keyasint,omitempty"`
 }
 
 // Mount kinds.

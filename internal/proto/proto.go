@@ -15,6 +15,8 @@
 //	Stdin/Resize/Signal ───────▶  (stream mode / tty)
 //	                    ◀───────  Output{ID:n} ... Exit{ID:n}
 //	WriteFile, ReadFile, ListFiles, Stat, Mkdir, Remove ──▶ Result | Error
+//	Dial{Port}          ───────▶  connect to 127.0.0.1:Port inside
+//	                    ◀───────  Result +socket fd | Error   (published ports, proxy door)
 //
 // Every request carries an ID chosen by the sender; replies and stream messages
 // carry the same ID, so many requests can be in flight on one connection.
@@ -74,12 +76,16 @@ const (
 	// Started carries one end of a byte stream (the terminal's both ways);
 	// Resize and Signal follow with the same ID; Exit when the command ends.
 	OpAttach
+	// OpDial (host→guest) connects to the sandbox's own 127.0.0.1:Port
+	// from inside, for a published port without a network interface (the
+	// proxy door); the Result carries the connected socket.
+	OpDial
 	opMax
 )
 
 var opNames = [...]string{"invalid", "init", "ready", "error", "exec", "started", "stdin", "stdin_close",
 	"output", "exit", "signal", "resize", "write_file", "read_file", "list_files", "stat", "mkdir", "remove", "result", "kill",
-	"approvals", "decide", "watch_approvals", "mounts", "attach"}
+	"approvals", "decide", "watch_approvals", "mounts", "attach", "dial"}
 
 func (o Op) String() string {
 	if int(o) < len(opNames) {
@@ -108,6 +114,7 @@ type Msg struct {
 	Cols      uint16     `cbor:"16,keyasint,omitempty"`
 	PID       int        `cbor:"17,keyasint,omitempty"`
 	Warnings  []string   `cbor:"18,keyasint,omitempty"`
+	Port      uint16     `cbor:"19,keyasint,omitempty"` // dial: the sandbox's port
 }
 
 // Stdio modes of an Exec.

@@ -44,6 +44,17 @@ type Record struct {
 	Origin    string          `json:"origin,omitempty"`  // cli, rpc or api: what made it
 	Cgroups   []string        `json:"cgroups,omitempty"` // dirs to clean after a crash
 	Config    json.RawMessage `json:"config,omitempty"`
+	// Ports are the published ports as bound (a host port the host picked
+	// filled in): airlock port lists them.
+	Ports []Port `json:"ports,omitempty"`
+}
+
+// Port is one published port: HostIP:HostPort on the host into the
+// sandbox's SandboxPort (TCP).
+type Port struct {
+	HostIP      string `json:"host_ip"`
+	HostPort    int    `json:"host_port"`
+	SandboxPort int    `json:"sandbox_port"`
 }
 
 // Status is the mutable part of a sandbox, kept apart from the record so

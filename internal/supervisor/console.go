@@ -155,7 +155,7 @@ func (c *console) attach() (*os.File, control.Attachment, error) {
 	if c.att != nil {
 		return nil, nil, control.ErrAttached
 	}
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	fds, err := streamPair()
 	if err != nil {
 		return nil, nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/airlock-dev/airlock/internal/otlp"
 	"io"
 	"os"
 	"os/exec"
@@ -75,6 +76,9 @@ func Detach(h *state.Handle, spec engine.Spec, self, command string, secs []*sec
 	}
 	cmd := exec.Command(self, command, h.Dir())
 	cmd.Stdout, cmd.Stderr = logs, logs
+	if h := spec.Config.Audit.OTLP.Headers; len(h) > 0 {
+		cmd.Env = append(os.Environ(), otlp.DetachedHeaders+"="+otlp.EncodeHeaders(h))
+	}
 	cmd.ExtraFiles = []*os.File{h.LockFile(), readyW, secR} // lockFD, readyFD, secretsFD
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/approval"
+	"github.com/airlock-dev/airlock/internal/audit"
 	"github.com/airlock-dev/airlock/internal/backend"
 	"github.com/airlock-dev/airlock/internal/control"
 	"github.com/airlock-dev/airlock/internal/engine"
@@ -233,12 +234,16 @@ func (sv *supervisor) main() (int, string) {
 	timedOut := fmt.Sprintf("stopped the sandbox: --timeout %s reached", limit)
 
 	if len(sv.spec.Command) == 0 { // idle until stopped
+		idle, stopIdle := sv.idleWatch()
+		defer stopIdle()
 		for {
 			select {
 			case why := <-sv.stop:
 				return 0, why
 			case <-timeout:
 				return ExitTimeout, timedOut
+			case why := <-idle:
+				return ExitTimeout, why
 			case s := <-sigs:
 				if s == syscall.SIGWINCH {
 					continue
@@ -413,4 +418,59 @@ func (sv *supervisor) announce(events <-chan approval.Event) {
 			}
 		}
 	}
+}
+
+// idleWatch reports on the channel once the sandbox has gone
+// limits.idle_timeout without use: no command running (an exec, which an
+// attached terminal is) and no audited activity (a connection, a name
+// looked up, a request, a file changed). It reads the audit stream, so
+// what counts as use is what the audit log shows. Nil channel: no limit.
+func (sv *supervisor) idleWatch() (<-chan string, func()) {
+	limit := sv.spec.Config.Limits.IdleTimeout
+	log := sv.sb.Audit()
+	if limit <= 0 || log == nil {
+		return nil, func() {}
+	}
+	recs, cancel := log.Subscribe(1024)
+	out := make(chan string, 1)
+	done := make(chan struct{})
+	go func() {
+		running := map[string]bool{} // exec pids started and not yet ended
+		t := time.NewTimer(limit)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case r, ok := <-recs:
+				if !ok {
+					return
+				}
+				switch r.Kind {
+				case audit.KindLifecycle:
+					continue // about the sandbox, not use of it
+				case audit.KindAudit:
+					if r.Decision != audit.DecisionSuppressed { // repeats of use are use
+						continue
+					}
+				case audit.KindExec:
+					pid := r.Extra["pid"]
+					if r.ExitCode == nil && r.Decision == "" && pid != "" {
+						running[pid] = true
+					} else {
+						delete(running, pid)
+					}
+				}
+				t.Reset(limit)
+			case <-t.C:
+				if len(running) > 0 { // a quiet command is still use
+					t.Reset(limit)
+					continue
+				}
+				out <- fmt.Sprintf("stopped the sandbox: idle for %s (--idle-timeout: no command, terminal or network activity)", limit)
+				return
+			}
+		}
+	}()
+	return out, func() { close(done); cancel() }
 }

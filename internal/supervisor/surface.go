@@ -108,16 +108,16 @@ func (l *lineSurface) show(text string) {
 		return
 	}
 	fd := int(l.tty.Fd())
-	if st, err := unix.IoctlGetTermios(fd, unix.TCGETS); err == nil {
+	if st, err := unix.IoctlGetTermios(fd, ioctlGetTermios); err == nil {
 		saved := *st
 		l.saved = &saved
 		// One key answers: no line editing, no echo; ^C stays a signal.
 		st.Lflag &^= unix.ICANON | unix.ECHO
 		st.Cc[unix.VMIN], st.Cc[unix.VTIME] = 1, 0
-		unix.IoctlSetTermios(fd, unix.TCSETS, st)
+		unix.IoctlSetTermios(fd, ioctlSetTermios, st)
 	}
 	// What was typed before the question cannot answer it.
-	unix.IoctlSetInt(fd, unix.TCFLSH, unix.TCIFLUSH)
+	flushInput(fd)
 	l.armed.Store(true)
 	select {
 	case l.wake <- struct{}{}:
@@ -133,7 +133,7 @@ func (l *lineSurface) hide() {
 	}
 	l.armed.Store(false)
 	if l.saved != nil {
-		unix.IoctlSetTermios(int(l.tty.Fd()), unix.TCSETS, l.saved)
+		unix.IoctlSetTermios(int(l.tty.Fd()), ioctlSetTermios, l.saved)
 		l.saved = nil
 	}
 	fmt.Fprint(l.out, "\r\n")

@@ -41,29 +41,31 @@ func ModuleRoot() (string, error) {
 }
 
 // BuildAirlock compiles ./cmd/airlock into dir/airlock and returns its path,
-// as the README builds it: the native backend's lean guest generated first
-// and embedded (internal/guestbin), so the tests run the binary users get.
-// Static (CGO_ENABLED=0, as shipped) unless cgo is true, in which case it is
-// built as a plain `go build` does (cgo on where a C compiler exists).
+// as the README builds it (.ci/build: the native backend's lean guest
+// generated first and embedded, the same flags), so the tests run the binary
+// users get. Static (CGO_ENABLED=0, as shipped) unless cgo is true, in which
+// case cgo is on where a plain `go build` would turn it on.
 func BuildAirlock(dir string, cgo bool) (string, error) {
 	root, err := ModuleRoot()
 	if err != nil {
 		return "", err
 	}
-	gen := exec.Command("go", "generate", "./internal/guestbin")
-	gen.Dir = root
-	if b, err := gen.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go generate ./internal/guestbin (set AIRLOCK_TEST_BIN to a prebuilt binary): %v\n%s", err, b)
-	}
 	out := filepath.Join(dir, "airlock")
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/airlock")
+	cmd := exec.Command("bash", filepath.Join(root, ".ci", "build"), out)
 	cmd.Dir = root
-	cmd.Env = os.Environ()
-	if !cgo {
-		cmd.Env = append(cmd.Env, "CGO_ENABLED=0")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if cgo {
+		def := exec.Command("go", "env", "CGO_ENABLED")
+		def.Dir = root
+		def.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "CGO_ENABLED=") })
+		b, err := def.Output()
+		if err != nil {
+			return "", fmt.Errorf("go env CGO_ENABLED: %v", err)
+		}
+		cmd.Env = append(cmd.Env, "CGO_ENABLED="+strings.TrimSpace(string(b)))
 	}
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/airlock (set AIRLOCK_TEST_BIN to a prebuilt binary): %v\n%s", err, b)
+		return "", fmt.Errorf(".ci/build (set AIRLOCK_TEST_BIN to a prebuilt binary): %v\n%s", err, b)
 	}
 	return out, nil
 }

@@ -10,22 +10,6 @@ import (
 // does not block).
 const oPath = unix.O_PATH
 
-// beneath are the openat2 rules for everything under a root we walk or
-// write: no symlink anywhere, no escape, no /proc magic.
-const beneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV
-
-func openBeneath(root int, rel string, flags int) (int, error) {
-	if rel == "" {
-		rel = "."
-	}
-	for {
-		fd, err := unix.Openat2(root, rel, &unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC | unix.O_NOFOLLOW), Resolve: beneath})
-		if err != unix.EINTR && err != unix.EAGAIN {
-			return fd, err
-		}
-	}
-}
-
 // openNoSymlinks opens the directory at absolute path p, refusing a
 // symlink in any component.
 func openNoSymlinks(p string) (int, error) {

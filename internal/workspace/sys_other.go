@@ -10,11 +10,5 @@ import (
 // non-blocking so that naming a FIFO does not wait for a writer.
 const oPath = unix.O_RDONLY | unix.O_NONBLOCK
 
-// openBeneath has no openat2 here: it walks rel one component at a time
-// (walkBeneath), which refuses the same paths.
-func openBeneath(root int, rel string, flags int) (int, error) {
-	return walkBeneath(root, rel, flags)
-}
-
 // chmodFD sets the mode of what fd names (a real descriptor here).
 func chmodFD(fd int, mode uint32) error { return unix.Fchmod(fd, mode) }

@@ -496,6 +496,12 @@ func (s *Sandbox) Exec(req *proto.Exec, output func(stream uint8, data []byte), 
 	return s.client.Exec(req, output, files...)
 }
 
+// Dial connects to port on the sandbox's loopback from inside (see
+// backend.Dialer).
+func (s *Sandbox) Dial(ctx context.Context, port uint16) (net.Conn, error) {
+	return s.client.Dial(ctx, port)
+}
+
 // Call sends one file request and waits for its result.
 func (s *Sandbox) Call(ctx context.Context, m *proto.Msg) (*proto.Msg, error) {
 	return s.client.Call(ctx, m)

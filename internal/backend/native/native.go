@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -666,6 +667,12 @@ func rlimits(l backend.Limits, missing []string) []proto.Rlimit {
 
 // Process is a command running in the sandbox.
 type Process = guestclient.Process
+
+// Dial connects to port on the sandbox's loopback from inside (see
+// backend.Dialer).
+func (s *Sandbox) Dial(ctx context.Context, port uint16) (net.Conn, error) {
+	return s.client.Dial(ctx, port)
+}
 
 // Call sends one file request and waits for its result.
 func (s *Sandbox) Call(ctx context.Context, m *proto.Msg) (*proto.Msg, error) {

@@ -89,7 +89,10 @@ func (Backend) Name() string { return "vm" }
 // Caps: a datagram network link always; an overlay workspace (layered on
 // the host by the file service); QEMU's exit means every guest process is
 // gone.
-func (Backend) Caps() backend.Caps { return backend.Caps{ReapedWhenDone: true, UsesRunDir: true} }
+func (Backend) Caps() backend.Caps {
+	return backend.Caps{ReapedWhenDone: true, UsesRunDir: true,
+		NoDial: "a VM's control channel carries no descriptors, so a published port goes through its network interface: use --network-mode transparent (the default)"}
+}
 
 // Prepare boots the VM now, so its boot (seconds under TCG) overlaps the
 // engine's own preparation; Start sends the plan.

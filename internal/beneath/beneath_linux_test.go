@@ -1,4 +1,4 @@
-package workspace
+package beneath
 
 import (
 	"os"
@@ -8,7 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// walkBeneath (the open used where there is no openat2) opens what openat2's
+// Walk (the open used where there is no openat2) opens what openat2's
 // rules open and refuses what they refuse: a symlink anywhere, "..", an
 // absolute path. Here, on Linux, each case runs through both.
 func TestTheWalkBeneathRefusesWhatOpenat2Refuses(t *testing.T) {
@@ -45,14 +45,14 @@ func TestTheWalkBeneathRefusesWhatOpenat2Refuses(t *testing.T) {
 		{outside + "/secret", unix.O_RDONLY, false},
 		{"d/e/f/", unix.O_RDONLY | unix.O_DIRECTORY, false},
 	} {
-		fd, err := walkBeneath(rfd, c.rel, c.flags)
+		fd, err := Walk(rfd, c.rel, c.flags)
 		if err == nil {
 			unix.Close(fd)
 		}
 		if (err == nil) != c.ok {
-			t.Errorf("walkBeneath(%q) = %v, want ok %v", c.rel, err, c.ok)
+			t.Errorf("Walk(%q) = %v, want ok %v", c.rel, err, c.ok)
 		}
-		lfd, lerr := openBeneath(rfd, c.rel, c.flags)
+		lfd, lerr := Open(rfd, c.rel, c.flags, Strict)
 		if lerr == nil {
 			unix.Close(lfd)
 		}
@@ -77,7 +77,7 @@ func TestTheWalkBeneathDoesNotCrossAMount(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(rfd)
-	fd, err := walkBeneath(rfd, "m", unix.O_RDONLY|unix.O_DIRECTORY)
+	fd, err := Walk(rfd, "m", unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		t.Fatalf("before the mount: %v", err) // the positive control
 	}
@@ -86,14 +86,43 @@ func TestTheWalkBeneathDoesNotCrossAMount(t *testing.T) {
 		t.Skipf("mount tmpfs: %v", err)
 	}
 	defer unix.Unmount(m, unix.MNT_DETACH)
-	if fd, err := walkBeneath(rfd, "m", unix.O_RDONLY|unix.O_DIRECTORY); err != unix.EXDEV {
+	if fd, err := Walk(rfd, "m", unix.O_RDONLY|unix.O_DIRECTORY); err != unix.EXDEV {
 		if err == nil {
 			unix.Close(fd)
 		}
-		t.Fatalf("walkBeneath across a mount: %v, want EXDEV", err)
+		t.Fatalf("Walk across a mount: %v, want EXDEV", err)
 	}
-	if fd, err := openBeneath(rfd, "m", unix.O_RDONLY|unix.O_DIRECTORY); err == nil {
+	if fd, err := Open(rfd, "m", unix.O_RDONLY|unix.O_DIRECTORY, Strict); err == nil {
 		unix.Close(fd)
 		t.Fatal("openat2 crossed the mount")
+	}
+}
+
+// Without NoSymlinks a symlink that stays beneath the root is followed (a
+// host command's directory may be one); one that leaves is refused.
+func TestSymlinksBeneathAreFollowedWhenAllowedButNeverOut(t *testing.T) {
+	root, outside := t.TempDir(), t.TempDir()
+	os.MkdirAll(filepath.Join(root, "real/sub"), 0o755)
+	os.Symlink("real", filepath.Join(root, "in"))
+	os.Symlink(outside, filepath.Join(root, "out"))
+	rfd, err := unix.Open(root, Root, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(rfd)
+	fd, err := Open(rfd, "in/sub", unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatalf("a symlink beneath, allowed: %v", err)
+	}
+	unix.Close(fd)
+	if fd, err := Open(rfd, "in/sub", unix.O_PATH|unix.O_DIRECTORY, NoSymlinks); err == nil {
+		unix.Close(fd)
+		t.Error("NoSymlinks followed a symlink")
+	}
+	for _, rel := range []string{"out", "real/../../" + filepath.Base(outside), outside, "/proc/self/root"} {
+		if fd, err := Open(rfd, rel, unix.O_PATH|unix.O_DIRECTORY, 0); err == nil {
+			unix.Close(fd)
+			t.Errorf("Open(%q) left the root", rel)
+		}
 	}
 }

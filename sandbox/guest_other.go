@@ -1,0 +1,17 @@
+//go:build !linux
+
+package sandbox
+
+import (
+	"fmt"
+	"os"
+)
+
+// guestMain refuses: a sandbox's guest (its PID 1) is Linux's.
+func guestMain() {
+	fmt.Fprintln(os.Stderr, "airlock guest: a sandbox's guest runs on Linux only")
+	os.Exit(125)
+}
+
+// sweepStaleCgroups has nothing to sweep: cgroups are Linux's.
+func sweepStaleCgroups() {}
