@@ -519,7 +519,20 @@ func eventOf(r audit.Record) (Event, bool) {
 	case audit.KindFile:
 		return Event{Type: "file", Timestamp: r.Time.Unix(), File: &FileEvent{Op: r.Op, Path: r.Path, Size: r.BytesOut}}, true
 	}
-	return networkEvent(r)
+	if e, ok := networkEvent(r); ok {
+		return e, true
+	}
+	if r.Kind == "" {
+		return Event{}, false
+	}
+	// Every other kind (mcp, hostexec, llm, workspace, lifecycle, audit)
+	// as the log has it.
+	return Event{Type: r.Kind, Timestamp: r.Time.Unix(), Record: &RecordEvent{
+		Kind: r.Kind, Decision: r.Decision, Subject: r.Subject, Rule: r.Rule, Reason: r.Reason, Op: r.Op,
+		Host: r.Host, Port: r.Port, Method: r.Method, Path: r.Path, Status: r.Status, Argv: r.Argv,
+		ExitCode: r.ExitCode, DurationMS: r.Duration.Duration().Milliseconds(), Backend: r.Backend,
+		Added: r.Added, Modified: r.Modified, Deleted: r.Deleted, Count: r.Count, Extra: r.Extra,
+	}}, true
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -67,7 +67,10 @@ func plan(c *Config) (*planned, error) {
 			p.spec.Config.Image = c.Image
 		}
 	default:
-		return nil, invalid("backend %q: use native, docker or kubernetes", c.Backend)
+		// vm is not offered yet: a VM boots and runs commands, but a write
+		// to the API's workspace share hangs there (see the README's API
+		// section); airlock run --backend vm is the way to a VM today.
+		return nil, invalid("backend %q: use native, docker or kubernetes (the vm backend is airlock run --backend vm's for now)", c.Backend)
 	}
 	r := Resources{}
 	if c.Resources != nil {
@@ -390,4 +393,10 @@ func copyDirect(m map[string]DirectMount) map[string]DirectMount {
 		out[k] = v
 	}
 	return out
+}
+
+// Check reports what Create would refuse in c, without making anything.
+func Check(c *Config) error {
+	_, err := plan(c)
+	return err
 }

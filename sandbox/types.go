@@ -234,12 +234,42 @@ type FileInfo struct {
 
 // Event is one notification: what the sandbox did.
 type Event struct {
-	Type      string         `json:"type"` // network, file, exec
+	// Type is network (http, dns and connections), file, exec, approval,
+	// or the audit log's other kinds, carried in Record: mcp, hostexec,
+	// llm, workspace, lifecycle, audit (the log about itself).
+	Type      string         `json:"type"`
 	Timestamp int64          `json:"timestamp"`
 	Network   *NetworkEvent  `json:"network,omitempty"`
 	File      *FileEvent     `json:"file,omitempty"`
 	Exec      *ExecEvent     `json:"exec,omitempty"`
 	Approval  *ApprovalEvent `json:"approval,omitempty"`
+	Record    *RecordEvent   `json:"record,omitempty"`
+}
+
+// RecordEvent is an audit record of a kind with no event of its own (mcp,
+// hostexec, llm, workspace, lifecycle, audit), as airlock audit --json
+// shows it: the fields that kind uses (see airlock audit's docs).
+type RecordEvent struct {
+	Kind       string            `json:"kind"`
+	Decision   string            `json:"decision,omitempty"`
+	Subject    string            `json:"subject,omitempty"`
+	Rule       string            `json:"rule,omitempty"`
+	Reason     string            `json:"reason,omitempty"`
+	Op         string            `json:"op,omitempty"`
+	Host       string            `json:"host,omitempty"`
+	Port       int               `json:"port,omitempty"`
+	Method     string            `json:"method,omitempty"`
+	Path       string            `json:"path,omitempty"`
+	Status     int               `json:"status,omitempty"`
+	Argv       []string          `json:"argv,omitempty"`
+	ExitCode   *int              `json:"exit_code,omitempty"`
+	DurationMS int64             `json:"duration_ms,omitempty"`
+	Backend    string            `json:"backend,omitempty"`
+	Added      int               `json:"added,omitempty"`
+	Modified   int               `json:"modified,omitempty"`
+	Deleted    int               `json:"deleted,omitempty"`
+	Count      int               `json:"count,omitempty"`
+	Extra      map[string]string `json:"extra,omitempty"`
 }
 
 // ApprovalsConfig says what happens to a connection no rule covers.

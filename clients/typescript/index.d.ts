@@ -17,6 +17,8 @@ export interface Config {
     mounts?: Record<string, Mount>;
   };
   env?: Record<string, string>;
+  /** ask: a connection no rule covers waits for approve or deny (the approval event). */
+  approvals?: { mode: 'ask' | 'deny'; timeout_seconds?: number };
 }
 
 export interface Mount {
@@ -91,7 +93,46 @@ export interface ExecEvent {
 export type Event =
   | { type: 'network'; timestamp: number; network: NetworkEvent }
   | { type: 'file'; timestamp: number; file: FileEvent }
-  | { type: 'exec'; timestamp: number; exec: ExecEvent };
+  | { type: 'exec'; timestamp: number; exec: ExecEvent }
+  | { type: 'approval'; timestamp: number; approval: ApprovalEvent }
+  | { type: 'mcp' | 'hostexec' | 'llm' | 'workspace' | 'lifecycle' | 'audit'; timestamp: number; record: RecordEvent };
+
+/** A connection waiting for a decision (phase request), or its decision (phase resolved). */
+export interface ApprovalEvent {
+  phase: 'request' | 'resolved';
+  id: string;
+  subject: string;
+  host?: string;
+  port?: number;
+  reason?: string;
+  decision?: 'allow' | 'deny';
+  scope?: string;
+  by?: string;
+}
+
+/** An audit record of a kind with no event of its own, as airlock audit --json shows it. */
+export interface RecordEvent {
+  kind: string;
+  decision?: string;
+  subject?: string;
+  rule?: string;
+  reason?: string;
+  op?: string;
+  host?: string;
+  port?: number;
+  method?: string;
+  path?: string;
+  status?: number;
+  argv?: string[];
+  exit_code?: number;
+  duration_ms?: number;
+  backend?: string;
+  added?: number;
+  modified?: number;
+  deleted?: number;
+  count?: number;
+  extra?: Record<string, string>;
+}
 
 export declare const MAX_LINE: number;
 
@@ -105,6 +146,8 @@ export declare class SandboxError extends Error {
 export declare class Sandbox {
   private constructor();
   static create(config?: Config, options?: { binary?: string; env?: NodeJS.ProcessEnv }): Promise<Sandbox>;
+  /** airlock rpc with no sandbox of its own: list, get, kill. */
+  static manage(options?: { binary?: string; env?: NodeJS.ProcessEnv }): Promise<Sandbox>;
   readonly info: CreateResult;
   readonly id: string;
   readonly env: Record<string, string>;
@@ -119,6 +162,23 @@ export declare class Sandbox {
   readFile(path: string): Promise<Buffer>;
   listFiles(path: string): Promise<FileInfo[]>;
   onEvent(handler: (event: Event) => void): void;
+  list(): Promise<SandboxEntry[]>;
+  get(ref: string): Promise<SandboxEntry>;
+  kill(ref: string): Promise<void>;
+  onApproval(handler: (approval: ApprovalEvent) => void): void;
+  approve(id: string, opts?: { scope?: 'once' | 'session' | 'project' | 'global'; wildcard?: boolean }): Promise<void>;
+  deny(id: string, opts?: { scope?: 'once' | 'session' | 'project' | 'global' }): Promise<void>;
   close(): Promise<void>;
   call<T = any>(method: string, params?: object): Promise<T>;
+}
+
+/** A sandbox as list and get give it (airlock ls --json's shape). */
+export interface SandboxEntry {
+  id: string;
+  name?: string;
+  origin?: string;
+  backend?: string;
+  status: { state: string; [k: string]: unknown };
+  state_dir: string;
+  [k: string]: unknown;
 }

@@ -89,6 +89,30 @@ export class Sandbox {
     return sb;
   }
 
+  /**
+   * Start `airlock rpc` with no sandbox of its own: list, get and kill the
+   * sandboxes in the state dir.
+   * @param {{binary?: string, env?: NodeJS.ProcessEnv}} [options]
+   */
+  static async manage(options = {}) {
+    return new Sandbox(options.binary ?? process.env.AIRLOCK_BIN ?? 'airlock', options);
+  }
+
+  /** Every sandbox in the state dir, as airlock ls --json gives them. */
+  async list() {
+    return (await this.call('list')).sandboxes;
+  }
+
+  /** One sandbox, by id or name, as airlock get gives it. @param {string} ref */
+  async get(ref) {
+    return this.call('get', { id: ref });
+  }
+
+  /** Stop a running sandbox, by id or name, as airlock kill does. @param {string} ref */
+  async kill(ref) {
+    await this.call('kill', { id: ref });
+  }
+
   /** @private */
   readLines() {
     /** @type {Buffer[]} */
@@ -211,9 +235,38 @@ export class Sandbox {
     return (await this.call('list_files', { path })).files;
   }
 
-  /** Call handler for every event (type network, file or exec). */
+  /**
+   * Call handler for every event: type network, file, exec, approval, or
+   * another audit kind (mcp, hostexec, llm, workspace, lifecycle) whose
+   * fields are in record.
+   */
   onEvent(handler) {
     this.eventHandlers.push(handler);
+  }
+
+  /**
+   * Call handler for each approval request: a connection waiting for
+   * approve or deny (a sandbox created with approvals: { mode: 'ask' }).
+   * @param {(approval: any) => void} handler
+   */
+  onApproval(handler) {
+    this.eventHandlers.push((/** @type {any} */ e) => {
+      if (e?.type === 'approval' && e.approval?.phase === 'request') handler(e.approval);
+    });
+  }
+
+  /**
+   * Let approval request id through; scope once (the default), session,
+   * project or global; wildcard widens a remembered answer to subdomains.
+   * @param {string} id @param {{scope?: string, wildcard?: boolean}} [opts]
+   */
+  async approve(id, opts = {}) {
+    await this.call('approve', decision(id, opts));
+  }
+
+  /** Refuse approval request id. @param {string} id @param {{scope?: string}} [opts] */
+  async deny(id, opts = {}) {
+    await this.call('deny', decision(id, opts));
   }
 
   /** End the sandbox and wait for airlock rpc to exit. */
@@ -226,6 +279,15 @@ export class Sandbox {
       clearTimeout(timer);
     }
   }
+}
+
+/** @param {string} id @param {{scope?: string, wildcard?: boolean}} opts */
+function decision(id, opts) {
+  /** @type {any} */
+  const p = { id };
+  if (opts.scope) p.scope = opts.scope;
+  if (opts.wildcard) p.wildcard = true;
+  return p;
 }
 
 function execParams(command, workingDir, opts) {

@@ -83,10 +83,25 @@ func pythonInSandbox(t *testing.T) {
 	}
 }
 
+// upstreamEnv hands the clients' approval tests the loopback HTTPS server
+// (its address, CA and request log), or nothing where it cannot run.
+func upstreamEnv(t *testing.T) []string {
+	if os.Getuid() != 0 && os.Getenv("AIRLOCK_TEST_UPSTREAM") == "" {
+		return nil
+	}
+	u := testUpstream(t)
+	return []string{"AIRLOCK_TEST_UPSTREAM=" + u.addr, "AIRLOCK_TEST_UPSTREAM_CA=" + u.caFile, "AIRLOCK_TEST_UPSTREAM_LOG=" + u.logFile}
+}
+
 func TestRPCPythonClient(t *testing.T) {
 	py := need(t, "python3")
 	e := newEnv(t)
-	out := runTool(t, filepath.Join(clientsDir(t), "python"), e.clientEnv(), py, "-m", "unittest", "discover", "-v", "-s", "tests")
+	up := upstreamEnv(t)
+	out := runTool(t, filepath.Join(clientsDir(t), "python"), e.clientEnv(up...), py, "-m", "unittest", "discover", "-v", "-s", "tests")
+	if up == nil && strings.Count(out, "... skipped") == 2 && strings.Contains(out, "AIRLOCK_TEST_UPSTREAM") {
+		t.Logf("the approval tests skipped: no loopback upstream here\n%s", out)
+		return
+	}
 	if strings.Contains(out, "skipped") {
 		t.Fatalf("the Python suite skipped tests:\n%s", out)
 	}
@@ -96,7 +111,8 @@ func TestRPCPythonClient(t *testing.T) {
 func TestRPCTypeScriptClient(t *testing.T) {
 	node := need(t, "node")
 	e := newEnv(t)
-	out := runTool(t, filepath.Join(clientsDir(t), "typescript"), e.clientEnv(), node, "--test", "test/")
+	up := upstreamEnv(t)
+	out := runTool(t, filepath.Join(clientsDir(t), "typescript"), e.clientEnv(up...), node, "--test", "test/")
 	// Every test ran and passed: "# fail 0" alone is also what a run that
 	// skipped them all prints.
 	var tests, pass, fail, skipped = -1, -1, -1, -1
@@ -106,7 +122,11 @@ func TestRPCTypeScriptClient(t *testing.T) {
 		fmt.Sscanf(line, "# fail %d", &fail)
 		fmt.Sscanf(line, "# skipped %d", &skipped)
 	}
-	if tests < 2 || pass != tests || fail != 0 || skipped != 0 {
+	if up == nil && skipped == 1 && fail == 0 && pass == tests-1 {
+		t.Logf("the approval test skipped: no loopback upstream here")
+		return
+	}
+	if tests < 3 || pass != tests || fail != 0 || skipped != 0 {
 		t.Fatalf("node --test: want every test (at least 2) passed, none skipped; got tests %d pass %d fail %d skipped %d:\n%s", tests, pass, fail, skipped, out)
 	}
 }

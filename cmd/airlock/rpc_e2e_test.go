@@ -253,9 +253,9 @@ type rpcProc struct {
 	lines chan map[string]any
 }
 
-func startRPC(t *testing.T, e *env) *rpcProc {
+func startRPC(t *testing.T, e *env, flags ...string) *rpcProc {
 	t.Helper()
-	c := e.cmd("rpc")
+	c := e.cmd(append([]string{"rpc"}, flags...)...)
 	c.Stderr = os.Stderr
 	in, _ := c.StdinPipe()
 	out, _ := c.StdoutPipe()

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -131,6 +132,16 @@ func NewLayer(src Source, file string) *Layer {
 
 // Set reports whether the layer sets key.
 func (l *Layer) Set(key string) bool { _, ok := l.vals[key]; return ok }
+
+// Keys lists the keys the layer sets, sorted.
+func (l *Layer) Keys() []string {
+	keys := make([]string, 0, len(l.vals))
+	for k := range l.vals {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
 
 // ReadFile reads and parses a config file of at most MaxFileSize bytes.
 // A file that does not exist gives (nil, nil). It is one of the user's

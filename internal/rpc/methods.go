@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -21,6 +22,24 @@ func params[T any](req *Request, into *T) error {
 	}
 	if err := json.Unmarshal(req.Params, into); err != nil {
 		return &Error{Code: CodeInvalidParams, Message: fmt.Sprintf("invalid params for %s: %v", req.Method, cleanJSONErr(err)), Data: &errorData{Kind: sandbox.KindInvalidParams}}
+	}
+	return nil
+}
+
+// strictParams is params refusing keys the type does not have, so that a
+// misspelt setting fails instead of being ignored.
+func strictParams[T any](req *Request, into *T) error {
+	if len(req.Params) == 0 {
+		return nil
+	}
+	d := json.NewDecoder(bytes.NewReader(req.Params))
+	d.DisallowUnknownFields()
+	if err := d.Decode(into); err != nil {
+		msg := cleanJSONErr(err)
+		if k, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			msg = "unknown key " + k + " (airlock rpc --help lists the methods; README: Programmatic API)"
+		}
+		return &Error{Code: CodeInvalidParams, Message: fmt.Sprintf("invalid params for %s: %s", req.Method, msg), Data: &errorData{Kind: sandbox.KindInvalidParams}}
 	}
 	return nil
 }
@@ -121,6 +140,59 @@ var methods = []method{
 	})},
 	{name: "approve", call: on(nil, decide)},
 	{name: "deny", call: on(nil, decide)},
+	// The manager's methods: every sandbox in the state dir, no create needed.
+	{name: "list", call: func(s *Server, req *Request) (any, error) {
+		m, err := s.manager(req, nil)
+		if err != nil {
+			return nil, err
+		}
+		l, err := m.List()
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"sandboxes": l}, nil
+	}},
+	{name: "get", call: func(s *Server, req *Request) (any, error) {
+		var p refParams
+		m, err := s.manager(req, &p)
+		if err != nil {
+			return nil, err
+		}
+		return m.Get(p.ID)
+	}},
+	{name: "kill", call: func(s *Server, req *Request) (any, error) {
+		var p refParams
+		m, err := s.manager(req, &p)
+		if err != nil {
+			return nil, err
+		}
+		if err := m.Kill(p.ID); err != nil {
+			return nil, err
+		}
+		return map[string]any{"id": p.ID}, nil
+	}},
+}
+
+// refParams name a sandbox by id or name.
+type refParams struct {
+	ID string `json:"id"`
+}
+
+// manager checks req's params (into p, if any: an id is required) and
+// returns the manager.
+func (s *Server) manager(req *Request, p *refParams) (*Manager, error) {
+	if p != nil {
+		if err := strictParams(req, p); err != nil {
+			return nil, err
+		}
+		if p.ID == "" {
+			return nil, &Error{Code: CodeInvalidParams, Message: "invalid params for " + req.Method + ": id is required (a sandbox's id or name, as airlock ls shows)", Data: &errorData{Kind: sandbox.KindInvalidParams}}
+		}
+	}
+	if s.opts.Manager == nil {
+		return nil, &sandbox.Error{Kind: sandbox.KindInvalidParams, Message: req.Method + ": this server manages no sandboxes"}
+	}
+	return s.opts.Manager, nil
 }
 
 type pathParams struct {
@@ -247,7 +319,7 @@ func (s *Server) create(req *Request, done chan struct{}) (any, error) {
 	}
 	s.mu.Unlock()
 	var c sandbox.Config
-	if err := params(req, &c); err != nil {
+	if err := strictParams(req, &c); err != nil {
 		s.mu.Lock()
 		unclaim()
 		s.mu.Unlock()
@@ -266,6 +338,7 @@ func (s *Server) create(req *Request, done chan struct{}) (any, error) {
 		s.mu.Unlock()
 		return nil, &sandbox.Error{Kind: sandbox.KindInvalidConfig, Message: "network.block_private_ips: false is not supported: private addresses are reachable only when allowed_hosts names them (IP or host:port)"}
 	}
+	withDefaults(&c, s.opts.Defaults)
 	c.Origin = "rpc"
 	sb, err := s.opts.Create(s.ctx, &c)
 	s.mu.Lock()

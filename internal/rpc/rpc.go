@@ -3,7 +3,11 @@
 // sandbox per server, made by create and ended by close, end of input, or
 // the server's context.
 //
-// Requests run concurrently; responses, exec_stream chunks and event
+// Ordering: requests are read and started in the order received and then
+// run concurrently (a client that needs one to finish before the next waits
+// for its response); a request read after create waits for the sandbox;
+// close waits for every request read before it to finish and be answered,
+// then ends the sandbox. Responses, exec_stream chunks and event
 // notifications interleave on the output, each one line written whole.
 package rpc
 
@@ -56,10 +60,24 @@ const (
 type Options struct {
 	// Create makes the sandbox; default sandbox.Create.
 	Create func(context.Context, *sandbox.Config) (*sandbox.Sandbox, error)
+	// Defaults are filled in under every create's config (airlock rpc
+	// --config, --image, --allow-host).
+	Defaults *sandbox.Config
+	// Manager serves list, get and kill (sandboxes in the state dir,
+	// whatever made them); nil refuses them.
+	Manager *Manager
 	// MaxLine overrides MaxLine (tests).
 	MaxLine int
 	// WriteStall overrides writeStall (tests).
 	WriteStall time.Duration
+}
+
+// Manager is what airlock ls, get and kill do, for the methods of the
+// same names; they need no create.
+type Manager struct {
+	List func() (any, error)
+	Get  func(ref string) (any, error)
+	Kill func(ref string) error
 }
 
 // Server is one JSON-RPC session.
@@ -136,8 +154,10 @@ loop:
 			continue
 		}
 		if req.Method == "close" {
-			// Everything in flight ends (its calls fail once the sandbox is
-			// gone) and is answered before close is.
+			// What was sent before close finishes and is answered first (an
+			// exec pipelined right before close gets its whole output),
+			// unless the session ends meanwhile; then the sandbox goes.
+			s.awaitInFlight(&wg, lines)
 			s.closeSandbox()
 			waitTimeout(&wg, drainTimeout)
 			s.reply(req.ID, struct{}{}, nil)
@@ -181,6 +201,35 @@ loop:
 	s.closeSandbox()
 	waitTimeout(&wg, drainTimeout)
 	return readErr
+}
+
+// awaitInFlight waits for the requests being served, until the context
+// ends or, eofGrace after the input ends; requests read meanwhile (sent
+// after close) are refused.
+func (s *Server) awaitInFlight(wg *sync.WaitGroup, lines <-chan lineOrErr) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	for {
+		select {
+		case <-done:
+			return
+		case <-s.ctx.Done():
+			return
+		case l := <-lines:
+			if l.err != nil {
+				// The input ended too: the usual grace, then teardown.
+				select {
+				case <-done:
+				case <-s.ctx.Done():
+				case <-time.After(eofGrace):
+				}
+				return
+			}
+			if req, rerr := DecodeRequest(l.line); rerr == nil && req.ID != nil {
+				s.reply(req.ID, nil, &Error{Code: CodeSandbox, Message: "the session is closing: requests after close are not served", Data: &errorData{Kind: sandbox.KindClosed}})
+			}
+		}
+	}
 }
 
 func waitTimeout(wg *sync.WaitGroup, d time.Duration) {

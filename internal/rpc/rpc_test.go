@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/airlock-dev/airlock/sandbox"
 )
 
 func TestDecodeRequest(t *testing.T) {
@@ -110,5 +112,45 @@ func TestShutdownDoesNotWaitForAReaderThatStopped(t *testing.T) {
 	case <-done:
 	case <-time.After(3*drainTimeout + 10*time.Second):
 		t.Fatal("Serve did not return")
+	}
+}
+
+// TestCreateRefusesAnUnknownKey: a misspelt setting, at the top or nested,
+// is -32602 naming it and nothing is created; the same config spelt right
+// reaches Create (the positive control).
+func TestCreateRefusesAnUnknownKey(t *testing.T) {
+	for name, tc := range map[string]struct {
+		params  string
+		key     string // "" when create must go through
+		created bool
+	}{
+		"a misspelt top-level key":    {`{"imagee":"standard"}`, `"imagee"`, false},
+		"a misspelt nested key":       {`{"network":{"allowed_host":["example.com"]}}`, `"allowed_host"`, false},
+		"a key of another method":     {`{"command":"true"}`, `"command"`, false},
+		"the same config spelt right": {`{"image":"standard","network":{"allowed_hosts":["example.com"]}}`, "", true},
+	} {
+		created := false
+		create := func(context.Context, *sandbox.Config) (*sandbox.Sandbox, error) {
+			created = true
+			return nil, &sandbox.Error{Kind: sandbox.KindStart, Message: "not in this test"}
+		}
+		var out strings.Builder
+		in := `{"jsonrpc":"2.0","method":"create","params":` + tc.params + `,"id":1}` + "\n"
+		if err := Serve(context.Background(), strings.NewReader(in), &out, Options{Create: create}); err != nil {
+			t.Fatalf("%s: Serve: %v", name, err)
+		}
+		var r struct {
+			Error *Error `json:"error"`
+		}
+		json.Unmarshal([]byte(out.String()), &r)
+		if created != tc.created {
+			t.Errorf("%s: created = %v, want %v", name, created, tc.created)
+		}
+		if tc.key == "" {
+			continue
+		}
+		if r.Error == nil || r.Error.Code != CodeInvalidParams || !strings.Contains(r.Error.Message, "unknown key "+tc.key) {
+			t.Errorf("%s: reply %s, want -32602 naming %s", name, out.String(), tc.key)
+		}
 	}
 }

@@ -9,6 +9,7 @@ package client
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -129,6 +130,60 @@ func New(ctx context.Context, config *Config, o Options) (_ *Sandbox, err error)
 	if config == nil {
 		config = &Config{}
 	}
+	sb, err := start(bin, o)
+	if err != nil {
+		return nil, err
+	}
+	var res CreateResult
+	if err := sb.call(ctx, "create", config, &res, nil); err != nil {
+		sb.Close()
+		return nil, err
+	}
+	sb.info = res
+	sb.stopCtx = context.AfterFunc(ctx, func() { sb.Close() })
+	return sb, nil
+}
+
+// Manage starts `airlock rpc` with no sandbox of its own, for List, Get
+// and Kill of every sandbox in the state dir; Close ends it.
+func Manage(o Options) (*Sandbox, error) {
+	bin := o.Binary
+	if bin == "" {
+		bin = cmp.Or(os.Getenv("AIRLOCK_BIN"), "airlock")
+	}
+	return start(bin, o)
+}
+
+// Entry is one sandbox as list and get give it: airlock ls --json's shape
+// (id, name, origin, backend, status, state_dir, ...).
+type Entry map[string]any
+
+// List is every sandbox in the state dir, running or not, whatever made it.
+func (sb *Sandbox) List(ctx context.Context) ([]Entry, error) {
+	var r struct {
+		Sandboxes []Entry `json:"sandboxes"`
+	}
+	if err := sb.call(ctx, "list", struct{}{}, &r, nil); err != nil {
+		return nil, err
+	}
+	return r.Sandboxes, nil
+}
+
+// Get is one sandbox, by id or name.
+func (sb *Sandbox) Get(ctx context.Context, ref string) (Entry, error) {
+	var e Entry
+	if err := sb.call(ctx, "get", map[string]string{"id": ref}, &e, nil); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Kill stops a running sandbox, by id or name, as airlock kill does.
+func (sb *Sandbox) Kill(ctx context.Context, ref string) error {
+	return sb.call(ctx, "kill", map[string]string{"id": ref}, nil, nil)
+}
+
+func start(bin string, o Options) (*Sandbox, error) {
 	cmd := exec.Command(bin, "rpc")
 	cmd.Env = o.Env
 	cmd.Stderr = o.Stderr
@@ -148,13 +203,6 @@ func New(ctx context.Context, config *Config, o Options) (_ *Sandbox, err error)
 	}
 	sb := &Sandbox{cmd: cmd, stdin: stdin, pending: map[uint64]*call{}, gone: make(chan struct{}), events: make(chan Event, 1024)}
 	go sb.readLoop(stdout)
-	var res CreateResult
-	if err := sb.call(ctx, "create", config, &res, nil); err != nil {
-		sb.Close()
-		return nil, err
-	}
-	sb.info = res
-	sb.stopCtx = context.AfterFunc(ctx, func() { sb.Close() })
 	return sb, nil
 }
 

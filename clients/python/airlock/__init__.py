@@ -12,6 +12,7 @@ stdout, one message per line). Standard library only.
 
 from .client import (
     Sandbox,
+    Manager,
     SandboxError,
     InvalidParams,
     MethodNotFound,
@@ -23,6 +24,7 @@ from .client import (
 
 __all__ = [
     "Sandbox",
+    "Manager",
     "SandboxError",
     "InvalidParams",
     "MethodNotFound",

@@ -90,6 +90,16 @@ class Sandbox:
     """
 
     def __init__(self, config=None, binary=None, env=None, timeout=None):
+        self._start(binary, env)
+        try:
+            self.info = self._call("create", config or {}, timeout=timeout)
+        except BaseException:
+            self._kill()
+            raise
+        self.env = self.info.get("env", {})
+        self.id = self.info.get("id", "")
+
+    def _start(self, binary, env):
         binary = binary or os.environ.get("AIRLOCK_BIN") or "airlock"
         self.proc = subprocess.Popen(
             [binary, "rpc"],
@@ -105,13 +115,6 @@ class Sandbox:
         self._closed = threading.Event()
         self._reader = threading.Thread(target=self._read_loop, daemon=True)
         self._reader.start()
-        try:
-            self.info = self._call("create", config or {}, timeout=timeout)
-        except BaseException:
-            self._kill()
-            raise
-        self.env = self.info.get("env", {})
-        self.id = self.info.get("id", "")
 
     # --- transport -------------------------------------------------------
 
@@ -256,9 +259,57 @@ class Sandbox:
         return self._call("list_files", {"path": path})["files"]
 
     def on_event(self, handler):
-        """Call handler(event) for every event notification (a dict with
-        type network, file or exec)."""
+        """Call handler(event) for every event notification: a dict with
+        type network, file, exec, approval, or another audit kind (mcp,
+        hostexec, llm, workspace, lifecycle) whose fields are in "record"."""
         self._event_handlers.append(handler)
+
+    def on_approval(self, handler):
+        """Call handler(approval) for each approval event whose phase is
+        "request": a connection waiting for approve or deny (a dict with id,
+        subject, host, port). A sandbox asks only when created with
+        {"approvals": {"mode": "ask"}}. Each call has its own thread, so
+        the handler may call approve or deny (or take its time)."""
+
+        def on(e):
+            a = e.get("approval") if e.get("type") == "approval" else None
+            if a and a.get("phase") == "request":
+                threading.Thread(target=handler, args=(a,), daemon=True).start()
+
+        self._event_handlers.append(on)
+
+    def approve(self, request_id, scope=None, wildcard=False):
+        """Let approval request_id through. scope: once (the default),
+        session, project or global; wildcard widens a remembered answer to
+        the host's subdomains."""
+        params = {"id": request_id}
+        if scope:
+            params["scope"] = scope
+        if wildcard:
+            params["wildcard"] = True
+        self._call("approve", params)
+
+    def deny(self, request_id, scope=None):
+        """Refuse approval request_id (scope as for approve)."""
+        params = {"id": request_id}
+        if scope:
+            params["scope"] = scope
+        self._call("deny", params)
+
+    # --- the manager: every sandbox in the state dir ----------------------
+
+    def list(self):
+        """Every sandbox in the state dir, running or not, whatever made it:
+        dicts as airlock ls --json gives them (id, name, origin, status...)."""
+        return self._call("list")["sandboxes"]
+
+    def get(self, ref):
+        """One sandbox, by id or name, as airlock get gives it."""
+        return self._call("get", {"id": ref})
+
+    def kill(self, ref):
+        """Stop a running sandbox, by id or name, as airlock kill does."""
+        self._call("kill", {"id": ref})
 
     def close(self):
         """End the sandbox and wait for airlock rpc to exit."""
@@ -295,3 +346,13 @@ class Sandbox:
 
     def __exit__(self, *args):
         self.close()
+
+
+class Manager(Sandbox):
+    """An `airlock rpc` session with no sandbox of its own: list, get and
+    kill the sandboxes in the state dir (what airlock run, agent run and
+    the API made)."""
+
+    def __init__(self, binary=None, env=None):
+        self._start(binary, env)
+        self.info, self.env, self.id = {}, {}, ""

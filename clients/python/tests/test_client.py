@@ -15,11 +15,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from airlock import (  # noqa: E402
     InvalidParams,
+    Manager,
     MethodNotFound,
     NotFound,
     PermissionDenied,
     Sandbox,
     SandboxClosed,
+    SandboxError,
 )
 
 BIN = os.environ.get("AIRLOCK_BIN") or shutil.which("airlock")
@@ -105,6 +107,73 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(InvalidParams) as cm:
             Sandbox({"network": tunnel}, binary=BIN)
         self.assertIn("a tunnel cannot swap secrets in", str(cm.exception))
+
+
+    def test_manager_lists_gets_and_kills(self):
+        sb = Sandbox(binary=BIN)
+        try:
+            with Manager(binary=BIN) as m:
+                listed = {e["id"]: e for e in m.list()}
+                self.assertIn(sb.id, listed)
+                self.assertEqual(listed[sb.id]["status"]["state"], "running")
+                self.assertEqual(listed[sb.id]["origin"], "rpc")
+                self.assertEqual(m.get(sb.id)["id"], sb.id)
+                with self.assertRaises(NotFound):
+                    m.get("no-such-sandbox")
+                m.kill(sb.id)
+                # Gone from the state dir (nothing left to review), or stopped.
+                try:
+                    self.assertNotEqual(m.get(sb.id)["status"]["state"], "running")
+                except NotFound:
+                    pass
+            with self.assertRaises(SandboxClosed):
+                sb.exec("true", timeout=20)
+        finally:
+            sb.close()
+
+
+UPSTREAM = os.environ.get("AIRLOCK_TEST_UPSTREAM")  # host:port of an HTTPS server on loopback
+
+
+def _ask_config():
+    ip = UPSTREAM.rsplit(":", 1)[0]
+    return {
+        "approvals": {"mode": "ask", "timeout_seconds": 60},
+        "network": {"add_hosts": ["example.com:" + ip], "upstream_ca": os.environ["AIRLOCK_TEST_UPSTREAM_CA"]},
+    }
+
+
+def _logged(path):
+    with open(os.environ["AIRLOCK_TEST_UPSTREAM_LOG"]) as f:
+        return path in f.read()
+
+
+@unittest.skipUnless(BIN and UPSTREAM, "set AIRLOCK_BIN and AIRLOCK_TEST_UPSTREAM(_CA, _LOG) (the Go suite does)")
+class ApprovalTest(unittest.TestCase):
+    def test_approve_lets_the_request_through(self):
+        path = "/py-approved-%d" % os.getpid()
+        with Sandbox(_ask_config(), binary=BIN) as sb:
+            asked, resolved = [], []
+            sb.on_approval(lambda a: (asked.append(a), sb.approve(a["id"])) if a["subject"] == "example.com" else None)
+            sb.on_event(lambda e: resolved.append(e["approval"]) if e.get("type") == "approval" and e["approval"]["phase"] == "resolved" else None)
+            r = sb.exec("curl -sS --max-time 30 https://example.com" + path)
+            self.assertEqual(r["exit_code"], 0, r)
+            self.assertEqual([a["subject"] for a in asked], ["example.com"])
+            deadline = time.time() + 5
+            while not resolved and time.time() < deadline:
+                time.sleep(0.05)
+            self.assertEqual([(a["decision"], a["by"]) for a in resolved], [("allow", "rpc")])
+        self.assertTrue(_logged(path), "the upstream's log lacks " + path)
+
+    def test_deny_refuses_it(self):
+        path = "/py-denied-%d" % os.getpid()
+        with Sandbox(_ask_config(), binary=BIN) as sb:
+            sb.on_approval(lambda a: sb.deny(a["id"]))
+            r = sb.exec("curl -sS --max-time 30 https://example.com" + path)
+            self.assertNotEqual(r["exit_code"], 0, r)
+            with self.assertRaises(SandboxError):  # no such request
+                sb.approve("no-such-request")
+        self.assertFalse(_logged(path), "a denied request reached the upstream: " + path)
 
 
 if __name__ == "__main__":

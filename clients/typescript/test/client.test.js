@@ -65,3 +65,59 @@ test('a bad config is -32602', { skip }, async () => {
     (e) => e.code === -32602 && e.kind === 'invalid_config' && e.message.includes('a tunnel cannot swap secrets in'),
   );
 });
+
+// Approvals, against an HTTPS server on loopback the Go suite starts.
+const upstream = process.env.AIRLOCK_TEST_UPSTREAM;
+const skipUp = skip || (upstream ? false : 'set AIRLOCK_TEST_UPSTREAM(_CA, _LOG) (the Go suite does)');
+const askConfig = () => ({
+  approvals: { mode: 'ask', timeout_seconds: 60 },
+  network: { add_hosts: [`example.com:${upstream.split(':')[0]}`], upstream_ca: process.env.AIRLOCK_TEST_UPSTREAM_CA },
+});
+const logged = async (path) => (await import('node:fs')).readFileSync(process.env.AIRLOCK_TEST_UPSTREAM_LOG, 'utf8').includes(path);
+
+test('approve lets a waiting request through; deny refuses it', { skip: skipUp }, async () => {
+  const ok = `/ts-approved-${process.pid}`;
+  const no = `/ts-denied-${process.pid}`;
+  const sb = await Sandbox.create(askConfig());
+  const asked = [];
+  const resolved = [];
+  sb.onEvent((e) => { if (e.type === 'approval' && e.approval.phase === 'resolved') resolved.push(e.approval); });
+  sb.onApproval((a) => {
+    asked.push(a);
+    (a.subject === 'example.com' && asked.length === 1 ? sb.approve(a.id) : sb.deny(a.id)).catch(() => {});
+  });
+  try {
+    let r = await sb.exec(`curl -sS --max-time 30 https://example.com${ok}`);
+    assert.equal(r.exit_code, 0, r.stderr);
+    assert.ok(await logged(ok), `the upstream's log lacks ${ok}`);
+    // Once: the next connection asks again, and this time is denied.
+    r = await sb.exec(`curl -sS --max-time 30 https://example.com${no}`);
+    assert.notEqual(r.exit_code, 0);
+    assert.ok(!(await logged(no)), `a denied request reached the upstream: ${no}`);
+    for (const end = Date.now() + 5000; resolved.length < 2 && Date.now() < end;) await new Promise((res) => setTimeout(res, 50));
+    assert.deepEqual(resolved.map((a) => [a.decision, a.by]), [['allow', 'rpc'], ['deny', 'rpc']]);
+    await assert.rejects(sb.approve('no-such-request'), (e) => e instanceof SandboxError && e.kind === 'not_found');
+  } finally {
+    await sb.close();
+  }
+});
+
+test('the manager lists, gets and kills a sandbox', { skip }, async () => {
+  const sb = await Sandbox.create({});
+  const m = await Sandbox.manage();
+  try {
+    const mine = (await m.list()).find((e) => e.id === sb.id);
+    assert.ok(mine, `list lacks ${sb.id}`);
+    assert.equal(mine.status.state, 'running');
+    assert.equal((await m.get(sb.id)).id, sb.id);
+    await assert.rejects(m.get('no-such-sandbox'), (e) => e instanceof SandboxError && e.kind === 'not_found');
+    await m.kill(sb.id);
+    // Gone from the state dir (nothing left to review), or stopped.
+    const after = await m.get(sb.id).catch((e) => (e.kind === 'not_found' ? null : Promise.reject(e)));
+    assert.notEqual(after?.status?.state, 'running');
+    await assert.rejects(sb.exec('true'), (e) => e.kind === 'closed');
+  } finally {
+    await m.close();
+    await sb.close();
+  }
+});
