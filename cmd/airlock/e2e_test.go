@@ -787,7 +787,7 @@ func TestUnprivileged(t *testing.T) {
 		t.Skip("runs only as root, to re-run the suite as an unprivileged user")
 	}
 	u := testUpstream(t) // on port 443, which only root can bind: started here for the child
-	testutil.RerunAsNobody(t, testutil.Nobody{Env: append([]string{"AIRLOCK_TEST_BIN=" + airlockBin}, u.childEnv(t)...)})
+	testutil.RerunAsNobody(t, testutil.Nobody{Env: append([]string{"AIRLOCK_TEST_BIN=" + airlockBin}, u.childEnv(t)...), Timeout: 15 * time.Minute})
 }
 
 // expecter returns a function that waits (up to limit each time) for a line
