@@ -162,7 +162,7 @@ func TestDevcontainerBuildsAndRunsInsideOnceTrusted(t *testing.T) {
 	for _, want := range []string{"Step 1/", "Successfully tagged airlock-devcontainer/",
 		"privileged refused", "capAdd refused", "securityOpt refused", "runArgs refused", "mounts refused", "init refused",
 		"features refused", "appPort refused", "initializeCommand refused: it runs on the host", `unknown property "frobnicate"`,
-		"forwardPorts 3000 are not published"} {
+		"forwardPorts 3000 not published: the sandbox has no network"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
 		}

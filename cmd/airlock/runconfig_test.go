@@ -48,11 +48,12 @@ func TestConfigFlagLayerTakesOnlySetFlags(t *testing.T) {
 func TestConfigRunFlagKeys(t *testing.T) {
 	c := newRunCmd()
 	notSettings := map[string]bool{"workspace": true, "tty": true, "detach": true, "name": true, "keep": true, "quiet": true, "help": true, "watch-files": true, "scratch": true, "ask": true, "no-config-files": true,
-		"no-hide":  true, // filesystem.hide_defaults: false, as --ask is approvals.mode ask
-		"no-idmap": true, // an unsafe opt-out for one run, never from a file
-		"workdir":  true, // where one command starts
-		"branch":   true, // one run's worktree, never from a file
-		"spec-fd":  true} // the whole spec from elsewhere (internal/childspec), no other flag beside it
+		"no-hide":      true, // filesystem.hide_defaults: false, as --ask is approvals.mode ask
+		"no-idmap":     true, // an unsafe opt-out for one run, never from a file
+		"workdir":      true, // where one command starts
+		"branch":       true, // one run's worktree, never from a file
+		"spec-fd":      true, // the whole spec from elsewhere (internal/childspec), no other flag beside it
+		"devcontainer": true} // the workspace's devcontainer.json, read and trusted for one run
 	mapped := map[string]bool{}
 	l := config.NewLayer(config.SourceFlag, "")
 	for _, fk := range runFlagKeys {
