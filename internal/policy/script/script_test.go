@@ -113,7 +113,10 @@ func TestHostileCallsAreRefusedAtTheirLine(t *testing.T) {
 		"mutating the snapshot": {"def on_request(req):\n    req.headers['x'] = 'y'\n", "policy.star:2: on_request: cannot insert into frozen hash table"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			s, err := New("policy.star", []byte(c.src), Options{Limits: Limits{Steps: 100_000, Alloc: 16 << 20}})
+			// Steps and allocation are the bounds under test: the time
+			// limit (TestTimeLimitStopsACall's) is set far off, so a busy
+			// machine (the race detector, a CPU hog) cannot reach it first.
+			s, err := New("policy.star", []byte(c.src), Options{Limits: Limits{Steps: 100_000, Alloc: 16 << 20, Time: 30 * time.Second}})
 			if err != nil {
 				t.Fatal(err)
 			}
